@@ -1,0 +1,156 @@
+package client
+
+import "time"
+
+// Sandbox is a sandbox as the API shows it.
+type Sandbox struct {
+	ID           string     `json:"id" doc:"Sandbox id (sb-...)"`
+	Name         string     `json:"name" doc:"Unique name within the tenant"`
+	Tenant       string     `json:"tenant"`
+	Template     string     `json:"template"`
+	State        string     `json:"state" enum:"creating,running,paused,stopped,deleted,error"`
+	InstanceType string     `json:"instance_type"`
+	Limits       Limits     `json:"limits"`
+	Service      *Service   `json:"service,omitempty"`
+	IdleTimeout  string     `json:"idle_timeout" doc:"Go duration; 0 disables auto-stop"`
+	OnIdle       string     `json:"on_idle" enum:"stop,pause"`
+	MaxRuntime   string     `json:"max_runtime,omitempty"`
+	StopReason   string     `json:"stop_reason,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	StoppedAt    *time.Time `json:"stopped_at,omitempty"`
+	DeletedAt    *time.Time `json:"deleted_at,omitempty"`
+	PurgeAt      *time.Time `json:"purge_at,omitempty"`
+}
+
+// Limits are a sandbox's resource limits.
+type Limits struct {
+	CPUs        float64 `json:"cpus" doc:"CPU quota in cores"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	Pids        int64   `json:"pids"`
+	DiskBytes   int64   `json:"disk_bytes"`
+}
+
+// InstanceType is a named set of limits.
+type InstanceType struct {
+	Name   string `json:"name"`
+	Limits Limits `json:"limits"`
+}
+
+// Service is the supervised agent service of a sandbox.
+type Service struct {
+	Command []string          `json:"command" minItems:"1"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	User    string            `json:"user,omitempty" doc:"agent (default) or root"`
+	Restart string            `json:"restart,omitempty" enum:"always,on-failure,never" doc:"default on-failure"`
+	// StopSignal is sent on stop unless StopLine is set (default SIGTERM).
+	StopSignal string `json:"stop_signal,omitempty"`
+	// StopLine is written to the service's stdin on stop, e.g. "/checkpoint".
+	StopLine string `json:"stop_line,omitempty"`
+	// StopGrace is how long to wait after the stop hook before SIGKILL (default 30s).
+	StopGrace string `json:"stop_grace,omitempty"`
+}
+
+// CreateSandboxRequest creates a sandbox.
+type CreateSandboxRequest struct {
+	Name         string            `json:"name,omitempty" doc:"Defaults to the id"`
+	Template     string            `json:"template,omitempty" doc:"Template id; default host"`
+	InstanceType string            `json:"instance_type,omitempty" doc:"micro, small (default), medium, large"`
+	Env          map[string]string `json:"env,omitempty"`
+	Service      *Service          `json:"service,omitempty"`
+	IdleTimeout  string            `json:"idle_timeout,omitempty" doc:"default 15m; 0 disables"`
+	OnIdle       string            `json:"on_idle,omitempty" enum:"stop,pause,"`
+	MaxRuntime   string            `json:"max_runtime,omitempty"`
+	NoStart      bool              `json:"no_start,omitempty" doc:"Create stopped"`
+}
+
+// ResizeRequest changes the limits of a stopped sandbox.
+type ResizeRequest struct {
+	InstanceType string  `json:"instance_type,omitempty"`
+	CPUs         float64 `json:"cpus,omitempty"`
+	MemoryBytes  int64   `json:"memory_bytes,omitempty"`
+	Pids         int64   `json:"pids,omitempty"`
+	DiskBytes    int64   `json:"disk_bytes,omitempty"`
+}
+
+// ExecRequest runs a command in a running sandbox.
+type ExecRequest struct {
+	Command    []string          `json:"command" minItems:"1"`
+	Env        map[string]string `json:"env,omitempty"`
+	Cwd        string            `json:"cwd,omitempty" doc:"default /home/agent for agent, / for root"`
+	User       string            `json:"user,omitempty" doc:"agent (default) or root"`
+	Timeout    string            `json:"timeout,omitempty" doc:"Go duration; the process group is killed when it expires"`
+	Stdin      string            `json:"stdin,omitempty" doc:"Bytes written to stdin, then closed"`
+	Background bool              `json:"background,omitempty" doc:"Return at once; output goes to /var/log/stead/exec-<pid>.log"`
+}
+
+// ExecEvent is one event of an exec stream (Server-Sent Events, event name
+// = Type). Data is the raw output chunk for stdout/stderr.
+type ExecEvent struct {
+	Type     string `json:"type" enum:"stdout,stderr,exit,error"`
+	Data     []byte `json:"data,omitempty"`
+	ExitCode int    `json:"exit_code,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Pid      int    `json:"pid,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// ExecResult is the buffered result of an exec.
+type ExecResult struct {
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Stdout   []byte `json:"stdout"`
+	Stderr   []byte `json:"stderr"`
+	Pid      int    `json:"pid,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+}
+
+// FileInfo describes one entry of a sandbox's file system.
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Type    string    `json:"type" enum:"file,dir,symlink,other"`
+	Size    int64     `json:"size"`
+	Mode    uint32    `json:"mode"`
+	UID     int       `json:"uid"`
+	GID     int       `json:"gid"`
+	ModTime time.Time `json:"mod_time"`
+	Target  string    `json:"target,omitempty" doc:"symlink target"`
+}
+
+// Template is a root filesystem that sandboxes are created from.
+type Template struct {
+	ID        string    `json:"id"`
+	Kind      string    `json:"kind" enum:"host,oci"`
+	Source    string    `json:"source"`
+	Digest    string    `json:"digest,omitempty"`
+	SizeBytes int64     `json:"size_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ImportTemplateRequest imports an OCI image as a template.
+type ImportTemplateRequest struct {
+	ID     string `json:"id" doc:"Template id to create"`
+	Source string `json:"source" doc:"Image reference (registry), oci-layout:/path[:tag] or docker-archive:/path.tar"`
+}
+
+// Info describes the daemon.
+type Info struct {
+	Version       string         `json:"version"`
+	Pool          string         `json:"pool"`
+	DataDir       string         `json:"data_dir"`
+	Runtime       string         `json:"runtime"`
+	CgroupVersion int            `json:"cgroup_version"`
+	InstanceTypes []InstanceType `json:"instance_types"`
+	Persistence   []string       `json:"persistence" doc:"What survives stop/start and what does not"`
+}
+
+// APIKey is a created API key; Secret is shown only once.
+type APIKey struct {
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	Name   string `json:"name"`
+	Admin  bool   `json:"admin"`
+	Secret string `json:"secret,omitempty"`
+}

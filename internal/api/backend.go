@@ -1,0 +1,92 @@
+// Package api is stead's HTTP/JSON API: routes, auth, the OpenAPI 3.1
+// document, and the single mapping from errs sentinels to status codes.
+// It holds no business logic: every call goes to a Backend.
+package api
+
+import (
+	"context"
+	"io"
+
+	"github.com/stead-dev/stead/client"
+)
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	TenantID string
+	KeyID    string
+	Admin    bool
+}
+
+// ExecStream receives the output of an exec as it happens. Calls are
+// serialised by the backend.
+type ExecStream interface {
+	Stdout(p []byte) error
+	Stderr(p []byte) error
+}
+
+// PTY is an interactive terminal session in a sandbox.
+type PTY interface {
+	io.ReadWriteCloser
+	// Resize changes the terminal size.
+	Resize(rows, cols uint16) error
+	// Wait blocks until the process exits and returns its exit code.
+	Wait() (int, error)
+}
+
+// PTYRequest starts an interactive terminal.
+type PTYRequest struct {
+	Command []string // default: the user's login shell
+	User    string
+	Env     map[string]string
+	Cwd     string
+	Rows    uint16
+	Cols    uint16
+}
+
+// Backend is what the API serves. Every method receives the tenant of the
+// caller and must treat another tenant's resources as absent
+// (errs.ErrNotFound). Sandbox ids may also be given as names.
+type Backend interface {
+	Info(ctx context.Context) client.Info
+
+	// Authenticate resolves an API key secret to its principal
+	// (errs.ErrUnauthenticated when unknown).
+	Authenticate(ctx context.Context, secret string) (Principal, error)
+	CreateAPIKey(ctx context.Context, p Principal, name string, admin bool) (client.APIKey, error)
+
+	CreateSandbox(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error)
+	GetSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error)
+	ListSandboxes(ctx context.Context, tenant string, includeDeleted bool) ([]client.Sandbox, error)
+	StartSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error)
+	StopSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error)
+	PauseSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error)
+	ResumeSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error)
+	// DeleteSandbox soft-deletes (purge=false) or destroys for good.
+	DeleteSandbox(ctx context.Context, tenant, id string, purge bool) (client.Sandbox, error)
+	// UndeleteSandbox brings back a soft-deleted sandbox as stopped.
+	UndeleteSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error)
+	ResizeSandbox(ctx context.Context, tenant, id string, req client.ResizeRequest) (client.Sandbox, error)
+
+	// Exec runs a command; output is streamed to out as it is produced.
+	// For a background exec it returns at once with the pid.
+	Exec(ctx context.Context, tenant, id string, req client.ExecRequest, out ExecStream) (client.ExecResult, error)
+	OpenPTY(ctx context.Context, tenant, id string, req PTYRequest) (PTY, error)
+	// AgentLog opens the supervised service's log (/var/log/agent.log).
+	AgentLog(ctx context.Context, tenant, id string) (io.ReadCloser, error)
+
+	ReadFile(ctx context.Context, tenant, id, path string) (io.ReadCloser, client.FileInfo, error)
+	WriteFile(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (client.FileInfo, error)
+	StatFile(ctx context.Context, tenant, id, path string) (client.FileInfo, error)
+	ListFiles(ctx context.Context, tenant, id, path string) ([]client.FileInfo, error)
+	Mkdir(ctx context.Context, tenant, id, path string, parents bool) error
+	RemoveFile(ctx context.Context, tenant, id, path string, recursive bool) error
+	RenameFile(ctx context.Context, tenant, id, from, to string) error
+	// DownloadTar writes a tar of path to w.
+	DownloadTar(ctx context.Context, tenant, id, path string, w io.Writer) error
+	// UploadTar extracts a tar stream under path.
+	UploadTar(ctx context.Context, tenant, id, path string, r io.Reader) error
+
+	ListTemplates(ctx context.Context, tenant string) ([]client.Template, error)
+	ImportTemplate(ctx context.Context, tenant string, req client.ImportTemplateRequest) (client.Template, error)
+	DeleteTemplate(ctx context.Context, tenant, id string) error
+}

@@ -1,0 +1,107 @@
+// Package pool defines the storage pool: named copy-on-write datasets that
+// hold template roots and sandbox roots (and, later, volumes and snapshots).
+// Implementations live in pool/btrfs (subvolumes, O(1) clones, qgroup
+// quotas) and pool/dir (reflink or plain copies); both pass the contract
+// suite in pool/pooltest.
+//
+// Dataset names are "<kind>/<id>" where kind is one of the Kind* constants
+// and id matches ValidID. Path returns where a dataset lives on the host.
+package pool
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/stead-dev/stead/internal/errs"
+)
+
+// Dataset kinds.
+const (
+	KindTemplate = "templates"
+	KindSandbox  = "sandboxes"
+	KindSnapshot = "snapshots"
+	KindVolume   = "volumes"
+)
+
+var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+
+// ValidID reports whether id may name a dataset.
+func ValidID(id string) bool { return idRE.MatchString(id) && !strings.Contains(id, "..") }
+
+// Name builds a dataset name and validates it.
+func Name(kind, id string) (string, error) {
+	switch kind {
+	case KindTemplate, KindSandbox, KindSnapshot, KindVolume:
+	default:
+		return "", fmt.Errorf("dataset kind %q: %w", kind, errs.ErrInvalid)
+	}
+	if !ValidID(id) {
+		return "", fmt.Errorf("dataset id %q: %w", id, errs.ErrInvalid)
+	}
+	return kind + "/" + id, nil
+}
+
+// CheckName validates a full dataset name ("kind/id").
+func CheckName(name string) error {
+	kind, id, ok := strings.Cut(name, "/")
+	if !ok {
+		return fmt.Errorf("dataset name %q: %w", name, errs.ErrInvalid)
+	}
+	_, err := Name(kind, id)
+	return err
+}
+
+// Caps says what an implementation can do.
+type Caps struct {
+	// ConstantTimeClone is true when Clone costs O(1) in the dataset size.
+	ConstantTimeClone bool
+	// Quota is true when SetQuota is enforced (writes fail with ENOSPC/EDQUOT).
+	Quota bool
+}
+
+// CloneOptions tunes Clone.
+type CloneOptions struct {
+	// ReadOnly makes the new dataset immutable (a snapshot).
+	ReadOnly bool
+}
+
+// Pool stores datasets.
+//
+// Contract, checked by pooltest:
+//   - Create makes an empty writable directory owned by root, mode 0755;
+//     errs.ErrConflict if the name exists.
+//   - Clone makes dst a copy of src with identical content, modes, owners,
+//     symlinks, hardlinks, xattrs and sparse holes, independent of src
+//     (writes to either are invisible in the other). errs.ErrNotFound if src
+//     is absent, errs.ErrConflict if dst exists. A failed Clone leaves no dst.
+//   - Delete removes a dataset and everything in it, read-only ones too;
+//     errs.ErrNotFound if absent.
+//   - SetReadOnly(true) makes every write under the dataset fail (EROFS or
+//     EPERM); SetReadOnly(false) undoes it.
+//   - SetQuota limits a dataset's exclusive usage; 0 removes the limit.
+//     errs.ErrUnsupported when Caps().Quota is false.
+//   - Invalid names return errs.ErrInvalid and touch nothing.
+//   - List(kind) returns the ids of that kind, sorted.
+//   - Methods are safe for concurrent use on distinct names.
+type Pool interface {
+	// Kind names the implementation ("btrfs", "dir").
+	Kind() string
+	Caps() Caps
+	// Path is the host directory of a dataset (it may not exist).
+	Path(name string) string
+	Exists(ctx context.Context, name string) (bool, error)
+	Create(ctx context.Context, name string) error
+	Clone(ctx context.Context, src, dst string, opts CloneOptions) error
+	Delete(ctx context.Context, name string) error
+	List(ctx context.Context, kind string) ([]string, error)
+	SetReadOnly(ctx context.Context, name string, ro bool) error
+	SetQuota(ctx context.Context, name string, bytes int64) error
+	// Usage returns the bytes a dataset uses (exclusive where the
+	// implementation can tell, else apparent).
+	Usage(ctx context.Context, name string) (int64, error)
+	// Close releases the pool (a btrfs pool on a loop image stays mounted
+	// for running sandboxes; Close only drops handles).
+	Close() error
+}
