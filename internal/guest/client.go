@@ -1,0 +1,289 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// Client talks to one sandbox's init from the daemon.
+type Client struct {
+	// Socket is the host path of the init socket.
+	Socket string
+}
+
+// NewClient returns a client for the init whose run directory is runDir on
+// the host.
+func NewClient(runDir string) *Client {
+	return &Client{Socket: filepath.Join(runDir, SocketName)}
+}
+
+func (c *Client) dial(ctx context.Context) (*conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("dial sandbox init: %w", err)
+	}
+	return newConn(nc.(*net.UnixConn)), nil
+}
+
+// Ping checks that init answers.
+func (c *Client) Ping(ctx context.Context) error {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cn.c.Close()
+	if err := cn.send(Request{Op: OpStatus}); err != nil {
+		return err
+	}
+	var r Reply
+	_, err = cn.recv(&r)
+	return err
+}
+
+// WaitReady polls until init answers or ctx ends.
+func (c *Client) WaitReady(ctx context.Context) error {
+	delay := 200 * time.Microsecond
+	for {
+		if err := c.Ping(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for sandbox init: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 20*time.Millisecond)
+	}
+}
+
+// Stop asks init to stop the service (stop hook, then grace) and every other
+// process; init exits after answering.
+func (c *Client) Stop(ctx context.Context, grace time.Duration) error {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cn.c.Close()
+	if d, ok := ctx.Deadline(); ok {
+		cn.c.SetDeadline(d)
+	}
+	if err := cn.send(Request{Op: OpStop, Grace: grace}); err != nil {
+		return err
+	}
+	var r Reply
+	if _, err := cn.recv(&r); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// ExecSpec is a process to run.
+type ExecSpec struct {
+	Args       []string
+	Env        []string
+	Cwd        string
+	UID, GID   int
+	Background bool
+	Stdin      io.Reader // nil: /dev/null
+	Stdout     io.Writer
+	Stderr     io.Writer
+}
+
+// ExecResult is how an exec ended.
+type ExecResult struct {
+	Pid      int
+	ExitCode int
+	Signal   string
+	LogPath  string
+}
+
+// Exec runs a process in the sandbox and streams its output to the writers
+// until it exits. Cancelling ctx kills the process group.
+func (c *Client) Exec(ctx context.Context, spec ExecSpec) (ExecResult, error) {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer cn.c.Close()
+	req := Request{Op: OpExec, Args: spec.Args, Env: spec.Env, Cwd: spec.Cwd,
+		UID: spec.UID, GID: spec.GID, Background: spec.Background}
+	if spec.Background {
+		if err := cn.send(req); err != nil {
+			return ExecResult{}, err
+		}
+		var r Reply
+		if _, err := cn.recv(&r); err != nil {
+			return ExecResult{}, err
+		}
+		if r.Type == "error" {
+			return ExecResult{}, fmt.Errorf("exec %s: %s", spec.Args[0], r.Error)
+		}
+		return ExecResult{Pid: r.Pid, LogPath: r.LogPath}, nil
+	}
+
+	var stdinR *os.File
+	var stdinW *os.File
+	if spec.Stdin != nil {
+		stdinR, stdinW, err = os.Pipe()
+	} else {
+		stdinR, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec stdin: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		return ExecResult{}, fmt.Errorf("exec stdout: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		outR.Close()
+		outW.Close()
+		return ExecResult{}, fmt.Errorf("exec stderr: %w", err)
+	}
+	req.Stdio = true
+	err = cn.send(req, stdinR, outW, errW)
+	stdinR.Close()
+	outW.Close()
+	errW.Close()
+	defer outR.Close()
+	defer errR.Close()
+	if err != nil {
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		return ExecResult{}, err
+	}
+	if stdinW != nil {
+		go func() {
+			io.Copy(stdinW, spec.Stdin)
+			stdinW.Close()
+		}()
+	}
+	// Writes to the two writers are serialised: callers may pass one
+	// writer for both.
+	var wg sync.WaitGroup
+	var wmu sync.Mutex
+	pump := func(r *os.File, w io.Writer) {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 && w != nil {
+				wmu.Lock()
+				w.Write(buf[:n])
+				wmu.Unlock()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(2)
+	go pump(outR, spec.Stdout)
+	go pump(errR, spec.Stderr)
+
+	stop := context.AfterFunc(ctx, func() { cn.c.Close() })
+	defer stop()
+	var started Reply
+	if _, err := cn.recv(&started); err != nil {
+		return ExecResult{}, ctxErr(ctx, err)
+	}
+	if started.Type == "error" {
+		return ExecResult{}, fmt.Errorf("exec %s: %s", spec.Args[0], started.Error)
+	}
+	var exit Reply
+	if _, err := cn.recv(&exit); err != nil {
+		return ExecResult{Pid: started.Pid}, ctxErr(ctx, err)
+	}
+	// Output written just before exit is still in the pipes; a descendant
+	// that keeps them open must not hold the call forever.
+	drained := make(chan struct{})
+	go func() { wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(250 * time.Millisecond):
+		outR.SetReadDeadline(time.Now())
+		errR.SetReadDeadline(time.Now())
+		<-drained
+	}
+	return ExecResult{Pid: started.Pid, ExitCode: exit.ExitCode, Signal: exit.Signal}, nil
+}
+
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// PTYSession is an interactive process on a terminal in the sandbox.
+type PTYSession struct {
+	master *os.File
+	cn     *conn
+	pid    int
+}
+
+// OpenPTY starts spec.Args on a new terminal of the given size.
+func (c *Client) OpenPTY(ctx context.Context, spec ExecSpec, rows, cols uint16) (*PTYSession, error) {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req := Request{Op: OpExec, Args: spec.Args, Env: spec.Env, Cwd: spec.Cwd,
+		UID: spec.UID, GID: spec.GID, TTY: true, Rows: rows, Cols: cols}
+	if err := cn.send(req); err != nil {
+		cn.c.Close()
+		return nil, err
+	}
+	var r Reply
+	files, err := cn.recv(&r)
+	if err != nil {
+		cn.c.Close()
+		return nil, err
+	}
+	if r.Type == "error" || len(files) != 1 {
+		closeAll(files)
+		cn.c.Close()
+		return nil, fmt.Errorf("open pty: %s", r.Error)
+	}
+	return &PTYSession{master: files[0], cn: cn, pid: r.Pid}, nil
+}
+
+// Read reads terminal output.
+func (p *PTYSession) Read(b []byte) (int, error) { return p.master.Read(b) }
+
+// Write writes terminal input.
+func (p *PTYSession) Write(b []byte) (int, error) { return p.master.Write(b) }
+
+// Resize changes the terminal size.
+func (p *PTYSession) Resize(rows, cols uint16) error {
+	return pty.Setsize(p.master, &pty.Winsize{Rows: rows, Cols: cols})
+}
+
+// Wait blocks until the process exits and returns its exit code.
+func (p *PTYSession) Wait() (int, error) {
+	var r Reply
+	if _, err := p.cn.recv(&r); err != nil {
+		return -1, err
+	}
+	return r.ExitCode, nil
+}
+
+// Close ends the session; a still running process is killed.
+func (p *PTYSession) Close() error {
+	p.master.Close()
+	return p.cn.c.Close()
+}

@@ -1,0 +1,404 @@
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// Main is the entry point of init inside a sandbox. It never returns.
+func Main() {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "init")
+	in, err := newInit(logger)
+	if err != nil {
+		logger.Error("init failed", "err", err)
+		os.Exit(1)
+	}
+	os.Exit(in.run(context.Background()))
+}
+
+// exitStatus is how a child ended.
+type exitStatus struct {
+	code   int
+	signal string
+}
+
+type initProc struct {
+	log *slog.Logger
+	cfg Config
+	ln  *net.UnixListener
+
+	mu      sync.Mutex
+	waiters map[int]chan exitStatus
+
+	stopOnce sync.Once
+	stopping chan struct{}
+	svc      *supervisor
+}
+
+func newInit(logger *slog.Logger) (*initProc, error) {
+	b, err := os.ReadFile(filepath.Join(RunDir, ConfigName))
+	if err != nil {
+		return nil, fmt.Errorf("read init config: %w", err)
+	}
+	in := &initProc{log: logger, waiters: map[int]chan exitStatus{}, stopping: make(chan struct{})}
+	if err := json.Unmarshal(b, &in.cfg); err != nil {
+		return nil, fmt.Errorf("decode init config: %w", err)
+	}
+	sock := filepath.Join(RunDir, SocketName)
+	os.Remove(sock)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on init socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	in.ln = ln
+	if in.cfg.Seccomp {
+		if err := loadSeccomp(); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+func (in *initProc) run(ctx context.Context) int {
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
+	go in.reap(sigs)
+	if in.cfg.Service != nil {
+		in.svc = newSupervisor(in, *in.cfg.Service)
+		go in.svc.run()
+	}
+	go in.serve()
+	// Mark readiness for the daemon: the socket accepts from here on.
+	<-in.stopping
+	return 0
+}
+
+// reap waits for every child, including orphans re-parented to PID 1, and
+// hands exit statuses to whoever started the process.
+func (in *initProc) reap(sigs chan os.Signal) {
+	for sig := range sigs {
+		if sig != syscall.SIGCHLD {
+			go in.stop(30 * time.Second)
+			continue
+		}
+		for {
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			if err != nil || pid <= 0 {
+				break
+			}
+			st := exitStatus{code: ws.ExitStatus()}
+			if ws.Signaled() {
+				st.code = 128 + int(ws.Signal())
+				st.signal = unix.SignalName(ws.Signal())
+			}
+			in.mu.Lock()
+			ch, ok := in.waiters[pid]
+			delete(in.waiters, pid)
+			in.mu.Unlock()
+			if ok {
+				ch <- st
+			}
+		}
+	}
+}
+
+// procSpec is one process to start.
+type procSpec struct {
+	args   []string
+	env    []string
+	cwd    string
+	uid    int
+	gid    int
+	files  []*os.File // stdin, stdout, stderr
+	setsid bool
+	ctty   bool
+}
+
+// start forks and execs a process and returns its pid and a channel that
+// receives its exit status.
+func (in *initProc) start(p procSpec) (int, <-chan exitStatus, error) {
+	fds := make([]uintptr, len(p.files))
+	for i, f := range p.files {
+		fds[i] = f.Fd()
+	}
+	env := mergeEnv(in.cfg.Env, p.env)
+	if p.uid != 0 {
+		env = mergeEnv(env, []string{"HOME=/home/agent", "USER=agent", "LOGNAME=agent"})
+	} else {
+		env = mergeEnv(env, []string{"HOME=/root", "USER=root", "LOGNAME=root"})
+	}
+	argv0, err := lookPath(p.args[0], env)
+	if err != nil {
+		return 0, nil, err
+	}
+	cwd := p.cwd
+	if cwd == "" {
+		cwd = "/"
+		if p.uid != 0 {
+			cwd = "/home/agent"
+		}
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   cwd,
+		Env:   env,
+		Files: fds,
+		Sys: &syscall.SysProcAttr{
+			Setpgid: !p.setsid,
+			Setsid:  p.setsid,
+			Setctty: p.ctty,
+			Ctty:    0,
+		},
+	}
+	if p.uid != 0 || p.gid != 0 {
+		attr.Sys.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.gid), Groups: []uint32{}}
+	}
+	ch := make(chan exitStatus, 1)
+	in.mu.Lock()
+	pid, err := syscall.ForkExec(argv0, p.args, attr)
+	if err == nil {
+		in.waiters[pid] = ch
+	}
+	in.mu.Unlock()
+	if err != nil {
+		return 0, nil, fmt.Errorf("start %s: %w", p.args[0], err)
+	}
+	return pid, ch, nil
+}
+
+func (in *initProc) serve() {
+	for {
+		c, err := in.ln.AcceptUnix()
+		if err != nil {
+			select {
+			case <-in.stopping:
+				return
+			default:
+			}
+			in.log.Error("accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go in.handle(newConn(c))
+	}
+}
+
+func (in *initProc) handle(c *conn) {
+	defer c.c.Close()
+	var req Request
+	files, err := c.recv(&req)
+	if err != nil {
+		return
+	}
+	defer closeAll(files)
+	switch req.Op {
+	case OpExec:
+		in.handleExec(c, req, files)
+	case OpStop:
+		in.stop(req.Grace)
+		c.send(Reply{Type: "exit"})
+	case OpStatus:
+		r := Reply{Type: "status"}
+		if in.svc != nil {
+			r.ServicePid, r.ServiceRestarts = in.svc.status()
+		}
+		c.send(r)
+	default:
+		c.send(Reply{Type: "error", Error: "unknown op " + req.Op})
+	}
+}
+
+func (in *initProc) handleExec(c *conn, req Request, files []*os.File) {
+	if len(req.Args) == 0 {
+		c.send(Reply{Type: "error", Error: "empty command"})
+		return
+	}
+	p := procSpec{args: req.Args, env: req.Env, cwd: req.Cwd, uid: req.UID, gid: req.GID}
+	var master *os.File
+	var logPath string
+	switch {
+	case req.TTY:
+		m, s, err := pty.Open()
+		if err != nil {
+			c.send(Reply{Type: "error", Error: "open pty: " + err.Error()})
+			return
+		}
+		defer s.Close()
+		master = m
+		if req.Rows > 0 && req.Cols > 0 {
+			pty.Setsize(m, &pty.Winsize{Rows: req.Rows, Cols: req.Cols})
+		}
+		if req.UID != 0 {
+			os.Chown(s.Name(), req.UID, req.GID)
+		}
+		p.files = []*os.File{s, s, s}
+		p.setsid, p.ctty = true, true
+		p.env = append([]string{"TERM=xterm-256color"}, p.env...)
+	case req.Background:
+		os.MkdirAll(ExecLogDir, 0o755)
+		f, err := os.CreateTemp(ExecLogDir, "exec-*.log")
+		if err != nil {
+			c.send(Reply{Type: "error", Error: "create exec log: " + err.Error()})
+			return
+		}
+		defer f.Close()
+		os.Chown(f.Name(), req.UID, req.GID)
+		logPath = f.Name()
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			c.send(Reply{Type: "error", Error: err.Error()})
+			return
+		}
+		defer null.Close()
+		p.files = []*os.File{null, f, f}
+		p.setsid = true
+	case req.Stdio && len(files) == 3:
+		p.files = files
+	default:
+		c.send(Reply{Type: "error", Error: "exec needs stdio descriptors"})
+		return
+	}
+	pid, done, err := in.start(p)
+	if err != nil {
+		if master != nil {
+			master.Close()
+		}
+		c.send(Reply{Type: "error", Error: err.Error()})
+		return
+	}
+	// Our copies of the child's stdio must close now, so the daemon sees
+	// EOF when the child (and its descendants) are done with them.
+	closeAll(files)
+	started := Reply{Type: "started", Pid: pid, LogPath: logPath}
+	if master != nil {
+		err = c.send(started, master)
+		master.Close()
+	} else {
+		err = c.send(started)
+	}
+	if req.Background {
+		return
+	}
+	// Foreground: the connection going away kills the process group.
+	gone := make(chan struct{})
+	go func() {
+		buf := make([]byte, 1)
+		for {
+			if _, err := c.c.Read(buf); err != nil {
+				close(gone)
+				return
+			}
+		}
+	}()
+	if err != nil {
+		unix.Kill(-pid, unix.SIGKILL)
+	}
+	select {
+	case st := <-done:
+		c.send(Reply{Type: "exit", Pid: pid, ExitCode: st.code, Signal: st.signal})
+	case <-gone:
+		unix.Kill(-pid, unix.SIGKILL)
+		unix.Kill(pid, unix.SIGKILL)
+		<-done
+	}
+}
+
+// stop runs the service's stop hook, waits up to grace for it, then kills
+// every process in the sandbox and lets init exit.
+func (in *initProc) stop(grace time.Duration) {
+	in.stopOnce.Do(func() {
+		if in.svc != nil {
+			in.svc.stop(grace)
+		}
+		unix.Kill(-1, unix.SIGTERM)
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) && othersAlive() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		unix.Kill(-1, unix.SIGKILL)
+		unix.Sync()
+		close(in.stopping)
+	})
+	<-in.stopping
+}
+
+// othersAlive reports whether any process but init remains.
+func othersAlive() bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func mergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	idx := map[string]int{}
+	for _, list := range [][]string{base, over} {
+		for _, kv := range list {
+			k := kv
+			for i := 0; i < len(kv); i++ {
+				if kv[i] == '=' {
+					k = kv[:i]
+					break
+				}
+			}
+			if i, ok := idx[k]; ok {
+				out[i] = kv
+				continue
+			}
+			idx[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// lookPath resolves a command name against PATH in env.
+func lookPath(name string, env []string) (string, error) {
+	if filepath.IsAbs(name) || containsSlash(name) {
+		return name, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if len(kv) > 5 && kv[:5] == "PATH=" {
+			path = kv[5:]
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", name, errors.New("command not found"))
+}
+
+func containsSlash(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,208 @@
+// Package guest is stead's init: the process that runs as PID 1 inside every
+// sandbox (the stead binary, bind-mounted read-only at /.stead/stead), and the
+// daemon's client for it.
+//
+// Init reaps orphans, runs the supervised agent service, and serves exec and
+// PTY requests from the daemon over a unix socket by fork+exec inside the
+// sandbox, so exec'd processes inherit the sandbox's namespaces, cgroup and
+// seccomp filter without a setns round trip.
+//
+// Wire protocol: one request per connection. The daemon sends one JSON line
+// (Request), with file descriptors attached as SCM_RIGHTS where the request
+// says so; init answers with JSON lines (Reply): first a "started" reply
+// (with the PTY master attached for tty requests), then an "exit" reply when
+// the process ends. If the connection closes before a foreground process
+// exits, init kills its process group.
+package guest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Paths inside the sandbox.
+const (
+	// BinaryPath is where the stead binary is bind-mounted.
+	BinaryPath = "/.stead/stead"
+	// RunDir is the per-sandbox run directory (bind of the host's run dir).
+	RunDir = "/.stead/run"
+	// SocketName is the init socket's name within RunDir.
+	SocketName = "init.sock"
+	// ConfigName is the init configuration's name within RunDir.
+	ConfigName = "config.json"
+	// AgentLog is the supervised service's log, kept in the sandbox root.
+	AgentLog = "/var/log/agent.log"
+	// ExecLogDir holds the output of background execs.
+	ExecLogDir = "/var/log/stead"
+)
+
+// Config is what the daemon tells init at start (RunDir/config.json).
+type Config struct {
+	// Env is the base environment of every process.
+	Env []string `json:"env"`
+	// Service is the supervised agent service, if any.
+	Service *ServiceSpec `json:"service,omitempty"`
+	// Seccomp enables stead's default seccomp filter.
+	Seccomp bool `json:"seccomp"`
+}
+
+// ServiceSpec is the supervised agent service.
+type ServiceSpec struct {
+	Command []string `json:"command"`
+	Env     []string `json:"env,omitempty"`
+	Cwd     string   `json:"cwd,omitempty"`
+	UID     int      `json:"uid"`
+	GID     int      `json:"gid"`
+	// Restart is "always", "on-failure" or "never".
+	Restart string `json:"restart"`
+	// StopSignal is sent on stop when StopLine is empty.
+	StopSignal int `json:"stop_signal,omitempty"`
+	// StopLine is written to the service's stdin on stop.
+	StopLine string `json:"stop_line,omitempty"`
+}
+
+// Request kinds.
+const (
+	OpExec   = "exec"
+	OpStop   = "stop"
+	OpStatus = "status"
+)
+
+// Request is one call to init.
+type Request struct {
+	Op string `json:"op"`
+
+	// Exec fields.
+	Args       []string `json:"args,omitempty"`
+	Env        []string `json:"env,omitempty"`
+	Cwd        string   `json:"cwd,omitempty"`
+	UID        int      `json:"uid"`
+	GID        int      `json:"gid"`
+	Background bool     `json:"background,omitempty"`
+	TTY        bool     `json:"tty,omitempty"`
+	Rows       uint16   `json:"rows,omitempty"`
+	Cols       uint16   `json:"cols,omitempty"`
+	// Stdio says that three descriptors (stdin, stdout, stderr) are
+	// attached to this request.
+	Stdio bool `json:"stdio,omitempty"`
+
+	// Stop fields: how long the service gets after its stop hook.
+	Grace time.Duration `json:"grace,omitempty"`
+}
+
+// Reply is one answer from init.
+type Reply struct {
+	// Type is "started", "exit", "status" or "error".
+	Type     string `json:"type"`
+	Pid      int    `json:"pid,omitempty"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// LogPath is where a background exec writes its output.
+	LogPath string `json:"log_path,omitempty"`
+	// Status fields.
+	ServicePid      int `json:"service_pid,omitempty"`
+	ServiceRestarts int `json:"service_restarts,omitempty"`
+}
+
+// conn wraps a unix connection with line framing and descriptor passing.
+type conn struct {
+	c *net.UnixConn
+	r *bufio.Reader
+}
+
+func newConn(c *net.UnixConn) *conn { return &conn{c: c, r: bufio.NewReader(c)} }
+
+// send writes one JSON line, attaching files as SCM_RIGHTS.
+func (c *conn) send(v any, files ...*os.File) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	b = append(b, '\n')
+	var oob []byte
+	if len(files) > 0 {
+		fds := make([]int, len(files))
+		for i, f := range files {
+			fds[i] = int(f.Fd())
+		}
+		oob = unix.UnixRights(fds...)
+	}
+	n, _, err := c.c.WriteMsgUnix(b, oob, nil)
+	if err != nil {
+		return fmt.Errorf("send message: %w", err)
+	}
+	if n != len(b) {
+		return fmt.Errorf("send message: short write %d of %d", n, len(b))
+	}
+	return nil
+}
+
+// recv reads one JSON line and any descriptors that came with it. The
+// sender always sends descriptors with the first byte of a message, and
+// messages carrying descriptors are the first on a connection, so reading
+// with ReadMsgUnix before the buffered reader has data is enough.
+func (c *conn) recv(v any) ([]*os.File, error) {
+	var files []*os.File
+	if c.r.Buffered() == 0 {
+		buf := make([]byte, 64<<10)
+		oob := make([]byte, unix.CmsgSpace(4*8))
+		n, oobn, _, _, err := c.c.ReadMsgUnix(buf, oob)
+		if err != nil {
+			return nil, fmt.Errorf("receive message: %w", err)
+		}
+		if oobn > 0 {
+			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+			if err != nil {
+				return nil, fmt.Errorf("parse control message: %w", err)
+			}
+			for _, m := range msgs {
+				fds, err := unix.ParseUnixRights(&m)
+				if err != nil {
+					continue
+				}
+				for _, fd := range fds {
+					files = append(files, os.NewFile(uintptr(fd), "fd"))
+				}
+			}
+		}
+		c.r = bufio.NewReader(&prefixReader{pre: buf[:n], r: c.c})
+	}
+	line, err := c.r.ReadBytes('\n')
+	if err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("receive message: %w", err)
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		closeAll(files)
+		return nil, fmt.Errorf("decode message: %w", err)
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// prefixReader yields pre, then reads from r.
+type prefixReader struct {
+	pre []byte
+	r   *net.UnixConn
+}
+
+func (p *prefixReader) Read(b []byte) (int, error) {
+	if len(p.pre) > 0 {
+		n := copy(b, p.pre)
+		p.pre = p.pre[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
+}

@@ -1,0 +1,500 @@
+// Package linux is the Linux Runtime: runc's libcontainer used in-process
+// (namespaces, cgroups v1 or v2, capabilities, no_new_privs), with stead's
+// init (package guest) as every sandbox's PID 1 and stead's own seccomp
+// filter installed by that init.
+//
+// The stead binary re-executes itself twice: as "init" for libcontainer's
+// container setup (InitHook) and as "sandbox-init" for guest.Main inside the
+// sandbox. The binary given as Options.Binary is bind-mounted into every
+// sandbox and must be statically linked to run in images without a libc.
+package linux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	"golang.org/x/sys/unix"
+
+	// Device cgroup rules need the devices package linked in.
+	_ "github.com/opencontainers/cgroups/devices"
+	devconfig "github.com/opencontainers/cgroups/devices/config"
+	// Required for libcontainer's container setup (cgo).
+	_ "github.com/opencontainers/runc/libcontainer/nsenter"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/guest"
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+)
+
+// InitArg is the argument libcontainer re-executes the binary with.
+const InitArg = "init"
+
+// SandboxInitArg is the argument stead's init runs with inside a sandbox.
+const SandboxInitArg = "sandbox-init"
+
+// InitHook is libcontainer's container-setup entry point; call it from main
+// when os.Args[1] == InitArg. It never returns.
+func InitHook() { libcontainer.Init() }
+
+// Options configure the runtime.
+type Options struct {
+	// StateDir holds libcontainer's state (tmpfs, e.g. /run/stead/containers).
+	StateDir string
+	// RunDir holds one directory per sandbox with init's socket and config
+	// (e.g. /run/stead/sandboxes).
+	RunDir string
+	// Binary is the stead binary bind-mounted into sandboxes.
+	Binary string
+	// CgroupParent is the cgroup every sandbox is created under.
+	CgroupParent string
+	// NoSeccomp disables stead's seccomp filter (for measurements only).
+	NoSeccomp bool
+	Logger    *slog.Logger
+}
+
+// Runtime runs sandboxes with libcontainer.
+type Runtime struct {
+	opts Options
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	containers map[string]*libcontainer.Container
+}
+
+var _ steadrt.Runtime = (*Runtime)(nil)
+
+// New returns a runtime; it adopts sandboxes already running under StateDir.
+func New(opts Options) (*Runtime, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.CgroupParent == "" {
+		opts.CgroupParent = "stead"
+	}
+	if opts.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find stead binary: %w", err)
+		}
+		opts.Binary = exe
+	}
+	for _, d := range []string{opts.StateDir, opts.RunDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("create runtime dir: %w", err)
+		}
+	}
+	return &Runtime{opts: opts, log: opts.Logger, containers: map[string]*libcontainer.Container{}}, nil
+}
+
+func (r *Runtime) runDir(id string) string { return filepath.Join(r.opts.RunDir, id) }
+
+// load returns the container for id, or nil if the runtime has no state.
+func (r *Runtime) load(id string) (*libcontainer.Container, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("sandbox id %q: %w", id, errs.ErrInvalid)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.containers[id]; ok {
+		return c, nil
+	}
+	c, err := libcontainer.Load(r.opts.StateDir, id)
+	if err != nil {
+		if errors.Is(err, libcontainer.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("load sandbox %s: %w", id, err)
+	}
+	r.containers[id] = c
+	return c, nil
+}
+
+func (r *Runtime) forget(id string) {
+	r.mu.Lock()
+	delete(r.containers, id)
+	r.mu.Unlock()
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Start creates and starts a sandbox and waits until its init answers.
+func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
+	if !validID(spec.ID) {
+		return fmt.Errorf("sandbox id %q: %w", spec.ID, errs.ErrInvalid)
+	}
+	if c, err := r.load(spec.ID); err != nil {
+		return err
+	} else if c != nil {
+		return fmt.Errorf("start sandbox %s: runtime state exists: %w", spec.ID, errs.ErrConflict)
+	}
+	rd := r.runDir(spec.ID)
+	os.RemoveAll(rd)
+	if err := os.MkdirAll(rd, 0o700); err != nil {
+		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	defer func() {
+		if retErr != nil {
+			os.RemoveAll(rd)
+		}
+	}()
+	icfg := guest.Config{Env: spec.Env, Service: spec.Service, Seccomp: !r.opts.NoSeccomp}
+	b, err := json.Marshal(icfg)
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: encode init config: %w", spec.ID, err)
+	}
+	if err := os.WriteFile(filepath.Join(rd, guest.ConfigName), b, 0o600); err != nil {
+		return fmt.Errorf("start sandbox %s: write init config: %w", spec.ID, err)
+	}
+	cfg := r.config(spec)
+	c, err := libcontainer.Create(r.opts.StateDir, spec.ID, cfg)
+	if err != nil {
+		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	defer func() {
+		if retErr != nil {
+			c.Signal(unix.SIGKILL)
+			c.Destroy()
+			r.forget(spec.ID)
+		}
+	}()
+	logf, err := os.OpenFile(filepath.Join(rd, "init.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	defer logf.Close()
+	p := &libcontainer.Process{
+		Args:   []string{guest.BinaryPath, SandboxInitArg},
+		Env:    spec.Env,
+		Cwd:    "/",
+		Stdout: logf,
+		Stderr: logf,
+		Init:   true,
+	}
+	if err := c.Run(p); err != nil {
+		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	// Reap our direct child while this daemon lives; after a daemon
+	// restart the init's parent is the host's PID 1.
+	go p.Wait()
+	r.mu.Lock()
+	r.containers[spec.ID] = c
+	r.mu.Unlock()
+
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := guest.NewClient(rd).WaitReady(wctx); err != nil {
+		log, _ := os.ReadFile(filepath.Join(rd, "init.log"))
+		return fmt.Errorf("start sandbox %s: %w (init log: %s)", spec.ID, err, tail(log, 512))
+	}
+	// The cpu quota goes on after setup so it does not slow the start.
+	if spec.Limits.CPUs > 0 {
+		if err := r.Update(ctx, spec.ID, spec.Limits); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+const defaultMountFlags = unix.MS_NOEXEC | unix.MS_NOSUID | unix.MS_NODEV
+
+// defaultCaps is Docker's default capability set.
+var defaultCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+	"CAP_NET_RAW", "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+}
+
+func (r *Runtime) config(spec steadrt.Spec) *configs.Config {
+	var devRules []*devconfig.Rule
+	for _, d := range specconv.AllowedDevices {
+		devRules = append(devRules, &d.Rule)
+	}
+	tmp := spec.TmpBytes
+	if tmp <= 0 {
+		tmp = 256 << 20
+	}
+	mounts := []*configs.Mount{
+		{Source: "proc", Destination: "/proc", Device: "proc", Flags: defaultMountFlags},
+		{Source: "tmpfs", Destination: "/dev", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_STRICTATIME, Data: "mode=755,size=65536k"},
+		{Source: "devpts", Destination: "/dev/pts", Device: "devpts", Flags: unix.MS_NOSUID | unix.MS_NOEXEC, Data: "newinstance,ptmxmode=0666,mode=0620,gid=5"},
+		{Source: "shm", Destination: "/dev/shm", Device: "tmpfs", Flags: defaultMountFlags, Data: "mode=1777,size=65536k"},
+		{Source: "mqueue", Destination: "/dev/mqueue", Device: "mqueue", Flags: defaultMountFlags},
+		{Source: "sysfs", Destination: "/sys", Device: "sysfs", Flags: defaultMountFlags | unix.MS_RDONLY},
+		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: fmt.Sprintf("mode=1777,size=%d", tmp)},
+		{Source: r.opts.Binary, Destination: guest.BinaryPath, Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY},
+		{Source: r.runDir(spec.ID), Destination: guest.RunDir, Device: "bind", Flags: unix.MS_BIND | unix.MS_NOSUID | unix.MS_NODEV},
+	}
+	for _, m := range spec.Mounts {
+		fl := unix.MS_BIND | unix.MS_REC
+		if m.ReadOnly {
+			fl |= unix.MS_RDONLY
+		}
+		mounts = append(mounts, &configs.Mount{Source: m.Source, Destination: m.Destination, Device: "bind", Flags: fl})
+	}
+	res := &cgroups.Resources{Devices: devRules}
+	if spec.Limits.MemoryBytes > 0 {
+		res.Memory = spec.Limits.MemoryBytes
+		res.MemorySwap = spec.Limits.MemoryBytes
+	}
+	if spec.Limits.Pids > 0 {
+		p := spec.Limits.Pids
+		res.PidsLimit = &p
+	}
+	caps := &configs.Capabilities{Bounding: defaultCaps, Effective: defaultCaps, Permitted: defaultCaps}
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = spec.ID
+	}
+	return &configs.Config{
+		Rootfs:       spec.Rootfs,
+		Capabilities: caps,
+		Namespaces: configs.Namespaces([]configs.Namespace{
+			{Type: configs.NEWNS}, {Type: configs.NEWUTS}, {Type: configs.NEWIPC},
+			{Type: configs.NEWPID}, {Type: configs.NEWNET},
+		}),
+		Cgroups: &cgroups.Cgroup{Name: spec.ID, Parent: r.opts.CgroupParent, Resources: res},
+		MaskPaths: []string{
+			"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
+			"/sys/firmware", "/sys/devices/virtual/powercap",
+		},
+		ReadonlyPaths:   []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
+		Devices:         specconv.AllowedDevices,
+		Hostname:        hostname,
+		Mounts:          mounts,
+		Networks:        []*configs.Network{{Type: "loopback", Address: "127.0.0.1/0", Gateway: "localhost"}},
+		NoNewPrivileges: true,
+	}
+}
+
+// Stop stops a sandbox gracefully: the stop hook, up to grace, then kill.
+func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) error {
+	c, err := r.load(id)
+	if err != nil || c == nil {
+		os.RemoveAll(r.runDir(id))
+		return err
+	}
+	st, _ := c.Status()
+	if st == libcontainer.Paused {
+		if err := c.Resume(); err != nil {
+			return fmt.Errorf("stop sandbox %s: resume: %w", id, err)
+		}
+	}
+	if st == libcontainer.Running || st == libcontainer.Paused {
+		sctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
+		err := guest.NewClient(r.runDir(id)).Stop(sctx, grace)
+		cancel()
+		if err != nil {
+			r.log.Warn("graceful stop failed; killing", "sandbox", id, "err", err)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			if st, _ := c.Status(); st == libcontainer.Stopped {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return r.destroy(id, c)
+}
+
+// Kill destroys a sandbox at once.
+func (r *Runtime) Kill(ctx context.Context, id string) error {
+	c, err := r.load(id)
+	if err != nil || c == nil {
+		os.RemoveAll(r.runDir(id))
+		return err
+	}
+	return r.destroy(id, c)
+}
+
+func (r *Runtime) destroy(id string, c *libcontainer.Container) error {
+	if st, _ := c.Status(); st == libcontainer.Paused {
+		c.Resume()
+	}
+	if st, _ := c.Status(); st != libcontainer.Stopped {
+		c.Signal(unix.SIGKILL)
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if st, _ := c.Status(); st == libcontainer.Stopped {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	err := c.Destroy()
+	r.forget(id)
+	os.RemoveAll(r.runDir(id))
+	if err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Pause freezes every process of a sandbox (cgroup freezer).
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	c, err := r.mustLoad(id)
+	if err != nil {
+		return err
+	}
+	if err := c.Pause(); err != nil {
+		return fmt.Errorf("pause sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Resume thaws a paused sandbox.
+func (r *Runtime) Resume(ctx context.Context, id string) error {
+	c, err := r.mustLoad(id)
+	if err != nil {
+		return err
+	}
+	if err := c.Resume(); err != nil {
+		return fmt.Errorf("resume sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+func (r *Runtime) mustLoad(id string) (*libcontainer.Container, error) {
+	c, err := r.load(id)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("sandbox %s is not running: %w", id, errs.ErrConflict)
+	}
+	return c, nil
+}
+
+// Status reports the runtime state of a sandbox.
+func (r *Runtime) Status(ctx context.Context, id string) (steadrt.Status, error) {
+	c, err := r.load(id)
+	if err != nil {
+		return "", err
+	}
+	if c == nil {
+		return steadrt.StatusAbsent, nil
+	}
+	st, err := c.Status()
+	if err != nil {
+		return "", fmt.Errorf("status of sandbox %s: %w", id, err)
+	}
+	switch st {
+	case libcontainer.Running, libcontainer.Created:
+		return steadrt.StatusRunning, nil
+	case libcontainer.Paused:
+		return steadrt.StatusPaused, nil
+	default:
+		return steadrt.StatusStopped, nil
+	}
+}
+
+// Stats reads a sandbox's cgroup counters.
+func (r *Runtime) Stats(ctx context.Context, id string) (steadrt.Stats, error) {
+	c, err := r.mustLoad(id)
+	if err != nil {
+		return steadrt.Stats{}, err
+	}
+	s, err := c.Stats()
+	if err != nil {
+		return steadrt.Stats{}, fmt.Errorf("stats of sandbox %s: %w", id, err)
+	}
+	cg := s.CgroupStats
+	if cg == nil {
+		return steadrt.Stats{}, nil
+	}
+	return steadrt.Stats{
+		CPUUsage:    time.Duration(cg.CpuStats.CpuUsage.TotalUsage),
+		MemoryBytes: int64(cg.MemoryStats.Usage.Usage),
+		Pids:        int64(cg.PidsStats.Current),
+	}, nil
+}
+
+// cpuPeriod is the CFS period used for cpu quotas (100 ms).
+const cpuPeriod = 100000
+
+// Update changes a running sandbox's limits.
+func (r *Runtime) Update(ctx context.Context, id string, l steadrt.Limits) error {
+	c, err := r.mustLoad(id)
+	if err != nil {
+		return err
+	}
+	cfg := c.Config()
+	res := cfg.Cgroups.Resources
+	if l.CPUs > 0 {
+		res.CpuPeriod = cpuPeriod
+		res.CpuQuota = int64(l.CPUs * cpuPeriod)
+	}
+	if l.MemoryBytes > 0 {
+		res.Memory, res.MemorySwap = l.MemoryBytes, l.MemoryBytes
+	}
+	if l.Pids > 0 {
+		p := l.Pids
+		res.PidsLimit = &p
+	}
+	if err := c.Set(cfg); err != nil {
+		return fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// List returns the ids the runtime holds state for.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(r.opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && validID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// Exec runs a process in a running sandbox through its init.
+func (r *Runtime) Exec(ctx context.Context, id string, spec guest.ExecSpec) (guest.ExecResult, error) {
+	if !validID(id) {
+		return guest.ExecResult{}, fmt.Errorf("sandbox id %q: %w", id, errs.ErrInvalid)
+	}
+	return guest.NewClient(r.runDir(id)).Exec(ctx, spec)
+}
+
+// OpenPTY starts a process on a terminal in a running sandbox.
+func (r *Runtime) OpenPTY(ctx context.Context, id string, spec guest.ExecSpec, rows, cols uint16) (steadrt.PTY, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("sandbox id %q: %w", id, errs.ErrInvalid)
+	}
+	return guest.NewClient(r.runDir(id)).OpenPTY(ctx, spec, rows, cols)
+}

@@ -1,0 +1,21 @@
+package linux
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stead-dev/stead/internal/guest"
+)
+
+// TestMain lets the test binary play the stead binary's re-exec roles.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case InitArg:
+			InitHook()
+		case SandboxInitArg:
+			guest.Main()
+		}
+	}
+	os.Exit(m.Run())
+}

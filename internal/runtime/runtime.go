@@ -1,0 +1,97 @@
+// Package runtime defines how stead runs sandboxes: the Runtime interface
+// and the specification of one sandbox. The Linux implementation
+// (runtime/linux) uses runc's libcontainer in-process with stead's own init
+// as PID 1 (see package guest).
+package runtime
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/stead-dev/stead/internal/guest"
+)
+
+// Limits are the resources a sandbox may use.
+type Limits struct {
+	CPUs        float64 // cores; 0 = unlimited
+	MemoryBytes int64   // 0 = unlimited
+	Pids        int64   // 0 = unlimited
+}
+
+// Mount is an extra bind mount into the sandbox.
+type Mount struct {
+	Source      string
+	Destination string
+	ReadOnly    bool
+}
+
+// Spec describes one sandbox to start.
+type Spec struct {
+	ID       string
+	Hostname string
+	// Rootfs is the host directory of the sandbox's root (a pool dataset).
+	Rootfs string
+	Limits Limits
+	Mounts []Mount
+	// Env is the base environment of every process in the sandbox.
+	Env []string
+	// TmpBytes caps the /tmp tmpfs (it counts against the memory limit).
+	TmpBytes int64
+	Service  *guest.ServiceSpec
+}
+
+// Status is what the runtime knows of a sandbox.
+type Status string
+
+// Statuses.
+const (
+	StatusRunning Status = "running"
+	StatusPaused  Status = "paused"
+	StatusStopped Status = "stopped" // the container exists but its init is gone
+	StatusAbsent  Status = "absent"
+)
+
+// Stats are a sandbox's resource counters.
+type Stats struct {
+	CPUUsage    time.Duration // cumulative
+	MemoryBytes int64
+	Pids        int64
+}
+
+// Runtime runs sandboxes.
+//
+// Contract:
+//   - Start returns once the sandbox's init accepts requests; on error nothing
+//     is left behind (no cgroup, no state).
+//   - Stop runs the service's stop hook, waits up to grace, kills what is
+//     left and removes the sandbox's runtime state; stopping an absent
+//     sandbox is not an error (idempotent).
+//   - Status of an unknown id is StatusAbsent, not an error.
+//   - Sandboxes keep running when the daemon process exits; a new Runtime
+//     on the same state directory adopts them (List, Status, Exec work).
+type Runtime interface {
+	Start(ctx context.Context, spec Spec) error
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	// Kill destroys a sandbox at once (no stop hook).
+	Kill(ctx context.Context, id string) error
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	Status(ctx context.Context, id string) (Status, error)
+	Stats(ctx context.Context, id string) (Stats, error)
+	// Update changes the limits of a running sandbox.
+	Update(ctx context.Context, id string, l Limits) error
+	// List returns the ids of every sandbox the runtime holds state for.
+	List(ctx context.Context) ([]string, error)
+	// Exec runs a process; see guest.Client.Exec.
+	Exec(ctx context.Context, id string, spec guest.ExecSpec) (guest.ExecResult, error)
+	// OpenPTY starts a process on a terminal.
+	OpenPTY(ctx context.Context, id string, spec guest.ExecSpec, rows, cols uint16) (PTY, error)
+}
+
+// PTY is an interactive terminal session.
+type PTY interface {
+	io.ReadWriteCloser
+	Resize(rows, cols uint16) error
+	Wait() (int, error)
+}
