@@ -4,19 +4,21 @@ package main
 
 import (
 	"os"
+
+	"github.com/stead-dev/stead/internal/guest"
+	"github.com/stead-dev/stead/internal/runtime/linux"
 )
 
 func main() {
 	if len(os.Args) > 1 {
-		if hook, ok := reexecHooks[os.Args[1]]; ok {
-			hook()
+		switch os.Args[1] {
+		case linux.InitArg: // libcontainer's container setup
+			linux.InitHook()
+			return
+		case linux.SandboxInitArg: // PID 1 inside a sandbox
+			guest.Main()
 			return
 		}
 	}
 	os.Exit(run(os.Args[1:]))
 }
-
-// reexecHooks are the entry points of stead re-executing itself: the
-// container runtime's init and stead's own sandbox init. They are filled in
-// by files of this package (runtime.go) so main stays free of them.
-var reexecHooks = map[string]func(){}

@@ -76,7 +76,7 @@ func run(t *testing.T, r *Runtime, id string, uid int, args ...string) (string, 
 func TestExecRunsInsideSandboxAsAgent(t *testing.T) {
 	r := newRuntime(t)
 	startSandbox(t, r, "rt-exec", steadrt.Limits{MemoryBytes: 256 << 20, Pids: 256, CPUs: 1})
-	out, code := run(t, r, "rt-exec", 1000, "sh", "-c", "id -u; echo $HOME; cat /proc/1/cmdline | tr '\\0' ' '; hostname")
+	out, code := run(t, r, "rt-exec", 1000, "sh", "-c", "id -u; echo $HOME; cat /proc/1/cmdline | tr '\\0' ' '; echo; hostname")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, out)
 	}

@@ -1,0 +1,177 @@
+// Package daemon wires stead's parts into the running daemon: metadata
+// store, storage pool, runtime, sandbox service and the HTTP API on TCP and
+// a unix socket.
+package daemon
+
+import (
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/pool/btrfs"
+	"github.com/stead-dev/stead/internal/pool/dir"
+	"github.com/stead-dev/stead/internal/runtime/linux"
+	"github.com/stead-dev/stead/internal/sandbox"
+	"github.com/stead-dev/stead/internal/store/sqlite"
+)
+
+// Config configures the daemon.
+type Config struct {
+	// DataDir holds the metadata database, the pool and admin.key.
+	DataDir string
+	// RunDir holds runtime state (tmpfs: it must not survive a reboot).
+	RunDir string
+	// Listen is the TCP address of the API ("" disables TCP).
+	Listen string
+	// Socket is the unix socket path of the API ("" disables it).
+	Socket string
+	// Pool is "btrfs" (default) or "dir".
+	Pool string
+	// PoolImageSize is the size of a new loop-backed btrfs image.
+	PoolImageSize int64
+	// PolicyInterval is how often idle and retention policies run.
+	PolicyInterval time.Duration
+	// StopGrace overrides the default service stop grace (30 s).
+	StopGrace time.Duration
+	Version   string
+	Logger    *slog.Logger
+}
+
+// Run runs the daemon until ctx ends. Sandboxes keep running after it
+// returns; the next Run adopts them.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.PolicyInterval == 0 {
+		cfg.PolicyInterval = 15 * time.Second
+	}
+	for _, d := range []string{cfg.DataDir, cfg.RunDir} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "stead.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var pl pool.Pool
+	switch cfg.Pool {
+	case "", "btrfs":
+		pl, err = btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(cfg.DataDir, "pool"), Image: filepath.Join(cfg.DataDir, "pool.img"), ImageSize: cfg.PoolImageSize, Logger: log})
+	case "dir":
+		pl, err = dir.Open(ctx, filepath.Join(cfg.DataDir, "pool"))
+	default:
+		err = fmt.Errorf("unknown pool %q (want btrfs or dir)", cfg.Pool)
+	}
+	if err != nil {
+		return err
+	}
+	defer pl.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own binary: %w", err)
+	}
+	if dynamic(exe) {
+		log.Warn("the stead binary is dynamically linked: sandboxes from images without a C library will not start; build it static (see README)")
+	}
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: exe, Logger: log})
+	if err != nil {
+		return err
+	}
+	svc := sandbox.New(sandbox.Options{
+		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
+		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
+	})
+	secret, err := svc.Bootstrap(ctx)
+	if err != nil {
+		return err
+	}
+	keyPath := filepath.Join(cfg.DataDir, "admin.key")
+	if secret != "" {
+		if err := fsutil.WriteFileAtomic(keyPath, []byte(secret+"\n"), 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "\nstead: created the bootstrap admin API key (shown once; stored hashed; a copy readable only by root is in %s):\n\n    %s\n\n", keyPath, secret)
+	}
+	if err := svc.Reconcile(ctx); err != nil {
+		return err
+	}
+
+	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	var listeners []net.Listener
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		listeners = append(listeners, ln)
+	}
+	if cfg.Socket != "" {
+		os.MkdirAll(filepath.Dir(cfg.Socket), 0o755)
+		os.Remove(cfg.Socket)
+		ln, err := net.Listen("unix", cfg.Socket)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Socket, err)
+		}
+		os.Chmod(cfg.Socket, 0o660)
+		listeners = append(listeners, ln)
+	}
+	for _, ln := range listeners {
+		go func(ln net.Listener) { errc <- srv.Serve(ln) }(ln)
+		log.Info("listening", "addr", ln.Addr().String())
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go svc.RunPolicies(pctx, cfg.PolicyInterval)
+	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	srv.Shutdown(sctx)
+	log.Info("stead stopped; sandboxes keep running")
+	return nil
+}
+
+// dynamic reports whether an ELF binary needs a program interpreter.
+func dynamic(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
+}
+
+func cgroupVersion() int {
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,174 @@
+package sandbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// activity tracks, per running sandbox, the last API, exec or terminal
+// activity and the cpu counter at the last idle check.
+type activity struct {
+	mu sync.Mutex
+	m  map[string]*actState
+}
+
+type actState struct {
+	last     time.Time     // last activity of any kind
+	inflight int           // execs in progress
+	cpu      time.Duration // cpu counter at lastCPU
+	lastCPU  time.Time
+}
+
+func newActivity() *activity { return &activity{m: map[string]*actState{}} }
+
+func (a *activity) get(id string, now time.Time) *actState {
+	st, ok := a.m[id]
+	if !ok {
+		st = &actState{last: now}
+		a.m[id] = st
+	}
+	return st
+}
+
+func (a *activity) started(id string, now time.Time) {
+	a.mu.Lock()
+	a.m[id] = &actState{last: now}
+	a.mu.Unlock()
+}
+
+func (a *activity) touch(id string, now time.Time) {
+	a.mu.Lock()
+	st := a.get(id, now)
+	if now.After(st.last) {
+		st.last = now
+	}
+	a.mu.Unlock()
+}
+
+// begin marks an exec in progress; the returned func ends it.
+func (a *activity) begin(id string, now time.Time) func() {
+	a.mu.Lock()
+	st := a.get(id, now)
+	st.inflight++
+	st.last = now
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		st.inflight--
+		a.mu.Unlock()
+	}
+}
+
+func (a *activity) forget(id string) {
+	a.mu.Lock()
+	delete(a.m, id)
+	a.mu.Unlock()
+}
+
+// IdleCheck applies the auto-stop policy once to every running sandbox: a
+// sandbox whose cpu use since the last check is at or above the threshold,
+// or that has an exec in progress, is active now; one with no activity for
+// its idle timeout is stopped or paused; one past its max runtime is
+// stopped. It returns the ids it acted on.
+func (s *Service) IdleCheck(ctx context.Context) []string {
+	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateRunning}})
+	if err != nil {
+		s.log.Error("idle check: list sandboxes", "err", err)
+		return nil
+	}
+	var acted []string
+	for _, sb := range list {
+		sp, err := decodeSpec(sb)
+		if err != nil {
+			continue
+		}
+		now := s.now()
+		if sp.MaxRuntime > 0 && sb.StartedAt != nil && now.Sub(*sb.StartedAt) >= sp.MaxRuntime {
+			s.log.Info("sandbox reached its max runtime", "sandbox", sb.ID, "max_runtime", sp.MaxRuntime)
+			if _, err := s.stop(ctx, sb.TenantID, sb.ID, "max_runtime"); err == nil {
+				acted = append(acted, sb.ID)
+			}
+			continue
+		}
+		if sp.IdleTimeout <= 0 {
+			continue
+		}
+		stats, err := s.rt.Stats(ctx, sb.ID)
+		if err != nil {
+			continue
+		}
+		if s.idle(sb.ID, sp.IdleTimeout, stats, now) {
+			s.log.Info("sandbox idle", "sandbox", sb.ID, "idle_timeout", sp.IdleTimeout, "on_idle", sp.OnIdle)
+			if sp.OnIdle == "pause" {
+				_, err = s.pause(ctx, sb.TenantID, sb.ID, "idle")
+			} else {
+				_, err = s.stop(ctx, sb.TenantID, sb.ID, "idle")
+			}
+			if err == nil {
+				acted = append(acted, sb.ID)
+			} else {
+				s.log.Error("idle action failed", "sandbox", sb.ID, "err", err)
+			}
+		}
+	}
+	return acted
+}
+
+// idle updates the sandbox's activity from its cpu counter and reports
+// whether it has been idle for timeout.
+func (s *Service) idle(id string, timeout time.Duration, stats steadrt.Stats, now time.Time) bool {
+	a := s.act
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := a.get(id, now)
+	if !st.lastCPU.IsZero() {
+		wall := now.Sub(st.lastCPU)
+		used := stats.CPUUsage - st.cpu
+		if wall > 0 && float64(used)/float64(wall) >= s.opts.IdleCPUThreshold {
+			st.last = now
+		}
+	}
+	st.cpu, st.lastCPU = stats.CPUUsage, now
+	if st.inflight > 0 {
+		st.last = now
+	}
+	return now.Sub(st.last) >= timeout
+}
+
+// RunPolicies runs the idle check every interval and purges expired
+// soft-deleted sandboxes, until ctx ends.
+func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.IdleCheck(ctx)
+			s.PurgeExpired(ctx)
+		}
+	}
+}
+
+// PurgeExpired destroys soft-deleted sandboxes whose retention has ended.
+func (s *Service) PurgeExpired(ctx context.Context) {
+	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateDeleted}})
+	if err != nil {
+		return
+	}
+	now := s.now()
+	for _, sb := range list {
+		if sb.PurgeAt != nil && !now.Before(*sb.PurgeAt) {
+			unlock := s.lock(sb.ID)
+			if err := s.purgeLocked(ctx, sb); err != nil {
+				s.log.Error("purge expired sandbox", "sandbox", sb.ID, "err", err)
+			}
+			unlock()
+		}
+	}
+}

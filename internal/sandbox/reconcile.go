@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// Reconcile makes the store and the runtime agree at daemon start-up:
+//   - a running or paused sandbox whose runtime is alive is adopted, its
+//     state taken from the runtime (running or paused);
+//   - a running or paused sandbox whose runtime is gone (host reboot, or
+//     init died while the daemon was down) is cleaned up and marked
+//     stopped with reason "crashed";
+//   - a sandbox left in "creating" by a crash is removed with its dataset;
+//   - runtime state with no running sandbox behind it is destroyed, so no
+//     cgroup or mount is orphaned.
+func (s *Service) Reconcile(ctx context.Context) error {
+	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
+	if err != nil {
+		return fmt.Errorf("reconcile: list sandboxes: %w", err)
+	}
+	wanted := map[string]bool{}
+	for _, sb := range list {
+		unlock := s.lock(sb.ID)
+		err := s.reconcileOne(ctx, sb, wanted)
+		unlock()
+		if err != nil {
+			s.log.Error("reconcile sandbox", "sandbox", sb.ID, "err", err)
+		}
+	}
+	ids, err := s.rt.List(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: list runtime: %w", err)
+	}
+	for _, id := range ids {
+		if !wanted[id] {
+			s.log.Warn("destroying orphaned runtime state", "sandbox", id)
+			if err := s.rt.Kill(ctx, id); err != nil {
+				s.log.Error("destroy orphan", "sandbox", id, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map[string]bool) error {
+	switch sb.State {
+	case store.StateCreating:
+		s.log.Warn("removing half-created sandbox", "sandbox", sb.ID)
+		return s.purgeLocked(ctx, sb)
+	case store.StateRunning, store.StatePaused:
+		st, err := s.rt.Status(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		switch st {
+		case steadrt.StatusRunning, steadrt.StatusPaused:
+			wanted[sb.ID] = true
+			now := s.now()
+			s.act.started(sb.ID, now)
+			want := store.StateRunning
+			if st == steadrt.StatusPaused {
+				want = store.StatePaused
+			}
+			if sb.State != want {
+				sb.State = want
+				_, err = s.st.UpdateSandbox(ctx, sb)
+			}
+			s.log.Info("sandbox adopted", "sandbox", sb.ID, "state", want)
+			return err
+		default:
+			s.rt.Kill(ctx, sb.ID)
+			now := s.now()
+			sb.State = store.StateStopped
+			sb.StoppedAt = &now
+			sb.StopReason = "crashed"
+			s.log.Warn("sandbox found dead; marked stopped", "sandbox", sb.ID)
+			_, err = s.st.UpdateSandbox(ctx, sb)
+			return err
+		}
+	}
+	return nil
+}

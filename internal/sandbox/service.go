@@ -1,0 +1,597 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/guest"
+	"github.com/stead-dev/stead/internal/pool"
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/template"
+)
+
+// Options configure a Service.
+type Options struct {
+	Store   store.Store
+	Pool    pool.Pool
+	Runtime steadrt.Runtime
+	Logger  *slog.Logger
+	// Version is the daemon's version string.
+	Version string
+	// DataDir is shown in Info.
+	DataDir string
+	// RuntimeName is shown in Info.
+	RuntimeName string
+	// CgroupVersion is shown in Info.
+	CgroupVersion int
+	// DeleteRetention is how long a soft-deleted sandbox stays restorable
+	// (default 30 days).
+	DeleteRetention time.Duration
+	// StopGrace is the default grace period of a service's stop hook
+	// (default 30 s).
+	StopGrace time.Duration
+	// IdleCPUThreshold is the cpu share (of one core) under which a
+	// sandbox counts as idle (default 0.05).
+	IdleCPUThreshold float64
+	// Now returns the current time (tests may move it).
+	Now func() time.Time
+}
+
+// Service runs sandboxes.
+type Service struct {
+	opts Options
+	st   store.Store
+	pool pool.Pool
+	rt   steadrt.Runtime
+	log  *slog.Logger
+
+	locks sync.Map // sandbox id → *sync.Mutex
+	act   *activity
+}
+
+// New returns a service. Call Reconcile before serving.
+func New(opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.DeleteRetention == 0 {
+		opts.DeleteRetention = 30 * 24 * time.Hour
+	}
+	if opts.StopGrace == 0 {
+		opts.StopGrace = 30 * time.Second
+	}
+	if opts.IdleCPUThreshold == 0 {
+		opts.IdleCPUThreshold = 0.05
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity()}
+}
+
+func (s *Service) now() time.Time { return s.opts.Now().UTC() }
+
+// lock serialises lifecycle changes of one sandbox.
+func (s *Service) lock(id string) func() {
+	m, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+func newID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "sb-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+func decodeSpec(sb store.Sandbox) (spec, error) {
+	var sp spec
+	if err := json.Unmarshal(sb.Spec, &sp); err != nil {
+		return sp, fmt.Errorf("decode spec of sandbox %s: %w", sb.ID, err)
+	}
+	return sp, nil
+}
+
+func (s *Service) view(sb store.Sandbox) client.Sandbox {
+	sp, _ := decodeSpec(sb)
+	v := client.Sandbox{
+		ID: sb.ID, Name: sb.Name, Tenant: sb.TenantID, Template: sb.TemplateID,
+		State: string(sb.State), InstanceType: sp.InstanceType, Limits: sp.Limits,
+		Service: sp.Service, IdleTimeout: sp.IdleTimeout.String(), OnIdle: sp.OnIdle,
+		StopReason: sb.StopReason, CreatedAt: sb.CreatedAt, StartedAt: sb.StartedAt,
+		StoppedAt: sb.StoppedAt, DeletedAt: sb.DeletedAt, PurgeAt: sb.PurgeAt,
+	}
+	if sp.MaxRuntime > 0 {
+		v.MaxRuntime = sp.MaxRuntime.String()
+	}
+	return v
+}
+
+func datasetName(id string) string { return pool.KindSandbox + "/" + id }
+
+// Info describes the daemon.
+func (s *Service) Info(ctx context.Context) client.Info {
+	return client.Info{
+		Version: s.opts.Version, Pool: s.pool.Kind(), DataDir: s.opts.DataDir,
+		Runtime: s.opts.RuntimeName, CgroupVersion: s.opts.CgroupVersion,
+		InstanceTypes: InstanceTypes(),
+		Persistence: []string{
+			"stop/start keeps every file of the root filesystem: /workspace, /data, /home/agent, /etc, /var, installed packages",
+			"/tmp is a tmpfs: it is emptied on every stop (and counts against the memory limit)",
+			"/proc, /sys and /dev are regenerated on every start",
+			"pause/resume keeps processes and memory (cgroup freezer); stop/start restarts processes under the supervisor",
+			"deleted sandboxes stay restorable (undelete) for the retention period, then are purged",
+		},
+	}
+}
+
+// CreateSandbox creates a sandbox from a template and, unless NoStart,
+// starts it.
+func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error) {
+	it, err := lookupInstanceType(req.InstanceType)
+	if err != nil {
+		return client.Sandbox{}, err
+	}
+	sp := spec{InstanceType: it.Name, Limits: it.Limits, Env: req.Env, Service: req.Service, OnIdle: req.OnIdle}
+	if sp.OnIdle == "" {
+		sp.OnIdle = "stop"
+	}
+	if sp.OnIdle != "stop" && sp.OnIdle != "pause" {
+		return client.Sandbox{}, fmt.Errorf("on_idle %q (want stop or pause): %w", req.OnIdle, errs.ErrInvalid)
+	}
+	if sp.IdleTimeout, err = parseDuration("idle_timeout", req.IdleTimeout, 15*time.Minute); err != nil {
+		return client.Sandbox{}, err
+	}
+	if sp.MaxRuntime, err = parseDuration("max_runtime", req.MaxRuntime, 0); err != nil {
+		return client.Sandbox{}, err
+	}
+	if _, err := envList(req.Env); err != nil {
+		return client.Sandbox{}, err
+	}
+	if _, err := s.serviceSpec(sp); err != nil {
+		return client.Sandbox{}, err
+	}
+	id := newID()
+	name := req.Name
+	if name == "" {
+		name = id
+	}
+	if !validName(name) {
+		return client.Sandbox{}, fmt.Errorf("sandbox name %q (letters, digits and inner dashes, at most 63): %w", name, errs.ErrInvalid)
+	}
+	tmplID := req.Template
+	if tmplID == "" {
+		tmplID = "host"
+	}
+	tmpl, err := s.template(ctx, tenant, tmplID)
+	if err != nil {
+		return client.Sandbox{}, err
+	}
+	specJSON, _ := json.Marshal(sp)
+	now := s.now()
+	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
+		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateCreating,
+		Spec: specJSON, CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil {
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+	}
+	unlock := s.lock(id)
+	defer unlock()
+	fail := func(err error) (client.Sandbox, error) {
+		s.pool.Delete(context.WithoutCancel(ctx), datasetName(id))
+		s.st.DeleteSandbox(context.WithoutCancel(ctx), tenant, id)
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+	}
+	if err := s.pool.Clone(ctx, templateDataset(tenant, tmpl.ID), datasetName(id), pool.CloneOptions{}); err != nil {
+		return fail(err)
+	}
+	if s.pool.Caps().Quota && sp.Limits.DiskBytes > 0 {
+		if err := s.pool.SetQuota(ctx, datasetName(id), sp.Limits.DiskBytes); err != nil {
+			return fail(err)
+		}
+	}
+	rec.State = store.StateStopped
+	rec.StopReason = "created"
+	if req.NoStart {
+		rec, err = s.st.UpdateSandbox(ctx, rec)
+		if err != nil {
+			return fail(err)
+		}
+		s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "template", tmpl.ID)
+		return s.view(rec), nil
+	}
+	rec, err = s.startLocked(ctx, rec, tmpl)
+	if err != nil {
+		return fail(err)
+	}
+	s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "template", tmpl.ID)
+	return s.view(rec), nil
+}
+
+// serviceSpec converts the API service into init's form.
+func (s *Service) serviceSpec(sp spec) (*guest.ServiceSpec, error) {
+	if sp.Service == nil {
+		return nil, nil
+	}
+	svc := sp.Service
+	if len(svc.Command) == 0 {
+		return nil, fmt.Errorf("service command is empty: %w", errs.ErrInvalid)
+	}
+	uid, gid, err := user(svc.User)
+	if err != nil {
+		return nil, err
+	}
+	env, err := envList(svc.Env)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := signalNumber(svc.StopSignal)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := parseDuration("stop_grace", svc.StopGrace, 0); err != nil {
+		return nil, err
+	}
+	restart := svc.Restart
+	if restart == "" {
+		restart = "on-failure"
+	}
+	if restart != "always" && restart != "on-failure" && restart != "never" {
+		return nil, fmt.Errorf("restart %q (want always, on-failure or never): %w", svc.Restart, errs.ErrInvalid)
+	}
+	return &guest.ServiceSpec{Command: svc.Command, Env: env, Cwd: svc.Cwd, UID: uid, GID: gid,
+		Restart: restart, StopSignal: sig, StopLine: svc.StopLine}, nil
+}
+
+func (s *Service) stopGrace(sp spec) time.Duration {
+	if sp.Service != nil {
+		if d, err := parseDuration("stop_grace", sp.Service.StopGrace, 0); err == nil && d > 0 {
+			return d
+		}
+	}
+	return s.opts.StopGrace
+}
+
+// runtimeSpec builds what the runtime needs to start a sandbox.
+func (s *Service) runtimeSpec(sb store.Sandbox, tmpl store.Template) (steadrt.Spec, error) {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return steadrt.Spec{}, err
+	}
+	svc, err := s.serviceSpec(sp)
+	if err != nil {
+		return steadrt.Spec{}, err
+	}
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "STEAD_SANDBOX=" + sb.ID}
+	if tmpl.Kind == "oci" && len(tmpl.Config) > 0 {
+		var info template.ImageInfo
+		if json.Unmarshal(tmpl.Config, &info) == nil && len(info.Env) > 0 {
+			env = append(info.Env, "STEAD_SANDBOX="+sb.ID)
+		}
+	}
+	user, _ := envList(sp.Env)
+	env = append(env, user...)
+	rs := steadrt.Spec{
+		ID: sb.ID, Hostname: sb.Name, Rootfs: s.pool.Path(datasetName(sb.ID)),
+		Limits: steadrt.Limits{CPUs: sp.Limits.CPUs, MemoryBytes: sp.Limits.MemoryBytes, Pids: sp.Limits.Pids},
+		Env:    env, Service: svc, TmpBytes: sp.Limits.MemoryBytes / 4,
+	}
+	if tmpl.Kind == "host" {
+		for _, m := range template.HostMounts() {
+			rs.Mounts = append(rs.Mounts, steadrt.Mount{Source: m.Source, Destination: m.Destination, ReadOnly: m.ReadOnly})
+		}
+	}
+	return rs, nil
+}
+
+// startLocked starts a stopped sandbox; the caller holds its lock.
+func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.Template) (store.Sandbox, error) {
+	rs, err := s.runtimeSpec(sb, tmpl)
+	if err != nil {
+		return sb, err
+	}
+	// A leftover runtime state (a crash between start and record) goes first.
+	if st, _ := s.rt.Status(ctx, sb.ID); st != steadrt.StatusAbsent {
+		s.rt.Kill(ctx, sb.ID)
+	}
+	if err := s.rt.Start(ctx, rs); err != nil {
+		return sb, err
+	}
+	now := s.now()
+	sb.State = store.StateRunning
+	sb.StartedAt = &now
+	sb.StopReason = ""
+	updated, err := s.st.UpdateSandbox(ctx, sb)
+	if err != nil {
+		s.rt.Kill(context.WithoutCancel(ctx), sb.ID)
+		return sb, err
+	}
+	s.act.started(sb.ID, now)
+	return updated, nil
+}
+
+// template finds a template, building the host template on first use.
+func (s *Service) template(ctx context.Context, tenant, id string) (store.Template, error) {
+	t, err := s.st.GetTemplate(ctx, tenant, id)
+	if err == nil || id != "host" || !errors.Is(err, errs.ErrNotFound) {
+		if err != nil {
+			return t, fmt.Errorf("template %s: %w", id, err)
+		}
+		return t, nil
+	}
+	return s.ensureHostTemplate(ctx, tenant)
+}
+
+func (s *Service) get(ctx context.Context, tenant, id string) (store.Sandbox, error) {
+	sb, err := s.st.GetSandbox(ctx, tenant, id)
+	if err != nil {
+		return sb, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// GetSandbox returns one sandbox.
+func (s *Service) GetSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	sb, err := s.get(ctx, tenant, id)
+	if err != nil {
+		return client.Sandbox{}, err
+	}
+	return s.view(sb), nil
+}
+
+// ListSandboxes lists a tenant's sandboxes.
+func (s *Service) ListSandboxes(ctx context.Context, tenant string, includeDeleted bool) ([]client.Sandbox, error) {
+	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant, IncludeDeleted: includeDeleted})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	out := make([]client.Sandbox, 0, len(list))
+	for _, sb := range list {
+		out = append(out, s.view(sb))
+	}
+	return out, nil
+}
+
+// transition runs fn on a sandbox under its lock, after checking that its
+// state is one of from; a state in same returns the sandbox unchanged.
+func (s *Service) transition(ctx context.Context, tenant, id, verb string, from, same []store.SandboxState, fn func(store.Sandbox) (store.Sandbox, error)) (client.Sandbox, error) {
+	sb, err := s.get(ctx, tenant, id)
+	if err != nil {
+		return client.Sandbox{}, err
+	}
+	unlock := s.lock(sb.ID)
+	defer unlock()
+	if sb, err = s.get(ctx, tenant, sb.ID); err != nil {
+		return client.Sandbox{}, err
+	}
+	for _, st := range same {
+		if sb.State == st {
+			return s.view(sb), nil
+		}
+	}
+	ok := false
+	for _, st := range from {
+		ok = ok || sb.State == st
+	}
+	if !ok {
+		return client.Sandbox{}, fmt.Errorf("cannot %s sandbox %s: it is %s%s: %w", verb, sb.Name, sb.State, hint(verb, sb.State), errs.ErrConflict)
+	}
+	sb, err = fn(sb)
+	if err != nil {
+		return client.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", verb, sb.Name, err)
+	}
+	s.log.Info("sandbox "+verb, "sandbox", sb.ID, "tenant", sb.TenantID, "state", sb.State)
+	return s.view(sb), nil
+}
+
+func hint(verb string, st store.SandboxState) string {
+	switch {
+	case st == store.StateDeleted:
+		return " (undelete it first)"
+	case st == store.StateStopped && (verb == "pause" || verb == "resume"):
+		return " (start it instead)"
+	case st == store.StateCreating:
+		return " (wait for the create to finish)"
+	}
+	return ""
+}
+
+// StartSandbox starts a stopped sandbox, or resumes a paused one.
+func (s *Service) StartSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return s.transition(ctx, tenant, id, "start",
+		[]store.SandboxState{store.StateStopped, store.StatePaused, store.StateError},
+		[]store.SandboxState{store.StateRunning},
+		func(sb store.Sandbox) (store.Sandbox, error) {
+			if sb.State == store.StatePaused {
+				return s.resumeLocked(ctx, sb)
+			}
+			tmpl, err := s.st.GetTemplate(ctx, sb.TenantID, sb.TemplateID)
+			if err != nil {
+				return sb, fmt.Errorf("template %s: %w", sb.TemplateID, err)
+			}
+			return s.startLocked(ctx, sb, tmpl)
+		})
+}
+
+// StopSandbox stops a running or paused sandbox: the service's stop hook,
+// its grace period, then every process ends; the files stay.
+func (s *Service) StopSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return s.stop(ctx, tenant, id, "user")
+}
+
+func (s *Service) stop(ctx context.Context, tenant, id, reason string) (client.Sandbox, error) {
+	return s.transition(ctx, tenant, id, "stop",
+		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateError},
+		[]store.SandboxState{store.StateStopped},
+		func(sb store.Sandbox) (store.Sandbox, error) { return s.stopLocked(ctx, sb, reason) })
+}
+
+func (s *Service) stopLocked(ctx context.Context, sb store.Sandbox, reason string) (store.Sandbox, error) {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return sb, err
+	}
+	if err := s.rt.Stop(ctx, sb.ID, s.stopGrace(sp)); err != nil {
+		return sb, err
+	}
+	now := s.now()
+	sb.State = store.StateStopped
+	sb.StoppedAt = &now
+	sb.StopReason = reason
+	s.act.forget(sb.ID)
+	return s.st.UpdateSandbox(ctx, sb)
+}
+
+// PauseSandbox freezes a running sandbox (processes and memory stay).
+func (s *Service) PauseSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return s.pause(ctx, tenant, id, "user")
+}
+
+func (s *Service) pause(ctx context.Context, tenant, id, reason string) (client.Sandbox, error) {
+	return s.transition(ctx, tenant, id, "pause",
+		[]store.SandboxState{store.StateRunning},
+		[]store.SandboxState{store.StatePaused},
+		func(sb store.Sandbox) (store.Sandbox, error) {
+			if err := s.rt.Pause(ctx, sb.ID); err != nil {
+				return sb, err
+			}
+			sb.State = store.StatePaused
+			sb.StopReason = reason
+			return s.st.UpdateSandbox(ctx, sb)
+		})
+}
+
+// ResumeSandbox thaws a paused sandbox.
+func (s *Service) ResumeSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return s.transition(ctx, tenant, id, "resume",
+		[]store.SandboxState{store.StatePaused},
+		[]store.SandboxState{store.StateRunning},
+		func(sb store.Sandbox) (store.Sandbox, error) { return s.resumeLocked(ctx, sb) })
+}
+
+func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	if err := s.rt.Resume(ctx, sb.ID); err != nil {
+		return sb, err
+	}
+	sb.State = store.StateRunning
+	sb.StopReason = ""
+	s.act.touch(sb.ID, s.now())
+	return s.st.UpdateSandbox(ctx, sb)
+}
+
+// DeleteSandbox soft-deletes a sandbox (stopping it first; its files stay
+// until the retention ends), or with purge destroys it for good.
+func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bool) (client.Sandbox, error) {
+	all := []store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped, store.StateError, store.StateDeleted}
+	var same []store.SandboxState
+	if !purge {
+		same = []store.SandboxState{store.StateDeleted}
+	}
+	return s.transition(ctx, tenant, id, "delete", all, same, func(sb store.Sandbox) (store.Sandbox, error) {
+		if sb.State == store.StateRunning || sb.State == store.StatePaused || sb.State == store.StateError {
+			var err error
+			if sb, err = s.stopLocked(ctx, sb, "deleted"); err != nil {
+				return sb, err
+			}
+		}
+		if purge {
+			return sb, s.purgeLocked(ctx, sb)
+		}
+		now := s.now()
+		purgeAt := now.Add(s.opts.DeleteRetention)
+		sb.State = store.StateDeleted
+		sb.DeletedAt = &now
+		sb.PurgeAt = &purgeAt
+		return s.st.UpdateSandbox(ctx, sb)
+	})
+}
+
+func (s *Service) purgeLocked(ctx context.Context, sb store.Sandbox) error {
+	s.rt.Kill(ctx, sb.ID)
+	if err := s.pool.Delete(ctx, datasetName(sb.ID)); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return err
+	}
+	if err := s.st.DeleteSandbox(ctx, sb.TenantID, sb.ID); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return err
+	}
+	s.log.Info("sandbox purged", "sandbox", sb.ID, "tenant", sb.TenantID)
+	return nil
+}
+
+// UndeleteSandbox restores a soft-deleted sandbox, stopped.
+func (s *Service) UndeleteSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return s.transition(ctx, tenant, id, "undelete",
+		[]store.SandboxState{store.StateDeleted}, nil,
+		func(sb store.Sandbox) (store.Sandbox, error) {
+			sb.State = store.StateStopped
+			sb.DeletedAt, sb.PurgeAt = nil, nil
+			sb.StopReason = "undeleted"
+			return s.st.UpdateSandbox(ctx, sb)
+		})
+}
+
+// ResizeSandbox changes the limits of a stopped sandbox.
+func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req client.ResizeRequest) (client.Sandbox, error) {
+	var lim client.Limits
+	itName := ""
+	if req.InstanceType != "" {
+		it, err := lookupInstanceType(req.InstanceType)
+		if err != nil {
+			return client.Sandbox{}, err
+		}
+		lim, itName = it.Limits, it.Name
+	}
+	if req.CPUs < 0 || req.MemoryBytes < 0 || req.Pids < 0 || req.DiskBytes < 0 {
+		return client.Sandbox{}, fmt.Errorf("resize limits must not be negative: %w", errs.ErrInvalid)
+	}
+	if req.MemoryBytes != 0 && req.MemoryBytes < 32<<20 {
+		return client.Sandbox{}, fmt.Errorf("memory %d bytes is below the 32 MiB minimum: %w", req.MemoryBytes, errs.ErrInvalid)
+	}
+	return s.transition(ctx, tenant, id, "resize",
+		[]store.SandboxState{store.StateStopped}, nil,
+		func(sb store.Sandbox) (store.Sandbox, error) {
+			sp, err := decodeSpec(sb)
+			if err != nil {
+				return sb, err
+			}
+			if itName != "" {
+				sp.InstanceType, sp.Limits = itName, lim
+			}
+			custom := false
+			if req.CPUs > 0 {
+				sp.Limits.CPUs, custom = req.CPUs, true
+			}
+			if req.MemoryBytes > 0 {
+				sp.Limits.MemoryBytes, custom = req.MemoryBytes, true
+			}
+			if req.Pids > 0 {
+				sp.Limits.Pids, custom = req.Pids, true
+			}
+			if req.DiskBytes > 0 {
+				sp.Limits.DiskBytes, custom = req.DiskBytes, true
+			}
+			if custom {
+				sp.InstanceType = "custom"
+			}
+			if s.pool.Caps().Quota {
+				if err := s.pool.SetQuota(ctx, datasetName(sb.ID), sp.Limits.DiskBytes); err != nil {
+					return sb, err
+				}
+			}
+			sb.Spec, _ = json.Marshal(sp)
+			return s.st.UpdateSandbox(ctx, sb)
+		})
+}

@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/template"
+)
+
+func templateView(t store.Template) client.Template {
+	return client.Template{ID: t.ID, Kind: t.Kind, Source: t.Source, Digest: t.Digest, SizeBytes: t.SizeBytes, CreatedAt: t.CreatedAt}
+}
+
+// templateDataset names a template's dataset. Templates of the default
+// tenant keep their plain id; others are prefixed so tenants never share.
+func templateDataset(tenant, id string) string {
+	if tenant == store.DefaultTenant {
+		return pool.KindTemplate + "/" + id
+	}
+	return pool.KindTemplate + "/" + tenant + "--" + id
+}
+
+// ensureHostTemplate builds the host template (a skeleton root with a copy
+// of /etc; /usr comes read-only from the host at run time).
+func (s *Service) ensureHostTemplate(ctx context.Context, tenant string) (store.Template, error) {
+	unlock := s.lock("template/" + tenant + "/host")
+	defer unlock()
+	if t, err := s.st.GetTemplate(ctx, tenant, "host"); err == nil {
+		return t, nil
+	}
+	return s.buildTemplate(ctx, tenant, "host", "host", "host", func(dst string) (template.ImageInfo, error) {
+		return template.ImageInfo{}, template.BuildHost(ctx, dst)
+	})
+}
+
+// buildTemplate fills a new read-only template dataset with fill and
+// records it. A failure leaves neither dataset nor record.
+func (s *Service) buildTemplate(ctx context.Context, tenant, id, kind, source string, fill func(dst string) (template.ImageInfo, error)) (store.Template, error) {
+	ds := templateDataset(tenant, id)
+	if ex, _ := s.pool.Exists(ctx, ds); ex {
+		// Left by a crash before the record was written.
+		s.pool.Delete(ctx, ds)
+	}
+	if err := s.pool.Create(ctx, ds); err != nil {
+		return store.Template{}, fmt.Errorf("create template %s: %w", id, err)
+	}
+	info, err := fill(s.pool.Path(ds))
+	if err == nil {
+		err = s.pool.SetReadOnly(ctx, ds, true)
+	}
+	var size int64
+	if err == nil {
+		size, _ = s.pool.Usage(ctx, ds)
+	}
+	t := store.Template{ID: id, TenantID: tenant, Kind: kind, Source: source, Digest: info.Digest, SizeBytes: size, CreatedAt: s.now()}
+	if err == nil {
+		t.Config, _ = json.Marshal(info)
+		err = s.st.CreateTemplate(ctx, t)
+	}
+	if err != nil {
+		s.pool.Delete(context.WithoutCancel(ctx), ds)
+		return store.Template{}, fmt.Errorf("create template %s: %w", id, err)
+	}
+	s.log.Info("template created", "template", id, "tenant", tenant, "kind", kind, "bytes", size)
+	return t, nil
+}
+
+// ListTemplates lists a tenant's templates.
+func (s *Service) ListTemplates(ctx context.Context, tenant string) ([]client.Template, error) {
+	list, err := s.st.ListTemplates(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list templates: %w", err)
+	}
+	out := make([]client.Template, 0, len(list))
+	for _, t := range list {
+		out = append(out, templateView(t))
+	}
+	return out, nil
+}
+
+// ImportTemplate imports an OCI image as a template.
+func (s *Service) ImportTemplate(ctx context.Context, tenant string, req client.ImportTemplateRequest) (client.Template, error) {
+	if !pool.ValidID(req.ID) || req.ID == "host" {
+		return client.Template{}, fmt.Errorf("template id %q (lowercase letters, digits, . _ -; not host): %w", req.ID, errs.ErrInvalid)
+	}
+	if req.Source == "" {
+		return client.Template{}, fmt.Errorf("template source is empty: %w", errs.ErrInvalid)
+	}
+	unlock := s.lock("template/" + tenant + "/" + req.ID)
+	defer unlock()
+	if _, err := s.st.GetTemplate(ctx, tenant, req.ID); err == nil {
+		return client.Template{}, fmt.Errorf("template %s exists: %w", req.ID, errs.ErrConflict)
+	}
+	t, err := s.buildTemplate(ctx, tenant, req.ID, "oci", req.Source, func(dst string) (template.ImageInfo, error) {
+		return template.ImportOCI(ctx, req.Source, dst, nil)
+	})
+	if err != nil {
+		return client.Template{}, err
+	}
+	return templateView(t), nil
+}
+
+// DeleteTemplate removes a template no sandbox uses.
+func (s *Service) DeleteTemplate(ctx context.Context, tenant, id string) error {
+	if _, err := s.st.GetTemplate(ctx, tenant, id); err != nil {
+		return fmt.Errorf("template %s: %w", id, err)
+	}
+	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant, IncludeDeleted: true})
+	if err != nil {
+		return err
+	}
+	for _, sb := range list {
+		if sb.TemplateID == id {
+			return fmt.Errorf("template %s is used by sandbox %s: %w", id, sb.Name, errs.ErrConflict)
+		}
+	}
+	if err := s.st.DeleteTemplate(ctx, tenant, id); err != nil {
+		return fmt.Errorf("delete template %s: %w", id, err)
+	}
+	if err := s.pool.Delete(ctx, templateDataset(tenant, id)); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return fmt.Errorf("delete template %s: %w", id, err)
+	}
+	return nil
+}
