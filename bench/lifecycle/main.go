@@ -1,0 +1,263 @@
+// Command lifecycle measures stead's sandbox lifecycle through its real API
+// (a stead daemon started for the run) side by side with peers on the same
+// machine and root filesystem: `runc run`, `crun run` and bwrap where
+// installed. It prints p50/p99 per operation and the ratio to runc.
+//
+//	sudo go run ./bench/lifecycle -n 50 -stead bin/stead
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+)
+
+func main() {
+	n := flag.Int("n", 50, "iterations per operation")
+	bin := flag.String("stead", "bin/stead", "stead binary (static build: scripts/build.sh)")
+	pool := flag.String("pool", "btrfs", "pool kind")
+	flag.Parse()
+	if err := run(*n, *bin, *pool); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type series struct {
+	name string
+	d    []time.Duration
+}
+
+func (s series) pct(p float64) time.Duration {
+	if len(s.d) == 0 {
+		return 0
+	}
+	d := append([]time.Duration(nil), s.d...)
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	i := int(float64(len(d)-1) * p)
+	return d[i]
+}
+
+func timeIt(n int, f func(i int) error) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if err := f(i); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out, nil
+}
+
+func run(n int, bin, poolKind string) error {
+	ctx := context.Background()
+	base, err := os.MkdirTemp("", "stead-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(base)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(base, "data")
+	cmd := exec.Command(bin, "serve", "--data-dir", data, "--run-dir", filepath.Join(base, "run"),
+		"--listen", addr, "--socket", filepath.Join(base, "run", "stead.sock"), "--pool", poolKind, "--pool-size", "8", "--stop-grace", "2s")
+	logf, _ := os.Create(filepath.Join(base, "daemon.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		syscall.Unmount(filepath.Join(data, "pool"), 0)
+	}()
+	var c *client.Client
+	for i := 0; ; i++ {
+		if key, err := os.ReadFile(filepath.Join(data, "admin.key")); err == nil {
+			c, _ = client.New("http://"+addr, strings.TrimSpace(string(key)))
+			if _, err := c.Info(ctx); err == nil {
+				break
+			}
+		}
+		if i > 600 {
+			b, _ := os.ReadFile(filepath.Join(base, "daemon.log"))
+			return fmt.Errorf("daemon did not start:\n%s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Warm up: the host template is built on first use.
+	warm, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	if err != nil {
+		return err
+	}
+	idleRSS := rss(cmd.Process.Pid)
+	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
+
+	var results []series
+	var created []string
+	d, err := timeIt(n, func(int) error {
+		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+		if err != nil {
+			return err
+		}
+		created = append(created, sb.ID)
+		_, err = c.Exec(ctx, sb.ID, trueCmd)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create+exec: %w", err)
+	}
+	results = append(results, series{"stead create → first exec exits", d})
+	for _, id := range created {
+		c.DeleteSandbox(ctx, id, true)
+	}
+	d, err = timeIt(n, func(int) error { _, err := c.Exec(ctx, warm.ID, trueCmd); return err })
+	if err != nil {
+		return err
+	}
+	results = append(results, series{"stead exec in running sandbox → exit", d})
+	d, err = timeIt(n, func(int) error {
+		if _, err := c.PauseSandbox(ctx, warm.ID); err != nil {
+			return err
+		}
+		_, err := c.ResumeSandbox(ctx, warm.ID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	results = append(results, series{"stead pause → resume", d})
+	d, err = timeIt(n, func(int) error {
+		if _, err := c.StopSandbox(ctx, warm.ID); err != nil {
+			return err
+		}
+		if _, err := c.StartSandbox(ctx, warm.ID); err != nil {
+			return err
+		}
+		_, err := c.Exec(ctx, warm.ID, trueCmd)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	results = append(results, series{"stead stop → start → first exec", d})
+
+	// Peers on the same root filesystem: the host template's skeleton with
+	// the host's /usr bound read-only, exactly what a stead sandbox sees.
+	rootfs := filepath.Join(data, "pool", "templates", "host")
+	bundle := filepath.Join(base, "bundle")
+	if err := writeBundle(bundle, rootfs); err != nil {
+		return err
+	}
+	var runcP50 time.Duration
+	for _, rt := range []string{"runc", "crun"} {
+		if _, err := exec.LookPath(rt); err != nil {
+			continue
+		}
+		d, err = timeIt(n, func(i int) error {
+			out, err := exec.Command(rt, "run", "--bundle", bundle, fmt.Sprintf("bench-%s-%d", rt, i)).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%s run: %v: %s", rt, err, out)
+			}
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: skipping %s: %v\n", rt, err)
+			continue
+		}
+		s := series{"`" + rt + " run` /bin/true (same rootfs)", d}
+		if rt == "runc" {
+			runcP50 = s.pct(0.5)
+		}
+		results = append(results, s)
+	}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		d, err = timeIt(n, func(int) error {
+			return exec.Command("bwrap", "--bind", rootfs, "/", "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
+				"--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "/bin/true").Run()
+		})
+		if err == nil {
+			results = append(results, series{"bwrap /bin/true (same rootfs)", d})
+		}
+	}
+	d, err = timeIt(n, func(int) error { return exec.Command("unshare", "-fpmiun", "--mount-proc", "/bin/true").Run() })
+	if err == nil {
+		results = append(results, series{"unshare -fpmiun /bin/true", d})
+	}
+
+	fmt.Printf("stead lifecycle benchmark: %d iterations, pool %s, %s\n\n", n, poolKind, time.Now().UTC().Format(time.RFC3339))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tp50\tp99\tp50 / runc run p50\t")
+	for _, s := range results {
+		ratio := "-"
+		if runcP50 > 0 {
+			ratio = fmt.Sprintf("%.2fx", float64(s.pct(0.5))/float64(runcP50))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", s.name, ms(s.pct(0.5)), ms(s.pct(0.99)), ratio)
+	}
+	tw.Flush()
+	fmt.Printf("\nstead daemon RSS with one idle sandbox: %.1f MiB\n", float64(idleRSS)/(1<<20))
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// writeBundle writes an OCI bundle whose config matches a stead sandbox:
+// the same namespaces, the host's /usr read-only, tmpfs /tmp.
+func writeBundle(dir, rootfs string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	spec := map[string]any{
+		"ociVersion": "1.0.2",
+		"process": map[string]any{
+			"terminal": false, "user": map[string]any{"uid": 0, "gid": 0},
+			"args": []string{"/bin/true"}, "env": []string{"PATH=/usr/bin:/bin"}, "cwd": "/",
+			"noNewPrivileges": true,
+		},
+		"root":     map[string]any{"path": rootfs, "readonly": true},
+		"hostname": "bench",
+		"mounts": []map[string]any{
+			{"destination": "/proc", "type": "proc", "source": "proc"},
+			{"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": []string{"nosuid", "nodev", "mode=1777"}},
+			{"destination": "/usr", "type": "bind", "source": "/usr", "options": []string{"rbind", "ro"}},
+		},
+		"linux": map[string]any{
+			"namespaces": []map[string]any{{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}},
+			"resources":  map[string]any{"memory": map[string]any{"limit": 2 << 30}, "pids": map[string]any{"limit": 1024}},
+		},
+	}
+	b, _ := json.MarshalIndent(spec, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644)
+}

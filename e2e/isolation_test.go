@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+)
+
+func TestSandboxesCannotSeeEachOther(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	a, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "alpha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "beta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sh(ctx, a.ID, "agent", "echo secret-a > /workspace/secret; sleep 300 >/dev/null 2>&1 &")
+	// b sees neither a's file nor a's processes, nor the host's.
+	out := d.sh(ctx, b.ID, "root", "cat /workspace/secret 2>&1 || true; ls /proc | grep -c '^[0-9]'; ps -e -o comm= 2>/dev/null | grep -c sleep || true; find / -xdev -name secret 2>/dev/null | grep -c . || true")
+	lines := strings.Fields(out)
+	if strings.Contains(out, "secret-a") {
+		t.Fatalf("beta read alpha's file: %q", out)
+	}
+	if n, _ := strconv.Atoi(lines[len(lines)-3]); n > 4 {
+		t.Fatalf("beta sees %d processes, want only its own (init, sh, ls, grep): %q", n, out)
+	}
+	if lines[len(lines)-2] != "0" || lines[len(lines)-1] != "0" {
+		t.Fatalf("beta sees alpha's sleep or file: %q", out)
+	}
+	// Host data stays out of reach: the data dir is not visible inside.
+	res, _ := d.c.Exec(ctx, b.ID, client.ExecRequest{Command: []string{"ls", d.dataDir}, User: "root"})
+	if res.ExitCode == 0 {
+		t.Fatalf("sandbox can list the host data dir: %s", res.Stdout)
+	}
+	// A mount, an unshare into a user namespace and a ptrace are refused.
+	for _, cmd := range []string{"mount -t tmpfs x /mnt", "unshare -U true", "unshare -r true"} {
+		res, _ := d.c.Exec(ctx, b.ID, client.ExecRequest{Command: []string{"sh", "-c", cmd}, User: "root"})
+		if res.ExitCode == 0 {
+			t.Fatalf("%q succeeded inside a sandbox", cmd)
+		}
+	}
+}
+
+func TestMemoryExhaustionIsKilledInsideAndDaemonLives(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{InstanceType: "micro"}) // 512 MiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	// tail keeps a line without newline in memory: it grows until killed.
+	res, err := d.c.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"sh", "-c", "head -c 4G /dev/zero | tail -c 1 > /dev/null"}, Timeout: "60s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 || res.TimedOut {
+		t.Fatalf("memory hog was not killed: %+v", res)
+	}
+	if _, err := d.c.Info(ctx); err != nil {
+		t.Fatalf("daemon died: %v", err)
+	}
+	if got, _ := d.c.GetSandbox(ctx, sb.ID); got.State != "running" {
+		t.Fatalf("sandbox state %s after OOM, want running", got.State)
+	}
+	d.sh(ctx, sb.ID, "agent", "echo still alive")
+}
+
+func TestForkBombIsContainedByPids(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{InstanceType: "micro"}) // 256 pids
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.c.Exec(ctx, sb.ID, client.ExecRequest{
+		Command: []string{"sh", "-c", "n=0; for i in $(seq 1000); do sleep 30 & n=$((n+1)); done 2>/dev/null; echo $n"},
+		Timeout: "60s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := os.ReadFile("/sys/fs/cgroup/pids/stead/" + sb.ID + "/pids.current")
+	n, _ := strconv.Atoi(strings.TrimSpace(string(cur)))
+	if n > 256 {
+		t.Fatalf("pids.current %d exceeds the limit 256", n)
+	}
+	if !strings.Contains(string(res.Stderr), "fork") && !strings.Contains(string(res.Stderr), "Resource temporarily unavailable") && n < 200 {
+		t.Fatalf("fork bomb was not limited: pids %d, stderr %q", n, res.Stderr)
+	}
+	if _, err := d.c.Info(ctx); err != nil {
+		t.Fatalf("daemon died: %v", err)
+	}
+	// The sandbox can be stopped cleanly even when full.
+	if _, err := d.c.StopSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCPUQuotaHolds(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{InstanceType: "micro"}) // 0.5 cpu
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := func() time.Duration {
+		b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/stead/" + sb.ID + "/cpuacct.usage")
+		if err != nil {
+			b, err = os.ReadFile("/sys/fs/cgroup/cpu,cpuacct/stead/" + sb.ID + "/cpuacct.usage")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		return time.Duration(n)
+	}
+	// Two busy loops would use two cores without the quota.
+	d.sh(ctx, sb.ID, "agent", "for i in 1 2; do (while :; do :; done) >/dev/null 2>&1 & done")
+	time.Sleep(500 * time.Millisecond)
+	u0, w0 := usage(), time.Now()
+	time.Sleep(3 * time.Second)
+	u1, w1 := usage(), time.Now()
+	share := float64(u1-u0) / float64(w1.Sub(w0))
+	t.Logf("cpu share with a 0.5 quota and two busy loops: %.2f", share)
+	if share > 0.6 {
+		t.Fatalf("cpu share %.2f exceeds the 0.5 quota", share)
+	}
+	if share < 0.2 {
+		t.Fatalf("cpu share %.2f: the busy loops did not run", share)
+	}
+}
+
+func TestFilesAPIStaysInsideRoot(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canaryDir := t.TempDir()
+	canary := filepath.Join(canaryDir, "canary")
+	os.WriteFile(canary, []byte("host secret"), 0o644)
+	// The agent plants hostile symlinks.
+	d.sh(ctx, sb.ID, "agent", "cd /workspace && ln -s / rootlink && ln -s "+canary+" canary && ln -s ../../../../../.. up && ln -s "+canaryDir+" canarydir")
+	for _, p := range []string{"/workspace/canary", "/workspace/up" + canary, "/../../../.." + canary, "/workspace/rootlink" + canary, "/workspace/canarydir/canary"} {
+		if rc, _, err := d.c.ReadFile(ctx, sb.ID, p); err == nil {
+			rc.Close()
+			t.Fatalf("read %s succeeded: it must resolve inside the root, where no canary is", p)
+		}
+		if _, err := d.c.WriteFile(ctx, sb.ID, p, 0o644, strings.NewReader("overwritten")); err == nil {
+			// A write through a symlink may only land inside the root.
+			if b, _ := os.ReadFile(canary); string(b) != "host secret" {
+				t.Fatalf("write through %s reached the host", p)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(canary); string(b) != "host secret" {
+		t.Fatalf("host canary changed: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(canaryDir, "x")); err == nil {
+		t.Fatal("host dir written")
+	}
+	// `..` is clamped to the root and a missing file is a clean 404.
+	_, _, err = d.c.ReadFile(ctx, sb.ID, "/../../etc/definitely-missing")
+	if !client.IsNotFound(err) {
+		t.Fatalf("want not found, got %v", err)
+	}
+	if _, err := d.c.GetSandbox(ctx, "sb-nonexistent"); !client.IsNotFound(err) {
+		t.Fatalf("unknown id: want 404, got %v", err)
+	}
+	var apiErr *client.APIError
+	if _, err := d.c.PauseSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"true"}}); !errors.As(err, &apiErr) || apiErr.Status != 409 {
+		t.Fatalf("exec in a paused sandbox: want 409, got %v", err)
+	}
+}

@@ -1,0 +1,108 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool/dir"
+	"github.com/stead-dev/stead/internal/runtime/linux"
+	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/store/sqlite"
+	"github.com/stead-dev/stead/internal/testutil"
+)
+
+// newService runs the real service on a dir pool, SQLite and libcontainer.
+func newService(t *testing.T) *Service {
+	t.Helper()
+	testutil.RequireRoot(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(base, "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	pl, err := dir.Open(ctx, filepath.Join(base, "pool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(base, "state"), RunDir: filepath.Join(base, "run"), CgroupParent: "stead-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Store: st, Pool: pl, Runtime: rt})
+	if _, err := s.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		list, _ := st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
+		for _, sb := range list {
+			rt.Kill(ctx, sb.ID)
+		}
+		// Read-only datasets must go through the pool to be removable.
+		for _, kind := range []string{"templates", "sandboxes"} {
+			ids, _ := pl.List(ctx, kind)
+			for _, id := range ids {
+				pl.Delete(ctx, kind+"/"+id)
+			}
+		}
+	})
+	return s
+}
+
+func TestServiceCreateExecStopStart(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	t0 := time.Now()
+	if _, err := s.ensureHostTemplate(ctx, store.DefaultTenant); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "one"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("host template %s, create %s", t1.Sub(t0), time.Since(t1))
+	res, err := s.Exec(ctx, store.DefaultTenant, "one", client.ExecRequest{Command: []string{"sh", "-c", "echo hi > /workspace/a; id -un; cat /etc/hostname"}}, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if got := string(res.Stdout); !strings.HasPrefix(got, "agent\n") {
+		t.Fatalf("stdout %q stderr %q", got, res.Stderr)
+	}
+	if _, err := s.StopSandbox(ctx, store.DefaultTenant, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	rc, _, err := s.ReadFile(ctx, store.DefaultTenant, sb.ID, "/workspace/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "hi\n" {
+		t.Fatalf("file %q", b)
+	}
+	if _, err := s.PauseSandbox(ctx, store.DefaultTenant, sb.ID); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("pause stopped: %v", err)
+	}
+	if _, err := s.StartSandbox(ctx, store.DefaultTenant, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Another tenant sees nothing.
+	if _, err := s.GetSandbox(ctx, "other", sb.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("other tenant: %v", err)
+	}
+	if _, err := s.Exec(ctx, "other", sb.ID, client.ExecRequest{Command: []string{"true"}}, nil); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("other tenant exec: %v", err)
+	}
+	if _, _, err := s.ReadFile(ctx, "other", sb.ID, "/workspace/a"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("other tenant read: %v", err)
+	}
+}

@@ -1,0 +1,204 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// busyTimeout is how long a connection waits for a lock held by another
+// process (or, for readers, for WAL recovery) before SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// Store is the SQLite implementation of store.Store. Its methods are safe for
+// concurrent use.
+type Store struct {
+	path string
+	// w is the only connection that writes. One connection means writers
+	// queue in database/sql, never inside SQLite, so concurrent writers in
+	// this process cannot hit SQLITE_BUSY or a lock-upgrade deadlock; the
+	// store's writes are small, so serialising them costs little next to the
+	// fsync each commit does anyway.
+	w *sql.DB
+	// r is a pool of query_only connections. In WAL mode readers neither
+	// block the writer nor are blocked by it, so reads scale with the pool
+	// and always see every write that committed before they started.
+	r *sql.DB
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating if needed) the SQLite database at path, applies any
+// pending schema migrations and returns the store. path must name a file on
+// a local file system that supports shared memory (WAL needs it); it must not
+// contain '?'. A database whose schema is newer than this build is refused
+// with an error wrapping errs.ErrUnsupported.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("open store %q: path must be a plain file path: %w", path, errs.ErrInvalid)
+	}
+	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
+
+	w, err := sql.Open("sqlite", path+"?"+busy+
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	var mode string
+	if err := w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: journal mode is %q, not wal (does the file system support shared memory?): %w", path, mode, errs.ErrUnsupported)
+	}
+	ms, err := loadMigrations()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if err := migrate(ctx, w, ms); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+
+	r, err := sql.Open("sqlite", path+"?"+busy+"&_pragma=foreign_keys(1)&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	if err := r.PingContext(ctx); err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return &Store{path: path, w: w, r: r}, nil
+}
+
+// Close closes both connection pools; the last connection to close
+// checkpoints the WAL into the database file. Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		if s.closeErr != nil {
+			s.closeErr = fmt.Errorf("close store %s: %w", s.path, s.closeErr)
+		}
+	})
+	return s.closeErr
+}
+
+// timeLayout is the stored form of every timestamp: UTC, fixed width, with
+// nanoseconds, so text order equals time order.
+const timeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// formatTime returns t in the stored form, or an error wrapping
+// errs.ErrInvalid when the year does not fit in four digits.
+func formatTime(t time.Time) (string, error) {
+	u := t.UTC()
+	if y := u.Year(); y < 0 || y > 9999 {
+		return "", fmt.Errorf("time %s out of range: %w", t, errs.ErrInvalid)
+	}
+	return u.Format(timeLayout), nil
+}
+
+// formatTimePtr is formatTime for an optional time: nil is stored as NULL.
+func formatTimePtr(t *time.Time) (any, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return formatTime(*t)
+}
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parse stored time %q: %w", s, err)
+	}
+	return t, nil
+}
+
+func parseTimePtr(s sql.NullString) (*time.Time, error) {
+	if !s.Valid {
+		return nil, nil
+	}
+	t, err := parseTime(s.String)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// now is the store's clock for timestamps it sets itself.
+func now() time.Time { return time.Now().UTC().Round(0) }
+
+// normTime strips the monotonic reading and location, as a round trip
+// through the database does, so returned records equal re-read ones.
+func normTime(t time.Time) time.Time { return t.UTC().Round(0) }
+
+func normTimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	n := normTime(*t)
+	return &n
+}
+
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
+
+// isUnique reports whether err is a unique or primary key violation.
+func isUnique(err error) bool {
+	c := sqliteCode(err)
+	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+// isForeignKey reports whether err is a foreign key violation (here always:
+// the record names a tenant that does not exist).
+func isForeignKey(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// writeTx runs fn in a write transaction (BEGIN IMMEDIATE on the single
+// writer connection) and commits it if fn returns nil.
+func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds a statically linked stead binary into ./bin/stead. Static linking
+# matters: the binary is bind-mounted into every sandbox as its init, and an
+# image may have no C library.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin CGO_ENABLED=1
+mkdir -p bin
+go build -trimpath -tags netgo,osusergo \
+  -ldflags "-linkmode external -extldflags -static -X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+  -o bin/stead ./cmd/stead
+echo "built bin/stead"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what stead needs to build, run and test on Debian (idempotent).
+set -euo pipefail
+
+need=()
+command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
+command -v mkfs.xfs   >/dev/null || need+=(xfsprogs)
+command -v gcc        >/dev/null || need+=(gcc)
+[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || need+=(libc6-dev)
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+command -v losetup    >/dev/null || need+=(mount)
+command -v unshare    >/dev/null || need+=(util-linux)
+command -v runc       >/dev/null || need+=(runc)
+command -v bwrap      >/dev/null || need+=(bubblewrap)
+command -v python3    >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+  export PATH=$PATH:/usr/local/go/bin
+fi
+command -v go >/dev/null || { echo "setup: Go is not installed (want /usr/local/go)"; exit 1; }
