@@ -76,7 +76,17 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 
 func (in *initProc) run(ctx context.Context) int {
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT)
+	// SIGTERM from the host asks for a graceful stop; hang-ups and
+	// interrupts are not for PID 1. They are caught and dropped rather
+	// than ignored, because an ignored disposition would be inherited by
+	// every process init starts.
+	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM)
+	drop := make(chan os.Signal, 4)
+	signal.Notify(drop, syscall.SIGHUP, syscall.SIGINT, syscall.SIGPIPE)
+	go func() {
+		for range drop {
+		}
+	}()
 	go in.reap(sigs)
 	if in.cfg.Service != nil {
 		in.svc = newSupervisor(in, *in.cfg.Service)

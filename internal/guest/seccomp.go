@@ -28,6 +28,10 @@ var deniedSyscalls = []uintptr{
 	unix.SYS_NFSSERVCTL,
 }
 
+// deniedIoctls are the btrfs subvolume-creating requests
+// (BTRFS_IOC_SNAP_CREATE, _SUBVOL_CREATE, _SNAP_CREATE_V2, _SUBVOL_CREATE_V2).
+var deniedIoctls = []uint32{0x50009401, 0x5000940e, 0x50009417, 0x50009418}
+
 // cloneNSFlags are the namespace flags a sandboxed clone may not pass.
 const cloneNSFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 	unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
@@ -57,7 +61,19 @@ func seccompProgram() ([]bpf.RawInstruction, error) {
 			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr), SkipTrue: 1},
 			errno(unix.EPERM))
 	}
+	// Subvolume creation would let an agent hide data from snapshots
+	// (btrfs snapshots skip nested subvolumes).
 	prog = append(prog,
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.SYS_IOCTL, SkipTrue: uint8(2 + 2*len(deniedIoctls))},
+		bpf.LoadAbsolute{Off: 24, Size: 4}, // args[1], low half: the request
+	)
+	for _, req := range deniedIoctls {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: req, SkipTrue: 1},
+			errno(unix.EPERM))
+	}
+	prog = append(prog,
+		bpf.RetConstant{Val: seccompRetAllow},
 		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.SYS_CLONE3, SkipTrue: 1},
 		errno(unix.ENOSYS),
 		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: unix.SYS_CLONE, SkipTrue: 3},

@@ -114,3 +114,71 @@ func TestPauseResumeStop(t *testing.T) {
 		t.Fatalf("status after stop %s", st)
 	}
 }
+
+func TestSandboxIsConfinedBySeccompAndCaps(t *testing.T) {
+	r := newRuntime(t)
+	startSandbox(t, r, "rt-conf", steadrt.Limits{})
+	out, _ := run(t, r, "rt-conf", 0, "sh", "-c", "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status")
+	if !strings.Contains(out, "Seccomp:\t2") || !strings.Contains(out, "NoNewPrivs:\t1") {
+		t.Fatalf("seccomp filter or no_new_privs missing:\n%s", out)
+	}
+	if strings.Contains(out, "CapEff:\t000001ff") {
+		t.Fatalf("root in the sandbox has every capability:\n%s", out)
+	}
+	for _, cmd := range []string{"unshare -U true", "unshare -m true", "mount -t tmpfs none /mnt", "chroot / true && nsenter -t 1 -m true"} {
+		if out, code := run(t, r, "rt-conf", 0, "sh", "-c", cmd); code == 0 {
+			t.Fatalf("%q succeeded in a sandbox: %s", cmd, out)
+		}
+	}
+	// An agent-user process has no capabilities at all.
+	if out, _ := run(t, r, "rt-conf", 1000, "sh", "-c", "grep CapEff /proc/self/status"); !strings.Contains(out, "0000000000000000") {
+		t.Fatalf("agent has capabilities: %s", out)
+	}
+}
+
+func TestInitReapsOrphans(t *testing.T) {
+	r := newRuntime(t)
+	startSandbox(t, r, "rt-reap", steadrt.Limits{Pids: 64})
+	// Each run leaves an orphan that exits later; init must reap them all.
+	for i := 0; i < 20; i++ {
+		run(t, r, "rt-reap", 1000, "sh", "-c", "(sleep 0.05 &) ; true")
+	}
+	time.Sleep(300 * time.Millisecond)
+	out, _ := run(t, r, "rt-reap", 0, "sh", "-c", "grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l")
+	if strings.TrimSpace(out) != "0" {
+		t.Fatalf("%s zombies left", strings.TrimSpace(out))
+	}
+}
+
+func TestPTYAndBackgroundExec(t *testing.T) {
+	r := newRuntime(t)
+	ctx := context.Background()
+	startSandbox(t, r, "rt-pty", steadrt.Limits{})
+	p, err := r.OpenPTY(ctx, "rt-pty", guest.ExecSpec{Args: []string{"sh"}, UID: 1000, GID: 1000}, 40, 120)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Write([]byte("stty size; exit 4\n"))
+	var term bytes.Buffer
+	buf := make([]byte, 4096)
+	for {
+		n, err := p.Read(buf)
+		term.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	code, err := p.Wait()
+	p.Close()
+	if err != nil || code != 4 || !strings.Contains(term.String(), "40 120") {
+		t.Fatalf("pty: code %d err %v output %q", code, err, term.String())
+	}
+	res, err := r.Exec(ctx, "rt-pty", guest.ExecSpec{Args: []string{"sh", "-c", "echo bg-out; sleep 0.2; echo done"}, Background: true})
+	if err != nil || res.LogPath == "" {
+		t.Fatalf("background: %+v %v", res, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, _ := run(t, r, "rt-pty", 0, "cat", res.LogPath); out != "bg-out\ndone\n" {
+		t.Fatalf("background log %q", out)
+	}
+}

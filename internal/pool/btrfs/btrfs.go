@@ -1,0 +1,681 @@
+// Package btrfs implements pool.Pool on btrfs. Every dataset is a subvolume
+// at <Dir>/<kind>/<id>; Clone is a subvolume snapshot (O(1), read-only when
+// asked), SetReadOnly flips the subvolume's read-only property, and quotas
+// are qgroup limits on the subvolume's exclusive bytes.
+//
+// When Dir is not on btrfs the pool lives in a sparse image file that Open
+// formats, attaches to a loop device (LO_FLAGS_AUTOCLEAR, so unmounting frees
+// the device) and mounts at Dir. The mount outlives the daemon on purpose:
+// running sandboxes keep their roots there, and the next Open finds the
+// mount and reuses it.
+//
+// Create, Clone, Delete and SetReadOnly are btrfs ioctls
+// (BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SNAP_CREATE_V2, BTRFS_IOC_SNAP_DESTROY,
+// BTRFS_IOC_SUBVOL_{GET,SET}FLAGS); so are quota enabling, qgroup limits
+// (BTRFS_IOC_QUOTA_CTL, BTRFS_IOC_QGROUP_LIMIT) and Usage, which reads the
+// subvolume's qgroup info item with BTRFS_IOC_TREE_SEARCH after a syncfs.
+// The btrfs CLI is not used at run time; mkfs.btrfs (btrfs-progs) is needed
+// only to format a new image, and losetup only if LOOP_CONFIGURE is missing.
+//
+// Crash ordering. Each dataset operation is a single ioctl that the kernel
+// commits atomically: after a crash a dataset either exists whole or not at
+// all, and a clone never appears half copied. Delete detaches the subvolume
+// from its name at once and frees its extents in the background (the btrfs
+// cleaner), so a crash during the cleanup leaks no name. Open is idempotent:
+// a pool image already mounted at Dir is reused as it is, and an image still
+// attached to a loop device but not mounted (a crash between attach and
+// mount, or a device attached by hand) is mounted from that device instead of
+// attaching another one. The image is formatted only while its superblock
+// area is all zeros, so an Open interrupted before mkfs finished starts over
+// and an Open never formats over existing data.
+package btrfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/pool/internal/fsutil"
+)
+
+// DefaultImageSize is the apparent size of a new pool image (it is sparse).
+const DefaultImageSize int64 = 30 << 30
+
+// Options configures Open.
+type Options struct {
+	// Dir is where the pool lives: used directly when it is on btrfs, else
+	// the mountpoint of Image.
+	Dir string
+	// Image is the path of the loop image used when Dir is not on btrfs.
+	// It is created (sparse) and formatted when missing.
+	Image string
+	// ImageSize is the size of a new image; 0 means DefaultImageSize.
+	ImageSize int64
+	// Logger receives the pool's logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Pool is a btrfs storage pool. It is safe for concurrent use on distinct
+// dataset names.
+type Pool struct {
+	dir     string
+	image   string // absolute, or "" when none was given
+	managed bool   // Image is mounted at dir by this package (now or by an earlier run)
+	quota   bool
+	log     *slog.Logger
+}
+
+var _ pool.Pool = (*Pool)(nil)
+
+// Open opens (and if needed creates and mounts) the pool at opts.Dir, and
+// enables quotas on it. It is idempotent: see the package comment.
+func Open(ctx context.Context, opts Options) (*Pool, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("open btrfs pool: empty dir: %w", errs.ErrInvalid)
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("open btrfs pool %s: %w", opts.Dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
+	}
+	p := &Pool{dir: dir, log: log.With("pool", "btrfs", "dir", dir)}
+	if opts.Image != "" {
+		if p.image, err = filepath.Abs(opts.Image); err != nil {
+			return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
+		}
+	}
+	size := opts.ImageSize
+	if size == 0 {
+		size = DefaultImageSize
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("open btrfs pool %s: image size %d: %w", dir, size, errs.ErrInvalid)
+	}
+	if err := p.setup(ctx, size); err != nil {
+		return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
+	}
+	p.enableQuota()
+	return p, nil
+}
+
+// setup makes p.dir a btrfs file system, mounting the image if needed.
+func (p *Pool) setup(ctx context.Context, size int64) error {
+	if reused, err := p.reuseMount(); err != nil || reused {
+		return err
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(p.dir, &sfs); err != nil {
+		return fmt.Errorf("statfs: %w", err)
+	}
+	if sfs.Type == unix.BTRFS_SUPER_MAGIC {
+		p.log.Info("pool dir is on btrfs; using it directly")
+		return nil
+	}
+	if p.image == "" {
+		return fmt.Errorf("dir is not on btrfs and no image was given: %w", errs.ErrInvalid)
+	}
+	return p.mountImage(ctx, size)
+}
+
+// reuseMount reports whether a btrfs is mounted at p.dir, and marks the pool
+// managed when that is p.image on a loop device.
+func (p *Pool) reuseMount() (bool, error) {
+	m, err := mountAt(p.dir)
+	if err != nil || m == nil || m.fstype != "btrfs" {
+		return false, err
+	}
+	if p.image != "" {
+		if _, err := os.Stat(p.image); err == nil {
+			loops, err := loopsBackedBy(p.image)
+			if err != nil {
+				return false, err
+			}
+			for _, l := range loops {
+				if m.isDevice(loopMajor, l.minor) {
+					p.managed = true
+					p.log.Info("reusing mounted pool image", "image", p.image, "loop", l.path)
+					return true, nil
+				}
+			}
+		}
+	}
+	p.log.Info("a btrfs is mounted at the pool dir; using it directly", "source", m.source)
+	return true, nil
+}
+
+func (p *Pool) mountImage(ctx context.Context, size int64) error {
+	if err := os.MkdirAll(filepath.Dir(p.image), 0o700); err != nil {
+		return fmt.Errorf("create image dir: %w", err)
+	}
+	f, err := os.OpenFile(p.image, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("open image: %w", err)
+	}
+	defer f.Close()
+	// Serialise concurrent Opens of one image (a restarted daemon racing an
+	// old one, parallel tests): the loser finds the winner's mount.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("lock image %s: %w", p.image, err)
+	}
+	if reused, err := p.reuseMount(); err != nil || reused {
+		return err
+	}
+	if err := p.ensureFS(ctx, f, size); err != nil {
+		return err
+	}
+	loops, err := loopsBackedBy(p.image)
+	if err != nil {
+		return err
+	}
+	var dev loopDev
+	for _, l := range loops {
+		mps, err := mountsOfDevice(loopMajor, l.minor)
+		if err != nil {
+			return err
+		}
+		if len(mps) > 0 {
+			return fmt.Errorf("image %s is mounted at %s, not at the pool dir: %w", p.image, strings.Join(mps, ", "), errs.ErrConflict)
+		}
+		if dev.path != "" {
+			// A second stale device for one image: free it.
+			if err := detachLoop(l); err != nil {
+				p.log.Warn("detach stale loop device", "loop", l.path, "err", err)
+			}
+			continue
+		}
+		dev = l
+	}
+	// hold keeps the device open until it is mounted: autoclear frees a
+	// loop device at its last close, mounted or not.
+	var hold int
+	attached := dev.path == ""
+	if attached {
+		if dev, hold, err = attachLoop(ctx, p.image, int(f.Fd())); err != nil {
+			return err
+		}
+		p.log.Info("attached pool image", "image", p.image, "loop", dev.path)
+	} else {
+		if hold, err = unix.Open(dev.path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("open %s: %w", dev.path, err)
+		}
+		p.log.Info("reusing loop device left attached to the pool image", "image", p.image, "loop", dev.path)
+	}
+	defer func() {
+		if hold >= 0 {
+			unix.Close(hold)
+		}
+	}()
+	if err := unix.Mount(dev.path, p.dir, "btrfs", 0, ""); err != nil {
+		if attached {
+			unix.Close(hold)
+			hold = -1
+			if derr := detachLoop(dev); derr != nil {
+				p.log.Warn("detach loop device after failed mount", "loop", dev.path, "err", derr)
+			}
+		}
+		return fmt.Errorf("mount %s on %s: %w", dev.path, p.dir, err)
+	}
+	if !attached {
+		// Now that it is mounted, make the reused device free itself on
+		// unmount like the ones attachLoop creates.
+		setAutoclear(hold, dev, p.log)
+	}
+	p.managed = true
+	p.log.Info("mounted pool image", "image", p.image, "loop", dev.path)
+	return nil
+}
+
+// setAutoclear makes the loop device open as fd free itself when its last
+// user (the mount) goes away.
+func setAutoclear(fd int, dev loopDev, log *slog.Logger) {
+	info, err := unix.IoctlLoopGetStatus64(fd)
+	if err == nil && info.Flags&unix.LO_FLAGS_AUTOCLEAR == 0 {
+		info.Flags |= unix.LO_FLAGS_AUTOCLEAR
+		err = unix.IoctlLoopSetStatus64(fd, info)
+	}
+	if err != nil {
+		log.Warn("set autoclear", "loop", dev.path, "err", err)
+	}
+}
+
+const (
+	superblockOffset = 0x10040 // btrfs_super_block.magic in the primary superblock
+	btrfsMagic       = "_BHRfS_M"
+)
+
+// ensureFS sizes a new image and formats it unless it already holds btrfs.
+func (p *Pool) ensureFS(ctx context.Context, f *os.File, size int64) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat image: %w", err)
+	}
+	if fi.Size() == 0 {
+		if err := f.Truncate(size); err != nil {
+			return fmt.Errorf("size image %s: %w", p.image, err)
+		}
+	}
+	head := make([]byte, superblockOffset+len(btrfsMagic))
+	if _, err := f.ReadAt(head, 0); err != nil {
+		return fmt.Errorf("read image %s: %w", p.image, err)
+	}
+	if string(head[superblockOffset:]) == btrfsMagic {
+		return nil
+	}
+	for _, b := range head {
+		if b != 0 {
+			return fmt.Errorf("image %s holds something other than btrfs: %w", p.image, errs.ErrInvalid)
+		}
+	}
+	start := time.Now()
+	// -K: the file is sparse already, so skip the discard pass.
+	out, err := exec.CommandContext(ctx, "mkfs.btrfs", "-q", "-f", "-K", "-L", "stead", p.image).CombinedOutput()
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("format image %s: mkfs.btrfs not found (install btrfs-progs): %w", p.image, err)
+		}
+		return fmt.Errorf("format image %s: %w: %s", p.image, err, strings.TrimSpace(string(out)))
+	}
+	p.log.Info("formatted pool image", "image", p.image, "dur", time.Since(start))
+	return nil
+}
+
+// enableQuota turns qgroups on. It waits for the initial rescan, which is
+// instant on a new pool; when it fails, the pool works without quotas.
+func (p *Pool) enableQuota() {
+	fd, err := openDir(p.dir)
+	if err == nil {
+		defer unix.Close(fd)
+		err = quotaEnable(fd)
+	}
+	if err != nil {
+		p.log.Warn("enable btrfs quotas; SetQuota will be unsupported", "err", err)
+		return
+	}
+	if err := quotaRescanWait(fd); err != nil {
+		p.log.Warn("wait for qgroup rescan", "err", err)
+	}
+	p.quota = true
+}
+
+// Unmount unmounts the pool image and frees its loop device. It is for
+// tests and teardown; the daemon calls Close, which leaves the pool mounted
+// for running sandboxes. It does nothing when Dir was already on btrfs.
+// The Pool must not be used after Unmount; Open the image again instead.
+func (p *Pool) Unmount(ctx context.Context) error {
+	if !p.managed {
+		return nil
+	}
+	for i := 0; ; i++ {
+		err := unix.Unmount(p.dir, 0)
+		if err == nil || errors.Is(err, unix.EINVAL) { // EINVAL: not mounted
+			break
+		}
+		if !errors.Is(err, unix.EBUSY) || i >= 100 {
+			return fmt.Errorf("unmount pool %s: %w", p.dir, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("unmount pool %s: %w", p.dir, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	loops, err := loopsBackedBy(p.image)
+	if err != nil {
+		return fmt.Errorf("unmount pool %s: %w", p.dir, err)
+	}
+	for _, l := range loops {
+		if mps, err := mountsOfDevice(loopMajor, l.minor); err != nil || len(mps) > 0 {
+			continue
+		}
+		if err := detachLoop(l); err != nil {
+			return fmt.Errorf("unmount pool %s: detach %s: %w", p.dir, l.path, err)
+		}
+	}
+	p.log.Info("unmounted pool image", "image", p.image)
+	return nil
+}
+
+// Kind returns "btrfs".
+func (p *Pool) Kind() string { return "btrfs" }
+
+// Caps reports O(1) clones, and quotas when qgroups could be enabled.
+func (p *Pool) Caps() pool.Caps { return pool.Caps{ConstantTimeClone: true, Quota: p.quota} }
+
+// Path returns <Dir>/<name>, or "" when name is invalid.
+func (p *Pool) Path(name string) string {
+	if pool.CheckName(name) != nil {
+		return ""
+	}
+	return filepath.Join(p.dir, name)
+}
+
+func split(name string) (kind, id string) {
+	kind, id, _ = strings.Cut(name, "/")
+	return kind, id
+}
+
+func openDir(path string) (int, error) {
+	return unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// kindDir opens <Dir>/<kind>, creating it.
+func (p *Pool) kindDir(kind string) (int, error) {
+	path := filepath.Join(p.dir, kind)
+	if err := os.Mkdir(path, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return -1, err
+	}
+	return openDir(path)
+}
+
+// openDataset opens a dataset's root, mapping ENOENT to errs.ErrNotFound.
+func (p *Pool) openDataset(name string) (int, error) {
+	fd, err := openDir(filepath.Join(p.dir, name))
+	if errors.Is(err, unix.ENOENT) {
+		return -1, errs.ErrNotFound
+	}
+	return fd, err
+}
+
+// Exists reports whether the dataset exists.
+func (p *Pool) Exists(ctx context.Context, name string) (bool, error) {
+	if err := pool.CheckName(name); err != nil {
+		return false, err
+	}
+	fi, err := os.Lstat(filepath.Join(p.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("stat dataset %s: %w", name, err)
+	}
+	return fi.IsDir(), nil
+}
+
+// Create makes an empty subvolume owned by root, mode 0755.
+func (p *Pool) Create(ctx context.Context, name string) error {
+	if err := pool.CheckName(name); err != nil {
+		return fmt.Errorf("create dataset: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("create dataset %s: %w", name, err)
+	}
+	kind, id := split(name)
+	parent, err := p.kindDir(kind)
+	if err != nil {
+		return fmt.Errorf("create dataset %s: %w", name, err)
+	}
+	defer unix.Close(parent)
+	if err := subvolCreate(parent, id); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("create dataset %s: %w", name, errs.ErrConflict)
+		}
+		return fmt.Errorf("create dataset %s: %w", name, err)
+	}
+	fd, err := unix.Openat(parent, id, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		err = unix.Fchown(fd, 0, 0)
+		if err == nil {
+			err = unix.Fchmod(fd, 0o755) // the subvolume root got 0777 &^ umask
+		}
+		unix.Close(fd)
+	}
+	if err != nil {
+		if derr := snapDestroy(parent, id); derr != nil {
+			p.log.Warn("remove half-created dataset", "dataset", name, "err", derr)
+		}
+		return fmt.Errorf("create dataset %s: %w", name, err)
+	}
+	p.log.Debug("created dataset", "op", "create", "dataset", name)
+	return nil
+}
+
+// Clone snapshots src as dst: one ioctl, O(1) in the size of src. Nested
+// subvolumes inside src appear in dst as empty directories (btrfs snapshots
+// are not recursive).
+func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOptions) error {
+	if err := pool.CheckName(src); err != nil {
+		return fmt.Errorf("clone dataset: source: %w", err)
+	}
+	if err := pool.CheckName(dst); err != nil {
+		return fmt.Errorf("clone dataset %s: destination: %w", src, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("clone dataset %s: %w", src, err)
+	}
+	start := time.Now()
+	sfd, err := p.openDataset(src)
+	if err != nil {
+		return fmt.Errorf("clone dataset %s: %w", src, err)
+	}
+	defer unix.Close(sfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(sfd, &st); err != nil {
+		return fmt.Errorf("clone dataset %s: %w", src, err)
+	}
+	if st.Ino != firstFreeObjectID {
+		return fmt.Errorf("clone dataset %s: not a subvolume: %w", src, errs.ErrInvalid)
+	}
+	kind, id := split(dst)
+	parent, err := p.kindDir(kind)
+	if err != nil {
+		return fmt.Errorf("clone dataset %s: %w", src, err)
+	}
+	defer unix.Close(parent)
+	if err := snapCreate(parent, sfd, id, opts.ReadOnly); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("clone dataset %s to %s: %w", src, dst, errs.ErrConflict)
+		}
+		return fmt.Errorf("clone dataset %s to %s: %w", src, dst, err)
+	}
+	p.log.Debug("cloned dataset", "op", "clone", "dataset", dst, "src", src, "readonly", opts.ReadOnly, "dur", time.Since(start))
+	return nil
+}
+
+// Delete destroys the dataset's subvolume, read-only or not, with any
+// subvolumes nested in it.
+func (p *Pool) Delete(ctx context.Context, name string) error {
+	if err := pool.CheckName(name); err != nil {
+		return fmt.Errorf("delete dataset: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete dataset %s: %w", name, err)
+	}
+	path := filepath.Join(p.dir, name)
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("delete dataset %s: %w", name, errs.ErrNotFound)
+		}
+		return fmt.Errorf("delete dataset %s: %w", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Ino != firstFreeObjectID {
+		// Not a subvolume (left by hand or by an older layout).
+		if err := os.RemoveAll(path); err != nil {
+			return fmt.Errorf("delete dataset %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := p.destroy(ctx, path); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("delete dataset %s: %w", name, errs.ErrNotFound)
+		}
+		return fmt.Errorf("delete dataset %s: %w", name, err)
+	}
+	p.log.Debug("deleted dataset", "op", "delete", "dataset", name)
+	return nil
+}
+
+// destroy deletes the subvolume at path; when subvolumes are nested in it
+// (ENOTEMPTY), it makes path writable and destroys those first, deepest
+// first.
+func (p *Pool) destroy(ctx context.Context, path string) error {
+	parent, err := openDir(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer unix.Close(parent)
+	err = snapDestroy(parent, filepath.Base(path))
+	if !errors.Is(err, unix.ENOTEMPTY) {
+		return err
+	}
+	fd, err := openDir(path)
+	if err != nil {
+		return err
+	}
+	err = setSubvolReadOnly(fd, false)
+	unix.Close(fd)
+	if err != nil {
+		return fmt.Errorf("make %s writable: %w", path, err)
+	}
+	var nested []string
+	err = filepath.WalkDir(path, func(sub string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if sub == path || !d.IsDir() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Ino == firstFreeObjectID {
+			nested = append(nested, sub)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("find nested subvolumes in %s: %w", path, err)
+	}
+	for _, sub := range nested {
+		if err := p.destroy(ctx, sub); err != nil {
+			return fmt.Errorf("delete nested subvolume %s: %w", sub, err)
+		}
+	}
+	return snapDestroy(parent, filepath.Base(path))
+}
+
+// List returns the ids of kind, sorted.
+func (p *Pool) List(ctx context.Context, kind string) ([]string, error) {
+	if _, err := pool.Name(kind, "x"); err != nil {
+		return nil, fmt.Errorf("list datasets: %w", err)
+	}
+	ents, err := os.ReadDir(filepath.Join(p.dir, kind))
+	if errors.Is(err, fs.ErrNotExist) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list datasets %s: %w", kind, err)
+	}
+	ids := make([]string, 0, len(ents))
+	for _, e := range ents {
+		if e.IsDir() && pool.ValidID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// SetReadOnly sets or clears the subvolume's read-only property; a
+// read-only subvolume fails every write with EROFS, root's included. The
+// property is on disk, so it survives restarts.
+func (p *Pool) SetReadOnly(ctx context.Context, name string, ro bool) error {
+	if err := pool.CheckName(name); err != nil {
+		return fmt.Errorf("set dataset read-only: %w", err)
+	}
+	fd, err := p.openDataset(name)
+	if err != nil {
+		return fmt.Errorf("set dataset %s read-only=%t: %w", name, ro, err)
+	}
+	defer unix.Close(fd)
+	if err := setSubvolReadOnly(fd, ro); err != nil {
+		return fmt.Errorf("set dataset %s read-only=%t: %w", name, ro, err)
+	}
+	return nil
+}
+
+// SetQuota limits the exclusive bytes of the dataset's qgroup (0 removes
+// the limit). Writes past it fail with EDQUOT.
+func (p *Pool) SetQuota(ctx context.Context, name string, bytes int64) error {
+	if err := pool.CheckName(name); err != nil {
+		return fmt.Errorf("set dataset quota: %w", err)
+	}
+	if bytes < 0 {
+		return fmt.Errorf("set dataset %s quota %d: %w", name, bytes, errs.ErrInvalid)
+	}
+	if !p.quota {
+		return fmt.Errorf("set dataset %s quota: qgroups are disabled: %w", name, errs.ErrUnsupported)
+	}
+	fd, err := p.openDataset(name)
+	if err != nil {
+		return fmt.Errorf("set dataset %s quota: %w", name, err)
+	}
+	defer unix.Close(fd)
+	if err := qgroupLimitExcl(fd, uint64(bytes)); err != nil {
+		return fmt.Errorf("set dataset %s quota: %w", name, err)
+	}
+	return nil
+}
+
+// Usage returns the dataset's exclusive bytes from its qgroup, after
+// committing pending writes; without quotas, the apparent size of its files.
+func (p *Pool) Usage(ctx context.Context, name string) (int64, error) {
+	if err := pool.CheckName(name); err != nil {
+		return 0, fmt.Errorf("dataset usage: %w", err)
+	}
+	fd, err := p.openDataset(name)
+	if err != nil {
+		return 0, fmt.Errorf("dataset %s usage: %w", name, err)
+	}
+	defer unix.Close(fd)
+	if p.quota {
+		if err := unix.Syncfs(fd); err != nil {
+			return 0, fmt.Errorf("dataset %s usage: sync: %w", name, err)
+		}
+		id, err := subvolID(fd)
+		if err != nil {
+			return 0, fmt.Errorf("dataset %s usage: subvolume id: %w", name, err)
+		}
+		excl, err := qgroupExcl(fd, id)
+		if err == nil {
+			return int64(excl), nil
+		}
+		p.log.Warn("read qgroup; falling back to apparent size", "dataset", name, "err", err)
+	}
+	n, err := fsutil.ApparentSize(ctx, filepath.Join(p.dir, name))
+	if err != nil {
+		return 0, fmt.Errorf("dataset %s usage: %w", name, err)
+	}
+	return n, nil
+}
+
+// Close drops the pool's handles. It never unmounts: running sandboxes
+// live in the pool. Use Unmount to tear the pool down.
+func (p *Pool) Close() error { return nil }

@@ -1,0 +1,463 @@
+package btrfs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/pool/pooltest"
+	"github.com/stead-dev/stead/internal/testutil"
+)
+
+const testImageSize = 1 << 30
+
+// openImagePool opens a pool whose Dir is on the host file system (not
+// btrfs), so Open goes through the loop image, and tears it down in cleanup.
+func openImagePool(t testing.TB, tmp string) *Pool {
+	t.Helper()
+	p, err := Open(t.Context(), Options{
+		Dir:       filepath.Join(tmp, "mnt"),
+		Image:     filepath.Join(tmp, "pool.img"),
+		ImageSize: testImageSize,
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatalf("open btrfs pool: %v", err)
+	}
+	t.Cleanup(func() { unmountForCleanup(t, p) })
+	return p
+}
+
+// unmountForCleanup unmounts and checks that no loop device is left; a busy
+// mount is detached lazily so t.TempDir can still be removed.
+func unmountForCleanup(t testing.TB, p *Pool) {
+	t.Helper()
+	if err := p.Unmount(context.Background()); err != nil {
+		t.Errorf("unmount pool: %v", err)
+		_ = unix.Unmount(p.dir, unix.MNT_DETACH)
+	}
+	if !p.managed {
+		return
+	}
+	if _, err := os.Stat(p.image); err != nil {
+		return
+	}
+	if devs := losetupJ(t, p.image); len(devs) > 0 {
+		t.Errorf("loop devices leaked for %s: %v", p.image, devs)
+		for _, d := range devs {
+			_ = exec.Command("losetup", "-d", d).Run()
+		}
+	}
+}
+
+// losetupJ lists the loop devices attached to image, as losetup sees them.
+func losetupJ(t testing.TB, image string) []string {
+	t.Helper()
+	out, err := exec.Command("losetup", "-j", image).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup -j: %v: %s", err, out)
+	}
+	var devs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if dev, _, ok := strings.Cut(line, ":"); ok {
+			devs = append(devs, dev)
+		}
+	}
+	return devs
+}
+
+func isMountpoint(t *testing.T, dir string) bool {
+	t.Helper()
+	m, err := mountAt(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m != nil
+}
+
+func TestIoctlABISizes(t *testing.T) {
+	for name, c := range map[string][2]uintptr{
+		"btrfs_ioctl_vol_args":          {unsafe.Sizeof(volArgs{}), 4096},
+		"btrfs_ioctl_vol_args_v2":       {unsafe.Sizeof(volArgsV2{}), 4096},
+		"btrfs_ioctl_search_args":       {unsafe.Sizeof(searchArgs{}), 4096},
+		"btrfs_ioctl_search_key":        {unsafe.Sizeof(searchKey{}), 104},
+		"btrfs_ioctl_ino_lookup_args":   {unsafe.Sizeof(inoLookupArgs{}), 4096},
+		"btrfs_ioctl_quota_ctl_args":    {unsafe.Sizeof(quotaCtlArgs{}), 16},
+		"btrfs_ioctl_qgroup_limit_args": {unsafe.Sizeof(qgroupLimitArgs{}), 48},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("sizeof(%s) = %d, want %d", name, c[0], c[1])
+		}
+	}
+	// Request numbers as in linux/btrfs.h.
+	for name, c := range map[string][2]uintptr{
+		"SUBVOL_CREATE":     {ioctlSubvolCreate, 0x5000940e},
+		"SNAP_DESTROY":      {ioctlSnapDestroy, 0x5000940f},
+		"SNAP_CREATE_V2":    {ioctlSnapCreateV2, 0x50009417},
+		"SUBVOL_GETFLAGS":   {ioctlSubvolGetFlags, 0x80089419},
+		"SUBVOL_SETFLAGS":   {ioctlSubvolSetFlags, 0x4008941a},
+		"QUOTA_CTL":         {ioctlQuotaCtl, 0xc0109428},
+		"QGROUP_LIMIT":      {ioctlQgroupLimit, 0x8030942b},
+		"TREE_SEARCH":       {ioctlTreeSearch, 0xd0009411},
+		"INO_LOOKUP":        {ioctlInoLookup, 0xd0009412},
+		"QUOTA_RESCAN_WAIT": {ioctlQuotaRescanWait, 0x942e},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("BTRFS_IOC_%s = %#x, want %#x", name, c[0], c[1])
+		}
+	}
+}
+
+func TestBtrfsPoolOnLoopImagePassesContract(t *testing.T) {
+	testutil.RequireRoot(t)
+	pooltest.Run(t, func(t *testing.T) pool.Pool {
+		p := openImagePool(t, t.TempDir())
+		if !p.managed {
+			t.Fatal("pool on a non-btrfs dir did not mount its image")
+		}
+		if !p.Caps().Quota {
+			t.Fatal("quotas were not enabled")
+		}
+		return p
+	})
+}
+
+// TestBtrfsCloneIsSubvolumeSnapshot proves Clone is O(1) without timing it:
+// the clone is a subvolume of its own (root inode 256, new subvolume id) and
+// shares every extent with its source (its exclusive usage is tiny).
+func TestBtrfsCloneIsSubvolumeSnapshot(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	ctx := t.Context()
+	if err := p.Create(ctx, "templates/big"); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	if err := os.WriteFile(filepath.Join(p.Path("templates/big"), "blob"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ro := range []bool{false, true} {
+		dst := "sandboxes/rw"
+		if ro {
+			dst = "snapshots/ro"
+		}
+		start := time.Now()
+		if err := p.Clone(ctx, "templates/big", dst, pool.CloneOptions{ReadOnly: ro}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("clone of 64 MiB (read-only %t) took %v", ro, time.Since(start)) // informative, never asserted
+		var sst, dstt unix.Stat_t
+		if err := unix.Stat(p.Path("templates/big"), &sst); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Stat(p.Path(dst), &dstt); err != nil {
+			t.Fatal(err)
+		}
+		if dstt.Ino != firstFreeObjectID {
+			t.Errorf("%s root inode %d, want %d (a subvolume root)", dst, dstt.Ino, firstFreeObjectID)
+		}
+		if dstt.Dev == sst.Dev {
+			t.Errorf("%s shares st_dev with its source: not a separate subvolume", dst)
+		}
+		sid, did := subvolIDOf(t, p.Path("templates/big")), subvolIDOf(t, p.Path(dst))
+		if sid == did || did < firstFreeObjectID {
+			t.Errorf("subvolume ids: source %d, clone %d", sid, did)
+		}
+		flags := subvolFlagsOf(t, p.Path(dst))
+		if got := flags&subvolRdonly != 0; got != ro {
+			t.Errorf("%s read-only flag = %t, want %t", dst, got, ro)
+		}
+		u, err := p.Usage(ctx, dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u > 1<<20 {
+			t.Errorf("%s exclusive usage %d bytes after cloning 64 MiB; want shared extents", dst, u)
+		}
+	}
+	u, err := p.Usage(ctx, "templates/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u > 1<<20 {
+		t.Errorf("source exclusive usage %d bytes; its extents should be shared with the clones", u)
+	}
+}
+
+func subvolIDOf(t *testing.T, path string) uint64 {
+	t.Helper()
+	fd, err := openDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	id, err := subvolID(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func subvolFlagsOf(t *testing.T, path string) uint64 {
+	t.Helper()
+	fd, err := openDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	f, err := subvolGetFlags(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestBtrfsReopenReusesMountedImage is a daemon restart while sandboxes run:
+// the second Open finds the image mounted and attaches nothing.
+func TestBtrfsReopenReusesMountedImage(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	p := openImagePool(t, tmp)
+	ctx := t.Context()
+	if err := p.Create(ctx, "sandboxes/running"); err != nil {
+		t.Fatal(err)
+	}
+	devs := losetupJ(t, p.image)
+	if len(devs) != 1 {
+		t.Fatalf("loop devices for the image after Open: %v, want one", devs)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !isMountpoint(t, p.dir) {
+		t.Fatal("Close unmounted the pool")
+	}
+
+	p2 := openImagePool(t, tmp)
+	if got := losetupJ(t, p.image); len(got) != 1 || got[0] != devs[0] {
+		t.Fatalf("loop devices after re-open: %v, want %v", got, devs)
+	}
+	if !p2.managed {
+		t.Fatal("re-opened pool does not know it owns the mount")
+	}
+	if ok, err := p2.Exists(ctx, "sandboxes/running"); err != nil || !ok {
+		t.Fatalf("dataset lost across re-open: %v %v", ok, err)
+	}
+	ms, err := readMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range ms {
+		if m.mountpoint == p.dir {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d mounts at %s after re-open, want 1", n, p.dir)
+	}
+}
+
+// TestBtrfsReopenReusesAttachedLoopDevice is a crash between attach and
+// mount (or a device attached by hand without autoclear): Open mounts from
+// that device instead of leaking another, and Unmount frees it.
+func TestBtrfsReopenReusesAttachedLoopDevice(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	p := openImagePool(t, tmp)
+	if err := p.Create(t.Context(), "sandboxes/kept"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Unmount(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", p.image).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+
+	p2 := openImagePool(t, tmp)
+	if got := losetupJ(t, p.image); len(got) != 1 || got[0] != dev {
+		t.Fatalf("loop devices after re-open: %v, want [%s]", got, dev)
+	}
+	if ok, err := p2.Exists(t.Context(), "sandboxes/kept"); err != nil || !ok {
+		t.Fatalf("dataset lost across re-open: %v %v", ok, err)
+	}
+	if err := p2.Unmount(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := losetupJ(t, p.image); len(got) != 0 {
+		t.Fatalf("loop devices after Unmount: %v, want none", got)
+	}
+}
+
+func TestBtrfsUnmountFreesLoopDevice(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	p := openImagePool(t, tmp)
+	if len(losetupJ(t, p.image)) != 1 {
+		t.Fatal("no loop device after Open")
+	}
+	if err := p.Unmount(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if isMountpoint(t, p.dir) {
+		t.Fatal("pool still mounted after Unmount")
+	}
+	if got := losetupJ(t, p.image); len(got) != 0 {
+		t.Fatalf("loop devices after Unmount: %v, want none", got)
+	}
+	if err := p.Unmount(t.Context()); err != nil {
+		t.Fatalf("second Unmount: %v", err)
+	}
+	// The image keeps its data: a new Open mounts it again.
+	p2 := openImagePool(t, tmp)
+	if !isMountpoint(t, p2.dir) {
+		t.Fatal("re-open after Unmount did not mount")
+	}
+}
+
+// TestBtrfsOpenUsesDirOnBtrfsDirectly: a Dir already on btrfs needs no
+// image, attaches no loop device, and Unmount leaves it alone.
+func TestBtrfsOpenUsesDirOnBtrfsDirectly(t *testing.T) {
+	testutil.RequireRoot(t)
+	outer := openImagePool(t, t.TempDir())
+	devs := losetupJ(t, outer.image)
+	inner, err := Open(t.Context(), Options{
+		Dir:    filepath.Join(outer.dir, "nested", "pool"),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inner.managed {
+		t.Fatal("pool on a btrfs dir claims to own a mount")
+	}
+	if err := inner.Create(t.Context(), "sandboxes/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.Clone(t.Context(), "sandboxes/a", "snapshots/a", pool.CloneOptions{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.Unmount(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if !isMountpoint(t, outer.dir) {
+		t.Fatal("Unmount of a pool on a btrfs dir unmounted the file system")
+	}
+	if got := losetupJ(t, outer.image); len(got) != len(devs) {
+		t.Fatalf("loop devices %v, want %v", got, devs)
+	}
+}
+
+func TestBtrfsOpenRefusesDirWithoutBtrfsOrImage(t *testing.T) {
+	testutil.RequireRoot(t)
+	_, err := Open(t.Context(), Options{Dir: t.TempDir()})
+	if !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("Open of a non-btrfs dir without an image: %v, want ErrInvalid", err)
+	}
+}
+
+func TestBtrfsOpenRefusesToFormatForeignImage(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	img := filepath.Join(tmp, "pool.img")
+	junk := make([]byte, 1<<20)
+	for i := range junk {
+		junk[i] = 0xa5
+	}
+	if err := os.WriteFile(img, junk, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), Options{Dir: filepath.Join(tmp, "mnt"), Image: img, ImageSize: testImageSize})
+	if !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("Open over a non-btrfs image: %v, want ErrInvalid", err)
+	}
+	if got := losetupJ(t, img); len(got) != 0 {
+		t.Fatalf("failed Open leaked loop devices %v", got)
+	}
+}
+
+// TestBtrfsDeleteRemovesNestedSubvolumes: a sandbox that made subvolumes of
+// its own (inside a read-only snapshot, even) is still deleted whole.
+func TestBtrfsDeleteRemovesNestedSubvolumes(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	ctx := t.Context()
+	if err := p.Create(ctx, "sandboxes/outer"); err != nil {
+		t.Fatal(err)
+	}
+	root := p.Path("sandboxes/outer")
+	if err := os.MkdirAll(filepath.Join(root, "a/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(dir, name string) {
+		t.Helper()
+		fd, err := openDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		if err := subvolCreate(fd, name); err != nil {
+			t.Fatalf("create nested subvolume %s/%s: %v", dir, name, err)
+		}
+	}
+	mk(filepath.Join(root, "a/b"), "nested")
+	mk(filepath.Join(root, "a/b/nested"), "deeper")
+	if err := os.WriteFile(filepath.Join(root, "a/b/nested/deeper/f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetReadOnly(ctx, "sandboxes/outer", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Delete(ctx, "sandboxes/outer"); err != nil {
+		t.Fatalf("delete dataset with nested subvolumes: %v", err)
+	}
+	if _, err := os.Lstat(root); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dataset still there: %v", err)
+	}
+}
+
+// BenchmarkBtrfsClone measures Clone of a settled template (its data
+// already committed), the case the daemon meets when it starts a sandbox.
+func BenchmarkBtrfsClone(b *testing.B) {
+	testutil.RequireRoot(b)
+	p := openImagePool(b, b.TempDir())
+	ctx := b.Context()
+	if err := p.Create(ctx, "templates/t"); err != nil {
+		b.Fatal(err)
+	}
+	for i := range 256 {
+		name := filepath.Join(p.Path("templates/t"), "f"+strconv.Itoa(i))
+		if err := os.WriteFile(name, make([]byte, 64<<10), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := p.Usage(ctx, "templates/t"); err != nil { // syncs
+		b.Fatal(err)
+	}
+	i := 0
+	for b.Loop() {
+		i++
+		if err := p.Clone(ctx, "templates/t", "sandboxes/s"+strconv.Itoa(i), pool.CloneOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

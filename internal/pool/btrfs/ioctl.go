@@ -1,0 +1,252 @@
+package btrfs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The btrfs ioctl ABI (include/uapi/linux/btrfs.h, btrfs_tree.h). The
+// request numbers are computed from the struct sizes below so that a wrong
+// layout shows up as a wrong size in TestIoctlABISizes, not as EINVAL.
+
+const btrfsIoctlMagic = 0x94
+
+const (
+	iocWrite = 1
+	iocRead  = 2
+)
+
+func ioc(dir, nr, size uintptr) uintptr {
+	return dir<<30 | size<<16 | btrfsIoctlMagic<<8 | nr
+}
+
+// btrfs_ioctl_vol_args.
+type volArgs struct {
+	fd   int64
+	name [4088]byte
+}
+
+// btrfs_ioctl_vol_args_v2 (the union of size/qgroup_inherit is unused[4]).
+type volArgsV2 struct {
+	fd      int64
+	transid uint64
+	flags   uint64
+	unused  [4]uint64
+	name    [4040]byte
+}
+
+// btrfs_ioctl_quota_ctl_args.
+type quotaCtlArgs struct {
+	cmd    uint64
+	status uint64
+}
+
+// btrfs_ioctl_qgroup_limit_args.
+type qgroupLimitArgs struct {
+	qgroupid uint64
+	flags    uint64
+	maxRfer  uint64
+	maxExcl  uint64
+	rsvRfer  uint64
+	rsvExcl  uint64
+}
+
+// btrfs_ioctl_ino_lookup_args.
+type inoLookupArgs struct {
+	treeid   uint64
+	objectid uint64
+	name     [4080]byte
+}
+
+// btrfs_ioctl_search_key.
+type searchKey struct {
+	treeID      uint64
+	minObjectID uint64
+	maxObjectID uint64
+	minOffset   uint64
+	maxOffset   uint64
+	minTransid  uint64
+	maxTransid  uint64
+	minType     uint32
+	maxType     uint32
+	nrItems     uint32
+	unused      uint32
+	unused1     [4]uint64
+}
+
+// btrfs_ioctl_search_args.
+type searchArgs struct {
+	key searchKey
+	buf [4096 - unsafe.Sizeof(searchKey{})]byte
+}
+
+var (
+	ioctlSubvolCreate    = ioc(iocWrite, 14, unsafe.Sizeof(volArgs{}))
+	ioctlSnapDestroy     = ioc(iocWrite, 15, unsafe.Sizeof(volArgs{}))
+	ioctlTreeSearch      = ioc(iocWrite|iocRead, 17, unsafe.Sizeof(searchArgs{}))
+	ioctlInoLookup       = ioc(iocWrite|iocRead, 18, unsafe.Sizeof(inoLookupArgs{}))
+	ioctlSnapCreateV2    = ioc(iocWrite, 23, unsafe.Sizeof(volArgsV2{}))
+	ioctlSubvolGetFlags  = ioc(iocRead, 25, 8)
+	ioctlSubvolSetFlags  = ioc(iocWrite, 26, 8)
+	ioctlQuotaCtl        = ioc(iocWrite|iocRead, 40, unsafe.Sizeof(quotaCtlArgs{}))
+	ioctlQgroupLimit     = ioc(iocRead, 43, unsafe.Sizeof(qgroupLimitArgs{}))
+	ioctlQuotaRescanWait = ioc(0, 46, 0)
+)
+
+const (
+	subvolRdonly = 1 << 1 // BTRFS_SUBVOL_RDONLY
+
+	quotaCtlEnable = 1 // BTRFS_QUOTA_CTL_ENABLE
+
+	qgroupLimitMaxExcl = 1 << 1     // BTRFS_QGROUP_LIMIT_MAX_EXCL
+	qgroupLimitClear   = ^uint64(0) // CLEAR_VALUE in fs/btrfs/qgroup.c
+
+	firstFreeObjectID   = 256 // BTRFS_FIRST_FREE_OBJECTID: a subvolume's root inode
+	quotaTreeObjectID   = 8   // BTRFS_QUOTA_TREE_OBJECTID
+	qgroupInfoKey       = 242 // BTRFS_QGROUP_INFO_KEY
+	searchHeaderSize    = 32  // btrfs_ioctl_search_header
+	qgroupInfoExclOffst = 24  // offsetof(btrfs_qgroup_info_item, excl)
+)
+
+func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
+	for {
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), req, uintptr(arg))
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		default:
+			return e
+		}
+	}
+}
+
+func setName(dst []byte, name string) error {
+	if len(name) >= len(dst) || name == "" {
+		return fmt.Errorf("subvolume name %q: %w", name, unix.ENAMETOOLONG)
+	}
+	copy(dst, name)
+	return nil
+}
+
+// subvolCreate creates subvolume name in the directory parentFD.
+func subvolCreate(parentFD int, name string) error {
+	var a volArgs
+	if err := setName(a.name[:], name); err != nil {
+		return err
+	}
+	return ioctl(parentFD, ioctlSubvolCreate, unsafe.Pointer(&a))
+}
+
+// snapCreate snapshots the subvolume srcFD as name in the directory parentFD.
+func snapCreate(parentFD, srcFD int, name string, readOnly bool) error {
+	var a volArgsV2
+	a.fd = int64(srcFD)
+	if readOnly {
+		a.flags = subvolRdonly
+	}
+	if err := setName(a.name[:], name); err != nil {
+		return err
+	}
+	return ioctl(parentFD, ioctlSnapCreateV2, unsafe.Pointer(&a))
+}
+
+// snapDestroy deletes the subvolume name in the directory parentFD, with
+// everything in it. It fails with ENOTEMPTY if nested subvolumes remain.
+func snapDestroy(parentFD int, name string) error {
+	var a volArgs
+	if err := setName(a.name[:], name); err != nil {
+		return err
+	}
+	return ioctl(parentFD, ioctlSnapDestroy, unsafe.Pointer(&a))
+}
+
+func subvolGetFlags(fd int) (uint64, error) {
+	var f uint64
+	err := ioctl(fd, ioctlSubvolGetFlags, unsafe.Pointer(&f))
+	return f, err
+}
+
+func subvolSetFlags(fd int, f uint64) error {
+	return ioctl(fd, ioctlSubvolSetFlags, unsafe.Pointer(&f))
+}
+
+// setSubvolReadOnly sets or clears the read-only property of the subvolume fd.
+func setSubvolReadOnly(fd int, ro bool) error {
+	f, err := subvolGetFlags(fd)
+	if err != nil {
+		return err
+	}
+	nf := f &^ subvolRdonly
+	if ro {
+		nf |= subvolRdonly
+	}
+	if nf == f {
+		return nil
+	}
+	return subvolSetFlags(fd, nf)
+}
+
+func quotaEnable(fd int) error {
+	a := quotaCtlArgs{cmd: quotaCtlEnable}
+	return ioctl(fd, ioctlQuotaCtl, unsafe.Pointer(&a))
+}
+
+func quotaRescanWait(fd int) error {
+	return ioctl(fd, ioctlQuotaRescanWait, nil)
+}
+
+// qgroupLimitExcl limits the exclusive bytes of the subvolume fd's level-0
+// qgroup; 0 removes the limit.
+func qgroupLimitExcl(fd int, bytes uint64) error {
+	a := qgroupLimitArgs{flags: qgroupLimitMaxExcl, maxExcl: bytes}
+	if bytes == 0 {
+		a.maxExcl = qgroupLimitClear
+	}
+	// qgroupid 0 means "the subvolume fd lives in".
+	return ioctl(fd, ioctlQgroupLimit, unsafe.Pointer(&a))
+}
+
+// subvolID returns the id of the subvolume that fd lives in.
+func subvolID(fd int) (uint64, error) {
+	a := inoLookupArgs{objectid: firstFreeObjectID}
+	if err := ioctl(fd, ioctlInoLookup, unsafe.Pointer(&a)); err != nil {
+		return 0, err
+	}
+	return a.treeid, nil
+}
+
+var errNoQgroup = errors.New("no qgroup info item")
+
+// qgroupExcl returns the exclusive bytes of qgroup 0/id as last committed.
+// It fails with ENOENT when quotas are disabled.
+func qgroupExcl(fd int, id uint64) (uint64, error) {
+	var a searchArgs
+	a.key = searchKey{
+		treeID:      quotaTreeObjectID,
+		minObjectID: 0, maxObjectID: 0,
+		minType: qgroupInfoKey, maxType: qgroupInfoKey,
+		minOffset: id, maxOffset: id,
+		maxTransid: ^uint64(0),
+		nrItems:    1,
+	}
+	if err := ioctl(fd, ioctlTreeSearch, unsafe.Pointer(&a)); err != nil {
+		return 0, err
+	}
+	if a.key.nrItems == 0 {
+		return 0, errNoQgroup
+	}
+	le := binary.LittleEndian
+	typ := le.Uint32(a.buf[24:28])
+	n := le.Uint32(a.buf[28:32])
+	if typ != qgroupInfoKey || n < qgroupInfoExclOffst+8 {
+		return 0, errNoQgroup
+	}
+	item := a.buf[searchHeaderSize : searchHeaderSize+int(n)]
+	return le.Uint64(item[qgroupInfoExclOffst:]), nil
+}
