@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The stead demo: an agent-like loop runs in a sandbox as a supervised
+# service, writing notes and state; we stop it (its stop hook checkpoints),
+# kill -9 the daemon, restart it, start the sandbox again, and the agent
+# carries on from where it was, with every file still there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh >/dev/null
+export PATH=$PWD/bin:$PATH
+
+DATA=${STEAD_DATA_DIR:-/var/lib/stead}
+RUN=${STEAD_RUN_DIR:-/run/stead}
+PORT=${STEAD_PORT:-7878}
+export STEAD_ENDPOINT=http://127.0.0.1:$PORT
+LOG=$(mktemp /tmp/stead-demo-daemon.XXXX.log)
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+start_daemon() {
+  stead serve --data-dir "$DATA" --run-dir "$RUN" --listen 127.0.0.1:$PORT --socket "$RUN/stead.sock" >>"$LOG" 2>&1 &
+  DAEMON=$!
+  for _ in $(seq 200); do
+    [ -f "$DATA/admin.key" ] && stead info >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "daemon did not start; log:"; cat "$LOG"; exit 1
+}
+cleanup() { kill "$DAEMON" 2>/dev/null || true; }
+trap cleanup EXIT
+
+say "starting stead (data in $DATA, log in $LOG)"
+start_daemon
+export STEAD_API_KEY=$(cat "$DATA/admin.key")
+stead delete --purge demo-agent >/dev/null 2>&1 || true
+
+# The "agent": resumes from /data/state.json, appends a note each step, and on
+# the stop hook line "/checkpoint" writes a checkpoint and exits cleanly.
+AGENT='
+step=$(cat /data/state.json 2>/dev/null | sed -n "s/.*\"step\": *\([0-9]*\).*/\1/p"); step=${step:-0}
+echo "agent: resuming at step $step"
+while true; do
+  if read -t 1 line && [ "$line" = "/checkpoint" ]; then
+    echo "{\"step\": $step, \"checkpointed\": \"$(date -u +%FT%TZ)\"}" > /data/checkpoint.json
+    echo "agent: checkpointed at step $step"; exit 0
+  fi
+  step=$((step+1))
+  echo "- step $step: looked at the problem again ($(date -u +%T))" >> /workspace/notes.md
+  echo "{\"step\": $step}" > /data/state.json.tmp && mv /data/state.json.tmp /data/state.json
+done'
+
+say "creating sandbox demo-agent with a supervised agent service"
+stead create --name demo-agent --service-restart always --stop-line /checkpoint -- sh -c "$AGENT"
+sleep 4
+say "the agent has been working:"
+stead exec demo-agent -- sh -c 'tail -n 3 /workspace/notes.md; cat /data/state.json'
+before=$(stead exec demo-agent -- sh -c 'sha256sum /workspace/notes.md')
+
+say "stopping the sandbox (the stop hook tells the agent to checkpoint)"
+stead stop demo-agent
+stead files cat demo-agent /data/checkpoint.json
+after_stop=$(stead files cat demo-agent /workspace/notes.md | sha256sum | cut -d' ' -f1)
+
+say "kill -9 of the daemon, then a restart"
+kill -9 "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
+start_daemon
+stead list
+
+say "starting the sandbox again: the agent resumes where it stopped"
+stead start demo-agent
+sleep 3
+stead exec demo-agent -- sh -c 'head -n 2 /workspace/notes.md; echo ...; tail -n 3 /workspace/notes.md; cat /data/state.json'
+now=$(stead exec demo-agent -- sh -c 'head -c '"$(stead files stat demo-agent /workspace/notes.md --json | sed -n 's/.*"size": *\([0-9]*\).*/\1/p')"' /workspace/notes.md' | sha256sum | cut -d' ' -f1)
+say "agent log (kept in the sandbox at /var/log/agent.log):"
+stead logs demo-agent | tail -n 8
+say "done: the notes, the state and the checkpoint all survived stop, kill -9 and restart"
+echo "(the sandbox keeps running; remove it with: stead delete --purge demo-agent)"
