@@ -150,12 +150,12 @@ done`
 	// First run crashes, the supervisor restarts it after its backoff.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if strings.Count(logText(t, d, sb.ID), "agent up") >= 2 {
+		if countLines(logText(t, d, sb.ID), "agent up") >= 2 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := strings.Count(logText(t, d, sb.ID), "agent up"); n < 2 {
+	if n := countLines(logText(t, d, sb.ID), "agent up"); n < 2 {
 		t.Fatalf("service not restarted after a crash; log:\n%s", logText(t, d, sb.ID))
 	}
 	if _, err := d.c.StopSandbox(ctx, sb.ID); err != nil {
@@ -173,12 +173,23 @@ done`
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && strings.Count(logText(t, d, sb.ID), "agent up") < 3 {
+	for time.Now().Before(deadline) && countLines(logText(t, d, sb.ID), "agent up") < 3 {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if n := strings.Count(logText(t, d, sb.ID), "agent up"); n < 3 {
+	if n := countLines(logText(t, d, sb.ID), "agent up"); n < 3 {
 		t.Fatalf("service not started again on start; log:\n%s", logText(t, d, sb.ID))
 	}
+}
+
+// countLines counts the lines that are exactly line.
+func countLines(text, line string) int {
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		if l == line {
+			n++
+		}
+	}
+	return n
 }
 
 func logText(t *testing.T, d *daemon, id string) string {

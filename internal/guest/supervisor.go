@@ -86,7 +86,7 @@ func (s *supervisor) run() {
 		s.pid, s.stdin, s.exited = pid, w, make(chan struct{})
 		exited := s.exited
 		s.mu.Unlock()
-		s.logf(log, "service started (pid %d): %v", pid, s.spec.Command)
+		s.logf(log, "service started (pid %d): %s", pid, brief(s.spec.Command))
 
 		st := <-done
 		s.mu.Lock()
@@ -160,4 +160,13 @@ func (s *supervisor) stop(grace time.Duration) {
 		unix.Kill(-pid, unix.SIGKILL)
 		<-exited
 	}
+}
+
+// brief shortens a command line for the log.
+func brief(argv []string) string {
+	s := fmt.Sprintf("%q", argv)
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	return s
 }
