@@ -94,6 +94,7 @@ type ExecEvent struct {
 	Signal   string `json:"signal,omitempty"`
 	Pid      int    `json:"pid,omitempty"`
 	Error    string `json:"error,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty" doc:"exit event: the timeout expired and the process group was killed"`
 }
 
 // ExecResult is the buffered result of an exec.
@@ -153,4 +154,39 @@ type APIKey struct {
 	Name   string `json:"name"`
 	Admin  bool   `json:"admin"`
 	Secret string `json:"secret,omitempty"`
+}
+
+// CreateAPIKeyRequest creates an API key in the caller's tenant (admin only).
+type CreateAPIKeyRequest struct {
+	Name  string `json:"name" minLength:"1" maxLength:"128" doc:"Human-readable label for the key"`
+	Admin bool   `json:"admin,omitempty" doc:"Grant admin rights (may create keys)"`
+}
+
+// MkdirRequest creates a directory in a sandbox.
+type MkdirRequest struct {
+	Path    string `json:"path" minLength:"1" doc:"Absolute path inside the sandbox"`
+	Parents bool   `json:"parents,omitempty" doc:"Create missing parents; no error if it exists"`
+}
+
+// RenameRequest renames (moves) a file or directory in a sandbox.
+type RenameRequest struct {
+	From string `json:"from" minLength:"1" doc:"Absolute source path inside the sandbox"`
+	To   string `json:"to" minLength:"1" doc:"Absolute destination path inside the sandbox"`
+}
+
+// PTYControl is a JSON text message on a PTY websocket. The client sends
+// {"type":"resize","rows":N,"cols":N}; the server sends
+// {"type":"exit","exit_code":N} when the process has exited, then closes.
+type PTYControl struct {
+	Type     string `json:"type" enum:"resize,exit"`
+	Rows     uint16 `json:"rows,omitempty"`
+	Cols     uint16 `json:"cols,omitempty"`
+	ExitCode int    `json:"exit_code"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status  string `json:"status" doc:"ok"`
+	Version string `json:"version,omitempty"`
 }

@@ -1,0 +1,82 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// CreateSandbox creates a sandbox; it is started unless req.NoStart.
+func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest) (Sandbox, error) {
+	var sb Sandbox
+	err := c.do(ctx, http.MethodPost, "/v1/sandboxes", nil, req, &sb)
+	return sb, err
+}
+
+// GetSandbox returns a sandbox by id or name.
+func (c *Client) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
+	var sb Sandbox
+	err := c.do(ctx, http.MethodGet, sandboxPath(id, ""), nil, nil, &sb)
+	return sb, err
+}
+
+// ListSandboxes lists the tenant's sandboxes; all includes soft-deleted ones.
+func (c *Client) ListSandboxes(ctx context.Context, all bool) ([]Sandbox, error) {
+	var q url.Values
+	if all {
+		q = url.Values{"all": {"true"}}
+	}
+	var list []Sandbox
+	err := c.do(ctx, http.MethodGet, "/v1/sandboxes", q, nil, &list)
+	return list, err
+}
+
+// action posts a lifecycle action to a sandbox.
+func (c *Client) action(ctx context.Context, id, action string, body any) (Sandbox, error) {
+	var sb Sandbox
+	err := c.do(ctx, http.MethodPost, sandboxPath(id, "/"+action), nil, body, &sb)
+	return sb, err
+}
+
+// StartSandbox starts a stopped (or archived) sandbox.
+func (c *Client) StartSandbox(ctx context.Context, id string) (Sandbox, error) {
+	return c.action(ctx, id, "start", nil)
+}
+
+// StopSandbox stops a sandbox: its files persist, its processes and /tmp do not.
+func (c *Client) StopSandbox(ctx context.Context, id string) (Sandbox, error) {
+	return c.action(ctx, id, "stop", nil)
+}
+
+// PauseSandbox freezes every process of a running sandbox.
+func (c *Client) PauseSandbox(ctx context.Context, id string) (Sandbox, error) {
+	return c.action(ctx, id, "pause", nil)
+}
+
+// ResumeSandbox thaws a paused sandbox.
+func (c *Client) ResumeSandbox(ctx context.Context, id string) (Sandbox, error) {
+	return c.action(ctx, id, "resume", nil)
+}
+
+// UndeleteSandbox brings back a soft-deleted sandbox, stopped.
+func (c *Client) UndeleteSandbox(ctx context.Context, id string) (Sandbox, error) {
+	return c.action(ctx, id, "undelete", nil)
+}
+
+// ResizeSandbox changes the limits of a stopped sandbox.
+func (c *Client) ResizeSandbox(ctx context.Context, id string, req ResizeRequest) (Sandbox, error) {
+	return c.action(ctx, id, "resize", req)
+}
+
+// DeleteSandbox soft-deletes a sandbox (recoverable with UndeleteSandbox
+// until its purge_at), or with purge destroys it for good.
+func (c *Client) DeleteSandbox(ctx context.Context, id string, purge bool) (Sandbox, error) {
+	var q url.Values
+	if purge {
+		q = url.Values{"purge": {strconv.FormatBool(purge)}}
+	}
+	var sb Sandbox
+	err := c.do(ctx, http.MethodDelete, sandboxPath(id, ""), q, nil, &sb)
+	return sb, err
+}

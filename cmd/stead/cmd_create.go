@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stead-dev/stead/client"
+)
+
+// newCreateCmd is `stead create`.
+func newCreateCmd(g *globals) *cobra.Command {
+	var (
+		req    client.CreateSandboxRequest
+		env    []string
+		svc    client.Service
+		svcEnv []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create [NAME] [flags] [-- SERVICE_COMMAND [ARGS...]]",
+		Short: "Create a sandbox",
+		Long: `Create a sandbox from a template and start it (unless --no-start).
+
+A command after -- becomes the sandbox's supervised agent service: it is
+started with the sandbox, restarted by policy, stopped by its stop hook, and
+its log is kept (stead logs, stead attach).`,
+		Example: `  stead create agent-1
+  stead create agent-1 --type medium --idle-timeout 1h --env OPENAI_API_KEY=$KEY
+  stead create agent-1 --stop-line /checkpoint -- python3 -m myagent --resume`,
+		Args: args(0, -1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			pos, service := splitAtDash(a, cmd.ArgsLenAtDash())
+			if len(pos) > 1 {
+				return usageError{fmt.Errorf("create takes at most one NAME, got %q; put the service command after --", pos)}
+			}
+			if len(pos) == 1 {
+				req.Name = pos[0]
+			}
+			var err error
+			if req.Env, err = parseEnv(env); err != nil {
+				return err
+			}
+			if len(service) > 0 {
+				svc.Command = service
+				if svc.Env, err = parseEnv(svcEnv); err != nil {
+					return err
+				}
+				req.Service = &svc
+			} else if cmd.Flags().Changed("restart") || cmd.Flags().Changed("stop-line") || cmd.Flags().Changed("stop-signal") {
+				return usageError{fmt.Errorf("service flags need a service command after --")}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.CreateSandbox(cmd.Context(), req)
+			if err != nil {
+				return fmt.Errorf("create sandbox: %w", err)
+			}
+			if g.json {
+				return printJSON(g.stdout, sb)
+			}
+			_, err = fmt.Fprintln(g.stdout, sb.ID)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Template, "template", "", "template id (default host; see stead template ls)")
+	f.StringVar(&req.InstanceType, "type", "", "instance type: micro, small (default), medium, large (see stead info)")
+	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
+	f.StringVar(&req.IdleTimeout, "idle-timeout", "", "stop or pause after this long idle, e.g. 30m (default 15m; 0 disables)")
+	f.StringVar(&req.OnIdle, "on-idle", "", "what to do when idle: stop (default) or pause")
+	f.StringVar(&req.MaxRuntime, "max-runtime", "", "stop after running this long, e.g. 24h")
+	f.BoolVar(&req.NoStart, "no-start", false, "create the sandbox stopped")
+	f.StringVar(&svc.User, "service-user", "", "user of the service: agent (default) or root")
+	f.StringVar(&svc.Cwd, "service-cwd", "", "working directory of the service")
+	f.StringArrayVar(&svcEnv, "service-env", nil, "service environment variable KEY=VALUE (repeatable)")
+	f.StringVar(&svc.Restart, "restart", "", "service restart policy: always, on-failure (default), never")
+	f.StringVar(&svc.StopSignal, "stop-signal", "", "signal sent to the service on stop (default SIGTERM)")
+	f.StringVar(&svc.StopLine, "stop-line", "", "line written to the service's stdin on stop instead of a signal, e.g. /checkpoint")
+	f.StringVar(&svc.StopGrace, "stop-grace", "", "time between the stop hook and SIGKILL (default 30s)")
+	return cmd
+}

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stead-dev/stead/client"
+)
+
+// newPauseCmd is `stead pause`.
+func newPauseCmd(g *globals) *cobra.Command {
+	return newLifecycleCmd(g, "pause", "Freeze every process of a sandbox",
+		"Freeze every process of a running sandbox (cgroup freezer). Processes and\n"+
+			"memory survive; memory stays resident. Undo with stead resume.",
+		"  stead pause agent-1",
+		func(ctx context.Context, c *client.Client, id string) (client.Sandbox, error) {
+			return c.PauseSandbox(ctx, id)
+		})
+}

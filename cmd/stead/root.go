@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stead-dev/stead/client"
+)
+
+// Exit codes of the stead CLI (documented in the root help).
+const (
+	exitOK              = 0
+	exitError           = 1
+	exitUsage           = 2
+	exitNotFound        = 3
+	exitConflict        = 4
+	exitUnauthenticated = 5
+)
+
+// Defaults for reaching the daemon.
+const (
+	defaultSocket   = "/run/stead/stead.sock"
+	defaultHTTP     = "http://127.0.0.1:7878"
+	defaultAdminKey = "/var/lib/stead/admin.key"
+)
+
+// globals are the flags and streams every verb shares.
+type globals struct {
+	endpoint string
+	apiKey   string
+	json     bool
+
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// run is the CLI: it parses args, runs the verb and returns the exit code.
+func run(args []string) int {
+	return runIO(args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+// runIO is run with explicit standard streams.
+func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetIn(g.stdin)
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	return reportError(g.stderr, root, err)
+}
+
+// newRootCmd builds the command tree.
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "stead",
+		Short: "Long-running sandboxes for AI agents",
+		Long: `stead keeps an AI agent's workspace alive for days: its files, state, session log
+and audit trail survive stop, crash, daemon restart and the loss of the machine.
+
+This binary is both the daemon (stead serve) and its CLI. The CLI reaches the
+daemon at --endpoint, authenticating with --api-key.
+
+Exit codes:
+  0  success
+  1  error
+  2  usage error (bad flags or arguments)
+  3  not found (no such sandbox, file or template)
+  4  conflict (the current state forbids it, e.g. starting a running sandbox)
+  5  unauthenticated (missing or unknown API key)
+  stead exec and stead shell exit with the command's own exit code
+  (128+N when it was killed by signal N).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", defaultEndpoint(),
+		"daemon address: http://HOST:PORT or unix:///path.sock (env STEAD_ENDPOINT)")
+	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "",
+		"API key (default $STEAD_API_KEY, else the contents of "+defaultAdminKey+")")
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print API objects as JSON")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	root.AddCommand(
+		newServeCmd(),
+		newCreateCmd(g),
+		newListCmd(g),
+		newInfoCmd(g),
+		newStartCmd(g),
+		newStopCmd(g),
+		newPauseCmd(g),
+		newResumeCmd(g),
+		newDeleteCmd(g),
+		newUndeleteCmd(g),
+		newResizeCmd(g),
+		newExecCmd(g),
+		newShellCmd(g),
+		newAttachCmd(g),
+		newLogsCmd(g),
+		newFilesCmd(g),
+		newCpCmd(g),
+		newTemplateCmd(g),
+		newKeyCmd(g),
+	)
+	return root
+}
+
+// defaultEndpoint is $STEAD_ENDPOINT, else the local socket if it exists,
+// else the default TCP address.
+func defaultEndpoint() string {
+	if ep := os.Getenv("STEAD_ENDPOINT"); ep != "" {
+		return ep
+	}
+	if _, err := os.Stat(defaultSocket); err == nil {
+		return "unix://" + defaultSocket
+	}
+	return defaultHTTP
+}
+
+// resolveAPIKey is --api-key, else $STEAD_API_KEY, else the bootstrap
+// admin key file when it is readable.
+func (g *globals) resolveAPIKey() string {
+	if g.apiKey != "" {
+		return g.apiKey
+	}
+	if k := os.Getenv("STEAD_API_KEY"); k != "" {
+		return k
+	}
+	if b, err := os.ReadFile(defaultAdminKey); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
+}
+
+// client returns an API client for the global flags.
+func (g *globals) client() (*client.Client, error) {
+	c, err := client.New(g.endpoint, g.resolveAPIKey())
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--endpoint: %w", err)}
+	}
+	return c, nil
+}
+
+// usageError marks an error in how the CLI was called (exit 2).
+type usageError struct{ err error }
+
+// Error returns the underlying message.
+func (e usageError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
+func (e usageError) Unwrap() error { return e.err }
+
+// exitCodeError makes run exit with code without printing anything (the
+// exit code of a command run by exec or shell).
+type exitCodeError struct{ code int }
+
+// Error describes the exit code.
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// args returns a cobra.PositionalArgs that accepts between min and max
+// arguments (max < 0: no limit) and reports a usage error otherwise.
+func args(min, max int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if len(a) < min || (max >= 0 && len(a) > max) {
+			want := fmt.Sprintf("%d", min)
+			switch {
+			case max < 0:
+				want = fmt.Sprintf("at least %d", min)
+			case max != min:
+				want = fmt.Sprintf("%d to %d", min, max)
+			}
+			return usageError{fmt.Errorf("%s takes %s argument(s), got %d; usage: %s", cmd.CommandPath(), want, len(a), cmd.UseLine())}
+		}
+		return nil
+	}
+}
+
+// reportError prints err (if any) and returns the exit code it stands for.
+func reportError(w io.Writer, root *cobra.Command, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ec exitCodeError
+	if errors.As(err, &ec) {
+		return ec.code
+	}
+	code := exitCodeFor(err)
+	fmt.Fprintf(w, "stead: %v\n", err)
+	switch code {
+	case exitUsage:
+		fmt.Fprintf(w, "Run '%s --help' for usage.\n", root.Name())
+	case exitUnauthenticated:
+		fmt.Fprintln(w, "Pass --api-key or set STEAD_API_KEY (on the daemon host, root can read "+defaultAdminKey+").")
+	}
+	return code
+}
+
+// exitCodeFor maps an error to an exit code.
+func exitCodeFor(err error) int {
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case client.IsNotFound(err):
+		return exitNotFound
+	case client.IsConflict(err):
+		return exitConflict
+	case client.IsUnauthenticated(err):
+		return exitUnauthenticated
+	}
+	// Errors cobra raises itself before a verb runs.
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "required flag", "flag needs an argument"} {
+		if strings.HasPrefix(msg, p) {
+			return exitUsage
+		}
+	}
+	return exitError
+}
+
+// group makes cmd a command group: alone it prints its help; with an
+// unknown subcommand it is a usage error.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = func(c *cobra.Command, a []string) error {
+		if len(a) > 0 {
+			return usageError{fmt.Errorf("unknown command %q for %q", a[0], c.CommandPath())}
+		}
+		return nil
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	return cmd
+}

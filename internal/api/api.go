@@ -1,0 +1,270 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+)
+
+// MaxJSONBodyBytes caps every JSON request body. A larger body is refused
+// with 413 before the backend sees it. File and tar bodies are streamed and
+// not capped here (the sandbox's disk quota applies).
+const MaxJSONBodyBytes = 1 << 20
+
+// Options configure the API handler.
+type Options struct {
+	// Logger receives one line per request and every internal error
+	// (default: slog.Default()).
+	Logger *slog.Logger
+	// Version is the daemon version shown in the OpenAPI document and in
+	// /healthz.
+	Version string
+}
+
+// server holds what the route handlers share.
+type server struct {
+	b   Backend
+	log *slog.Logger
+	api huma.API
+	ver string
+}
+
+// NewHandler returns the HTTP handler of the stead API:
+//
+//   - GET /healthz and GET /openapi.json (and /openapi.yaml, /docs) without
+//     authentication;
+//   - every /v1 route behind an API key (Authorization: Bearer <key> or
+//     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
+//     tenant is passed to every Backend call.
+//
+// The handler serves long-lived streams (exec, logs, PTY, tar): the
+// http.Server around it must not set a WriteTimeout.
+func NewHandler(b Backend, opts Options) http.Handler {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	version := opts.Version
+	if version == "" {
+		version = "dev"
+	}
+
+	cfg := huma.DefaultConfig("stead", version)
+	// No $schema links injected into response bodies: clients get plain
+	// objects exactly as described by the client package types.
+	cfg.CreateHooks = nil
+	cfg.SchemasPath = ""
+	cfg.OpenAPIPath = "/openapi"
+	cfg.Info.Description = "stead keeps AI-agent sandboxes alive for days. " +
+		"Authenticate with `Authorization: Bearer <api key>` (or `X-API-Key`). " +
+		"Errors are RFC 9457 problem documents (application/problem+json). " +
+		"Sandbox ids may be given as names."
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", Description: "API key as a bearer token"},
+		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key", Description: "API key in a header"},
+	}
+
+	mux := http.NewServeMux()
+	s := &server{b: b, log: logger, ver: version}
+	s.api = humago.New(mux, cfg)
+
+	s.registerHealth()
+	s.registerMisc()
+	s.registerSandboxes()
+	s.registerExec()
+	s.registerPTY()
+	s.registerLogs()
+	s.registerFiles()
+	s.registerTemplates()
+
+	return s.logRequests(s.authenticate(mux))
+}
+
+// security is the requirement attached to every /v1 operation.
+var security = []map[string][]string{{"bearer": {}}, {"apiKey": {}}}
+
+// op returns the common shape of an authenticated /v1 operation.
+func (s *server) op(method, path, id, summary, tag string, status int) huma.Operation {
+	return huma.Operation{
+		OperationID:   id,
+		Method:        method,
+		Path:          path,
+		Summary:       summary,
+		Tags:          []string{tag},
+		DefaultStatus: status,
+		Security:      security,
+		MaxBodyBytes:  MaxJSONBodyBytes,
+		Errors:        []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound},
+	}
+}
+
+// out is a response with a JSON body.
+type out[T any] struct {
+	Body T
+}
+
+// registerHealth adds GET /healthz.
+func (s *server) registerHealth() {
+	huma.Register(s.api, huma.Operation{
+		OperationID: "healthz",
+		Method:      http.MethodGet,
+		Path:        "/healthz",
+		Summary:     "Liveness check (no authentication)",
+		Tags:        []string{"daemon"},
+	}, func(ctx context.Context, _ *struct{}) (*out[client.Health], error) {
+		return &out[client.Health]{Body: client.Health{Status: "ok", Version: s.ver}}, nil
+	})
+}
+
+// principalKey is the context key of the authenticated Principal.
+type principalKey struct{}
+
+// PrincipalFromContext returns the principal that authenticated the request
+// whose context this is.
+func PrincipalFromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// principal returns the request's principal or a 401 if there is none
+// (which the auth middleware makes impossible on /v1 routes).
+func principal(ctx context.Context) (Principal, error) {
+	p, ok := PrincipalFromContext(ctx)
+	if !ok || p.TenantID == "" {
+		return Principal{}, fmt.Errorf("no authenticated principal: %w", errs.ErrUnauthenticated)
+	}
+	return p, nil
+}
+
+// apiKey extracts the API key from the Authorization or X-API-Key header.
+func apiKey(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, token, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(token)
+		}
+		return ""
+	}
+	return strings.TrimSpace(r.Header.Get("X-API-Key"))
+}
+
+// authenticate requires an API key on every /v1 route and stores the
+// resolved Principal in the request context.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1" && !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := apiKey(r)
+		if key == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="stead"`)
+			s.writeProblem(w, r, "authenticate", fmt.Errorf(
+				"missing API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\" (the admin key is in /var/lib/stead/admin.key): %w",
+				errs.ErrUnauthenticated))
+			return
+		}
+		p, err := s.b.Authenticate(r.Context(), key)
+		if err == nil && p.TenantID == "" {
+			err = fmt.Errorf("authenticate: backend returned a principal without a tenant")
+		}
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="stead", error="invalid_token"`)
+			s.writeProblem(w, r, "authenticate", fmt.Errorf("authenticate: invalid API key: %w", err))
+			return
+		}
+		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+			info.tenant = p.TenantID
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// reqInfoKey is the context key of the per-request *reqInfo.
+type reqInfoKey struct{}
+
+// reqInfo collects what the request log line reports.
+type reqInfo struct {
+	tenant string
+}
+
+// logRequests logs one line per request with stable keys.
+func (s *server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		info := &reqInfo{}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, info)))
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		level := slog.LevelInfo
+		if r.URL.Path == "/healthz" {
+			level = slog.LevelDebug
+		}
+		s.log.Log(r.Context(), level, "http request",
+			"method", r.Method, "path", r.URL.Path, "status", status,
+			"tenant", info.tenant, "dur", time.Since(start))
+	})
+}
+
+// statusWriter records the status code while passing flushes and
+// hijacks (websocket upgrades) through.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+// WriteHeader records the status.
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write records an implicit 200.
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush flushes the underlying writer.
+func (w *statusWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hands the connection over (websocket upgrade).
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.status = http.StatusSwitchingProtocols
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap returns the underlying writer for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeProblem writes err as an RFC 9457 problem document, for the few
+// places that answer outside a huma handler.
+func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, op string, err error) {
+	p := s.problem(r.Context(), op, err)
+	body, _ := json.Marshal(p)
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,381 @@
+package api
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+)
+
+// Test API keys and the principals they resolve to.
+const (
+	aliceKey = "key-alice"
+	adminKey = "key-admin"
+)
+
+// fakeBackend is a function-field Backend that isolates the HTTP layer. Every
+// method records the tenant it was called with, then calls its Func if set
+// (otherwise it returns zero values, or Err when set).
+type fakeBackend struct {
+	mu    sync.Mutex
+	calls []fakeCall
+	// Err, when set, is returned by every method without a Func.
+	Err error
+
+	AuthenticateFunc   func(ctx context.Context, secret string) (Principal, error)
+	CreateAPIKeyFunc   func(ctx context.Context, p Principal, name string, admin bool) (client.APIKey, error)
+	CreateSandboxFunc  func(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error)
+	GetSandboxFunc     func(ctx context.Context, tenant, id string) (client.Sandbox, error)
+	ListSandboxesFunc  func(ctx context.Context, tenant string, all bool) ([]client.Sandbox, error)
+	DeleteSandboxFunc  func(ctx context.Context, tenant, id string, purge bool) (client.Sandbox, error)
+	ExecFunc           func(ctx context.Context, tenant, id string, req client.ExecRequest, out ExecStream) (client.ExecResult, error)
+	OpenPTYFunc        func(ctx context.Context, tenant, id string, req PTYRequest) (PTY, error)
+	AgentLogFunc       func(ctx context.Context, tenant, id string) (io.ReadCloser, error)
+	ReadFileFunc       func(ctx context.Context, tenant, id, path string) (io.ReadCloser, client.FileInfo, error)
+	WriteFileFunc      func(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (client.FileInfo, error)
+	DownloadTarFunc    func(ctx context.Context, tenant, id, path string, w io.Writer) error
+	UploadTarFunc      func(ctx context.Context, tenant, id, path string, r io.Reader) error
+	ImportTemplateFunc func(ctx context.Context, tenant string, req client.ImportTemplateRequest) (client.Template, error)
+	ListTemplatesFunc  func(ctx context.Context, tenant string) ([]client.Template, error)
+	StatFileFunc       func(ctx context.Context, tenant, id, path string) (client.FileInfo, error)
+	ListFilesFunc      func(ctx context.Context, tenant, id, path string) ([]client.FileInfo, error)
+	ResizeSandboxFunc  func(ctx context.Context, tenant, id string, req client.ResizeRequest) (client.Sandbox, error)
+	RenameFileFunc     func(ctx context.Context, tenant, id, from, to string) error
+	MkdirFunc          func(ctx context.Context, tenant, id, path string, parents bool) error
+	RemoveFileFunc     func(ctx context.Context, tenant, id, path string, recursive bool) error
+	DeleteTemplateFunc func(ctx context.Context, tenant, id string) error
+	LifecycleFunc      func(ctx context.Context, op, tenant, id string) (client.Sandbox, error)
+}
+
+// fakeCall is one recorded backend call.
+type fakeCall struct {
+	Method, Tenant, ID string
+}
+
+var _ Backend = (*fakeBackend)(nil)
+
+func (f *fakeBackend) record(method, tenant, id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fakeCall{method, tenant, id})
+}
+
+// Calls returns the calls recorded so far.
+func (f *fakeBackend) Calls() []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeCall(nil), f.calls...)
+}
+
+func (f *fakeBackend) sandbox(tenant, id string) (client.Sandbox, error) {
+	if f.Err != nil {
+		return client.Sandbox{}, f.Err
+	}
+	return client.Sandbox{ID: id, Name: id, Tenant: tenant, State: "running"}, nil
+}
+
+func (f *fakeBackend) Info(ctx context.Context) client.Info {
+	f.record("Info", "", "")
+	return client.Info{Pool: "dir", Runtime: "fake"}
+}
+
+func (f *fakeBackend) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	if f.AuthenticateFunc != nil {
+		return f.AuthenticateFunc(ctx, secret)
+	}
+	switch secret {
+	case aliceKey:
+		return Principal{TenantID: "t-alice", KeyID: "k1"}, nil
+	case adminKey:
+		return Principal{TenantID: "t-admin", KeyID: "k0", Admin: true}, nil
+	}
+	return Principal{}, errs.ErrUnauthenticated
+}
+
+func (f *fakeBackend) CreateAPIKey(ctx context.Context, p Principal, name string, admin bool) (client.APIKey, error) {
+	f.record("CreateAPIKey", p.TenantID, name)
+	if f.CreateAPIKeyFunc != nil {
+		return f.CreateAPIKeyFunc(ctx, p, name, admin)
+	}
+	return client.APIKey{ID: "k2", Tenant: p.TenantID, Name: name, Admin: admin, Secret: "s3cret"}, f.Err
+}
+
+func (f *fakeBackend) CreateSandbox(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error) {
+	f.record("CreateSandbox", tenant, req.Name)
+	if f.CreateSandboxFunc != nil {
+		return f.CreateSandboxFunc(ctx, tenant, req)
+	}
+	return f.sandbox(tenant, req.Name)
+}
+
+func (f *fakeBackend) GetSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	f.record("GetSandbox", tenant, id)
+	if f.GetSandboxFunc != nil {
+		return f.GetSandboxFunc(ctx, tenant, id)
+	}
+	return f.sandbox(tenant, id)
+}
+
+func (f *fakeBackend) ListSandboxes(ctx context.Context, tenant string, all bool) ([]client.Sandbox, error) {
+	f.record("ListSandboxes", tenant, "")
+	if f.ListSandboxesFunc != nil {
+		return f.ListSandboxesFunc(ctx, tenant, all)
+	}
+	return nil, f.Err
+}
+
+func (f *fakeBackend) lifecycle(ctx context.Context, op, tenant, id string) (client.Sandbox, error) {
+	f.record(op, tenant, id)
+	if f.LifecycleFunc != nil {
+		return f.LifecycleFunc(ctx, op, tenant, id)
+	}
+	return f.sandbox(tenant, id)
+}
+
+func (f *fakeBackend) StartSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return f.lifecycle(ctx, "StartSandbox", tenant, id)
+}
+
+func (f *fakeBackend) StopSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return f.lifecycle(ctx, "StopSandbox", tenant, id)
+}
+
+func (f *fakeBackend) PauseSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return f.lifecycle(ctx, "PauseSandbox", tenant, id)
+}
+
+func (f *fakeBackend) ResumeSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return f.lifecycle(ctx, "ResumeSandbox", tenant, id)
+}
+
+func (f *fakeBackend) UndeleteSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
+	return f.lifecycle(ctx, "UndeleteSandbox", tenant, id)
+}
+
+func (f *fakeBackend) DeleteSandbox(ctx context.Context, tenant, id string, purge bool) (client.Sandbox, error) {
+	f.record("DeleteSandbox", tenant, id)
+	if f.DeleteSandboxFunc != nil {
+		return f.DeleteSandboxFunc(ctx, tenant, id, purge)
+	}
+	return f.sandbox(tenant, id)
+}
+
+func (f *fakeBackend) ResizeSandbox(ctx context.Context, tenant, id string, req client.ResizeRequest) (client.Sandbox, error) {
+	f.record("ResizeSandbox", tenant, id)
+	if f.ResizeSandboxFunc != nil {
+		return f.ResizeSandboxFunc(ctx, tenant, id, req)
+	}
+	return f.sandbox(tenant, id)
+}
+
+func (f *fakeBackend) Exec(ctx context.Context, tenant, id string, req client.ExecRequest, out ExecStream) (client.ExecResult, error) {
+	f.record("Exec", tenant, id)
+	if f.ExecFunc != nil {
+		return f.ExecFunc(ctx, tenant, id, req, out)
+	}
+	if f.Err != nil {
+		return client.ExecResult{}, f.Err
+	}
+	if err := out.Stdout([]byte(strings.Join(req.Command, " "))); err != nil {
+		return client.ExecResult{}, err
+	}
+	return client.ExecResult{ExitCode: 0}, nil
+}
+
+func (f *fakeBackend) OpenPTY(ctx context.Context, tenant, id string, req PTYRequest) (PTY, error) {
+	f.record("OpenPTY", tenant, id)
+	if f.OpenPTYFunc != nil {
+		return f.OpenPTYFunc(ctx, tenant, id, req)
+	}
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	return newEchoPTY(), nil
+}
+
+func (f *fakeBackend) AgentLog(ctx context.Context, tenant, id string) (io.ReadCloser, error) {
+	f.record("AgentLog", tenant, id)
+	if f.AgentLogFunc != nil {
+		return f.AgentLogFunc(ctx, tenant, id)
+	}
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	return io.NopCloser(strings.NewReader("agent started\n")), nil
+}
+
+func (f *fakeBackend) ReadFile(ctx context.Context, tenant, id, path string) (io.ReadCloser, client.FileInfo, error) {
+	f.record("ReadFile", tenant, id)
+	if f.ReadFileFunc != nil {
+		return f.ReadFileFunc(ctx, tenant, id, path)
+	}
+	if f.Err != nil {
+		return nil, client.FileInfo{}, f.Err
+	}
+	return io.NopCloser(strings.NewReader("hello")), client.FileInfo{Path: path, Type: "file", Size: 5}, nil
+}
+
+func (f *fakeBackend) WriteFile(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (client.FileInfo, error) {
+	f.record("WriteFile", tenant, id)
+	if f.WriteFileFunc != nil {
+		return f.WriteFileFunc(ctx, tenant, id, path, mode, r)
+	}
+	n, err := io.Copy(io.Discard, r)
+	if err != nil {
+		return client.FileInfo{}, err
+	}
+	return client.FileInfo{Path: path, Type: "file", Size: n, Mode: mode}, f.Err
+}
+
+func (f *fakeBackend) StatFile(ctx context.Context, tenant, id, path string) (client.FileInfo, error) {
+	f.record("StatFile", tenant, id)
+	if f.StatFileFunc != nil {
+		return f.StatFileFunc(ctx, tenant, id, path)
+	}
+	return client.FileInfo{Path: path, Type: "dir"}, f.Err
+}
+
+func (f *fakeBackend) ListFiles(ctx context.Context, tenant, id, path string) ([]client.FileInfo, error) {
+	f.record("ListFiles", tenant, id)
+	if f.ListFilesFunc != nil {
+		return f.ListFilesFunc(ctx, tenant, id, path)
+	}
+	return []client.FileInfo{{Name: "a", Path: path + "/a", Type: "file"}}, f.Err
+}
+
+func (f *fakeBackend) Mkdir(ctx context.Context, tenant, id, path string, parents bool) error {
+	f.record("Mkdir", tenant, id)
+	if f.MkdirFunc != nil {
+		return f.MkdirFunc(ctx, tenant, id, path, parents)
+	}
+	return f.Err
+}
+
+func (f *fakeBackend) RemoveFile(ctx context.Context, tenant, id, path string, recursive bool) error {
+	f.record("RemoveFile", tenant, id)
+	if f.RemoveFileFunc != nil {
+		return f.RemoveFileFunc(ctx, tenant, id, path, recursive)
+	}
+	return f.Err
+}
+
+func (f *fakeBackend) RenameFile(ctx context.Context, tenant, id, from, to string) error {
+	f.record("RenameFile", tenant, id)
+	if f.RenameFileFunc != nil {
+		return f.RenameFileFunc(ctx, tenant, id, from, to)
+	}
+	return f.Err
+}
+
+func (f *fakeBackend) DownloadTar(ctx context.Context, tenant, id, path string, w io.Writer) error {
+	f.record("DownloadTar", tenant, id)
+	if f.DownloadTarFunc != nil {
+		return f.DownloadTarFunc(ctx, tenant, id, path, w)
+	}
+	return f.Err
+}
+
+func (f *fakeBackend) UploadTar(ctx context.Context, tenant, id, path string, r io.Reader) error {
+	f.record("UploadTar", tenant, id)
+	if f.UploadTarFunc != nil {
+		return f.UploadTarFunc(ctx, tenant, id, path, r)
+	}
+	_, _ = io.Copy(io.Discard, r)
+	return f.Err
+}
+
+func (f *fakeBackend) ListTemplates(ctx context.Context, tenant string) ([]client.Template, error) {
+	f.record("ListTemplates", tenant, "")
+	if f.ListTemplatesFunc != nil {
+		return f.ListTemplatesFunc(ctx, tenant)
+	}
+	return []client.Template{{ID: "host", Kind: "host"}}, f.Err
+}
+
+func (f *fakeBackend) ImportTemplate(ctx context.Context, tenant string, req client.ImportTemplateRequest) (client.Template, error) {
+	f.record("ImportTemplate", tenant, req.ID)
+	if f.ImportTemplateFunc != nil {
+		return f.ImportTemplateFunc(ctx, tenant, req)
+	}
+	return client.Template{ID: req.ID, Kind: "oci", Source: req.Source}, f.Err
+}
+
+func (f *fakeBackend) DeleteTemplate(ctx context.Context, tenant, id string) error {
+	f.record("DeleteTemplate", tenant, id)
+	if f.DeleteTemplateFunc != nil {
+		return f.DeleteTemplateFunc(ctx, tenant, id)
+	}
+	return f.Err
+}
+
+// echoPTY is a terminal that echoes its input. Writing "exit N\n" ends the
+// process with exit code N. Resizes are recorded.
+type echoPTY struct {
+	mu      sync.Mutex
+	pr      *io.PipeReader
+	pw      *io.PipeWriter
+	resizes [][2]uint16
+	done    chan struct{}
+	code    int
+	once    sync.Once
+}
+
+func newEchoPTY() *echoPTY {
+	pr, pw := io.Pipe()
+	return &echoPTY{pr: pr, pw: pw, done: make(chan struct{})}
+}
+
+func (p *echoPTY) Read(b []byte) (int, error) { return p.pr.Read(b) }
+
+func (p *echoPTY) Write(b []byte) (int, error) {
+	s := string(b)
+	if rest, ok := strings.CutPrefix(s, "exit "); ok {
+		code := 0
+		for _, c := range strings.TrimSpace(rest) {
+			code = code*10 + int(c-'0')
+		}
+		_, _ = p.pw.Write([]byte("bye\r\n"))
+		p.finish(code)
+		return len(b), nil
+	}
+	return p.pw.Write(b)
+}
+
+func (p *echoPTY) finish(code int) {
+	p.once.Do(func() {
+		p.mu.Lock()
+		p.code = code
+		p.mu.Unlock()
+		_ = p.pw.Close()
+		close(p.done)
+	})
+}
+
+func (p *echoPTY) Resize(rows, cols uint16) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resizes = append(p.resizes, [2]uint16{rows, cols})
+	_, _ = p.pw.Write([]byte("resized\r\n"))
+	return nil
+}
+
+func (p *echoPTY) Resizes() [][2]uint16 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][2]uint16(nil), p.resizes...)
+}
+
+func (p *echoPTY) Close() error {
+	p.finish(129)
+	return nil
+}
+
+func (p *echoPTY) Wait() (int, error) {
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.code, nil
+}
