@@ -88,4 +88,5 @@ func (s *Service) Bootstrap(ctx context.Context) (string, error) {
 	}
 	return k.Secret, nil
 }
+
 var _ api.Backend = (*Service)(nil)

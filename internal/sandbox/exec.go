@@ -187,4 +187,3 @@ func (s *Service) AgentLog(ctx context.Context, tenant, id string) (io.ReadClose
 	}
 	return rc, nil
 }
-
