@@ -10,6 +10,7 @@ bash scripts/build.sh >/dev/null
 export PATH=$PWD/bin:$PATH
 
 DATA=${STEAD_DATA_DIR:-/var/lib/stead}
+export STEAD_DATA_DIR=$DATA
 RUN=${STEAD_RUN_DIR:-/run/stead}
 PORT=${STEAD_PORT:-7878}
 export STEAD_ENDPOINT=http://127.0.0.1:$PORT
@@ -30,7 +31,6 @@ trap cleanup EXIT
 
 say "starting stead (data in $DATA, log in $LOG)"
 start_daemon
-export STEAD_API_KEY=$(cat "$DATA/admin.key")
 stead delete --purge demo-agent >/dev/null 2>&1 || true
 
 # The "agent": resumes from /data/state.json, appends a note each step, and on
@@ -49,16 +49,16 @@ while true; do
 done'
 
 say "creating sandbox demo-agent with a supervised agent service"
-stead create --name demo-agent --service-restart always --stop-line /checkpoint -- sh -c "$AGENT"
+stead create demo-agent --restart always --stop-line /checkpoint --stop-grace 10s -- bash -c "$AGENT"
 sleep 4
 say "the agent has been working:"
 stead exec demo-agent -- sh -c 'tail -n 3 /workspace/notes.md; cat /data/state.json'
-before=$(stead exec demo-agent -- sh -c 'sha256sum /workspace/notes.md')
 
 say "stopping the sandbox (the stop hook tells the agent to checkpoint)"
 stead stop demo-agent
 stead files cat demo-agent /data/checkpoint.json
-after_stop=$(stead files cat demo-agent /workspace/notes.md | sha256sum | cut -d' ' -f1)
+stop_notes=$(mktemp); stead files cat demo-agent /workspace/notes.md > "$stop_notes"
+echo "notes at stop: $(wc -l < "$stop_notes") lines, sha256 $(sha256sum < "$stop_notes" | cut -c1-16)"
 
 say "kill -9 of the daemon, then a restart"
 kill -9 "$DAEMON"; wait "$DAEMON" 2>/dev/null || true
@@ -69,7 +69,12 @@ say "starting the sandbox again: the agent resumes where it stopped"
 stead start demo-agent
 sleep 3
 stead exec demo-agent -- sh -c 'head -n 2 /workspace/notes.md; echo ...; tail -n 3 /workspace/notes.md; cat /data/state.json'
-now=$(stead exec demo-agent -- sh -c 'head -c '"$(stead files stat demo-agent /workspace/notes.md --json | sed -n 's/.*"size": *\([0-9]*\).*/\1/p')"' /workspace/notes.md' | sha256sum | cut -d' ' -f1)
+now_notes=$(mktemp); stead files cat demo-agent /workspace/notes.md > "$now_notes"
+if cmp -s "$stop_notes" <(head -c "$(stat -c %s "$stop_notes")" "$now_notes"); then
+  echo "notes now: $(wc -l < "$now_notes") lines; the $(wc -l < "$stop_notes") lines written before the stop are intact (byte for byte)"
+else
+  echo "notes changed across the restart!"; exit 1
+fi
 say "agent log (kept in the sandbox at /var/log/agent.log):"
 stead logs demo-agent | tail -n 8
 say "done: the notes, the state and the checkpoint all survived stop, kill -9 and restart"

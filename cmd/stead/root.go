@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -130,7 +131,8 @@ func defaultEndpoint() string {
 }
 
 // resolveAPIKey is --api-key, else $STEAD_API_KEY, else the bootstrap
-// admin key file when it is readable.
+// admin key file ($STEAD_DATA_DIR/admin.key or /var/lib/stead/admin.key)
+// when it is readable.
 func (g *globals) resolveAPIKey() string {
 	if g.apiKey != "" {
 		return g.apiKey
@@ -138,7 +140,11 @@ func (g *globals) resolveAPIKey() string {
 	if k := os.Getenv("STEAD_API_KEY"); k != "" {
 		return k
 	}
-	if b, err := os.ReadFile(defaultAdminKey); err == nil {
+	keyFile := defaultAdminKey
+	if d := os.Getenv("STEAD_DATA_DIR"); d != "" {
+		keyFile = filepath.Join(d, "admin.key")
+	}
+	if b, err := os.ReadFile(keyFile); err == nil {
 		return strings.TrimSpace(string(b))
 	}
 	return ""
