@@ -28,7 +28,8 @@ var (
 	buildErr  error
 )
 
-// steadBinary builds the static stead binary once per test run.
+// steadBinary builds the static stead binary and stead-init once per test
+// run (or takes them from $STEAD_BINARY and its directory).
 func steadBinary(t *testing.T) string {
 	t.Helper()
 	testutil.RequireRoot(t)
@@ -48,6 +49,12 @@ func steadBinary(t *testing.T) string {
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("build stead: %v\n%s", err, out)
+			return
+		}
+		cmd = exec.Command("go", "build", "-o", filepath.Join(dir, "stead-init"), "../cmd/stead-init")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build stead-init: %v\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -9,4 +9,6 @@ mkdir -p bin
 go build -trimpath -tags netgo,osusergo \
   -ldflags "-linkmode external -extldflags -static -X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
   -o bin/stead ./cmd/stead
-echo "built bin/stead"
+# The sandbox init: pure Go, static, small (see cmd/stead-init).
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/stead-init ./cmd/stead-init
+echo "built bin/stead and bin/stead-init"

@@ -156,6 +156,9 @@ func run(n int, bin, poolKind string) error {
 		return err
 	}
 	results = append(results, series{"stead stop → start → first exec", d})
+	if _, err := c.DeleteSandbox(ctx, warm.ID, true); err != nil {
+		return err
+	}
 
 	// Peers on the same root filesystem: the host template's skeleton with
 	// the host's /usr bound read-only, exactly what a stead sandbox sees.

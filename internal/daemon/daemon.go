@@ -84,10 +84,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
 	}
-	if dynamic(exe) {
-		log.Warn("the stead binary is dynamically linked: sandboxes from images without a C library will not start; build it static (see README)")
-	}
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: exe, Logger: log})
+	initBin := initBinary(exe, log)
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -152,6 +150,26 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.Shutdown(sctx)
 	log.Info("stead stopped; sandboxes keep running")
 	return nil
+}
+
+// initBinary picks the sandbox init: stead-init beside the stead binary
+// when present (small, fast to start), else the stead binary itself.
+func initBinary(exe string, log *slog.Logger) string {
+	bin := exe
+	if p := filepath.Join(filepath.Dir(exe), "stead-init"); fileExists(p) {
+		bin = p
+	} else {
+		log.Warn("stead-init not found beside the stead binary; using stead itself as sandbox init (slower starts, more memory per sandbox)", "want", p)
+	}
+	if dynamic(bin) {
+		log.Warn("the sandbox init is dynamically linked: sandboxes from images without a C library will not start; build with scripts/build.sh", "init", bin)
+	}
+	return bin
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // dynamic reports whether an ELF binary needs a program interpreter.

@@ -21,8 +21,12 @@ import (
 
 // Main is the entry point of init inside a sandbox. It never returns.
 func Main() {
+	t0 := time.Now()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "init")
 	in, err := newInit(logger)
+	if os.Getenv("STEAD_INIT_TRACE") != "" {
+		logger.Info("init ready", "main", t0.Format("15:04:05.000000"), "setup", time.Since(t0))
+	}
 	if err != nil {
 		logger.Error("init failed", "err", err)
 		os.Exit(1)
@@ -338,10 +342,15 @@ func (in *initProc) stop(grace time.Duration) {
 		unix.Kill(-1, unix.SIGTERM)
 		deadline := time.Now().Add(2 * time.Second)
 		for time.Now().Before(deadline) && othersAlive() {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(time.Millisecond)
 		}
 		unix.Kill(-1, unix.SIGKILL)
-		unix.Sync()
+		// Make the root's files durable before reporting the stop: syncfs
+		// of the sandbox's own file system, not a sync of the whole host.
+		if fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {
+			unix.Syncfs(fd)
+			unix.Close(fd)
+		}
 		close(in.stopping)
 	})
 	<-in.stopping

@@ -11,7 +11,6 @@ package pool
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/stead-dev/stead/internal/errs"
@@ -25,10 +24,25 @@ const (
 	KindVolume   = "volumes"
 )
 
-var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-
-// ValidID reports whether id may name a dataset.
-func ValidID(id string) bool { return idRE.MatchString(id) && !strings.Contains(id, "..") }
+// ValidID reports whether id may name a dataset: 1 to 128 characters of
+// [a-z0-9._-], starting with a letter or digit, without "..". (Checked by
+// hand rather than with a regexp: this package is linked into the init that
+// starts in every sandbox, where package-level regexp compiles cost time.)
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 128 || strings.Contains(id, "..") {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '.' || c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Name builds a dataset name and validates it.
 func Name(kind, id string) (string, error) {

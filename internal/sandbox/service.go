@@ -195,14 +195,17 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		s.st.DeleteSandbox(context.WithoutCancel(ctx), tenant, id)
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
+	t0 := time.Now()
 	if err := s.pool.Clone(ctx, templateDataset(tenant, tmpl.ID), datasetName(id), pool.CloneOptions{}); err != nil {
 		return fail(err)
 	}
+	t1 := time.Now()
 	if s.pool.Caps().Quota && sp.Limits.DiskBytes > 0 {
 		if err := s.pool.SetQuota(ctx, datasetName(id), sp.Limits.DiskBytes); err != nil {
 			return fail(err)
 		}
 	}
+	s.log.Debug("sandbox root cloned", "sandbox", id, "clone", t1.Sub(t0), "quota", time.Since(t1))
 	rec.State = store.StateStopped
 	rec.StopReason = "created"
 	if req.NoStart {

@@ -55,7 +55,9 @@ type Options struct {
 	// RunDir holds one directory per sandbox with init's socket and config
 	// (e.g. /run/stead/sandboxes).
 	RunDir string
-	// Binary is the stead binary bind-mounted into sandboxes.
+	// Binary is the init bind-mounted into sandboxes at guest.BinaryPath and
+	// run there as PID 1 with the argument SandboxInitArg (stead-init, or
+	// the stead binary itself). Default: this process's executable.
 	Binary string
 	// CgroupParent is the cgroup every sandbox is created under.
 	CgroupParent string
@@ -168,6 +170,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		return fmt.Errorf("start sandbox %s: write init config: %w", spec.ID, err)
 	}
 	cfg := r.config(spec)
+	t0 := time.Now()
 	c, err := libcontainer.Create(r.opts.StateDir, spec.ID, cfg)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
@@ -192,9 +195,11 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		Stderr: logf,
 		Init:   true,
 	}
+	t1 := time.Now()
 	if err := c.Run(p); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
+	t2 := time.Now()
 	// Reap our direct child while this daemon lives; after a daemon
 	// restart the init's parent is the host's PID 1.
 	go p.Wait()
@@ -208,12 +213,14 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		log, _ := os.ReadFile(filepath.Join(rd, "init.log"))
 		return fmt.Errorf("start sandbox %s: %w (init log: %s)", spec.ID, err, tail(log, 512))
 	}
+	t3 := time.Now()
 	// The cpu quota goes on after setup so it does not slow the start.
 	if spec.Limits.CPUs > 0 {
 		if err := r.Update(ctx, spec.ID, spec.Limits); err != nil {
 			return err
 		}
 	}
+	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
 }
 
@@ -321,7 +328,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 			if st, _ := c.Status(); st == libcontainer.Stopped {
 				break
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(500 * time.Microsecond)
 		}
 	}
 	return r.destroy(id, c)
