@@ -15,16 +15,23 @@ go vet ./...
 
 bash scripts/build.sh
 export STEAD_BINARY=$PWD/bin/stead
-log=$(mktemp)
+log=${STEAD_TEST_LOG:-$(mktemp /tmp/stead-test.XXXXXX.log)}
+echo "full test log: $log"
 set +e
-go test -count=1 -p 2 -timeout 40m -v ./... 2>&1 | tee "$log" | grep -E '^(=== RUN|--- FAIL|--- SKIP|FAIL|ok|PASS|panic)' | grep -v '^=== RUN'
-status=${PIPESTATUS[0]}
+go test -count=1 -p 2 -timeout 40m -v ./... > "$log" 2>&1
+status=$?
 set -e
+grep -E '^(ok|FAIL|---- FAIL|panic:)|^--- FAIL' "$log" || true
 if grep -q -- '--- SKIP' "$log"; then
   echo "test.sh: tests were skipped; CI does not accept skips:"; grep -- '--- SKIP' "$log"; exit 1
 fi
 if [ "$status" != 0 ]; then
-  grep -B2 -A30 -- '--- FAIL' "$log" | head -300
+  # Show each failed test's own output (go test -v prints it between RUN and FAIL).
+  for name in $(grep -oE -- '--- FAIL: [^ ]+' "$log" | awk '{print $3}' | sort -u); do
+    echo "===== $name"
+    awk -v n="$name" '$0 ~ "^=== (RUN|CONT|PAUSE)   "n"$" {p=1} p {print} $0 ~ "--- FAIL: "n" " {p=0}' "$log" | grep -v '^=== ' | head -150
+  done
+  grep -A20 '^panic:' "$log" | head -60 || true
   exit "$status"
 fi
 passed=$(grep -c -- '--- PASS' "$log" || true)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // Client talks to one sandbox's init from the daemon.
@@ -27,8 +28,19 @@ func NewClient(runDir string) *Client {
 }
 
 func (c *Client) dial(ctx context.Context) (*conn, error) {
+	path := c.Socket
+	// A unix socket address holds at most 107 bytes; a deep run directory
+	// is reached through a descriptor of the directory instead.
+	if len(path) > 100 {
+		dir, err := os.OpenFile(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("dial sandbox init: %w", err)
+		}
+		defer dir.Close()
+		path = fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path))
+	}
 	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", c.Socket)
+	nc, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("dial sandbox init: %w", err)
 	}
