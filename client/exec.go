@@ -158,6 +158,11 @@ func readSSE(r io.Reader, fn func(name string, data []byte) (done bool, err erro
 	}
 }
 
+// ServiceInput writes data to the stdin of the sandbox's agent service.
+func (c *Client) ServiceInput(ctx context.Context, id string, data string) error {
+	return c.do(ctx, http.MethodPost, "/v1/sandboxes/"+url.PathEscape(id)+"/service/input", nil, ServiceInputRequest{Data: data}, nil)
+}
+
 // Logs opens the agent service's log. With follow the stream stays open
 // and delivers new output until ctx is cancelled or the body is closed.
 // The caller must close the returned reader.

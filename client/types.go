@@ -74,6 +74,11 @@ type ResizeRequest struct {
 	DiskBytes    int64   `json:"disk_bytes,omitempty"`
 }
 
+// ServiceInputRequest writes to the agent service's stdin.
+type ServiceInputRequest struct {
+	Data string `json:"data" minLength:"1" maxLength:"65536" doc:"Bytes for the service's stdin, e.g. a line ending in a newline"`
+}
+
 // ExecRequest runs a command in a running sandbox.
 type ExecRequest struct {
 	Command    []string          `json:"command" minItems:"1"`

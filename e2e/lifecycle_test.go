@@ -140,6 +140,7 @@ func TestSupervisedServiceRestartsAndGetsStopHook(t *testing.T) {
 if [ -f /workspace/crashed-once ]; then :; else touch /workspace/crashed-once; echo "crashing"; exit 3; fi
 while read line; do
   if [ "$line" = "/checkpoint" ]; then echo "checkpointing" ; echo saved > /workspace/checkpoint; exit 0; fi
+  echo "got $line"
 done`
 	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Service: &client.Service{
 		Command: []string{"sh", "-c", script}, Restart: "on-failure", StopLine: "/checkpoint", StopGrace: "5s",
@@ -158,9 +159,22 @@ done`
 	if n := countLines(logText(t, d, sb.ID), "agent up"); n < 2 {
 		t.Fatalf("service not restarted after a crash; log:\n%s", logText(t, d, sb.ID))
 	}
+	// What `stead attach` types reaches the service's stdin.
+	if err := d.c.ServiceInput(ctx, sb.ID, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && countLines(logText(t, d, sb.ID), "got ping") == 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if countLines(logText(t, d, sb.ID), "got ping") != 1 {
+		t.Fatalf("service input not delivered; log:\n%s", logText(t, d, sb.ID))
+	}
 	if _, err := d.c.StopSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
+	err = d.c.ServiceInput(ctx, sb.ID, "late\n")
+	wantStatus(t, err, 409)
 	log := logText(t, d, sb.ID) // readable while stopped
 	if !strings.Contains(log, "checkpointing") || !strings.Contains(log, "crashing") {
 		t.Fatalf("stop hook not delivered; log:\n%s", log)

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin CGO_ENABLED=1
 mkdir -p bin
 go build -trimpath -tags netgo,osusergo \
-  -ldflags "-linkmode external -extldflags -static -X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
+  -ldflags "-s -w -linkmode external -extldflags -static -X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
   -o bin/stead ./cmd/stead
 # The sandbox init: pure Go, static, small (see cmd/stead-init).
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/stead-init ./cmd/stead-init

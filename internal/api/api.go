@@ -86,6 +86,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.registerExec()
 	s.registerPTY()
 	s.registerLogs()
+	s.registerServiceInput()
 	s.registerFiles()
 	s.registerTemplates()
 

@@ -99,6 +99,7 @@ func allRoutes() []route {
 			return p.Close()
 		}},
 		{"logs", "AgentLog", func(ctx context.Context, c *client.Client) error { return discard(c.Logs(ctx, sb, false)) }},
+		{"service input", "ServiceInput", func(ctx context.Context, c *client.Client) error { return c.ServiceInput(ctx, sb, "hello\n") }},
 		{"read-file", "ReadFile", func(ctx context.Context, c *client.Client) error {
 			rc, _, err := c.ReadFile(ctx, sb, "/etc/hostname")
 			return discard(rc, err)
@@ -332,7 +333,7 @@ func TestOpenAPIDocumentListsEveryRoute(t *testing.T) {
 		"POST /v1/sandboxes", "GET /v1/sandboxes", "GET /v1/sandboxes/{id}", "DELETE /v1/sandboxes/{id}",
 		"POST /v1/sandboxes/{id}/start", "POST /v1/sandboxes/{id}/stop", "POST /v1/sandboxes/{id}/pause",
 		"POST /v1/sandboxes/{id}/resume", "POST /v1/sandboxes/{id}/undelete", "POST /v1/sandboxes/{id}/resize",
-		"POST /v1/sandboxes/{id}/exec", "GET /v1/sandboxes/{id}/pty", "GET /v1/sandboxes/{id}/logs",
+		"POST /v1/sandboxes/{id}/exec", "GET /v1/sandboxes/{id}/pty", "GET /v1/sandboxes/{id}/logs", "POST /v1/sandboxes/{id}/service/input",
 		"GET /v1/sandboxes/{id}/files/content", "PUT /v1/sandboxes/{id}/files/content",
 		"GET /v1/sandboxes/{id}/files/stat", "GET /v1/sandboxes/{id}/files/list",
 		"POST /v1/sandboxes/{id}/files/mkdir", "DELETE /v1/sandboxes/{id}/files",

@@ -71,6 +71,8 @@ type Backend interface {
 	// For a background exec it returns at once with the pid.
 	Exec(ctx context.Context, tenant, id string, req client.ExecRequest, out ExecStream) (client.ExecResult, error)
 	OpenPTY(ctx context.Context, tenant, id string, req PTYRequest) (PTY, error)
+	// ServiceInput writes data to the supervised service's stdin.
+	ServiceInput(ctx context.Context, tenant, id string, data []byte) error
 	// AgentLog opens the supervised service's log (/var/log/agent.log).
 	AgentLog(ctx context.Context, tenant, id string) (io.ReadCloser, error)
 

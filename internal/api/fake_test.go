@@ -196,6 +196,11 @@ func (f *fakeBackend) OpenPTY(ctx context.Context, tenant, id string, req PTYReq
 	return newEchoPTY(), nil
 }
 
+func (f *fakeBackend) ServiceInput(ctx context.Context, tenant, id string, data []byte) error {
+	f.record("ServiceInput", tenant, id)
+	return f.Err
+}
+
 func (f *fakeBackend) AgentLog(ctx context.Context, tenant, id string) (io.ReadCloser, error) {
 	f.record("AgentLog", tenant, id)
 	if f.AgentLogFunc != nil {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"github.com/stead-dev/stead/client"
 )
 
 // logPollInterval is how often a followed log is re-read for new lines.
@@ -49,6 +51,26 @@ func (s *server) registerLogs() {
 				s.log.Log(r.Context(), logLevelFor(err), "stream agent log", "sandbox", in.ID, "tenant", p.TenantID, "err", err)
 			}
 		}}, nil
+	})
+}
+
+// registerServiceInput adds POST /v1/sandboxes/{id}/service/input.
+func (s *server) registerServiceInput() {
+	o := s.op(http.MethodPost, "/v1/sandboxes/{id}/service/input", "service-input",
+		"Write to the agent service's stdin (what `stead attach` types)", "sandboxes", http.StatusNoContent)
+	o.Errors = append(o.Errors, http.StatusConflict)
+	huma.Register(s.api, o, func(ctx context.Context, in *struct {
+		SandboxRef
+		Body client.ServiceInputRequest
+	}) (*struct{}, error) {
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, "service input", err)
+		}
+		if err := s.b.ServiceInput(ctx, p.TenantID, in.ID, []byte(in.Body.Data)); err != nil {
+			return nil, s.fail(ctx, "service input", err)
+		}
+		return nil, nil
 	})
 }
 

@@ -104,6 +104,29 @@ func (c *Client) Stop(ctx context.Context, grace time.Duration) error {
 	return nil
 }
 
+// ServiceInput writes data to the supervised service's stdin.
+func (c *Client) ServiceInput(ctx context.Context, data []byte) error {
+	cn, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cn.c.Close()
+	if d, ok := ctx.Deadline(); ok {
+		cn.c.SetDeadline(d)
+	}
+	if err := cn.send(Request{Op: OpInput, Data: data}); err != nil {
+		return err
+	}
+	var r Reply
+	if _, err := cn.recv(&r); err != nil {
+		return err
+	}
+	if r.Type == "error" {
+		return errors.New(r.Error)
+	}
+	return nil
+}
+
 // ExecSpec is a process to run.
 type ExecSpec struct {
 	Args       []string

@@ -226,6 +226,16 @@ func (in *initProc) handle(c *conn) {
 	case OpStop:
 		in.stop(req.Grace)
 		c.send(Reply{Type: "exit"})
+	case OpInput:
+		if in.svc == nil {
+			c.send(Reply{Type: "error", Error: "this sandbox has no service"})
+			return
+		}
+		if err := in.svc.input(req.Data); err != nil {
+			c.send(Reply{Type: "error", Error: err.Error()})
+			return
+		}
+		c.send(Reply{Type: "status"})
 	case OpStatus:
 		r := Reply{Type: "status"}
 		if in.svc != nil {

@@ -72,6 +72,7 @@ const (
 	OpExec   = "exec"
 	OpStop   = "stop"
 	OpStatus = "status"
+	OpInput  = "input"
 )
 
 // Request is one call to init.
@@ -91,6 +92,9 @@ type Request struct {
 	// Stdio says that three descriptors (stdin, stdout, stderr) are
 	// attached to this request.
 	Stdio bool `json:"stdio,omitempty"`
+
+	// Input fields: bytes for the service's stdin.
+	Data []byte `json:"data,omitempty"`
 
 	// Stop fields: how long the service gets after its stop hook.
 	Grace time.Duration `json:"grace,omitempty"`

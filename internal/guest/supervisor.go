@@ -132,6 +132,20 @@ func (s *supervisor) sleep(d time.Duration) bool {
 	}
 }
 
+// input writes data to the running service's stdin.
+func (s *supervisor) input(data []byte) error {
+	s.mu.Lock()
+	stdin := s.stdin
+	s.mu.Unlock()
+	if stdin == nil {
+		return fmt.Errorf("the service is not running")
+	}
+	if _, err := stdin.Write(data); err != nil {
+		return fmt.Errorf("write to the service's stdin: %w", err)
+	}
+	return nil
+}
+
 // stop runs the stop hook (a line on stdin, or a signal to the service's
 // process group), waits up to grace for the service to exit, then kills it.
 func (s *supervisor) stop(grace time.Duration) {

@@ -85,6 +85,8 @@ type Runtime interface {
 	List(ctx context.Context) ([]string, error)
 	// Exec runs a process; see guest.Client.Exec.
 	Exec(ctx context.Context, id string, spec guest.ExecSpec) (guest.ExecResult, error)
+	// ServiceInput writes data to the supervised service's stdin.
+	ServiceInput(ctx context.Context, id string, data []byte) error
 	// OpenPTY starts a process on a terminal.
 	OpenPTY(ctx context.Context, id string, spec guest.ExecSpec, rows, cols uint16) (PTY, error)
 }

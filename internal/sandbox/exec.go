@@ -175,6 +175,27 @@ func (s *Service) OpenPTY(ctx context.Context, tenant, id string, req api.PTYReq
 	return &ptySession{pty: p, s: s, id: sb.ID}, nil
 }
 
+// ServiceInput writes data to the stdin of a running sandbox's agent
+// service (what `stead attach` types).
+func (s *Service) ServiceInput(ctx context.Context, tenant, id string, data []byte) error {
+	sb, err := s.running(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return err
+	}
+	if sp.Service == nil {
+		return fmt.Errorf("sandbox %s has no agent service: %w", sb.Name, errs.ErrConflict)
+	}
+	s.act.touch(sb.ID, s.now())
+	if err := s.rt.ServiceInput(ctx, sb.ID, data); err != nil {
+		return fmt.Errorf("input to the agent of sandbox %s: %w (it may be restarting): %w", sb.Name, err, errs.ErrConflict)
+	}
+	return nil
+}
+
 // AgentLog opens the supervised service's log; it works on stopped
 // sandboxes too, since the log lives in the sandbox root.
 func (s *Service) AgentLog(ctx context.Context, tenant, id string) (io.ReadCloser, error) {

@@ -312,7 +312,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 	}
 	st, _ := c.Status()
 	if st == libcontainer.Paused {
-		if err := c.Resume(); err != nil {
+		if err := freeze(c, false); err != nil {
 			return fmt.Errorf("stop sandbox %s: resume: %w", id, err)
 		}
 	}
@@ -346,7 +346,7 @@ func (r *Runtime) Kill(ctx context.Context, id string) error {
 
 func (r *Runtime) destroy(id string, c *libcontainer.Container) error {
 	if st, _ := c.Status(); st == libcontainer.Paused {
-		c.Resume()
+		freeze(c, false)
 	}
 	if st, _ := c.Status(); st != libcontainer.Stopped {
 		c.Signal(unix.SIGKILL)
@@ -373,7 +373,10 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Pause(); err != nil {
+	if st, err := c.Status(); err != nil || (st != libcontainer.Running && st != libcontainer.Paused) {
+		return fmt.Errorf("pause sandbox %s: it is not running: %w", id, errs.ErrConflict)
+	}
+	if err := freeze(c, true); err != nil {
 		return fmt.Errorf("pause sandbox %s: %w", id, err)
 	}
 	return nil
@@ -385,7 +388,7 @@ func (r *Runtime) Resume(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Resume(); err != nil {
+	if err := freeze(c, false); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", id, err)
 	}
 	return nil
@@ -496,6 +499,14 @@ func (r *Runtime) Exec(ctx context.Context, id string, spec guest.ExecSpec) (gue
 		return guest.ExecResult{}, fmt.Errorf("sandbox id %q: %w", id, errs.ErrInvalid)
 	}
 	return guest.NewClient(r.runDir(id)).Exec(ctx, spec)
+}
+
+// ServiceInput writes to the supervised service's stdin.
+func (r *Runtime) ServiceInput(ctx context.Context, id string, data []byte) error {
+	if !validID(id) {
+		return fmt.Errorf("sandbox id %q: %w", id, errs.ErrInvalid)
+	}
+	return guest.NewClient(r.runDir(id)).ServiceInput(ctx, data)
 }
 
 // OpenPTY starts a process on a terminal in a running sandbox.
