@@ -1,0 +1,238 @@
+// Package runtimetest is the contract suite every runtime.Runtime
+// implementation must pass: isolation, exec, PTY, pause/resume, stop,
+// reaping and adoption by a new runtime on the same state (a daemon
+// restart). It runs real sandboxes, so it needs root.
+package runtimetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/guest"
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+)
+
+// Factory returns a runtime keeping its state under dir. Two runtimes made
+// on the same dir see the same sandboxes (a daemon restart).
+type Factory func(t *testing.T, dir string) steadrt.Runtime
+
+// Run runs the Runtime contract suite. The runtime must be able to run the
+// test binary's init (the caller's TestMain dispatches the re-exec roles).
+func Run(t *testing.T, newRuntime Factory) {
+	t.Run("ExecRunsInsideSandboxAsAgent", func(t *testing.T) { execRunsInsideSandboxAsAgent(t, newRuntime) })
+	t.Run("PauseResumeStop", func(t *testing.T) { pauseResumeStop(t, newRuntime) })
+	t.Run("SandboxIsConfinedBySeccompAndCaps", func(t *testing.T) { sandboxIsConfinedBySeccompAndCaps(t, newRuntime) })
+	t.Run("InitReapsOrphans", func(t *testing.T) { initReapsOrphans(t, newRuntime) })
+	t.Run("PTYAndBackgroundExec", func(t *testing.T) { pTYAndBackgroundExec(t, newRuntime) })
+	t.Run("UnknownSandboxIsAbsentAndStopIsIdempotent", func(t *testing.T) { unknownSandboxIsAbsent(t, newRuntime) })
+	t.Run("AnotherRuntimeAdoptsRunningSandboxes", func(t *testing.T) { anotherRuntimeAdopts(t, newRuntime) })
+}
+
+// miniRoot makes a root filesystem that borrows the host's /usr read-only.
+func miniRoot(t *testing.T) (string, []steadrt.Mount) {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"usr", "etc", "proc", "sys", "dev", "tmp", "home/agent", "workspace", "var/log", "root", ".stead", "run"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chown(filepath.Join(root, "home/agent"), 1000, 1000)
+	os.Chown(filepath.Join(root, "workspace"), 1000, 1000)
+	for _, l := range []string{"bin", "sbin", "lib", "lib64"} {
+		if _, err := os.Lstat("/usr/" + l); err == nil {
+			os.Symlink("usr/"+l, filepath.Join(root, l))
+		}
+	}
+	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1000::/home/agent:/bin/sh\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\nagent:x:1000:\n"), 0o644)
+	return root, []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}
+}
+
+
+var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
+
+func startSandbox(t *testing.T, r steadrt.Runtime, id string, l steadrt.Limits) string {
+	t.Helper()
+	root, mounts := miniRoot(t)
+	ctx := context.Background()
+	if err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: mounts, Env: baseEnv, Limits: l}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(context.Background(), id) })
+	return root
+}
+
+func run(t *testing.T, r steadrt.Runtime, id string, uid int, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := r.Exec(context.Background(), id, guest.ExecSpec{Args: args, UID: uid, GID: uid, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatalf("exec %v: %v", args, err)
+	}
+	return out.String(), res.ExitCode
+}
+
+func execRunsInsideSandboxAsAgent(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	startSandbox(t, r, "rt-exec", steadrt.Limits{MemoryBytes: 256 << 20, Pids: 256, CPUs: 1})
+	out, code := run(t, r, "rt-exec", 1000, "sh", "-c", "id -u; echo $HOME; cat /proc/1/cmdline | tr '\\0' ' '; echo; hostname")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "1000" || lines[1] != "/home/agent" || !strings.Contains(lines[2], "sandbox-init") || lines[3] != "rt-exec" {
+		t.Fatalf("unexpected output %q", out)
+	}
+	if _, code := run(t, r, "rt-exec", 0, "sh", "-c", "exit 7"); code != 7 {
+		t.Fatalf("exit code %d, want 7", code)
+	}
+}
+
+func pauseResumeStop(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	ctx := context.Background()
+	startSandbox(t, r, "rt-pause", steadrt.Limits{})
+	if err := r.Pause(ctx, "rt-pause"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := r.Status(ctx, "rt-pause"); st != steadrt.StatusPaused {
+		t.Fatalf("status %s", st)
+	}
+	if err := r.Resume(ctx, "rt-pause"); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := run(t, r, "rt-pause", 0, "echo", "ok"); out != "ok\n" {
+		t.Fatalf("out %q", out)
+	}
+	begin := time.Now()
+	if err := r.Stop(ctx, "rt-pause", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stop took %s", time.Since(begin))
+	if st, _ := r.Status(ctx, "rt-pause"); st != steadrt.StatusAbsent {
+		t.Fatalf("status after stop %s", st)
+	}
+}
+
+func sandboxIsConfinedBySeccompAndCaps(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	startSandbox(t, r, "rt-conf", steadrt.Limits{})
+	out, _ := run(t, r, "rt-conf", 0, "sh", "-c", "grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status")
+	if !strings.Contains(out, "Seccomp:\t2") || !strings.Contains(out, "NoNewPrivs:\t1") {
+		t.Fatalf("seccomp filter or no_new_privs missing:\n%s", out)
+	}
+	if strings.Contains(out, "CapEff:\t000001ff") {
+		t.Fatalf("root in the sandbox has every capability:\n%s", out)
+	}
+	for _, cmd := range []string{"unshare -U true", "unshare -m true", "mount -t tmpfs none /mnt", "chroot / true && nsenter -t 1 -m true"} {
+		if out, code := run(t, r, "rt-conf", 0, "sh", "-c", cmd); code == 0 {
+			t.Fatalf("%q succeeded in a sandbox: %s", cmd, out)
+		}
+	}
+	// An agent-user process has no capabilities at all.
+	if out, _ := run(t, r, "rt-conf", 1000, "sh", "-c", "grep CapEff /proc/self/status"); !strings.Contains(out, "0000000000000000") {
+		t.Fatalf("agent has capabilities: %s", out)
+	}
+}
+
+func initReapsOrphans(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	startSandbox(t, r, "rt-reap", steadrt.Limits{Pids: 64})
+	// Each run leaves an orphan that exits later; init must reap them all.
+	for i := 0; i < 20; i++ {
+		run(t, r, "rt-reap", 1000, "sh", "-c", "(sleep 0.05 &) ; true")
+	}
+	time.Sleep(300 * time.Millisecond)
+	out, _ := run(t, r, "rt-reap", 0, "sh", "-c", "grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l")
+	if strings.TrimSpace(out) != "0" {
+		t.Fatalf("%s zombies left", strings.TrimSpace(out))
+	}
+}
+
+func pTYAndBackgroundExec(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	ctx := context.Background()
+	startSandbox(t, r, "rt-pty", steadrt.Limits{})
+	p, err := r.OpenPTY(ctx, "rt-pty", guest.ExecSpec{Args: []string{"sh"}, UID: 1000, GID: 1000}, 40, 120)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Write([]byte("stty size; exit 4\n"))
+	var term bytes.Buffer
+	buf := make([]byte, 4096)
+	for {
+		n, err := p.Read(buf)
+		term.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	code, err := p.Wait()
+	p.Close()
+	if err != nil || code != 4 || !strings.Contains(term.String(), "40 120") {
+		t.Fatalf("pty: code %d err %v output %q", code, err, term.String())
+	}
+	res, err := r.Exec(ctx, "rt-pty", guest.ExecSpec{Args: []string{"sh", "-c", "echo bg-out; sleep 0.2; echo done"}, Background: true})
+	if err != nil || res.LogPath == "" {
+		t.Fatalf("background: %+v %v", res, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, _ := run(t, r, "rt-pty", 0, "cat", res.LogPath); out != "bg-out\ndone\n" {
+		t.Fatalf("background log %q", out)
+	}
+}
+
+func unknownSandboxIsAbsent(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	ctx := context.Background()
+	if st, err := r.Status(ctx, "rt-none"); err != nil || st != steadrt.StatusAbsent {
+		t.Fatalf("status of unknown sandbox: %s %v", st, err)
+	}
+	if err := r.Stop(ctx, "rt-none", time.Second); err != nil {
+		t.Fatalf("stop of unknown sandbox: %v", err)
+	}
+	if err := r.Pause(ctx, "rt-none"); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("pause of unknown sandbox: %v", err)
+	}
+	if err := r.Start(ctx, steadrt.Spec{ID: "../evil", Rootfs: t.TempDir()}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("start with a bad id: %v", err)
+	}
+}
+
+func anotherRuntimeAdopts(t *testing.T, newRuntime Factory) {
+	dir := t.TempDir()
+	r1 := newRuntime(t, dir)
+	startSandbox(t, r1, "rt-adopt", steadrt.Limits{})
+	ctx := context.Background()
+	if err := r1.Start(ctx, steadrt.Spec{ID: "rt-adopt", Rootfs: t.TempDir()}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("second start of a running sandbox: %v", err)
+	}
+	r2 := newRuntime(t, dir)
+	ids, err := r2.List(ctx)
+	if err != nil || len(ids) != 1 || ids[0] != "rt-adopt" {
+		t.Fatalf("list after restart: %v %v", ids, err)
+	}
+	if st, _ := r2.Status(ctx, "rt-adopt"); st != steadrt.StatusRunning {
+		t.Fatalf("status after restart: %s", st)
+	}
+	if out, code := run(t, r2, "rt-adopt", 0, "echo", "adopted"); code != 0 || out != "adopted\n" {
+		t.Fatalf("exec after restart: %q %d", out, code)
+	}
+	if err := r2.Pause(ctx, "rt-adopt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Stop(ctx, "rt-adopt", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := r2.Status(ctx, "rt-adopt"); st != steadrt.StatusAbsent {
+		t.Fatalf("status after stop: %s", st)
+	}
+}
