@@ -56,7 +56,6 @@ func miniRoot(t *testing.T) (string, []steadrt.Mount) {
 	return root, []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}
 }
 
-
 var baseEnv = []string{"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"}
 
 func startSandbox(t *testing.T, r steadrt.Runtime, id string, l steadrt.Limits) string {
