@@ -183,3 +183,27 @@ func TestFilesAPIStaysInsideRoot(t *testing.T) {
 	_, err = d.c.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"true"}})
 	wantStatus(t, err, 409)
 }
+
+func TestDiskQuotaHoldsInsideSandbox(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.ResizeSandbox(ctx, sb.ID, client.ResizeRequest{DiskBytes: 64 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.StartSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.c.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"sh", "-c", "dd if=/dev/urandom of=/workspace/big bs=1M count=200 conv=fsync"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "quota") && !strings.Contains(string(res.Stderr), "space") {
+		t.Fatalf("a 200 MiB write fit in a 64 MiB quota: exit %d stderr %q", res.ExitCode, res.Stderr)
+	}
+	// The sandbox and the daemon live on; freeing space makes writes work again.
+	d.sh(ctx, sb.ID, "agent", "rm /workspace/big && echo ok > /workspace/small")
+}

@@ -199,12 +199,17 @@ func (s *Service) ServiceInput(ctx context.Context, tenant, id string, data []by
 // AgentLog opens the supervised service's log; it works on stopped
 // sandboxes too, since the log lives in the sandbox root.
 func (s *Service) AgentLog(ctx context.Context, tenant, id string) (io.ReadCloser, error) {
-	rc, _, err := s.ReadFile(ctx, tenant, id, guest.AgentLog)
+	r, _, err := s.openRoot(ctx, tenant, id, false)
 	if err != nil {
+		return nil, err
+	}
+	rc, _, err := r.ReadFile(guest.AgentLog)
+	if err != nil {
+		r.Close()
 		if errors.Is(err, errs.ErrNotFound) {
 			return io.NopCloser(strings.NewReader("")), nil
 		}
 		return nil, err
 	}
-	return rc, nil
+	return closingReader{rc, r}, nil
 }

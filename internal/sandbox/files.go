@@ -14,13 +14,20 @@ import (
 const agentUID = 1000
 
 // root opens the sandbox's root for a files call; files work whether the
-// sandbox runs or not (not when deleted).
+// sandbox runs or not. The call counts as activity for auto-stop.
 func (s *Service) root(ctx context.Context, tenant, id string) (*files.Root, store.Sandbox, error) {
+	return s.openRoot(ctx, tenant, id, true)
+}
+
+// openRoot opens a sandbox's root; touch says whether the call counts as
+// activity (reading the agent log does not: a forgotten `attach` must not
+// keep a sandbox awake).
+func (s *Service) openRoot(ctx context.Context, tenant, id string, touch bool) (*files.Root, store.Sandbox, error) {
 	sb, err := s.get(ctx, tenant, id)
 	if err != nil {
 		return nil, sb, err
 	}
-	if sb.State == store.StateRunning {
+	if touch && sb.State == store.StateRunning {
 		s.act.touch(sb.ID, s.now())
 	}
 	r, err := files.OpenRoot(s.pool.Path(datasetName(sb.ID)))

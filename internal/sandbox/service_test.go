@@ -106,3 +106,55 @@ func TestServiceCreateExecStopStart(t *testing.T) {
 		t.Fatalf("other tenant read: %v", err)
 	}
 }
+
+func TestSoftDeletedSandboxIsPurgedAfterRetention(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	now := time.Now()
+	s.opts.Now = func() time.Time { return now }
+	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteSandbox(ctx, store.DefaultTenant, sb.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(29 * 24 * time.Hour)
+	s.PurgeExpired(ctx)
+	if got, err := s.GetSandbox(ctx, store.DefaultTenant, sb.ID); err != nil || got.State != "deleted" {
+		t.Fatalf("purged before the retention ended: %+v %v", got, err)
+	}
+	now = now.Add(2 * 24 * time.Hour)
+	s.PurgeExpired(ctx)
+	if _, err := s.GetSandbox(ctx, store.DefaultTenant, sb.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("not purged after the retention: %v", err)
+	}
+	if ok, _ := s.pool.Exists(ctx, datasetName(sb.ID)); ok {
+		t.Fatal("dataset left after purge")
+	}
+}
+
+func TestIdlePolicyIgnoresLogReadsAndSilentTerminals(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	now := time.Now()
+	s.opts.Now = func() time.Time { return now }
+	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{IdleTimeout: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.IdleCheck(ctx) // first cpu sample
+	for i := 0; i < 12; i++ {
+		now = now.Add(time.Minute)
+		rc, err := s.AgentLog(ctx, store.DefaultTenant, sb.ID) // a forgotten `attach` polls the log
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+		s.IdleCheck(ctx)
+	}
+	got, _ := s.GetSandbox(ctx, store.DefaultTenant, sb.ID)
+	if got.State != "stopped" || got.StopReason != "idle" {
+		t.Fatalf("log polling kept the sandbox awake: %s %s", got.State, got.StopReason)
+	}
+}
