@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
@@ -62,6 +64,15 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
+	// One daemon per data dir: a second would fight over sandboxes.
+	lock, err := os.OpenFile(filepath.Join(cfg.DataDir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open data dir lock: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return fmt.Errorf("data dir %s is in use by another stead daemon: %w", cfg.DataDir, err)
+	}
 	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "stead.db"))
 	if err != nil {
 		return err
@@ -93,15 +104,14 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 	})
-	secret, err := svc.Bootstrap(ctx)
+	keyPath := filepath.Join(cfg.DataDir, "admin.key")
+	secret, err := svc.Bootstrap(ctx, func(secret string) error {
+		return fsutil.WriteFileAtomic(keyPath, []byte(secret+"\n"), 0o600)
+	})
 	if err != nil {
 		return err
 	}
-	keyPath := filepath.Join(cfg.DataDir, "admin.key")
 	if secret != "" {
-		if err := fsutil.WriteFileAtomic(keyPath, []byte(secret+"\n"), 0o600); err != nil {
-			return err
-		}
 		fmt.Fprintf(os.Stderr, "\nstead: created the bootstrap admin API key (shown once; stored hashed; a copy readable only by root is in %s):\n\n    %s\n\n", keyPath, secret)
 	}
 	if err := svc.Reconcile(ctx); err != nil {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
 )
 
 // Client talks to one sandbox's init from the daemon.
@@ -28,23 +30,61 @@ func NewClient(runDir string) *Client {
 }
 
 func (c *Client) dial(ctx context.Context) (*conn, error) {
-	path := c.Socket
-	// A unix socket address holds at most 107 bytes; a deep run directory
-	// is reached through a descriptor of the directory instead.
-	if len(path) > 100 {
-		dir, err := os.OpenFile(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY, 0)
-		if err != nil {
-			return nil, fmt.Errorf("dial sandbox init: %w", err)
+	var nc *net.UnixConn
+	err := atShortPath(c.Socket, func(path string) error {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil {
+			nc = conn.(*net.UnixConn)
 		}
-		defer dir.Close()
-		path = fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path))
-	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", path)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("dial sandbox init: %w", err)
 	}
-	return newConn(nc.(*net.UnixConn)), nil
+	cn := newConn(nc)
+	// Cancelling ctx ends the call, whatever it is waiting for.
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	cn.stop = stop
+	return cn, nil
+}
+
+// Listen creates the listening init socket at path on the host, for the
+// runtime to pass to init as ListenFD. The socket file stays when the
+// returned file is closed.
+func Listen(path string) (*os.File, error) {
+	var ln *net.UnixListener
+	err := atShortPath(path, func(p string) error {
+		os.Remove(p)
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+		ln = l
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen on init socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	defer ln.Close()
+	f, err := ln.File()
+	if err != nil {
+		return nil, fmt.Errorf("listen on init socket: %w", err)
+	}
+	return f, nil
+}
+
+// atShortPath calls fn with path, or, when path is too long for a unix
+// socket address (107 bytes), with an equivalent short path through a
+// descriptor of its directory.
+func atShortPath(path string, fn func(string) error) error {
+	if len(path) <= 100 {
+		return fn(path)
+	}
+	dir, err := os.OpenFile(filepath.Dir(path), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return fn(fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), filepath.Base(path)))
 }
 
 // Ping checks that init answers.
@@ -53,7 +93,7 @@ func (c *Client) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer cn.c.Close()
+	defer cn.close()
 	if err := cn.send(Request{Op: OpStatus}); err != nil {
 		return err
 	}
@@ -90,7 +130,7 @@ func (c *Client) Stop(ctx context.Context, grace time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer cn.c.Close()
+	defer cn.close()
 	if d, ok := ctx.Deadline(); ok {
 		cn.c.SetDeadline(d)
 	}
@@ -110,7 +150,7 @@ func (c *Client) ServiceInput(ctx context.Context, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer cn.c.Close()
+	defer cn.close()
 	if d, ok := ctx.Deadline(); ok {
 		cn.c.SetDeadline(d)
 	}
@@ -154,7 +194,7 @@ func (c *Client) Exec(ctx context.Context, spec ExecSpec) (ExecResult, error) {
 	if err != nil {
 		return ExecResult{}, err
 	}
-	defer cn.c.Close()
+	defer cn.close()
 	req := Request{Op: OpExec, Args: spec.Args, Env: spec.Env, Cwd: spec.Cwd,
 		UID: spec.UID, GID: spec.GID, Background: spec.Background}
 	if spec.Background {
@@ -166,7 +206,7 @@ func (c *Client) Exec(ctx context.Context, spec ExecSpec) (ExecResult, error) {
 			return ExecResult{}, err
 		}
 		if r.Type == "error" {
-			return ExecResult{}, fmt.Errorf("exec %s: %s", spec.Args[0], r.Error)
+			return ExecResult{}, startError(spec.Args[0], r)
 		}
 		return ExecResult{Pid: r.Pid, LogPath: r.LogPath}, nil
 	}
@@ -235,31 +275,46 @@ func (c *Client) Exec(ctx context.Context, spec ExecSpec) (ExecResult, error) {
 	go pump(outR, spec.Stdout)
 	go pump(errR, spec.Stderr)
 
-	stop := context.AfterFunc(ctx, func() { cn.c.Close() })
-	defer stop()
+	// drain waits for the pumps, giving output written just before the
+	// end up to grace to arrive; a descendant that keeps the pipes open
+	// must not hold the call forever. Every return path drains, so no
+	// writer is used after Exec returns.
+	drain := func(grace time.Duration) {
+		drained := make(chan struct{})
+		go func() { wg.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(grace):
+			outR.SetReadDeadline(time.Now())
+			errR.SetReadDeadline(time.Now())
+			<-drained
+		}
+	}
 	var started Reply
 	if _, err := cn.recv(&started); err != nil {
+		drain(0)
 		return ExecResult{}, ctxErr(ctx, err)
 	}
 	if started.Type == "error" {
-		return ExecResult{}, fmt.Errorf("exec %s: %s", spec.Args[0], started.Error)
+		drain(0)
+		return ExecResult{}, startError(spec.Args[0], started)
 	}
 	var exit Reply
 	if _, err := cn.recv(&exit); err != nil {
+		drain(0)
 		return ExecResult{Pid: started.Pid}, ctxErr(ctx, err)
 	}
-	// Output written just before exit is still in the pipes; a descendant
-	// that keeps them open must not hold the call forever.
-	drained := make(chan struct{})
-	go func() { wg.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(250 * time.Millisecond):
-		outR.SetReadDeadline(time.Now())
-		errR.SetReadDeadline(time.Now())
-		<-drained
-	}
+	drain(250 * time.Millisecond)
 	return ExecResult{Pid: started.Pid, ExitCode: exit.ExitCode, Signal: exit.Signal}, nil
+}
+
+// startError is the error of a process init could not start; a bad
+// command or working directory is the caller's mistake (errs.ErrInvalid).
+func startError(cmd string, r Reply) error {
+	if r.Invalid {
+		return fmt.Errorf("exec %s: %s: %w", cmd, r.Error, errs.ErrInvalid)
+	}
+	return fmt.Errorf("exec %s: %s", cmd, r.Error)
 }
 
 func ctxErr(ctx context.Context, err error) error {
@@ -285,18 +340,18 @@ func (c *Client) OpenPTY(ctx context.Context, spec ExecSpec, rows, cols uint16) 
 	req := Request{Op: OpExec, Args: spec.Args, Env: spec.Env, Cwd: spec.Cwd,
 		UID: spec.UID, GID: spec.GID, TTY: true, Rows: rows, Cols: cols}
 	if err := cn.send(req); err != nil {
-		cn.c.Close()
+		cn.close()
 		return nil, err
 	}
 	var r Reply
 	files, err := cn.recv(&r)
 	if err != nil {
-		cn.c.Close()
+		cn.close()
 		return nil, err
 	}
 	if r.Type == "error" || len(files) != 1 {
 		closeAll(files)
-		cn.c.Close()
+		cn.close()
 		return nil, fmt.Errorf("open pty: %s", r.Error)
 	}
 	return &PTYSession{master: files[0], cn: cn, pid: r.Pid}, nil
@@ -325,5 +380,5 @@ func (p *PTYSession) Wait() (int, error) {
 // Close ends the session; a still running process is killed.
 func (p *PTYSession) Close() error {
 	p.master.Close()
-	return p.cn.c.Close()
+	return p.cn.close()
 }

@@ -62,11 +62,16 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 	if err := json.Unmarshal(b, &in.cfg); err != nil {
 		return nil, fmt.Errorf("decode init config: %w", err)
 	}
-	sock := filepath.Join(RunDir, SocketName)
-	os.Remove(sock)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	// The daemon made the listening socket on the host and passed it as
+	// fd 3: the run directory is mounted read-only, so nothing in the
+	// sandbox can replace the socket the daemon dials.
+	fl, err := net.FileListener(os.NewFile(ListenFD, SocketName))
 	if err != nil {
-		return nil, fmt.Errorf("listen on init socket: %w", err)
+		return nil, fmt.Errorf("init socket (fd %d from the runtime): %w", ListenFD, err)
+	}
+	ln, ok := fl.(*net.UnixListener)
+	if !ok {
+		return nil, fmt.Errorf("init socket: fd %d is not a unix listener", ListenFD)
 	}
 	ln.SetUnlinkOnClose(false)
 	in.ln = ln
@@ -302,7 +307,11 @@ func (in *initProc) handleExec(c *conn, req Request, files []*os.File) {
 		if master != nil {
 			master.Close()
 		}
-		c.send(Reply{Type: "error", Error: err.Error()})
+		// Not found, not executable, bad working directory: the request's
+		// fault, reported as such.
+		invalid := errors.Is(err, errNotFound) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) ||
+			errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOEXEC)
+		c.send(Reply{Type: "error", Error: err.Error(), Invalid: invalid})
 		return
 	}
 	// Our copies of the child's stdio must close now, so the daemon sees
@@ -403,6 +412,9 @@ func mergeEnv(base, over []string) []string {
 	return out
 }
 
+// errNotFound is a command missing from PATH.
+var errNotFound = errors.New("command not found")
+
 // lookPath resolves a command name against PATH in env.
 func lookPath(name string, env []string) (string, error) {
 	if filepath.IsAbs(name) || containsSlash(name) {
@@ -420,7 +432,7 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: %w", name, errors.New("command not found"))
+	return "", fmt.Errorf("%s: %w", name, errNotFound)
 }
 
 func containsSlash(s string) bool {

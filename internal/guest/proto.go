@@ -36,6 +36,9 @@ const (
 	SocketName = "init.sock"
 	// ConfigName is the init configuration's name within RunDir.
 	ConfigName = "config.json"
+	// ListenFD is the descriptor on which init finds its listening socket,
+	// created on the host by the runtime (the first of Process.ExtraFiles).
+	ListenFD = 3
 	// AgentLog is the supervised service's log, kept in the sandbox root.
 	AgentLog = "/var/log/agent.log"
 	// ExecLogDir holds the output of background execs.
@@ -108,6 +111,9 @@ type Reply struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	Error    string `json:"error,omitempty"`
+	// Invalid marks an error caused by the request (no such command,
+	// working directory or user), not by init.
+	Invalid bool `json:"invalid,omitempty"`
 	// LogPath is where a background exec writes its output.
 	LogPath string `json:"log_path,omitempty"`
 	// Status fields.
@@ -117,8 +123,17 @@ type Reply struct {
 
 // conn wraps a unix connection with line framing and descriptor passing.
 type conn struct {
-	c *net.UnixConn
-	r *bufio.Reader
+	c    *net.UnixConn
+	r    *bufio.Reader
+	stop func() bool // unregisters the context watch of a client call
+}
+
+// close ends the connection and its context watch.
+func (c *conn) close() error {
+	if c.stop != nil {
+		c.stop()
+	}
+	return c.c.Close()
 }
 
 func newConn(c *net.UnixConn) *conn { return &conn{c: c, r: bufio.NewReader(c)} }

@@ -26,6 +26,8 @@ var deniedSyscalls = []uintptr{
 	unix.SYS_SWAPOFF, unix.SYS_SYSFS, unix.SYS__SYSCTL, unix.SYS_UMOUNT2,
 	unix.SYS_UNSHARE, unix.SYS_USELIB, unix.SYS_USERFAULTFD, unix.SYS_USTAT,
 	unix.SYS_NFSSERVCTL,
+	// io_uring bypasses seccomp for the operations it performs.
+	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
 }
 
 // deniedIoctls are the btrfs subvolume-creating requests

@@ -44,13 +44,15 @@ func (s *supervisor) logf(log *os.File, format string, args ...any) {
 func (s *supervisor) run() {
 	defer close(s.done)
 	os.MkdirAll("/var/log", 0o755)
-	log, err := os.OpenFile(AgentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	// O_NOFOLLOW: the agent owns /var/log/agent.log and could make it a
+	// symlink to a file it may not write.
+	log, err := os.OpenFile(AgentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		s.in.log.Error("open agent log", "err", err)
 		return
 	}
 	defer log.Close()
-	os.Chown(AgentLog, s.spec.UID, s.spec.GID)
+	log.Chown(s.spec.UID, s.spec.GID)
 	backoff := time.Second
 	for {
 		s.mu.Lock()
@@ -140,6 +142,8 @@ func (s *supervisor) input(data []byte) error {
 	if stdin == nil {
 		return fmt.Errorf("the service is not running")
 	}
+	// A service that does not read its stdin must not block the caller.
+	stdin.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	if _, err := stdin.Write(data); err != nil {
 		return fmt.Errorf("write to the service's stdin: %w", err)
 	}
@@ -157,6 +161,7 @@ func (s *supervisor) stop(grace time.Duration) {
 		return
 	}
 	if s.spec.StopLine != "" && stdin != nil {
+		stdin.SetWriteDeadline(time.Now().Add(time.Second))
 		stdin.Write([]byte(s.spec.StopLine + "\n"))
 	} else {
 		sig := syscall.Signal(s.spec.StopSignal)

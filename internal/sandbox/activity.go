@@ -17,10 +17,9 @@ type activity struct {
 }
 
 type actState struct {
-	last     time.Time     // last activity of any kind
-	inflight int           // execs in progress
-	cpu      time.Duration // cpu counter at lastCPU
-	lastCPU  time.Time
+	last    time.Time     // last activity of any kind
+	cpu     time.Duration // cpu counter at lastCPU
+	lastCPU time.Time
 }
 
 func newActivity() *activity { return &activity{m: map[string]*actState{}} }
@@ -49,31 +48,20 @@ func (a *activity) touch(id string, now time.Time) {
 	a.mu.Unlock()
 }
 
-// begin marks an exec in progress; the returned func ends it.
-func (a *activity) begin(id string, now time.Time) func() {
-	a.mu.Lock()
-	st := a.get(id, now)
-	st.inflight++
-	st.last = now
-	a.mu.Unlock()
-	return func() {
-		a.mu.Lock()
-		st.inflight--
-		a.mu.Unlock()
-	}
-}
-
 func (a *activity) forget(id string) {
 	a.mu.Lock()
 	delete(a.m, id)
 	a.mu.Unlock()
 }
 
-// IdleCheck applies the auto-stop policy once to every running sandbox: a
-// sandbox whose cpu use since the last check is at or above the threshold,
-// or that has an exec in progress, is active now; one with no activity for
-// its idle timeout is stopped or paused; one past its max runtime is
-// stopped. It returns the ids it acted on.
+// IdleCheck applies the auto-stop policy once to every running sandbox.
+// Activity is an API call on the sandbox, exec output, terminal traffic, or
+// cpu use at or above the threshold since the last check; an exec or an
+// attach that merely stays open is not activity, so a forgotten session
+// cannot keep a sandbox awake forever. A sandbox with no activity for its
+// idle timeout is stopped or paused; one past its max runtime is stopped;
+// one whose init died is marked stopped ("crashed"). It returns the ids it
+// stopped or paused.
 func (s *Service) IdleCheck(ctx context.Context) []string {
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateRunning}})
 	if err != nil {
@@ -86,6 +74,12 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 		if err != nil {
 			continue
 		}
+		if sp.IdleTimeout <= 0 && sp.MaxRuntime <= 0 {
+			if st, err := s.rt.Status(ctx, sb.ID); err == nil && st != steadrt.StatusRunning && st != steadrt.StatusPaused {
+				s.markCrashed(ctx, sb)
+			}
+			continue
+		}
 		now := s.now()
 		if sp.MaxRuntime > 0 && sb.StartedAt != nil && now.Sub(*sb.StartedAt) >= sp.MaxRuntime {
 			s.log.Info("sandbox reached its max runtime", "sandbox", sb.ID, "max_runtime", sp.MaxRuntime)
@@ -95,6 +89,10 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 			continue
 		}
 		if sp.IdleTimeout <= 0 {
+			continue
+		}
+		if st, err := s.rt.Status(ctx, sb.ID); err == nil && st != steadrt.StatusRunning && st != steadrt.StatusPaused {
+			s.markCrashed(ctx, sb)
 			continue
 		}
 		stats, err := s.rt.Stats(ctx, sb.ID)
@@ -133,9 +131,6 @@ func (s *Service) idle(id string, timeout time.Duration, stats steadrt.Stats, no
 		}
 	}
 	st.cpu, st.lastCPU = stats.CPUUsage, now
-	if st.inflight > 0 {
-		st.last = now
-	}
 	return now.Sub(st.last) >= timeout
 }
 
@@ -162,13 +157,43 @@ func (s *Service) PurgeExpired(ctx context.Context) {
 		return
 	}
 	now := s.now()
+	expired := func(sb store.Sandbox) bool {
+		return sb.State == store.StateDeleted && sb.PurgeAt != nil && !now.Before(*sb.PurgeAt)
+	}
 	for _, sb := range list {
-		if sb.PurgeAt != nil && !now.Before(*sb.PurgeAt) {
-			unlock := s.lock(sb.ID)
-			if err := s.purgeLocked(ctx, sb); err != nil {
+		if !expired(sb) {
+			continue
+		}
+		unlock := s.lock(sb.ID)
+		// Re-read under the lock: an undelete may have won the race.
+		if cur, err := s.st.GetSandbox(ctx, sb.TenantID, sb.ID); err == nil && expired(cur) {
+			if err := s.purgeLocked(ctx, cur); err != nil {
 				s.log.Error("purge expired sandbox", "sandbox", sb.ID, "err", err)
 			}
-			unlock()
 		}
+		unlock()
 	}
+}
+
+// markCrashed records that a running sandbox's init died under a live
+// daemon, and clears what is left of it in the runtime.
+func (s *Service) markCrashed(ctx context.Context, sb store.Sandbox) {
+	unlock := s.lock(sb.ID)
+	defer unlock()
+	cur, err := s.st.GetSandbox(ctx, sb.TenantID, sb.ID)
+	if err != nil || (cur.State != store.StateRunning && cur.State != store.StatePaused) {
+		return
+	}
+	if st, err := s.rt.Status(ctx, sb.ID); err != nil || st == steadrt.StatusRunning || st == steadrt.StatusPaused {
+		return
+	}
+	s.rt.Kill(ctx, sb.ID)
+	now := s.now()
+	cur.State, cur.StoppedAt, cur.StopReason = store.StateStopped, &now, "crashed"
+	s.act.forget(sb.ID)
+	if _, err := s.st.UpdateSandbox(ctx, cur); err != nil {
+		s.log.Error("mark crashed sandbox", "sandbox", sb.ID, "err", err)
+		return
+	}
+	s.log.Warn("sandbox init died; marked stopped", "sandbox", sb.ID)
 }

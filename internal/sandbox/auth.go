@@ -54,8 +54,13 @@ func (s *Service) CreateAPIKey(ctx context.Context, p api.Principal, name string
 }
 
 func (s *Service) createKey(ctx context.Context, tenant, name string, admin bool) (client.APIKey, error) {
-	secret := newSecret()
-	id := "key-" + secret[len(keyPrefix):len(keyPrefix)+8]
+	return s.storeKey(ctx, tenant, name, admin, newSecret())
+}
+
+func (s *Service) storeKey(ctx context.Context, tenant, name string, admin bool, secret string) (client.APIKey, error) {
+	var b [5]byte
+	rand.Read(b[:])
+	id := "key-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 	k := store.APIKey{ID: id, TenantID: tenant, Name: name, Hash: hashKey(secret), Admin: admin, CreatedAt: s.now()}
 	if err := s.st.CreateAPIKey(ctx, k); err != nil {
 		return client.APIKey{}, fmt.Errorf("create API key: %w", err)
@@ -63,9 +68,12 @@ func (s *Service) createKey(ctx context.Context, tenant, name string, admin bool
 	return client.APIKey{ID: id, Tenant: tenant, Name: name, Admin: admin, Secret: secret}, nil
 }
 
-// Bootstrap makes sure the default tenant exists and has an admin key. It
-// returns the new key's secret the first time (to be shown once), else "".
-func (s *Service) Bootstrap(ctx context.Context) (string, error) {
+// Bootstrap makes sure the default tenant exists and has an admin key. The
+// first time, it calls keep with the new key's secret before storing the
+// key's hash (so a crash in between leaves no admin key that nobody holds;
+// the next start simply makes another) and returns the secret, to be shown
+// once; later it returns "". keep may be nil.
+func (s *Service) Bootstrap(ctx context.Context, keep func(secret string) error) (string, error) {
 	if _, err := s.st.GetTenant(ctx, store.DefaultTenant); errors.Is(err, errs.ErrNotFound) {
 		if err := s.st.CreateTenant(ctx, store.Tenant{ID: store.DefaultTenant, Name: "default", CreatedAt: s.now()}); err != nil && !errors.Is(err, errs.ErrConflict) {
 			return "", fmt.Errorf("create default tenant: %w", err)
@@ -82,7 +90,13 @@ func (s *Service) Bootstrap(ctx context.Context) (string, error) {
 			return "", nil
 		}
 	}
-	k, err := s.createKey(ctx, store.DefaultTenant, "bootstrap-admin", true)
+	secret := newSecret()
+	if keep != nil {
+		if err := keep(secret); err != nil {
+			return "", fmt.Errorf("keep bootstrap key: %w", err)
+		}
+	}
+	k, err := s.storeKey(ctx, store.DefaultTenant, "bootstrap-admin", true, secret)
 	if err != nil {
 		return "", err
 	}

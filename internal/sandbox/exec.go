@@ -83,8 +83,8 @@ func (s *Service) Exec(ctx context.Context, tenant, id string, req client.ExecRe
 	if err != nil {
 		return client.ExecResult{}, err
 	}
-	done := s.act.begin(sb.ID, s.now())
-	defer done()
+	s.act.touch(sb.ID, s.now())
+	defer func() { s.act.touch(sb.ID, s.now()) }()
 	spec := guest.ExecSpec{Args: req.Command, Env: env, Cwd: req.Cwd, UID: uid, GID: gid, Background: req.Background}
 	if req.Stdin != "" {
 		spec.Stdin = strings.NewReader(req.Stdin)

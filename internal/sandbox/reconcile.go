@@ -54,6 +54,9 @@ func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map
 	case store.StateRunning, store.StatePaused:
 		st, err := s.rt.Status(ctx, sb.ID)
 		if err != nil {
+			// Unsure: leave it alone rather than let the orphan sweep kill
+			// a sandbox that may be fine.
+			wanted[sb.ID] = true
 			return err
 		}
 		switch st {

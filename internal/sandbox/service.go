@@ -190,6 +190,7 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	}
 	unlock := s.lock(id)
 	defer unlock()
+	ctx = context.WithoutCancel(ctx) // see transition
 	fail := func(err error) (client.Sandbox, error) {
 		s.pool.Delete(context.WithoutCancel(ctx), datasetName(id))
 		s.st.DeleteSandbox(context.WithoutCancel(ctx), tenant, id)
@@ -370,7 +371,12 @@ func (s *Service) ListSandboxes(ctx context.Context, tenant string, includeDelet
 
 // transition runs fn on a sandbox under its lock, after checking that its
 // state is one of from; a state in same returns the sandbox unchanged.
-func (s *Service) transition(ctx context.Context, tenant, id, verb string, from, same []store.SandboxState, fn func(store.Sandbox) (store.Sandbox, error)) (client.Sandbox, error) {
+//
+// Once the transition begins, it runs to the end even if the caller goes
+// away: fn gets a context that is not cancelled with the request, so a
+// client's Ctrl-C cannot cut a stop hook short or leave the store behind
+// the runtime.
+func (s *Service) transition(ctx context.Context, tenant, id, verb string, from, same []store.SandboxState, fn func(context.Context, store.Sandbox) (store.Sandbox, error)) (client.Sandbox, error) {
 	sb, err := s.get(ctx, tenant, id)
 	if err != nil {
 		return client.Sandbox{}, err
@@ -392,7 +398,7 @@ func (s *Service) transition(ctx context.Context, tenant, id, verb string, from,
 	if !ok {
 		return client.Sandbox{}, fmt.Errorf("cannot %s sandbox %s: it is %s%s: %w", verb, sb.Name, sb.State, hint(verb, sb.State), errs.ErrConflict)
 	}
-	sb, err = fn(sb)
+	sb, err = fn(context.WithoutCancel(ctx), sb)
 	if err != nil {
 		return client.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", verb, sb.Name, err)
 	}
@@ -417,7 +423,7 @@ func (s *Service) StartSandbox(ctx context.Context, tenant, id string) (client.S
 	return s.transition(ctx, tenant, id, "start",
 		[]store.SandboxState{store.StateStopped, store.StatePaused, store.StateError},
 		[]store.SandboxState{store.StateRunning},
-		func(sb store.Sandbox) (store.Sandbox, error) {
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 			if sb.State == store.StatePaused {
 				return s.resumeLocked(ctx, sb)
 			}
@@ -439,7 +445,9 @@ func (s *Service) stop(ctx context.Context, tenant, id, reason string) (client.S
 	return s.transition(ctx, tenant, id, "stop",
 		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateError},
 		[]store.SandboxState{store.StateStopped},
-		func(sb store.Sandbox) (store.Sandbox, error) { return s.stopLocked(ctx, sb, reason) })
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+			return s.stopLocked(ctx, sb, reason)
+		})
 }
 
 func (s *Service) stopLocked(ctx context.Context, sb store.Sandbox, reason string) (store.Sandbox, error) {
@@ -467,7 +475,7 @@ func (s *Service) pause(ctx context.Context, tenant, id, reason string) (client.
 	return s.transition(ctx, tenant, id, "pause",
 		[]store.SandboxState{store.StateRunning},
 		[]store.SandboxState{store.StatePaused},
-		func(sb store.Sandbox) (store.Sandbox, error) {
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 			if err := s.rt.Pause(ctx, sb.ID); err != nil {
 				return sb, err
 			}
@@ -482,7 +490,7 @@ func (s *Service) ResumeSandbox(ctx context.Context, tenant, id string) (client.
 	return s.transition(ctx, tenant, id, "resume",
 		[]store.SandboxState{store.StatePaused},
 		[]store.SandboxState{store.StateRunning},
-		func(sb store.Sandbox) (store.Sandbox, error) { return s.resumeLocked(ctx, sb) })
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) { return s.resumeLocked(ctx, sb) })
 }
 
 func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
@@ -503,7 +511,7 @@ func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bo
 	if !purge {
 		same = []store.SandboxState{store.StateDeleted}
 	}
-	return s.transition(ctx, tenant, id, "delete", all, same, func(sb store.Sandbox) (store.Sandbox, error) {
+	return s.transition(ctx, tenant, id, "delete", all, same, func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 		if sb.State == store.StateRunning || sb.State == store.StatePaused || sb.State == store.StateError {
 			var err error
 			if sb, err = s.stopLocked(ctx, sb, "deleted"); err != nil {
@@ -538,7 +546,7 @@ func (s *Service) purgeLocked(ctx context.Context, sb store.Sandbox) error {
 func (s *Service) UndeleteSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
 	return s.transition(ctx, tenant, id, "undelete",
 		[]store.SandboxState{store.StateDeleted}, nil,
-		func(sb store.Sandbox) (store.Sandbox, error) {
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 			sb.State = store.StateStopped
 			sb.DeletedAt, sb.PurgeAt = nil, nil
 			sb.StopReason = "undeleted"
@@ -565,7 +573,7 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 	}
 	return s.transition(ctx, tenant, id, "resize",
 		[]store.SandboxState{store.StateStopped}, nil,
-		func(sb store.Sandbox) (store.Sandbox, error) {
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 			sp, err := decodeSpec(sb)
 			if err != nil {
 				return sb, err

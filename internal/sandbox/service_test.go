@@ -38,7 +38,7 @@ func newService(t *testing.T) *Service {
 		t.Fatal(err)
 	}
 	s := New(Options{Store: st, Pool: pl, Runtime: rt})
-	if _, err := s.Bootstrap(ctx); err != nil {
+	if _, err := s.Bootstrap(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

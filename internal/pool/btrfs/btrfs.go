@@ -156,6 +156,10 @@ func (p *Pool) reuseMount() (bool, error) {
 				if m.isDevice(loopMajor, l.minor) {
 					p.managed = true
 					p.log.Info("reusing mounted pool image", "image", p.image, "loop", l.path)
+					// A pool mounted by an older stead may lack nosuid,nodev.
+					if err := unix.Mount("", p.dir, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+						return false, fmt.Errorf("remount pool nosuid,nodev: %w", err)
+					}
 					return true, nil
 				}
 			}
@@ -227,7 +231,9 @@ func (p *Pool) mountImage(ctx context.Context, size int64) error {
 			unix.Close(hold)
 		}
 	}()
-	if err := unix.Mount(dev.path, p.dir, "btrfs", 0, ""); err != nil {
+	// nosuid, nodev: a setuid binary or device node planted inside a sandbox
+	// means nothing on the host.
+	if err := unix.Mount(dev.path, p.dir, "btrfs", unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		if attached {
 			unix.Close(hold)
 			hold = -1
@@ -383,7 +389,9 @@ func openDir(path string) (int, error) {
 // kindDir opens <Dir>/<kind>, creating it.
 func (p *Pool) kindDir(kind string) (int, error) {
 	path := filepath.Join(p.dir, kind)
-	if err := os.Mkdir(path, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+	// 0700: no host user but root may walk into a sandbox's root, where the
+	// sandbox may have planted setuid binaries or device nodes.
+	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return -1, err
 	}
 	return openDir(path)

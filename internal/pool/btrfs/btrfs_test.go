@@ -461,3 +461,26 @@ func BenchmarkBtrfsClone(b *testing.B) {
 		}
 	}
 }
+
+func TestPoolIsMountedNosuidNodevAndClosedToOtherUsers(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	ctx := context.Background()
+	if err := p.Create(ctx, "sandboxes/sb-x"); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(p.Path("sandboxes/sb-x"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Flags&unix.ST_NOSUID == 0 || st.Flags&unix.ST_NODEV == 0 {
+		t.Fatalf("pool mount flags %#x lack nosuid/nodev", st.Flags)
+	}
+	fi, err := os.Stat(filepath.Dir(p.Path("sandboxes/sb-x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Fatalf("kind dir mode %v, want 0700", fi.Mode().Perm())
+	}
+}

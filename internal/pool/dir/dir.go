@@ -123,7 +123,9 @@ func (p *Pool) Path(name string) string {
 
 func (p *Pool) kindDir(kind string) (string, error) {
 	path := filepath.Join(p.dir, kind)
-	if err := os.Mkdir(path, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+	// 0700: no host user but root may walk into a sandbox's root, where the
+	// sandbox may have planted setuid binaries or device nodes.
+	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", err
 	}
 	return path, nil

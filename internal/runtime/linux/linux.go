@@ -187,13 +187,21 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
 	defer logf.Close()
+	// The init socket is made here, on the host, and handed to init: the
+	// run directory is read-only inside, so the sandbox cannot swap it.
+	lnf, err := guest.Listen(filepath.Join(rd, guest.SocketName))
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	defer lnf.Close()
 	p := &libcontainer.Process{
-		Args:   []string{guest.BinaryPath, SandboxInitArg},
-		Env:    spec.Env,
-		Cwd:    "/",
-		Stdout: logf,
-		Stderr: logf,
-		Init:   true,
+		Args:       []string{guest.BinaryPath, SandboxInitArg},
+		Env:        spec.Env,
+		Cwd:        "/",
+		Stdout:     logf,
+		Stderr:     logf,
+		ExtraFiles: []*os.File{lnf}, // fd 3 = guest.ListenFD
+		Init:       true,
 	}
 	t1 := time.Now()
 	if err := c.Run(p); err != nil {
@@ -258,7 +266,7 @@ func (r *Runtime) config(spec steadrt.Spec) *configs.Config {
 		{Source: "sysfs", Destination: "/sys", Device: "sysfs", Flags: defaultMountFlags | unix.MS_RDONLY},
 		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: fmt.Sprintf("mode=1777,size=%d", tmp)},
 		{Source: r.opts.Binary, Destination: guest.BinaryPath, Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY},
-		{Source: r.runDir(spec.ID), Destination: guest.RunDir, Device: "bind", Flags: unix.MS_BIND | unix.MS_NOSUID | unix.MS_NODEV},
+		{Source: r.runDir(spec.ID), Destination: guest.RunDir, Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
 	}
 	for _, m := range spec.Mounts {
 		fl := unix.MS_BIND | unix.MS_REC

@@ -93,6 +93,12 @@ func execRunsInsideSandboxAsAgent(t *testing.T, newRuntime Factory) {
 	if _, code := run(t, r, "rt-exec", 0, "sh", "-c", "exit 7"); code != 7 {
 		t.Fatalf("exit code %d, want 7", code)
 	}
+	// A missing command or working directory is the caller's mistake.
+	for _, spec := range []guest.ExecSpec{{Args: []string{"no-such-command"}}, {Args: []string{"true"}, Cwd: "/no/such/dir"}} {
+		if _, err := r.Exec(context.Background(), "rt-exec", spec); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("exec %+v: want ErrInvalid, got %v", spec, err)
+		}
+	}
 }
 
 func pauseResumeStop(t *testing.T, newRuntime Factory) {
@@ -131,7 +137,9 @@ func sandboxIsConfinedBySeccompAndCaps(t *testing.T, newRuntime Factory) {
 	if strings.Contains(out, "CapEff:\t000001ff") {
 		t.Fatalf("root in the sandbox has every capability:\n%s", out)
 	}
-	for _, cmd := range []string{"unshare -U true", "unshare -m true", "mount -t tmpfs none /mnt", "chroot / true && nsenter -t 1 -m true"} {
+	for _, cmd := range []string{"unshare -U true", "unshare -m true", "mount -t tmpfs none /mnt", "chroot / true && nsenter -t 1 -m true",
+		// The init socket and its directory cannot be swapped from inside.
+		"rm -f /.stead/run/init.sock", "touch /.stead/run/x", "ln -sf /tmp /.stead/run/init.sock"} {
 		if out, code := run(t, r, "rt-conf", 0, "sh", "-c", cmd); code == 0 {
 			t.Fatalf("%q succeeded in a sandbox: %s", cmd, out)
 		}
