@@ -14,7 +14,8 @@ import (
 const agentUID = 1000
 
 // root opens the sandbox's root for a files call; files work whether the
-// sandbox runs or not. The call counts as activity for auto-stop.
+// sandbox runs or not, and on soft-deleted ones (their files stay until
+// the purge). The call counts as activity for auto-stop.
 func (s *Service) root(ctx context.Context, tenant, id string) (*files.Root, store.Sandbox, error) {
 	return s.openRoot(ctx, tenant, id, true)
 }

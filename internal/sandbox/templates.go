@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/store"
@@ -18,12 +21,14 @@ func templateView(t store.Template) client.Template {
 }
 
 // templateDataset names a template's dataset. Templates of the default
-// tenant keep their plain id; others are prefixed so tenants never share.
+// tenant keep their plain id; others get a fixed-length prefix derived
+// from the tenant, so two tenants' names can never collide.
 func templateDataset(tenant, id string) string {
 	if tenant == store.DefaultTenant {
 		return pool.KindTemplate + "/" + id
 	}
-	return pool.KindTemplate + "/" + tenant + "--" + id
+	h := sha256.Sum256([]byte(tenant))
+	return pool.KindTemplate + "/t" + hex.EncodeToString(h[:8]) + "-" + id
 }
 
 // ensureHostTemplate builds the host template (a skeleton root with a copy
@@ -84,8 +89,13 @@ func (s *Service) ListTemplates(ctx context.Context, tenant string) ([]client.Te
 	return out, nil
 }
 
-// ImportTemplate imports an OCI image as a template.
+// ImportTemplate imports an OCI image as a template. Only admin keys may:
+// the source names a path on the daemon's host or a registry the daemon
+// will contact. (Direct calls without an API principal are trusted.)
 func (s *Service) ImportTemplate(ctx context.Context, tenant string, req client.ImportTemplateRequest) (client.Template, error) {
+	if p, ok := api.PrincipalFromContext(ctx); ok && !p.Admin {
+		return client.Template{}, fmt.Errorf("importing templates needs an admin key (the source is read by the daemon's host): %w", errs.ErrForbidden)
+	}
 	if !pool.ValidID(req.ID) || req.ID == "host" {
 		return client.Template{}, fmt.Errorf("template id %q (lowercase letters, digits, . _ -; not host): %w", req.ID, errs.ErrInvalid)
 	}
