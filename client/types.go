@@ -110,6 +110,11 @@ type ExecResult struct {
 	Stderr   []byte `json:"stderr"`
 	Pid      int    `json:"pid,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
+	// Truncated is set when the command wrote more to stdout or stderr
+	// than the server buffers for one exec (16 MiB each); the output was
+	// cut at that size and the rest dropped. Use ExecStream for commands
+	// with a lot of output.
+	Truncated bool `json:"truncated,omitempty" doc:"stdout or stderr passed the 16 MiB buffer limit and was cut"`
 }
 
 // FileInfo describes one entry of a sandbox's file system.

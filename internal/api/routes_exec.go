@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -22,6 +23,15 @@ import (
 // proxies and clients see the connection is alive. The first keep-alive
 // also commits the 200 status of a stream that has produced nothing yet.
 const sseKeepAlive = 15 * time.Second
+
+// maxBufferedOutput is how much of each of stdout and stderr a buffered
+// (non-streaming) exec keeps in memory. Output beyond it is dropped and the
+// result is marked Truncated; the SSE stream has no such limit.
+const maxBufferedOutput = 16 << 20
+
+// errStreamClosed is returned to a backend that writes exec output after
+// the request it belonged to has finished.
+var errStreamClosed = errors.New("exec output stream is closed: the request has finished")
 
 // execInput is the input of POST /v1/sandboxes/{id}/exec.
 type execInput struct {
@@ -63,17 +73,27 @@ func (s *server) registerExec() {
 				s.execSSE(hc, p.TenantID, in.ID, in.Body)
 			}}, nil
 		}
-		var stdout, stderr bytes.Buffer
-		res, err := s.b.Exec(ctx, p.TenantID, in.ID, in.Body, &bufferStream{stdout: &stdout, stderr: &stderr})
+		buf := &bufferStream{limit: maxBufferedOutput}
+		res, err := s.b.Exec(ctx, p.TenantID, in.ID, in.Body, buf)
+		// Close before reading: a backend that writes after Exec returned
+		// must neither race with the result nor grow it.
+		stdout, stderr, truncated := buf.close()
 		if err != nil {
 			return nil, s.fail(ctx, "exec", err)
 		}
 		if len(res.Stdout) == 0 {
-			res.Stdout = stdout.Bytes()
+			res.Stdout = stdout
 		}
 		if len(res.Stderr) == 0 {
-			res.Stderr = stderr.Bytes()
+			res.Stderr = stderr
 		}
+		if len(res.Stdout) > maxBufferedOutput {
+			res.Stdout, truncated = res.Stdout[:maxBufferedOutput], true
+		}
+		if len(res.Stderr) > maxBufferedOutput {
+			res.Stderr, truncated = res.Stderr[:maxBufferedOutput], true
+		}
+		res.Truncated = res.Truncated || truncated
 		if res.Stdout == nil {
 			res.Stdout = []byte{}
 		}
@@ -99,10 +119,15 @@ func wantsSSE(accept string) bool {
 // 200 status is committed by the first event (or keep-alive), so an error
 // before any output (unknown sandbox, not running) is still a proper
 // problem response; an error after that is an `error` event.
+//
+// The stream writer is closed before execSSE returns: a backend that keeps
+// calling Stdout or Stderr after Exec returned gets errStreamClosed instead
+// of writing to a ResponseWriter whose handler has finished.
 func (s *server) execSSE(hc huma.Context, tenant, id string, req client.ExecRequest) {
 	r, w := humago.Unwrap(hc)
 	ctx := r.Context()
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	defer sw.finish(nil)
 
 	stop := make(chan struct{})
 	var keepAlive sync.WaitGroup
@@ -130,38 +155,56 @@ func (s *server) execSSE(hc huma.Context, tenant, id string, req client.ExecRequ
 	keepAlive.Wait()
 
 	if err != nil {
-		if !sw.hasStarted() {
-			s.writeProblem(w, r, "exec", err)
-			return
-		}
-		p := s.problem(ctx, "exec", err)
-		s.log.Log(ctx, logLevelFor(err), "exec stream failed", "sandbox", id, "tenant", tenant, "err", err)
-		_ = sw.event("error", client.ExecEvent{Type: "error", Error: p.Detail})
+		// The last word is written with the writer locked and then closed,
+		// so a straggling backend write can neither commit the status
+		// between the check and the problem nor follow the error event.
+		sw.finish(func(started bool) {
+			if !started {
+				s.writeProblem(w, r, "exec", err)
+				return
+			}
+			p := s.problem(ctx, "exec", err)
+			s.log.Log(ctx, logLevelFor(err), "exec stream failed", "sandbox", id, "tenant", tenant, "err", err)
+			_ = sw.eventLocked("error", client.ExecEvent{Type: "error", Error: p.Detail})
+		})
 		return
 	}
-	_ = sw.event("exit", client.ExecEvent{
-		Type:     "exit",
-		ExitCode: res.ExitCode,
-		Signal:   res.Signal,
-		Pid:      res.Pid,
-		TimedOut: res.TimedOut,
+	sw.finish(func(bool) {
+		_ = sw.eventLocked("exit", client.ExecEvent{
+			Type:     "exit",
+			ExitCode: res.ExitCode,
+			Signal:   res.Signal,
+			Pid:      res.Pid,
+			TimedOut: res.TimedOut,
+		})
 	})
 }
 
-// sseWriter writes Server-Sent Events, flushing each one.
+// sseWriter writes Server-Sent Events, flushing each one. Every write to
+// the ResponseWriter happens under mu, and none happens once closed is set.
 type sseWriter struct {
 	mu      sync.Mutex
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+	closed  bool
 	err     error
 }
 
-// hasStarted reports whether the status line has been sent.
-func (s *sseWriter) hasStarted() bool {
+// finish closes the writer and, with mu still held, runs last (if not nil)
+// to write the final words, telling it whether the status line has been
+// sent. Every later event or comment returns errStreamClosed without
+// touching the ResponseWriter. Only the first call runs last.
+func (s *sseWriter) finish(last func(started bool)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.started
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if last != nil {
+		last(s.started)
+	}
 }
 
 // start sends the headers; the caller holds mu.
@@ -186,6 +229,24 @@ func (s *sseWriter) event(name string, v any) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errStreamClosed
+	}
+	return s.writeEvent(name, data)
+}
+
+// eventLocked is event for a caller that holds mu (inside finish). It
+// writes even though finish has already set closed.
+func (s *sseWriter) eventLocked(name string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s event: %w", name, err)
+	}
+	return s.writeEvent(name, data)
+}
+
+// writeEvent writes and flushes one event; the caller holds mu.
+func (s *sseWriter) writeEvent(name string, data []byte) error {
 	if s.err != nil {
 		return s.err
 	}
@@ -205,6 +266,9 @@ func (s *sseWriter) event(name string, v any) error {
 func (s *sseWriter) comment(text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errStreamClosed
+	}
 	if s.err != nil {
 		return s.err
 	}
@@ -229,24 +293,43 @@ func (f execStreamFunc) Stdout(p []byte) error { return f("stdout", p) }
 // Stderr forwards a stderr chunk.
 func (f execStreamFunc) Stderr(p []byte) error { return f("stderr", p) }
 
-// bufferStream collects exec output for a buffered result.
+// bufferStream collects exec output for a buffered result, keeping at
+// most limit bytes of each of stdout and stderr. Bytes past the limit are
+// dropped (the process is not stopped) and the result marked truncated.
+// Writes after close are refused.
 type bufferStream struct {
 	mu             sync.Mutex
-	stdout, stderr *bytes.Buffer
+	limit          int
+	stdout, stderr bytes.Buffer
+	truncated      bool
+	closed         bool
 }
 
 // Stdout appends to the stdout buffer.
-func (b *bufferStream) Stdout(p []byte) error {
+func (b *bufferStream) Stdout(p []byte) error { return b.write(&b.stdout, p) }
+
+// Stderr appends to the stderr buffer.
+func (b *bufferStream) Stderr(p []byte) error { return b.write(&b.stderr, p) }
+
+// write appends p to buf, up to the limit.
+func (b *bufferStream) write(buf *bytes.Buffer, p []byte) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.stdout.Write(p)
+	if b.closed {
+		return errStreamClosed
+	}
+	if room := b.limit - buf.Len(); len(p) > room {
+		p = p[:max(room, 0)]
+		b.truncated = true
+	}
+	buf.Write(p)
 	return nil
 }
 
-// Stderr appends to the stderr buffer.
-func (b *bufferStream) Stderr(p []byte) error {
+// close stops further writes and returns what was collected.
+func (b *bufferStream) close() (stdout, stderr []byte, truncated bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.stderr.Write(p)
-	return nil
+	b.closed = true
+	return b.stdout.Bytes(), b.stderr.Bytes(), b.truncated
 }

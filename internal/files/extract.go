@@ -172,6 +172,12 @@ func declaredSparse(hdr *tar.Header) bool {
 	return false
 }
 
+// typeRegA is the pre-POSIX typeflag '\x00' of a regular file (the
+// deprecated tar.TypeRegA). archive/tar's reader already reports such
+// entries as tar.TypeReg (or tar.TypeDir for a name ending in "/"); it is
+// accepted here too so extraction does not depend on that.
+const typeRegA = '\x00'
+
 func times(hdr *tar.Header) (atime, mtime time.Time) {
 	mtime = hdr.ModTime
 	atime = hdr.AccessTime
@@ -243,7 +249,7 @@ func (x *extractor) entry(hdr *tar.Header, body io.Reader) error {
 		x.dirs = append(x.dirs, dirTimes{p, atime, mtime})
 		return nil
 
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse, tar.TypeCont:
+	case tar.TypeReg, typeRegA, tar.TypeGNUSparse, tar.TypeCont:
 		if err := removeExisting(pfd, name, false); err != nil {
 			return mapErrno(err)
 		}

@@ -189,6 +189,69 @@ func TestReadFileRefusesFifoWithoutBlocking(t *testing.T) {
 	}
 }
 
+func TestReadFileRefusesDeviceNodes(t *testing.T) {
+	testutil.RequireRoot(t)
+	e := newEnv(t)
+	must(t, unix.Mknod(e.host("null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+	must(t, os.Symlink("null", e.host("link-to-null")))
+	for _, p := range []string{"/null", "/link-to-null"} {
+		rc, _, err := e.r.ReadFile(p)
+		if rc != nil {
+			rc.Close()
+		}
+		if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("ReadFile(%s) = %v; want ErrInvalid: not a regular file", p, err)
+		}
+	}
+}
+
+func TestReadFileNeverOpensAFifoForReading(t *testing.T) {
+	testutil.RequireRoot(t)
+	e := newEnv(t)
+	must(t, unix.Mkfifo(e.host("fifo"), 0o644))
+	// A writer's open blocks until someone opens the FIFO for reading, so
+	// it tells whether ReadFile ran open() on it.
+	opened := make(chan struct{})
+	go func() {
+		f, err := os.OpenFile(e.host("fifo"), os.O_WRONLY, 0)
+		if err == nil {
+			f.Close()
+		}
+		close(opened)
+	}()
+	time.Sleep(20 * time.Millisecond) // let the writer block in open
+	if _, _, err := e.r.ReadFile("/fifo"); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("ReadFile(fifo) = %v; want ErrInvalid", err)
+	}
+	select {
+	case <-opened:
+		t.Fatal("ReadFile opened the FIFO for reading")
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Release the writer.
+	r, err := os.OpenFile(e.host("fifo"), os.O_RDONLY|unix.O_NONBLOCK, 0)
+	must(t, err)
+	<-opened
+	r.Close()
+}
+
+func TestReadFileReadsThroughTheReopenedDescriptor(t *testing.T) {
+	testutil.RequireRoot(t)
+	e := newEnv(t)
+	must(t, os.WriteFile(e.host("f"), []byte("content"), 0o000))
+	rc, fi, err := e.r.ReadFile("/f")
+	must(t, err)
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	must(t, err)
+	if string(b) != "content" || fi.Size != 7 {
+		t.Fatalf("ReadFile = %q, %+v", b, fi)
+	}
+	if _, err := rc.(io.Writer).Write([]byte("x")); err == nil {
+		t.Fatal("the reader is writable")
+	}
+}
+
 func TestWriteOperationsCannotEscapeRoot(t *testing.T) {
 	testutil.RequireRoot(t)
 	e := newEnv(t)
@@ -802,5 +865,35 @@ func TestTarInteropWithGNUTar(t *testing.T) {
 	must(t, err)
 	if d := treedigest.Diff(want, got); d != nil {
 		t.Errorf("WriteTar → GNU tar differs:\n%s", strings.Join(d, "\n"))
+	}
+}
+
+func TestExtractTarTreatsOldNULTypeflagAsRegularFile(t *testing.T) {
+	testutil.RequireRoot(t)
+	e := newEnv(t)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	must(t, tw.WriteHeader(&tar.Header{Name: "old.txt", Typeflag: tar.TypeReg, Mode: 0o640, Size: 3,
+		ModTime: time.Unix(1700000000, 0), Format: tar.FormatUSTAR}))
+	_, err := tw.Write([]byte("old"))
+	must(t, err)
+	must(t, tw.Close())
+	// Rewrite the typeflag as a pre-POSIX '\x00' and fix the checksum.
+	b := buf.Bytes()
+	b[156] = 0
+	copy(b[148:156], "        ")
+	sum := 0
+	for _, c := range b[:512] {
+		sum += int(c)
+	}
+	copy(b[148:156], fmt.Sprintf("%06o\x00 ", sum))
+
+	must(t, e.r.ExtractTar(context.Background(), "/", bytes.NewReader(b), ExtractOptions{UID: 1000, GID: 1000}))
+	fi, err := os.Lstat(e.host("old.txt"))
+	must(t, err)
+	got, err := os.ReadFile(e.host("old.txt"))
+	must(t, err)
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o640 || string(got) != "old" {
+		t.Fatalf("extracted %v %q", fi.Mode(), got)
 	}
 }

@@ -206,29 +206,31 @@ func (r *Root) List(dir string) ([]FileInfo, error) {
 
 // ReadFile opens the regular file at p for reading. Symlinks, the final one
 // included, are followed inside the root. A non-regular file (directory,
-// FIFO, device, socket) is refused with errs.ErrInvalid; FIFOs are opened
-// non-blocking so a planted FIFO cannot hang the caller. The caller must
-// close the reader.
+// FIFO, device, socket) is refused with errs.ErrInvalid without ever being
+// opened for reading: the path is resolved to an O_PATH descriptor, which
+// does not run the file's open handler (a FIFO would block, a device node
+// could have side effects on the host), and only once fstat shows a regular
+// file is that very inode reopened for reading. The caller must close the
+// reader.
 func (r *Root) ReadFile(p string) (io.ReadCloser, FileInfo, error) {
 	p, err := CleanPath(p)
 	if err != nil {
 		return nil, FileInfo{}, fmt.Errorf("read: %w", err)
 	}
-	fd, err := r.open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	pathFd, err := r.open(p, unix.O_PATH)
 	if err != nil {
 		return nil, FileInfo{}, opErr("read", p, err)
 	}
+	defer unix.Close(pathFd)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
+	if err := unix.Fstat(pathFd, &st); err != nil {
 		return nil, FileInfo{}, opErr("read", p, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
 		return nil, FileInfo{}, fmt.Errorf("read %s: %w: not a regular file", p, errs.ErrInvalid)
 	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		unix.Close(fd)
+	fd, err := reopenFd(pathFd, unix.O_RDONLY|unix.O_NOCTTY)
+	if err != nil {
 		return nil, FileInfo{}, opErr("read", p, err)
 	}
 	return os.NewFile(uintptr(fd), p), fileInfo(p, &st), nil

@@ -6,7 +6,6 @@ import (
 	"io"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -199,6 +198,20 @@ func procFdPath(dirfd int, name string) string {
 	return "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + name
 }
 
+// reopenFd opens the inode an O_PATH descriptor refers to afresh with
+// flags, through its /proc/self/fd magic link (Linux has no AT_EMPTY_PATH
+// for open). The link names the pinned inode itself, so nothing is resolved
+// again and a concurrent rename or swap inside the sandbox cannot redirect
+// it.
+func reopenFd(pathFd int, flags int) (int, error) {
+	for {
+		fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pathFd), flags|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			return fd, err
+		}
+	}
+}
+
 // chmodAt sets the mode of name inside dirfd without following a symlink.
 func chmodAt(dirfd int, name string, mode uint32) error {
 	err := unix.Fchmodat(dirfd, name, mode, unix.AT_SYMLINK_NOFOLLOW)
@@ -352,9 +365,4 @@ func pwriteAll(fd int, b []byte, off int64) error {
 		off += int64(n)
 	}
 	return nil
-}
-
-// validName reports whether name is a usable single path component.
-func validName(name string) bool {
-	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }
