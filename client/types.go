@@ -110,6 +110,8 @@ type ExecResult struct {
 	Stderr   []byte `json:"stderr"`
 	Pid      int    `json:"pid,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
+	// LogPath is where a background exec writes its output (in the sandbox).
+	LogPath string `json:"log_path,omitempty"`
 	// Truncated is set when the command wrote more to stdout or stderr
 	// than the server buffers for one exec (16 MiB each); the output was
 	// cut at that size and the rest dropped. Use ExecStream for commands

@@ -131,6 +131,9 @@ func TestRunningSandboxSurvivesDaemonKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.HasPrefix(bg.LogPath, "/var/log/stead/exec-") {
+		t.Fatalf("background exec log path %q", bg.LogPath)
+	}
 	stopped, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{NoStart: true})
 	if err != nil {
 		t.Fatal(err)

@@ -79,7 +79,7 @@ Flags go before SANDBOX; everything after SANDBOX is the command.`,
 						return err
 					}
 				} else {
-					fmt.Fprintf(g.stdout, "started pid %d (output in /var/log/stead/exec-%d.log)\n", res.Pid, res.Pid)
+					fmt.Fprintf(g.stdout, "started pid %d (output in %s)\n", res.Pid, res.LogPath)
 				}
 				return exitStatus(res)
 			}

@@ -112,7 +112,7 @@ func (s *Service) Exec(ctx context.Context, tenant, id string, req client.ExecRe
 		}
 		return client.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
 	}
-	return client.ExecResult{ExitCode: res.ExitCode, Signal: res.Signal, Pid: res.Pid,
+	return client.ExecResult{ExitCode: res.ExitCode, Signal: res.Signal, Pid: res.Pid, LogPath: res.LogPath,
 		Stdout: []byte(stdout.String()), Stderr: []byte(stderr.String())}, nil
 }
 
