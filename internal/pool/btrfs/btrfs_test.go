@@ -54,7 +54,14 @@ func unmountForCleanup(t testing.TB, p *Pool) {
 	if _, err := os.Stat(p.image); err != nil {
 		return
 	}
-	if devs := losetupJ(t, p.image); len(devs) > 0 {
+	// A mount namespace being set up elsewhere on the machine (a sandbox
+	// starting in a parallel test package) can hold a copy of the mount for
+	// a moment; the autoclear loop device goes when it does.
+	devs := losetupJ(t, p.image)
+	for deadline := time.Now().Add(5 * time.Second); len(devs) > 0 && time.Now().Before(deadline); devs = losetupJ(t, p.image) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(devs) > 0 {
 		t.Errorf("loop devices leaked for %s: %v", p.image, devs)
 		for _, d := range devs {
 			_ = exec.Command("losetup", "-d", d).Run()
