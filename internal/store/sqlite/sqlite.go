@@ -51,6 +51,24 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, fmt.Errorf("open store %q: path must be a plain file path: %w", path, errs.ErrInvalid)
 	}
+	// Switching a brand-new file to WAL can meet SQLITE_BUSY without the
+	// busy handler being consulted (another process is creating it at the
+	// same moment); such an open is retried for up to the busy timeout.
+	deadline := time.Now().Add(busyTimeout)
+	for {
+		st, err := open(ctx, path)
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open store %s: %w", path, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func open(ctx context.Context, path string) (*Store, error) {
 	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
 
 	w, err := sql.Open("sqlite", path+"?"+busy+
