@@ -39,6 +39,20 @@ func (c *Client) action(ctx context.Context, id, action string, body any) (Sandb
 	return sb, err
 }
 
+// Connect brings a sandbox back for use, as E2B's and Daytona's connect
+// do: a stopped sandbox is started and a paused one resumed; a running one
+// is returned as it is.
+func (c *Client) Connect(ctx context.Context, id string) (Sandbox, error) {
+	sb, err := c.GetSandbox(ctx, id)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if sb.State == "running" {
+		return sb, nil
+	}
+	return c.StartSandbox(ctx, id)
+}
+
 // StartSandbox starts a stopped (or archived) sandbox.
 func (c *Client) StartSandbox(ctx context.Context, id string) (Sandbox, error) {
 	return c.action(ctx, id, "start", nil)

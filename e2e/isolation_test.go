@@ -87,7 +87,7 @@ func TestForkBombIsContainedByPids(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, _ := os.ReadFile("/sys/fs/cgroup/pids/stead/" + sb.ID + "/pids.current")
+	cur, _ := os.ReadFile(cgroupFile(t, "pids", sb.ID, "pids.current"))
 	n, _ := strconv.Atoi(strings.TrimSpace(string(cur)))
 	if n > 256 {
 		t.Fatalf("pids.current %d exceeds the limit 256", n)
@@ -112,10 +112,7 @@ func TestCPUQuotaHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	usage := func() time.Duration {
-		b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/stead/" + sb.ID + "/cpuacct.usage")
-		if err != nil {
-			b, err = os.ReadFile("/sys/fs/cgroup/cpu,cpuacct/stead/" + sb.ID + "/cpuacct.usage")
-		}
+		b, err := os.ReadFile(cgroupFile(t, "cpuacct", sb.ID, "cpuacct.usage"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,6 +59,15 @@ func TestLifecycleTransitions(t *testing.T) {
 	if t2 := readAll(t, d, sb.ID, "/workspace/tick"); t1 == t2 {
 		t.Fatal("resumed sandbox did not run")
 	}
+	// connect brings a stopped or paused sandbox back.
+	for _, park := range []func(context.Context, string) (client.Sandbox, error){d.c.StopSandbox, d.c.PauseSandbox} {
+		if _, err := park(ctx, "life"); err != nil {
+			t.Fatal(err)
+		}
+		if sb, err = d.c.Connect(ctx, "life"); err != nil || sb.State != "running" {
+			t.Fatalf("connect: %+v %v", sb, err)
+		}
+	}
 	// Soft delete keeps the files and can be undone; purge cannot.
 	if sb, err = d.c.DeleteSandbox(ctx, "life", false); err != nil || sb.State != "deleted" || sb.PurgeAt == nil {
 		t.Fatalf("delete: %+v %v", sb, err)

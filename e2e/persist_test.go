@@ -172,21 +172,15 @@ func TestSandboxDeadWhileDaemonDownIsMarkedStopped(t *testing.T) {
 	}
 	d.kill9()
 	// The sandbox's init dies while no daemon watches.
-	pids, _ := filepath.Glob("/sys/fs/cgroup/pids/stead/" + sb.ID + "/cgroup.procs")
-	if len(pids) != 1 {
-		t.Fatalf("no cgroup for %s", sb.ID)
-	}
-	killCgroup(t, pids[0])
+	killCgroup(t, cgroupFile(t, "pids", sb.ID, "cgroup.procs"))
 	d.start()
 	got, err := d.c.GetSandbox(ctx, sb.ID)
 	if err != nil || got.State != "stopped" || got.StopReason != "crashed" {
 		t.Fatalf("after restart: %+v %v", got, err)
 	}
 	for _, ctrl := range []string{"pids", "memory", "cpu", "freezer"} {
-		if _, err := filepath.Glob("/sys/fs/cgroup/" + ctrl + "/stead/" + sb.ID); err == nil {
-			if m, _ := filepath.Glob("/sys/fs/cgroup/" + ctrl + "/stead/" + sb.ID); len(m) > 0 {
-				t.Fatalf("orphaned %s cgroup for %s", ctrl, sb.ID)
-			}
+		if m, _ := filepath.Glob("/sys/fs/cgroup/" + ctrl + "/stead*/" + sb.ID); len(m) > 0 {
+			t.Fatalf("orphaned %s cgroup for %s: %v", ctrl, sb.ID, m)
 		}
 	}
 	if _, err := d.c.StartSandbox(ctx, sb.ID); err != nil {

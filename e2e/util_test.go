@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,4 +23,15 @@ func killCgroup(t *testing.T, procs string) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// cgroupFile finds a file of a sandbox's cgroup in one v1 controller; the
+// daemon's cgroup parent is "stead" or "stead-<hash of its run dir>".
+func cgroupFile(t *testing.T, ctrl, id, name string) string {
+	t.Helper()
+	m, _ := filepath.Glob("/sys/fs/cgroup/" + ctrl + "/stead*/" + id + "/" + name)
+	if len(m) != 1 {
+		t.Fatalf("cgroup file %s of %s in %s: found %v", name, id, ctrl, m)
+	}
+	return m[0]
 }

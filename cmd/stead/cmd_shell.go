@@ -15,21 +15,33 @@ import (
 )
 
 // newShellCmd is `stead shell`.
-func newShellCmd(g *globals) *cobra.Command {
+func newShellCmd(g *globals) *cobra.Command { return newTerminalCmd(g, false) }
+
+// newConnectCmd is `stead connect`: start or resume if needed, then a shell.
+func newConnectCmd(g *globals) *cobra.Command { return newTerminalCmd(g, true) }
+
+// newTerminalCmd builds `stead shell` and, with connect, `stead connect`.
+func newTerminalCmd(g *globals, connect bool) *cobra.Command {
 	var (
 		opts client.PTYOptions
 		env  []string
 	)
-	cmd := &cobra.Command{
-		Use:   "shell SANDBOX [flags] [-- COMMAND [ARGS...]]",
-		Short: "Open an interactive terminal in a sandbox",
-		Long: `Open an interactive terminal in a running sandbox: the user's login shell,
+	use, short, long, example := "shell SANDBOX [flags] [-- COMMAND [ARGS...]]", "Open an interactive terminal in a sandbox", `Open an interactive terminal in a running sandbox: the user's login shell,
 or the command after --. The local terminal is put in raw mode and window
-size changes are passed on. stead shell exits with the shell's exit code.`,
-		Example: `  stead shell agent-1
+size changes are passed on. stead shell exits with the shell's exit code.`, `  stead shell agent-1
   stead shell --user root agent-1
-  stead shell agent-1 -- htop`,
-		Args: args(1, -1),
+  stead shell agent-1 -- htop`
+	if connect {
+		use, short, long, example = "connect SANDBOX [flags] [-- COMMAND [ARGS...]]", "Bring a sandbox back (start or resume) and open a terminal in it", `Connect to a sandbox: if it is stopped it is started, if it is paused it is
+resumed, then an interactive terminal opens as with stead shell.`, `  stead connect agent-1
+  stead connect agent-1 -- tail -f /workspace/notes.md`
+	}
+	cmd := &cobra.Command{
+		Use:     use,
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    args(1, -1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			id := a[0]
 			pos, command := splitAtDash(a, cmd.ArgsLenAtDash())
@@ -60,6 +72,13 @@ size changes are passed on. stead shell exits with the shell's exit code.`,
 				return err
 			}
 			ctx := cmd.Context()
+			if connect {
+				sb, err := c.Connect(ctx, id)
+				if err != nil {
+					return fmt.Errorf("connect to %s: %w", id, err)
+				}
+				fmt.Fprintf(g.stderr, "connected to %s (%s)\n", sb.Name, sb.State)
+			}
 			conn, err := c.PTY(ctx, id, opts)
 			if err != nil {
 				return fmt.Errorf("shell in %s: %w", id, err)

@@ -108,6 +108,7 @@ Exit codes:
 		newResizeCmd(g),
 		newExecCmd(g),
 		newShellCmd(g),
+		newConnectCmd(g),
 		newAttachCmd(g),
 		newLogsCmd(g),
 		newFilesCmd(g),

@@ -83,6 +83,10 @@ type Runtime interface {
 	Update(ctx context.Context, id string, l Limits) error
 	// List returns the ids of every sandbox the runtime holds state for.
 	List(ctx context.Context) ([]string, error)
+	// Sweep removes what a crash can leave behind for sandboxes the runtime
+	// holds no state for (cgroups, run directories); it returns the ids it
+	// cleaned.
+	Sweep(ctx context.Context) ([]string, error)
 	// Exec runs a process; see guest.Client.Exec.
 	Exec(ctx context.Context, id string, spec guest.ExecSpec) (guest.ExecResult, error)
 	// ServiceInput writes data to the supervised service's stdin.

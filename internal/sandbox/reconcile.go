@@ -43,6 +43,13 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	swept, err := s.rt.Sweep(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: sweep runtime leftovers: %w", err)
+	}
+	if len(swept) > 0 {
+		s.log.Warn("removed runtime leftovers of a crash", "sandboxes", swept)
+	}
 	return nil
 }
 

@@ -33,7 +33,7 @@ func newService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(base, "state"), RunDir: filepath.Join(base, "run"), CgroupParent: "stead-test"})
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(base, "state"), RunDir: filepath.Join(base, "run")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ package linux
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,7 +63,9 @@ type Options struct {
 	// run there as PID 1 with the argument SandboxInitArg (stead-init, or
 	// the stead binary itself). Default: this process's executable.
 	Binary string
-	// CgroupParent is the cgroup every sandbox is created under.
+	// CgroupParent is the cgroup every sandbox is created under. It must
+	// belong to this runtime alone (Sweep removes what it does not know);
+	// the default derives it from StateDir.
 	CgroupParent string
 	// NoSeccomp disables stead's seccomp filter (for measurements only).
 	NoSeccomp bool
@@ -83,7 +89,7 @@ func New(opts Options) (*Runtime, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.CgroupParent == "" {
-		opts.CgroupParent = "stead"
+		opts.CgroupParent = cgroupParentFor(opts.StateDir)
 	}
 	if opts.Binary == "" {
 		exe, err := os.Executable()
@@ -523,4 +529,82 @@ func (r *Runtime) OpenPTY(ctx context.Context, id string, spec guest.ExecSpec, r
 		return nil, fmt.Errorf("sandbox id %q: %w", id, errs.ErrInvalid)
 	}
 	return guest.NewClient(r.runDir(id)).OpenPTY(ctx, spec, rows, cols)
+}
+
+// Sweep removes cgroups and run directories of sandboxes with no
+// libcontainer state: a kill -9 of the daemon inside Start can leave a
+// cgroup created before the state was saved.
+func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
+	known := map[string]bool{}
+	ids, err := r.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		known[id] = true
+	}
+	cleaned := map[string]bool{}
+	// Run directories.
+	if ents, err := os.ReadDir(r.opts.RunDir); err == nil {
+		for _, e := range ents {
+			if id := e.Name(); e.IsDir() && validID(id) && !known[id] {
+				os.RemoveAll(filepath.Join(r.opts.RunDir, id))
+				cleaned[id] = true
+			}
+		}
+	}
+	// cgroups: v1 has one hierarchy per controller, v2 one tree.
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + r.opts.CgroupParent)
+	if p := "/sys/fs/cgroup/" + r.opts.CgroupParent; fileIsDir(p) {
+		roots = append(roots, p)
+	}
+	for _, root := range roots {
+		ents, err := os.ReadDir(root)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			id := e.Name()
+			if !e.IsDir() || !validID(id) || known[id] {
+				continue
+			}
+			dir := filepath.Join(root, id)
+			if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						unix.Kill(pid, unix.SIGKILL)
+					}
+				}
+			}
+			for i := 0; i < 50; i++ {
+				if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cleaned[id] = true
+		}
+	}
+	out := make([]string, 0, len(cleaned))
+	for id := range cleaned {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func fileIsDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// cgroupParentFor names the cgroup parent of the runtime whose state lives
+// in stateDir: "stead" for the default /run/stead, else a name unique to the
+// directory, so two daemons (or test runs) never share one.
+func cgroupParentFor(stateDir string) string {
+	if stateDir == "/run/stead/containers" {
+		return "stead"
+	}
+	h := sha256.Sum256([]byte(filepath.Clean(stateDir)))
+	return "stead-" + hex.EncodeToString(h[:4])
 }

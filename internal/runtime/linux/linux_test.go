@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,10 +32,48 @@ func TestRuntimeContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe, CgroupParent: "stead-test"})
+		r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	})
+}
+
+func TestSweepRemovesLeftoversButNotLiveSandboxes(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	exe, _ := os.Executable()
+	r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	for _, d := range []string{"proc", "dev", "sys", "tmp", ".stead", "usr"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	for _, l := range []string{"bin", "lib", "lib64"} {
+		os.Symlink("usr/"+l, filepath.Join(root, l))
+	}
+	if err := r.Start(ctx, steadrt.Spec{ID: "rt-live", Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Kill(ctx, "rt-live")
+	// What a kill -9 inside Start leaves: a cgroup and a run dir, no state.
+	stray := filepath.Join("/sys/fs/cgroup/pids", r.opts.CgroupParent, "rt-stray")
+	if err := os.Mkdir(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(dir, "run", "rt-stray"), 0o700)
+	swept, err := r.Sweep(ctx)
+	if err != nil || len(swept) != 1 || swept[0] != "rt-stray" {
+		t.Fatalf("sweep: %v %v", swept, err)
+	}
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Fatalf("stray cgroup left: %v", err)
+	}
+	if st, _ := r.Status(ctx, "rt-live"); st != steadrt.StatusRunning {
+		t.Fatalf("live sandbox hurt by the sweep: %s", st)
+	}
 }
