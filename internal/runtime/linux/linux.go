@@ -598,6 +598,18 @@ func fileIsDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
+// RemoveCgroupParent removes the runtime's (empty) parent cgroups, for a
+// runtime that will not be used again (tests, uninstall). Cgroups that
+// still hold sandboxes are left alone.
+func RemoveCgroupParent(stateDir string) {
+	parent := cgroupParentFor(stateDir)
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
+	dirs = append(dirs, "/sys/fs/cgroup/"+parent)
+	for _, d := range dirs {
+		os.Remove(d)
+	}
+}
+
 // cgroupParentFor names the cgroup parent of the runtime whose state lives
 // in stateDir: "stead" for the default /run/stead, else a name unique to the
 // directory, so two daemons (or test runs) never share one.
