@@ -10,8 +10,12 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
 )
@@ -92,6 +96,10 @@ type CloneOptions struct {
 //     is absent, errs.ErrConflict if dst exists. A failed Clone leaves no dst.
 //   - Delete removes a dataset and everything in it, read-only ones too;
 //     errs.ErrNotFound if absent.
+//   - Rename moves a dataset to a new name of the same kind, atomically:
+//     afterwards exactly one of the two names exists. errs.ErrNotFound if
+//     src is absent, errs.ErrConflict if dst exists (nothing changes),
+//     errs.ErrInvalid if the kinds differ.
 //   - SetReadOnly(true) makes every write under the dataset fail (EROFS or
 //     EPERM); SetReadOnly(false) undoes it.
 //   - SetQuota limits a dataset's exclusive usage; 0 removes the limit.
@@ -109,6 +117,7 @@ type Pool interface {
 	Create(ctx context.Context, name string) error
 	Clone(ctx context.Context, src, dst string, opts CloneOptions) error
 	Delete(ctx context.Context, name string) error
+	Rename(ctx context.Context, src, dst string) error
 	List(ctx context.Context, kind string) ([]string, error)
 	SetReadOnly(ctx context.Context, name string, ro bool) error
 	SetQuota(ctx context.Context, name string, bytes int64) error
@@ -118,4 +127,40 @@ type Pool interface {
 	// Close releases the pool (a btrfs pool on a loop image stays mounted
 	// for running sandboxes; Close only drops handles).
 	Close() error
+}
+
+// RenameAt renames dataset src to dst (both valid names of the same kind)
+// under the pool directory dir with renameat2(RENAME_NOREPLACE), mapping
+// errors to the Pool contract. Both implementations use it.
+func RenameAt(dir, src, dst string) error {
+	if err := CheckName(src); err != nil {
+		return fmt.Errorf("rename dataset: source: %w", err)
+	}
+	if err := CheckName(dst); err != nil {
+		return fmt.Errorf("rename dataset %s: destination: %w", src, err)
+	}
+	sk, _, _ := strings.Cut(src, "/")
+	dk, _, _ := strings.Cut(dst, "/")
+	if sk != dk {
+		return fmt.Errorf("rename dataset %s to %s: kinds differ: %w", src, dst, errs.ErrInvalid)
+	}
+	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, src), unix.AT_FDCWD, filepath.Join(dir, dst), unix.RENAME_NOREPLACE)
+	switch {
+	case err == nil:
+		// The rename is durable once its directory is.
+		fd, err := unix.Open(filepath.Join(dir, sk), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("rename dataset %s: sync: %w", src, err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Fsync(fd); err != nil {
+			return fmt.Errorf("rename dataset %s: sync: %w", src, err)
+		}
+		return nil
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("rename dataset %s: %w", src, errs.ErrNotFound)
+	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
+		return fmt.Errorf("rename dataset %s to %s: %w", src, dst, errs.ErrConflict)
+	}
+	return fmt.Errorf("rename dataset %s to %s: %w", src, dst, err)
 }

@@ -56,8 +56,9 @@ type Service struct {
 	rt   steadrt.Runtime
 	log  *slog.Logger
 
-	locks sync.Map // sandbox id → *sync.Mutex
-	act   *activity
+	locks  sync.Map // sandbox id → *sync.Mutex
+	act    *activity
+	spares *spares
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -77,7 +78,7 @@ func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity()}
+	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), spares: newSpares()}
 }
 
 func (s *Service) now() time.Time { return s.opts.Now().UTC() }
@@ -197,9 +198,13 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	t0 := time.Now()
-	if err := s.pool.Clone(ctx, templateDataset(tenant, tmpl.ID), datasetName(id), pool.CloneOptions{}); err != nil {
-		return fail(err)
+	tds := templateDataset(tenant, tmpl.ID)
+	if !s.takeSpare(ctx, tds, datasetName(id)) {
+		if err := s.pool.Clone(ctx, tds, datasetName(id), pool.CloneOptions{}); err != nil {
+			return fail(err)
+		}
 	}
+	s.refillSpares(tds)
 	t1 := time.Now()
 	if s.pool.Caps().Quota && sp.Limits.DiskBytes > 0 {
 		if err := s.pool.SetQuota(ctx, datasetName(id), sp.Limits.DiskBytes); err != nil {

@@ -358,3 +358,14 @@ func (p *Pool) Usage(ctx context.Context, name string) (int64, error) {
 
 // Close does nothing; the pool holds no handles.
 func (p *Pool) Close() error { return nil }
+
+// Rename moves a dataset to a new name of the same kind (see pool.Pool).
+func (p *Pool) Rename(ctx context.Context, src, dst string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rename dataset %s: %w", src, err)
+	}
+	if err := pool.RenameAt(p.dir, src, dst); err != nil {
+		return err
+	}
+	return nil
+}

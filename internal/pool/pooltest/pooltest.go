@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) pool.Pool) {
 		{"ConcurrentClonesOfOneSourceAllSucceed", s.concurrentClones},
 		{"ConcurrentClonesToOneNameHaveOneWinner", s.concurrentSameDst},
 		{"ConcurrentOpsOnDistinctNamesSucceed", s.concurrentDistinct},
+		{"RenameMovesAtomicallyAndNeverReplaces", s.rename},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
@@ -1018,5 +1019,31 @@ func (s suite) concurrentDistinct(t *testing.T) {
 	}
 	if !slices.Equal(ids, want) {
 		t.Fatalf("List(volumes) = %v, want %v", ids, want)
+	}
+}
+
+func (s suite) rename(t *testing.T) {
+	p := s.open(t)
+	ctx := ctxT(t)
+	must(t, p.Create(ctx, "sandboxes/spare-1"), "create")
+	writeFile(t, filepath.Join(p.Path("sandboxes/spare-1"), "f"), []byte("one"), 0o644)
+	must(t, p.Rename(ctx, "sandboxes/spare-1", "sandboxes/sb-1"), "rename")
+	if ok, _ := p.Exists(ctx, "sandboxes/spare-1"); ok {
+		t.Fatal("old name still exists after rename")
+	}
+	if got := readFile(t, filepath.Join(p.Path("sandboxes/sb-1"), "f")); got != "one" {
+		t.Fatalf("renamed content %q", got)
+	}
+	wantErr(t, p.Rename(ctx, "sandboxes/spare-1", "sandboxes/sb-2"), errs.ErrNotFound, "rename of a missing dataset")
+	must(t, p.Create(ctx, "sandboxes/sb-2"), "create")
+	wantErr(t, p.Rename(ctx, "sandboxes/sb-2", "sandboxes/sb-1"), errs.ErrConflict, "rename onto an existing dataset")
+	if got := readFile(t, filepath.Join(p.Path("sandboxes/sb-1"), "f")); got != "one" {
+		t.Fatalf("a conflicting rename changed the target: %q", got)
+	}
+	wantErr(t, p.Rename(ctx, "sandboxes/sb-2", "templates/sb-2"), errs.ErrInvalid, "rename across kinds")
+	wantErr(t, p.Rename(ctx, "sandboxes/sb-2", "sandboxes/../x"), errs.ErrInvalid, "rename to an invalid name")
+	ids, err := p.List(ctx, pool.KindSandbox)
+	if err != nil || len(ids) != 2 || ids[0] != "sb-1" || ids[1] != "sb-2" {
+		t.Fatalf("list after renames: %v %v", ids, err)
 	}
 }
