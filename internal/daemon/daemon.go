@@ -158,7 +158,6 @@ func Run(ctx context.Context, cfg Config) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
-	svc.Close(sctx)
 	log.Info("stead stopped; sandboxes keep running")
 	return nil
 }

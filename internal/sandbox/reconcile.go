@@ -43,7 +43,6 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
-	s.deleteStraySpares(ctx)
 	swept, err := s.rt.Sweep(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: sweep runtime leftovers: %w", err)

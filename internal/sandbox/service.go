@@ -56,9 +56,8 @@ type Service struct {
 	rt   steadrt.Runtime
 	log  *slog.Logger
 
-	locks  sync.Map // sandbox id → *sync.Mutex
-	act    *activity
-	spares *spares
+	locks sync.Map // sandbox id → *sync.Mutex
+	act   *activity
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -78,7 +77,7 @@ func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), spares: newSpares()}
+	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity()}
 }
 
 func (s *Service) now() time.Time { return s.opts.Now().UTC() }
@@ -198,13 +197,9 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	t0 := time.Now()
-	tds := templateDataset(tenant, tmpl.ID)
-	if !s.takeSpare(ctx, tds, datasetName(id)) {
-		if err := s.pool.Clone(ctx, tds, datasetName(id), pool.CloneOptions{}); err != nil {
-			return fail(err)
-		}
+	if err := s.pool.Clone(ctx, templateDataset(tenant, tmpl.ID), datasetName(id), pool.CloneOptions{}); err != nil {
+		return fail(err)
 	}
-	s.refillSpares(tds)
 	t1 := time.Now()
 	if s.pool.Caps().Quota && sp.Limits.DiskBytes > 0 {
 		if err := s.pool.SetQuota(ctx, datasetName(id), sp.Limits.DiskBytes); err != nil {

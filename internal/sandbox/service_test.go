@@ -43,7 +43,6 @@ func newService(t *testing.T) *Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		s.Close(ctx)
 		list, _ := st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
 		for _, sb := range list {
 			rt.Kill(ctx, sb.ID)
@@ -158,41 +157,5 @@ func TestIdlePolicyIgnoresLogReadsAndSilentTerminals(t *testing.T) {
 	got, _ := s.GetSandbox(ctx, store.DefaultTenant, sb.ID)
 	if got.State != "stopped" || got.StopReason != "idle" {
 		t.Fatalf("log polling kept the sandbox awake: %s %s", got.State, got.StopReason)
-	}
-}
-
-func TestCreateUsesPreClonedRootsAndCloseRemovesThem(t *testing.T) {
-	s := newService(t)
-	ctx := context.Background()
-	spares := func() int {
-		ids, _ := s.pool.List(ctx, "sandboxes")
-		n := 0
-		for _, id := range ids {
-			if strings.HasPrefix(id, sparePrefix) {
-				n++
-			}
-		}
-		return n
-	}
-	if _, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{NoStart: true}); err != nil {
-		t.Fatal(err)
-	}
-	s.spares.wg.Wait()
-	if n := spares(); n != sparesPerTemplate {
-		t.Fatalf("%d spare roots after a create, want %d", n, sparesPerTemplate)
-	}
-	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{NoStart: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The new sandbox's root is a full copy of the template either way.
-	r, _, err := s.ReadFile(ctx, store.DefaultTenant, sb.ID, "/etc/passwd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	s.Close(ctx)
-	if n := spares(); n != 0 {
-		t.Fatalf("%d spare roots left after Close", n)
 	}
 }

@@ -133,7 +133,6 @@ func (s *Service) DeleteTemplate(ctx context.Context, tenant, id string) error {
 	if err := s.st.DeleteTemplate(ctx, tenant, id); err != nil {
 		return fmt.Errorf("delete template %s: %w", id, err)
 	}
-	s.dropSpares(ctx, templateDataset(tenant, id))
 	if err := s.pool.Delete(ctx, templateDataset(tenant, id)); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return fmt.Errorf("delete template %s: %w", id, err)
 	}
