@@ -538,6 +538,7 @@ func (s *Service) purgeLocked(ctx context.Context, sb store.Sandbox) error {
 	if err := s.st.DeleteSandbox(ctx, sb.TenantID, sb.ID); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return err
 	}
+	s.act.forget(sb.ID)
 	s.log.Info("sandbox purged", "sandbox", sb.ID, "tenant", sb.TenantID)
 	return nil
 }
