@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/xattr"
 )
 
 // ExtractOptions controls ExtractTar.
@@ -376,7 +377,7 @@ func (x *extractor) applyAt(pfd int, name string, uid, gid int, mode uint32, set
 		}
 	}
 	for _, k := range sortedKeys(xattrs) {
-		if err := setXattrAt(pfd, name, k, xattrs[k]); err != nil {
+		if err := xattr.SetAt(pfd, name, k, xattrs[k]); err != nil {
 			return fmt.Errorf("set xattr %s: %w", k, mapErrno(err))
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/testutil"
 	"github.com/stead-dev/stead/internal/treedigest"
+	"github.com/stead-dev/stead/internal/xattr"
 )
 
 const canaryContent = "host secret: must never be read or written"
@@ -630,7 +631,7 @@ func TestExtractTarUntrustedDropsPrivileges(t *testing.T) {
 	if fi.UID != 1000 || fi.GID != 1001 || fi.Mode&fs.ModeSetuid == 0 {
 		t.Fatalf("bin = %+v", fi)
 	}
-	x, err := atXattrs(unix.AT_FDCWD, e.host("w/bin"))
+	x, err := xattr.AllAt(unix.AT_FDCWD, e.host("w/bin"))
 	must(t, err)
 	if len(x) != 1 || string(x["user.ok"]) != "u" {
 		t.Fatalf("xattrs = %q; want only user.ok", x)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fsutil"
 )
 
 // FileType is the kind of a file system entry.
@@ -129,27 +130,13 @@ func statAt(dirfd int, name, p string) (FileInfo, error) {
 	}
 	fi := fileInfo(p, &st)
 	if fi.Type == TypeSymlink {
-		t, err := readlinkAt(dirfd, name)
+		t, err := fsutil.ReadlinkAt(dirfd, name)
 		if err != nil {
 			return FileInfo{}, err
 		}
 		fi.LinkTarget = t
 	}
 	return fi, nil
-}
-
-func readlinkAt(dirfd int, name string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Readlinkat(dirfd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < len(buf) {
-			return string(buf[:n]), nil
-		}
-		buf = make([]byte, len(buf)*4)
-	}
 }
 
 // Stat describes the entry at p without following a final symlink (lstat

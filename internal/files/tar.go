@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/xattr"
 )
 
 // WriteTar writes a PAX tar of the entry at p to w. For a file the archive
@@ -119,7 +121,7 @@ func (t *tarWriter) add(dirfd int, name, member, p string) error {
 			unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
 	case unix.S_IFLNK:
 		hdr.Typeflag = tar.TypeSymlink
-		hdr.Linkname, err = readlinkAt(dirfd, name)
+		hdr.Linkname, err = fsutil.ReadlinkAt(dirfd, name)
 	case unix.S_IFIFO, unix.S_IFCHR, unix.S_IFBLK:
 		hdr.Typeflag = map[uint32]byte{unix.S_IFIFO: tar.TypeFifo, unix.S_IFCHR: tar.TypeChar, unix.S_IFBLK: tar.TypeBlock}[ftype]
 		hdr.Devmajor = int64(unix.Major(st.Rdev))
@@ -142,9 +144,9 @@ func (t *tarWriter) add(dirfd int, name, member, p string) error {
 	}
 	var xattrs map[string][]byte
 	if fd >= 0 {
-		xattrs, err = fdXattrs(fd)
+		xattrs, err = xattr.AllFd(fd)
 	} else if name != "" {
-		xattrs, err = atXattrs(dirfd, name)
+		xattrs, err = xattr.AllAt(dirfd, name)
 		if err == unix.ENOTSUP {
 			err = nil
 		}

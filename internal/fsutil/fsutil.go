@@ -1,10 +1,13 @@
-// Package fsutil holds small durable file-system helpers.
+// Package fsutil holds small file-system helpers: durable writes, and
+// reading a symlink relative to a directory descriptor.
 package fsutil
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // WriteFileAtomic replaces path with data durably: a temp file in the same
@@ -50,4 +53,20 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// ReadlinkAt returns the target of the symlink name inside dirfd, however
+// long it is.
+func ReadlinkAt(dirfd int, name string) (string, error) {
+	buf := make([]byte, 256)
+	for {
+		n, err := unix.Readlinkat(dirfd, name, buf)
+		if err != nil {
+			return "", err
+		}
+		if n < len(buf) {
+			return string(buf[:n]), nil
+		}
+		buf = make([]byte, len(buf)*4)
+	}
 }

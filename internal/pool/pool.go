@@ -71,6 +71,18 @@ func CheckName(name string) error {
 	return err
 }
 
+// CheckNames validates the source and destination names of a two-name
+// operation op ("clone", "rename"), wording errors for it.
+func CheckNames(op, src, dst string) error {
+	if err := CheckName(src); err != nil {
+		return fmt.Errorf("%s dataset: source: %w", op, err)
+	}
+	if err := CheckName(dst); err != nil {
+		return fmt.Errorf("%s dataset %s: destination: %w", op, src, err)
+	}
+	return nil
+}
+
 // Caps says what an implementation can do.
 type Caps struct {
 	// ConstantTimeClone is true when Clone costs O(1) in the dataset size.
@@ -131,13 +143,14 @@ type Pool interface {
 
 // RenameAt renames dataset src to dst (both valid names of the same kind)
 // under the pool directory dir with renameat2(RENAME_NOREPLACE), mapping
-// errors to the Pool contract. Both implementations use it.
-func RenameAt(dir, src, dst string) error {
-	if err := CheckName(src); err != nil {
-		return fmt.Errorf("rename dataset: source: %w", err)
+// errors to the Pool contract; it fails at once when ctx is done. Both
+// implementations' Rename is this call.
+func RenameAt(ctx context.Context, dir, src, dst string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rename dataset %s: %w", src, err)
 	}
-	if err := CheckName(dst); err != nil {
-		return fmt.Errorf("rename dataset %s: destination: %w", src, err)
+	if err := CheckNames("rename", src, dst); err != nil {
+		return err
 	}
 	sk, _, _ := strings.Cut(src, "/")
 	dk, _, _ := strings.Cut(dst, "/")

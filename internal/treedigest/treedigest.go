@@ -30,6 +30,9 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/xattr"
 )
 
 // Options tunes what the digest covers.
@@ -254,7 +257,7 @@ func (w *walker) record(fd, dirfd int, name, p string, st *unix.Stat_t) error {
 	}
 	switch ft {
 	case unix.S_IFLNK:
-		t, err := readlinkAt(dirfd, name)
+		t, err := fsutil.ReadlinkAt(dirfd, name)
 		if err != nil {
 			return fmt.Errorf("readlink %s: %w", p, err)
 		}
@@ -271,9 +274,9 @@ func (w *walker) record(fd, dirfd int, name, p string, st *unix.Stat_t) error {
 	var xattrs map[string][]byte
 	var err error
 	if fd >= 0 {
-		xattrs, err = fdXattrs(fd)
+		xattrs, err = xattr.AllFd(fd)
 	} else {
-		xattrs, err = atXattrs(dirfd, name)
+		xattrs, err = xattr.AllAt(dirfd, name)
 	}
 	if err != nil {
 		return fmt.Errorf("xattrs of %s: %w", p, err)
@@ -365,18 +368,4 @@ func (w *walker) content(fd int, size int64) (string, string, error) {
 		layout = strings.Join(segs, ",")
 	}
 	return layout, hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func readlinkAt(dirfd int, name string) (string, error) {
-	buf := make([]byte, 256)
-	for {
-		n, err := unix.Readlinkat(dirfd, name, buf)
-		if err != nil {
-			return "", err
-		}
-		if n < len(buf) {
-			return string(buf[:n]), nil
-		}
-		buf = make([]byte, len(buf)*4)
-	}
 }

@@ -39,7 +39,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -388,10 +387,8 @@ func openDir(path string) (int, error) {
 
 // kindDir opens <Dir>/<kind>, creating it.
 func (p *Pool) kindDir(kind string) (int, error) {
-	path := filepath.Join(p.dir, kind)
-	// 0700: no host user but root may walk into a sandbox's root, where the
-	// sandbox may have planted setuid binaries or device nodes.
-	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	path, err := fsutil.KindDir(p.dir, kind)
+	if err != nil {
 		return -1, err
 	}
 	return openDir(path)
@@ -411,14 +408,7 @@ func (p *Pool) Exists(ctx context.Context, name string) (bool, error) {
 	if err := pool.CheckName(name); err != nil {
 		return false, err
 	}
-	fi, err := os.Lstat(filepath.Join(p.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("stat dataset %s: %w", name, err)
-	}
-	return fi.IsDir(), nil
+	return fsutil.Exists(p.dir, name)
 }
 
 // Create makes an empty subvolume owned by root, mode 0755.
@@ -463,11 +453,8 @@ func (p *Pool) Create(ctx context.Context, name string) error {
 // subvolumes inside src appear in dst as empty directories (btrfs snapshots
 // are not recursive).
 func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOptions) error {
-	if err := pool.CheckName(src); err != nil {
-		return fmt.Errorf("clone dataset: source: %w", err)
-	}
-	if err := pool.CheckName(dst); err != nil {
-		return fmt.Errorf("clone dataset %s: destination: %w", src, err)
+	if err := pool.CheckNames("clone", src, dst); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("clone dataset %s: %w", src, err)
@@ -591,24 +578,7 @@ func (p *Pool) destroy(ctx context.Context, path string) error {
 
 // List returns the ids of kind, sorted.
 func (p *Pool) List(ctx context.Context, kind string) ([]string, error) {
-	if _, err := pool.Name(kind, "x"); err != nil {
-		return nil, fmt.Errorf("list datasets: %w", err)
-	}
-	ents, err := os.ReadDir(filepath.Join(p.dir, kind))
-	if errors.Is(err, fs.ErrNotExist) {
-		return []string{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list datasets %s: %w", kind, err)
-	}
-	ids := make([]string, 0, len(ents))
-	for _, e := range ents {
-		if e.IsDir() && pool.ValidID(e.Name()) {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
+	return fsutil.List(p.dir, kind)
 }
 
 // SetReadOnly sets or clears the subvolume's read-only property; a
@@ -677,11 +647,7 @@ func (p *Pool) Usage(ctx context.Context, name string) (int64, error) {
 		}
 		p.log.Warn("read qgroup; falling back to apparent size", "dataset", name, "err", err)
 	}
-	n, err := fsutil.ApparentSize(ctx, filepath.Join(p.dir, name))
-	if err != nil {
-		return 0, fmt.Errorf("dataset %s usage: %w", name, err)
-	}
-	return n, nil
+	return fsutil.DatasetSize(ctx, p.dir, name)
 }
 
 // Close drops the pool's handles. It never unmounts: running sandboxes
@@ -690,11 +656,5 @@ func (p *Pool) Close() error { return nil }
 
 // Rename moves a dataset to a new name of the same kind (see pool.Pool).
 func (p *Pool) Rename(ctx context.Context, src, dst string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("rename dataset %s: %w", src, err)
-	}
-	if err := pool.RenameAt(p.dir, src, dst); err != nil {
-		return err
-	}
-	return nil
+	return pool.RenameAt(ctx, p.dir, src, dst)
 }

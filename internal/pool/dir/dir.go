@@ -45,7 +45,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -121,16 +120,6 @@ func (p *Pool) Path(name string) string {
 	return filepath.Join(p.dir, name)
 }
 
-func (p *Pool) kindDir(kind string) (string, error) {
-	path := filepath.Join(p.dir, kind)
-	// 0700: no host user but root may walk into a sandbox's root, where the
-	// sandbox may have planted setuid binaries or device nodes.
-	if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", err
-	}
-	return path, nil
-}
-
 func hidden(prefix, id string) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -142,14 +131,7 @@ func (p *Pool) Exists(ctx context.Context, name string) (bool, error) {
 	if err := pool.CheckName(name); err != nil {
 		return false, fmt.Errorf("dataset exists: %w", err)
 	}
-	fi, err := os.Lstat(filepath.Join(p.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("stat dataset %s: %w", name, err)
-	}
-	return fi.IsDir(), nil
+	return fsutil.Exists(p.dir, name)
 }
 
 // Create makes an empty directory owned by root, mode 0755.
@@ -158,7 +140,7 @@ func (p *Pool) Create(ctx context.Context, name string) error {
 		return fmt.Errorf("create dataset: %w", err)
 	}
 	kind, _, _ := strings.Cut(name, "/")
-	if _, err := p.kindDir(kind); err != nil {
+	if _, err := fsutil.KindDir(p.dir, kind); err != nil {
 		return fmt.Errorf("create dataset %s: %w", name, err)
 	}
 	path := filepath.Join(p.dir, name)
@@ -177,11 +159,8 @@ func (p *Pool) Create(ctx context.Context, name string) error {
 
 // Clone copies src to dst; see the package comment for how.
 func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOptions) error {
-	if err := pool.CheckName(src); err != nil {
-		return fmt.Errorf("clone dataset: source: %w", err)
-	}
-	if err := pool.CheckName(dst); err != nil {
-		return fmt.Errorf("clone dataset %s: destination: %w", src, err)
+	if err := pool.CheckNames("clone", src, dst); err != nil {
+		return err
 	}
 	start := time.Now()
 	srcPath, dstPath := filepath.Join(p.dir, src), filepath.Join(p.dir, dst)
@@ -196,7 +175,7 @@ func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOption
 		return fmt.Errorf("clone dataset %s to %s: %w", src, dst, errs.ErrConflict)
 	}
 	kind, id, _ := strings.Cut(dst, "/")
-	kdir, err := p.kindDir(kind)
+	kdir, err := fsutil.KindDir(p.dir, kind)
 	if err != nil {
 		return fmt.Errorf("clone dataset %s to %s: %w", src, dst, err)
 	}
@@ -292,24 +271,7 @@ func removeAll(ctx context.Context, path string) error {
 
 // List returns the ids of kind, sorted.
 func (p *Pool) List(ctx context.Context, kind string) ([]string, error) {
-	if _, err := pool.Name(kind, "x"); err != nil {
-		return nil, fmt.Errorf("list datasets: %w", err)
-	}
-	ents, err := os.ReadDir(filepath.Join(p.dir, kind))
-	if errors.Is(err, fs.ErrNotExist) {
-		return []string{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list datasets %s: %w", kind, err)
-	}
-	ids := make([]string, 0, len(ents))
-	for _, e := range ents {
-		if e.IsDir() && pool.ValidID(e.Name()) {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
+	return fsutil.List(p.dir, kind)
 }
 
 // SetReadOnly sets or clears the immutable flag on every directory and
@@ -345,15 +307,10 @@ func (p *Pool) Usage(ctx context.Context, name string) (int64, error) {
 	if err := pool.CheckName(name); err != nil {
 		return 0, fmt.Errorf("dataset usage: %w", err)
 	}
-	path := filepath.Join(p.dir, name)
-	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(filepath.Join(p.dir, name)); errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("dataset %s usage: %w", name, errs.ErrNotFound)
 	}
-	n, err := fsutil.ApparentSize(ctx, path)
-	if err != nil {
-		return 0, fmt.Errorf("dataset %s usage: %w", name, err)
-	}
-	return n, nil
+	return fsutil.DatasetSize(ctx, p.dir, name)
 }
 
 // Close does nothing; the pool holds no handles.
@@ -361,11 +318,5 @@ func (p *Pool) Close() error { return nil }
 
 // Rename moves a dataset to a new name of the same kind (see pool.Pool).
 func (p *Pool) Rename(ctx context.Context, src, dst string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("rename dataset %s: %w", src, err)
-	}
-	if err := pool.RenameAt(p.dir, src, dst); err != nil {
-		return err
-	}
-	return nil
+	return pool.RenameAt(ctx, p.dir, src, dst)
 }
