@@ -112,6 +112,9 @@ type CloneOptions struct {
 //     afterwards exactly one of the two names exists. errs.ErrNotFound if
 //     src is absent, errs.ErrConflict if dst exists (nothing changes),
 //     errs.ErrInvalid if the kinds differ.
+//   - Exchange swaps the names of two existing datasets of the same kind,
+//     atomically (a rollback swaps a sandbox's root with a new clone).
+//     errs.ErrNotFound if either is absent.
 //   - SetReadOnly(true) makes every write under the dataset fail (EROFS or
 //     EPERM); SetReadOnly(false) undoes it.
 //   - SetQuota limits a dataset's exclusive usage; 0 removes the limit.
@@ -130,6 +133,7 @@ type Pool interface {
 	Clone(ctx context.Context, src, dst string, opts CloneOptions) error
 	Delete(ctx context.Context, name string) error
 	Rename(ctx context.Context, src, dst string) error
+	Exchange(ctx context.Context, a, b string) error
 	List(ctx context.Context, kind string) ([]string, error)
 	SetReadOnly(ctx context.Context, name string, ro bool) error
 	SetQuota(ctx context.Context, name string, bytes int64) error
@@ -146,34 +150,45 @@ type Pool interface {
 // errors to the Pool contract; it fails at once when ctx is done. Both
 // implementations' Rename is this call.
 func RenameAt(ctx context.Context, dir, src, dst string) error {
+	return renameAt(ctx, dir, src, dst, unix.RENAME_NOREPLACE, "rename")
+}
+
+// ExchangeAt atomically swaps datasets a and b (both existing, same kind)
+// under the pool directory dir with renameat2(RENAME_EXCHANGE), mapping
+// errors to the Pool contract. Both implementations use it.
+func ExchangeAt(ctx context.Context, dir, a, b string) error {
+	return renameAt(ctx, dir, a, b, unix.RENAME_EXCHANGE, "exchange")
+}
+
+func renameAt(ctx context.Context, dir, src, dst string, flags uint, verb string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("rename dataset %s: %w", src, err)
+		return fmt.Errorf("%s dataset %s: %w", verb, src, err)
 	}
-	if err := CheckNames("rename", src, dst); err != nil {
+	if err := CheckNames(verb, src, dst); err != nil {
 		return err
 	}
 	sk, _, _ := strings.Cut(src, "/")
 	dk, _, _ := strings.Cut(dst, "/")
 	if sk != dk {
-		return fmt.Errorf("rename dataset %s to %s: kinds differ: %w", src, dst, errs.ErrInvalid)
+		return fmt.Errorf("%s dataset %s with %s: kinds differ: %w", verb, src, dst, errs.ErrInvalid)
 	}
-	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, src), unix.AT_FDCWD, filepath.Join(dir, dst), unix.RENAME_NOREPLACE)
+	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, src), unix.AT_FDCWD, filepath.Join(dir, dst), flags)
 	switch {
 	case err == nil:
-		// The rename is durable once its directory is.
+		// The change is durable once its directory is.
 		fd, err := unix.Open(filepath.Join(dir, sk), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return fmt.Errorf("rename dataset %s: sync: %w", src, err)
+			return fmt.Errorf("%s dataset %s: sync: %w", verb, src, err)
 		}
 		defer unix.Close(fd)
 		if err := unix.Fsync(fd); err != nil {
-			return fmt.Errorf("rename dataset %s: sync: %w", src, err)
+			return fmt.Errorf("%s dataset %s: sync: %w", verb, src, err)
 		}
 		return nil
 	case errors.Is(err, unix.ENOENT):
-		return fmt.Errorf("rename dataset %s: %w", src, errs.ErrNotFound)
+		return fmt.Errorf("%s dataset %s with %s: %w", verb, src, dst, errs.ErrNotFound)
 	case errors.Is(err, unix.EEXIST), errors.Is(err, unix.ENOTEMPTY):
-		return fmt.Errorf("rename dataset %s to %s: %w", src, dst, errs.ErrConflict)
+		return fmt.Errorf("%s dataset %s to %s: %w", verb, src, dst, errs.ErrConflict)
 	}
-	return fmt.Errorf("rename dataset %s to %s: %w", src, dst, err)
+	return fmt.Errorf("%s dataset %s with %s: %w", verb, src, dst, err)
 }

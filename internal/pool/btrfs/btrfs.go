@@ -658,3 +658,8 @@ func (p *Pool) Close() error { return nil }
 func (p *Pool) Rename(ctx context.Context, src, dst string) error {
 	return pool.RenameAt(ctx, p.dir, src, dst)
 }
+
+// Exchange swaps two datasets' names atomically (see pool.Pool).
+func (p *Pool) Exchange(ctx context.Context, a, b string) error {
+	return pool.ExchangeAt(ctx, p.dir, a, b)
+}

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) pool.Pool) {
 		{"ConcurrentClonesToOneNameHaveOneWinner", s.concurrentSameDst},
 		{"ConcurrentOpsOnDistinctNamesSucceed", s.concurrentDistinct},
 		{"RenameMovesAtomicallyAndNeverReplaces", s.rename},
+		{"ExchangeSwapsTwoDatasets", s.exchange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
@@ -1045,5 +1046,23 @@ func (s suite) rename(t *testing.T) {
 	ids, err := p.List(ctx, pool.KindSandbox)
 	if err != nil || len(ids) != 2 || ids[0] != "sb-1" || ids[1] != "sb-2" {
 		t.Fatalf("list after renames: %v %v", ids, err)
+	}
+}
+
+func (s suite) exchange(t *testing.T) {
+	p := s.open(t)
+	ctx := ctxT(t)
+	must(t, p.Create(ctx, "sandboxes/a"), "create")
+	must(t, p.Create(ctx, "sandboxes/b"), "create")
+	writeFile(t, filepath.Join(p.Path("sandboxes/a"), "f"), []byte("a"), 0o644)
+	writeFile(t, filepath.Join(p.Path("sandboxes/b"), "f"), []byte("b"), 0o644)
+	must(t, p.Exchange(ctx, "sandboxes/a", "sandboxes/b"), "exchange")
+	if a, b := readFile(t, filepath.Join(p.Path("sandboxes/a"), "f")), readFile(t, filepath.Join(p.Path("sandboxes/b"), "f")); a != "b" || b != "a" {
+		t.Fatalf("after exchange a=%q b=%q", a, b)
+	}
+	wantErr(t, p.Exchange(ctx, "sandboxes/a", "sandboxes/missing"), errs.ErrNotFound, "exchange with a missing dataset")
+	wantErr(t, p.Exchange(ctx, "sandboxes/a", "templates/b"), errs.ErrInvalid, "exchange across kinds")
+	if a := readFile(t, filepath.Join(p.Path("sandboxes/a"), "f")); a != "b" {
+		t.Fatalf("a failed exchange changed a: %q", a)
 	}
 }
