@@ -156,6 +156,7 @@ type request struct {
 	body   io.Reader
 	ctype  string
 	accept string
+	header http.Header // extra request headers
 }
 
 // url builds the absolute URL of path with query.
@@ -182,6 +183,11 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	}
 	if r.ctype != "" {
 		req.Header.Set("Content-Type", r.ctype)
+	}
+	for k, vs := range r.header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	accept := r.accept
 	if accept == "" {

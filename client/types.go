@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Sandbox is a sandbox as the API shows it.
 type Sandbox struct {
@@ -201,4 +204,40 @@ type PTYControl struct {
 type Health struct {
 	Status  string `json:"status" doc:"ok"`
 	Version string `json:"version,omitempty"`
+}
+
+// Checkpoint is one version of a checkpoint document: a named JSON document
+// of a sandbox (and of a named agent within it) kept outside the sandbox.
+type Checkpoint struct {
+	Name      string    `json:"name"`
+	Agent     string    `json:"agent,omitempty" doc:"Named agent within the sandbox; empty for the default agent"`
+	Version   int64     `json:"version" doc:"1, 2, 3 ... per document"`
+	CreatedAt time.Time `json:"created_at"`
+	Principal string    `json:"principal" doc:"Id of the API key that wrote this version"`
+	Run       string    `json:"run,omitempty" doc:"Run id given by the writer"`
+	Note      string    `json:"note,omitempty" doc:"Further provenance, e.g. rollback from 3"`
+	// Body is the JSON document; GET of a document returns it, puts and
+	// version lists leave it out.
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// CheckpointInfo describes a checkpoint document.
+type CheckpointInfo struct {
+	Name      string          `json:"name"`
+	Agent     string          `json:"agent,omitempty"`
+	Version   int64           `json:"version" doc:"Latest version; 0 while only a schema is set"`
+	Oldest    int64           `json:"oldest" doc:"Oldest version still kept (0 when there is none)"`
+	Versions  int             `json:"versions" doc:"Number of versions kept"`
+	Keep      int             `json:"keep" doc:"History depth: at most this many versions are kept"`
+	Schema    json.RawMessage `json:"schema,omitempty" doc:"JSON Schema every write must pass"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// RollbackCheckpointRequest writes an earlier version's body as a new
+// version.
+type RollbackCheckpointRequest struct {
+	Version   int64  `json:"version" minimum:"1" doc:"Version whose body becomes the new latest"`
+	Run       string `json:"run,omitempty" maxLength:"256" doc:"Run id recorded with the new version"`
+	IfVersion *int64 `json:"if_version,omitempty" minimum:"0" doc:"Latest version the document must have (0: none), as If-Match on a put"`
 }

@@ -115,6 +115,7 @@ Exit codes:
 		newCpCmd(g),
 		newTemplateCmd(g),
 		newKeyCmd(g),
+		newCheckpointCmd(g),
 	)
 	return root
 }

@@ -45,6 +45,8 @@ type server struct {
 //
 //   - GET /healthz and GET /openapi.json (and /openapi.yaml, /docs) without
 //     authentication;
+//   - the /v1/sandboxes/{id}/checkpoints routes only when b also implements
+//     CheckpointBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
 //     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
 //     tenant is passed to every Backend call.
@@ -89,6 +91,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.registerServiceInput()
 	s.registerFiles()
 	s.registerTemplates()
+	if cb, ok := b.(CheckpointBackend); ok {
+		s.registerCheckpoints(cb)
+	}
 
 	return s.logRequests(s.authenticate(mux))
 }

@@ -123,6 +123,32 @@ func allRoutes() []route {
 			return err
 		}},
 		{"rm-template", "DeleteTemplate", func(ctx context.Context, c *client.Client) error { return c.DeleteTemplate(ctx, "alpine") }},
+		{"put-checkpoint", "PutCheckpoint", func(ctx context.Context, c *client.Client) error {
+			_, err := c.PutCheckpoint(ctx, sb, "plan", []byte(`{"step":1}`), client.PutCheckpointOptions{IfVersion: new(int64(0))})
+			return err
+		}},
+		{"get-checkpoint", "GetCheckpoint", func(ctx context.Context, c *client.Client) error {
+			_, err := c.GetCheckpoint(ctx, sb, "", "plan", 0)
+			return err
+		}},
+		{"list-checkpoints", "ListCheckpoints", func(ctx context.Context, c *client.Client) error { _, err := c.ListCheckpoints(ctx, sb); return err }},
+		{"checkpoint-versions", "CheckpointVersions", func(ctx context.Context, c *client.Client) error {
+			_, err := c.CheckpointVersions(ctx, sb, "planner", "plan")
+			return err
+		}},
+		{"rollback-checkpoint", "RollbackCheckpoint", func(ctx context.Context, c *client.Client) error {
+			_, err := c.RollbackCheckpoint(ctx, sb, "", "plan", client.RollbackCheckpointRequest{Version: 1})
+			return err
+		}},
+		{"set-checkpoint-schema", "SetCheckpointSchema", func(ctx context.Context, c *client.Client) error {
+			_, err := c.SetCheckpointSchema(ctx, sb, "", "plan", []byte(`{"type":"object"}`))
+			return err
+		}},
+		{"remove-checkpoint-schema", "SetCheckpointSchema", func(ctx context.Context, c *client.Client) error {
+			_, err := c.SetCheckpointSchema(ctx, sb, "", "plan", nil)
+			return err
+		}},
+		{"delete-checkpoint", "DeleteCheckpoint", func(ctx context.Context, c *client.Client) error { return c.DeleteCheckpoint(ctx, sb, "", "plan") }},
 	}
 }
 
@@ -339,6 +365,10 @@ func TestOpenAPIDocumentListsEveryRoute(t *testing.T) {
 		"POST /v1/sandboxes/{id}/files/mkdir", "DELETE /v1/sandboxes/{id}/files",
 		"POST /v1/sandboxes/{id}/files/rename", "GET /v1/sandboxes/{id}/files/tar", "PUT /v1/sandboxes/{id}/files/tar",
 		"GET /v1/templates", "POST /v1/templates", "DELETE /v1/templates/{id}",
+		"GET /v1/sandboxes/{id}/checkpoints", "PUT /v1/sandboxes/{id}/checkpoints/{name}",
+		"GET /v1/sandboxes/{id}/checkpoints/{name}", "DELETE /v1/sandboxes/{id}/checkpoints/{name}",
+		"GET /v1/sandboxes/{id}/checkpoints/{name}/versions", "POST /v1/sandboxes/{id}/checkpoints/{name}/rollback",
+		"PUT /v1/sandboxes/{id}/checkpoints/{name}/schema", "DELETE /v1/sandboxes/{id}/checkpoints/{name}/schema",
 	}
 	for _, w := range want {
 		method, path, _ := strings.Cut(w, " ")

@@ -92,3 +92,48 @@ type Backend interface {
 	ImportTemplate(ctx context.Context, tenant string, req client.ImportTemplateRequest) (client.Template, error)
 	DeleteTemplate(ctx context.Context, tenant, id string) error
 }
+
+// CheckpointWrite is one put of a checkpoint document.
+type CheckpointWrite struct {
+	// Agent is the named agent within the sandbox ("" for the default).
+	Agent string
+	Name  string
+	// Body is the JSON document.
+	Body []byte
+	// IfVersion, when set, is the latest version the document must have
+	// (0: it must have none yet); a mismatch is errs.ErrConflict.
+	IfVersion *int64
+	// Run is the caller's run id, recorded as provenance.
+	Run string
+	// Keep, when > 0, sets the document's history depth.
+	Keep int
+}
+
+// CheckpointBackend serves checkpoint documents: versioned JSON documents
+// per sandbox and agent, kept outside the sandbox. NewHandler registers the
+// /v1/sandboxes/{id}/checkpoints routes only when its Backend also
+// implements this interface. As with Backend, every method gets the
+// caller's tenant (in p for writes, whose p.KeyID is recorded as
+// provenance) and treats another tenant's sandbox as absent
+// (errs.ErrNotFound); sandbox may be an id or a name.
+type CheckpointBackend interface {
+	// PutCheckpoint writes the document's next version. A body that is not
+	// JSON, is too large or fails the document's schema is errs.ErrInvalid;
+	// a failed IfVersion check is errs.ErrConflict; both change nothing.
+	PutCheckpoint(ctx context.Context, p Principal, sandbox string, w CheckpointWrite) (client.Checkpoint, error)
+	// GetCheckpoint returns version (0: the latest) with its body.
+	GetCheckpoint(ctx context.Context, tenant, sandbox, agent, name string, version int64) (client.Checkpoint, error)
+	// ListCheckpoints describes every document of the sandbox, all agents.
+	ListCheckpoints(ctx context.Context, tenant, sandbox string) ([]client.CheckpointInfo, error)
+	// CheckpointVersions lists the kept versions, oldest first, without
+	// bodies.
+	CheckpointVersions(ctx context.Context, tenant, sandbox, agent, name string) ([]client.Checkpoint, error)
+	// RollbackCheckpoint writes version req.Version's body as a new version
+	// (noted "rollback from N"); it must pass the current schema.
+	RollbackCheckpoint(ctx context.Context, p Principal, sandbox, agent, name string, req client.RollbackCheckpointRequest) (client.Checkpoint, error)
+	// SetCheckpointSchema sets the document's JSON Schema (nil removes it);
+	// a schema that does not compile is errs.ErrInvalid.
+	SetCheckpointSchema(ctx context.Context, p Principal, sandbox, agent, name string, schema []byte) (client.CheckpointInfo, error)
+	// DeleteCheckpoint removes the document with every version.
+	DeleteCheckpoint(ctx context.Context, p Principal, sandbox, agent, name string) error
+}

@@ -48,6 +48,14 @@ type fakeBackend struct {
 	RemoveFileFunc     func(ctx context.Context, tenant, id, path string, recursive bool) error
 	DeleteTemplateFunc func(ctx context.Context, tenant, id string) error
 	LifecycleFunc      func(ctx context.Context, op, tenant, id string) (client.Sandbox, error)
+
+	PutCheckpointFunc       func(ctx context.Context, p Principal, sandbox string, w CheckpointWrite) (client.Checkpoint, error)
+	GetCheckpointFunc       func(ctx context.Context, tenant, sandbox, agent, name string, version int64) (client.Checkpoint, error)
+	ListCheckpointsFunc     func(ctx context.Context, tenant, sandbox string) ([]client.CheckpointInfo, error)
+	CheckpointVersionsFunc  func(ctx context.Context, tenant, sandbox, agent, name string) ([]client.Checkpoint, error)
+	RollbackCheckpointFunc  func(ctx context.Context, p Principal, sandbox, agent, name string, req client.RollbackCheckpointRequest) (client.Checkpoint, error)
+	SetCheckpointSchemaFunc func(ctx context.Context, p Principal, sandbox, agent, name string, schema []byte) (client.CheckpointInfo, error)
+	DeleteCheckpointFunc    func(ctx context.Context, p Principal, sandbox, agent, name string) error
 }
 
 // fakeCall is one recorded backend call.
@@ -55,7 +63,10 @@ type fakeCall struct {
 	Method, Tenant, ID string
 }
 
-var _ Backend = (*fakeBackend)(nil)
+var (
+	_ Backend           = (*fakeBackend)(nil)
+	_ CheckpointBackend = (*fakeBackend)(nil)
+)
 
 func (f *fakeBackend) record(method, tenant, id string) {
 	f.mu.Lock()
@@ -312,6 +323,65 @@ func (f *fakeBackend) DeleteTemplate(ctx context.Context, tenant, id string) err
 	f.record("DeleteTemplate", tenant, id)
 	if f.DeleteTemplateFunc != nil {
 		return f.DeleteTemplateFunc(ctx, tenant, id)
+	}
+	return f.Err
+}
+
+func (f *fakeBackend) PutCheckpoint(ctx context.Context, p Principal, sandbox string, w CheckpointWrite) (client.Checkpoint, error) {
+	f.record("PutCheckpoint", p.TenantID, sandbox)
+	if f.PutCheckpointFunc != nil {
+		return f.PutCheckpointFunc(ctx, p, sandbox, w)
+	}
+	return client.Checkpoint{Name: w.Name, Agent: w.Agent, Version: 1, Principal: p.KeyID, Run: w.Run}, f.Err
+}
+
+func (f *fakeBackend) GetCheckpoint(ctx context.Context, tenant, sandbox, agent, name string, version int64) (client.Checkpoint, error) {
+	f.record("GetCheckpoint", tenant, sandbox)
+	if f.GetCheckpointFunc != nil {
+		return f.GetCheckpointFunc(ctx, tenant, sandbox, agent, name, version)
+	}
+	if version == 0 {
+		version = 1
+	}
+	return client.Checkpoint{Name: name, Agent: agent, Version: version, Body: []byte(`{"fake":true}`)}, f.Err
+}
+
+func (f *fakeBackend) ListCheckpoints(ctx context.Context, tenant, sandbox string) ([]client.CheckpointInfo, error) {
+	f.record("ListCheckpoints", tenant, sandbox)
+	if f.ListCheckpointsFunc != nil {
+		return f.ListCheckpointsFunc(ctx, tenant, sandbox)
+	}
+	return nil, f.Err
+}
+
+func (f *fakeBackend) CheckpointVersions(ctx context.Context, tenant, sandbox, agent, name string) ([]client.Checkpoint, error) {
+	f.record("CheckpointVersions", tenant, sandbox)
+	if f.CheckpointVersionsFunc != nil {
+		return f.CheckpointVersionsFunc(ctx, tenant, sandbox, agent, name)
+	}
+	return []client.Checkpoint{{Name: name, Agent: agent, Version: 1}}, f.Err
+}
+
+func (f *fakeBackend) RollbackCheckpoint(ctx context.Context, p Principal, sandbox, agent, name string, req client.RollbackCheckpointRequest) (client.Checkpoint, error) {
+	f.record("RollbackCheckpoint", p.TenantID, sandbox)
+	if f.RollbackCheckpointFunc != nil {
+		return f.RollbackCheckpointFunc(ctx, p, sandbox, agent, name, req)
+	}
+	return client.Checkpoint{Name: name, Agent: agent, Version: 2, Principal: p.KeyID}, f.Err
+}
+
+func (f *fakeBackend) SetCheckpointSchema(ctx context.Context, p Principal, sandbox, agent, name string, schema []byte) (client.CheckpointInfo, error) {
+	f.record("SetCheckpointSchema", p.TenantID, sandbox)
+	if f.SetCheckpointSchemaFunc != nil {
+		return f.SetCheckpointSchemaFunc(ctx, p, sandbox, agent, name, schema)
+	}
+	return client.CheckpointInfo{Name: name, Agent: agent, Schema: schema}, f.Err
+}
+
+func (f *fakeBackend) DeleteCheckpoint(ctx context.Context, p Principal, sandbox, agent, name string) error {
+	f.record("DeleteCheckpoint", p.TenantID, sandbox)
+	if f.DeleteCheckpointFunc != nil {
+		return f.DeleteCheckpointFunc(ctx, p, sandbox, agent, name)
 	}
 	return f.Err
 }

@@ -103,4 +103,7 @@ func (s *Service) Bootstrap(ctx context.Context, keep func(secret string) error)
 	return k.Secret, nil
 }
 
-var _ api.Backend = (*Service)(nil)
+var (
+	_ api.Backend           = (*Service)(nil)
+	_ api.CheckpointBackend = (*Service)(nil)
+)

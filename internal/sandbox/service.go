@@ -17,6 +17,7 @@ import (
 	"github.com/stead-dev/stead/internal/guest"
 	"github.com/stead-dev/stead/internal/pool"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
+	"github.com/stead-dev/stead/internal/state"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/template"
 )
@@ -58,6 +59,9 @@ type Service struct {
 
 	locks sync.Map // sandbox id → *sync.Mutex
 	act   *activity
+
+	// *state.Service serves checkpoint documents (api.CheckpointBackend).
+	*state.Service
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -77,7 +81,7 @@ func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity()}
+	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), Service: state.New(opts.Store)}
 }
 
 func (s *Service) now() time.Time { return s.opts.Now().UTC() }

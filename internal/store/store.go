@@ -131,8 +131,140 @@ type Store interface {
 	GetSandbox(ctx context.Context, tenantID, idOrName string) (Sandbox, error)
 	ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error)
 	UpdateSandbox(ctx context.Context, s Sandbox) (Sandbox, error)
-	// DeleteSandbox removes the record for good (purge).
+	// DeleteSandbox removes the record for good (purge). The sandbox's
+	// checkpoint documents go with it, in the same transaction.
 	DeleteSandbox(ctx context.Context, tenantID, id string) error
 
+	CheckpointStore
+
 	Close() error
+}
+
+// AnyVersion is the ifVersion of a checkpoint write that checks nothing.
+const AnyVersion int64 = -1
+
+// DefaultCheckpointKeep is how many versions of a checkpoint document are
+// kept until its Keep is set.
+const DefaultCheckpointKeep = 10
+
+// MaxCheckpointKeep is the largest history depth a document may have.
+const MaxCheckpointKeep = 1000
+
+// CheckpointKey identifies a checkpoint document: a named JSON document of
+// one agent of one sandbox. SandboxID is the sandbox's id, never its name.
+type CheckpointKey struct {
+	TenantID  string `json:"tenant_id"`
+	SandboxID string `json:"sandbox_id"`
+	// Agent is the named agent within the sandbox; "" is the default agent.
+	Agent string `json:"agent"`
+	Name  string `json:"name"`
+}
+
+// Checkpoint is one version of a checkpoint document.
+type Checkpoint struct {
+	CheckpointKey
+	// Version numbers run 1, 2, 3 ... per document and are never reused
+	// while the document exists (trimming removes the oldest versions, it
+	// does not renumber).
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	// Principal is the id of the API key that wrote this version.
+	Principal string `json:"principal"`
+	// RunID is the caller's run id, if it gave one.
+	RunID string `json:"run_id,omitempty"`
+	// Note is further provenance, e.g. "rollback from 3".
+	Note string `json:"note,omitempty"`
+	// Body is the JSON document. List results leave it nil.
+	Body []byte `json:"body,omitempty"`
+}
+
+// CheckpointDoc describes a checkpoint document: its settings and which
+// versions it holds.
+type CheckpointDoc struct {
+	CheckpointKey
+	// Latest is the newest version; 0 while the document has only settings
+	// (a schema set before its first write).
+	Latest int64 `json:"latest"`
+	// Oldest is the oldest version still kept (0 when Latest is 0).
+	Oldest int64 `json:"oldest"`
+	// Versions is how many versions are kept now.
+	Versions int `json:"versions"`
+	// Keep is the history depth: at most this many versions are kept.
+	Keep int `json:"keep"`
+	// Schema is the document's JSON Schema, or nil.
+	Schema    []byte    `json:"schema,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// CheckpointWrite is one put of a checkpoint document.
+type CheckpointWrite struct {
+	CheckpointKey
+	// IfVersion is the optimistic concurrency check: AnyVersion checks
+	// nothing, 0 requires that the document has no version yet, N > 0
+	// requires that its latest version is N. Note that the zero value means
+	// "must not exist".
+	IfVersion int64
+	// Body is the JSON document (validated by the caller, not the store).
+	Body []byte
+	// Principal, RunID and Note are recorded as the version's provenance.
+	Principal string
+	RunID     string
+	Note      string
+	// Keep, when > 0, sets the document's history depth (at most
+	// MaxCheckpointKeep) in the same transaction; 0 keeps the current one
+	// (DefaultCheckpointKeep for a new document).
+	Keep int
+	// CreatedAt is the version's time; zero means now.
+	CreatedAt time.Time
+	// Check, when set, is called inside the write transaction with the
+	// document's stored schema (nil when it has none) after the version
+	// check passed. If it returns an error, nothing is stored and
+	// PutCheckpoint returns that error (wrapped). It must not call the store.
+	Check func(schema []byte) error
+}
+
+// CheckpointStore holds checkpoint documents: named, versioned JSON
+// documents per sandbox and agent, kept outside every sandbox.
+//
+// Contract, checked by storetest:
+//   - Every method takes the tenant in the key (or as tenantID) and returns
+//     errs.ErrNotFound when the sandbox is absent or another tenant's; a
+//     document of another sandbox or tenant is never visible.
+//   - PutCheckpoint is atomic: the version check, the new version, the
+//     history trim and any Keep change commit together or not at all, and
+//     are durable when it returns. Concurrent puts with the same IfVersion
+//     have exactly one winner; the others get errs.ErrConflict.
+//   - After a put a document keeps at most Keep versions, the newest ones;
+//     older versions are deleted in the put's transaction.
+//   - Version numbers of a document start at 1 and grow by one per put
+//     while the document exists; DeleteCheckpoint forgets them.
+//   - Purging a sandbox (DeleteSandbox) deletes its documents.
+//   - Lists are ordered: documents by Agent, then Name; versions by
+//     Version, oldest first. Listed versions carry no Body.
+//   - Empty identifiers are errs.ErrInvalid (Agent may be empty).
+type CheckpointStore interface {
+	// PutCheckpoint stores w as the document's next version, creating the
+	// document if needed, and returns the stored version.
+	// A failed IfVersion check returns errs.ErrConflict and stores nothing.
+	PutCheckpoint(ctx context.Context, w CheckpointWrite) (Checkpoint, error)
+	// GetCheckpoint returns version (0: the latest) of a document, Body
+	// included, or errs.ErrNotFound when the document, or that version (no
+	// longer kept, never written), does not exist.
+	GetCheckpoint(ctx context.Context, k CheckpointKey, version int64) (Checkpoint, error)
+	// GetCheckpointDoc describes one document, or returns errs.ErrNotFound.
+	GetCheckpointDoc(ctx context.Context, k CheckpointKey) (CheckpointDoc, error)
+	// ListCheckpoints describes every document of a sandbox, all agents.
+	ListCheckpoints(ctx context.Context, tenantID, sandboxID string) ([]CheckpointDoc, error)
+	// ListCheckpointVersions lists the kept versions of a document, or
+	// returns errs.ErrNotFound when the document does not exist.
+	ListCheckpointVersions(ctx context.Context, k CheckpointKey) ([]Checkpoint, error)
+	// SetCheckpointSchema stores schema as the document's JSON Schema,
+	// creating a document without versions if needed, and returns the
+	// document. The schema is stored as given. An empty schema removes it;
+	// removing the schema of an absent document is errs.ErrNotFound.
+	SetCheckpointSchema(ctx context.Context, k CheckpointKey, schema []byte) (CheckpointDoc, error)
+	// DeleteCheckpoint removes a document with all its versions and
+	// settings, or returns errs.ErrNotFound.
+	DeleteCheckpoint(ctx context.Context, k CheckpointKey) error
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -265,6 +266,40 @@ func TestAcknowledgedWriteIsInWAL(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// TestAcknowledgedCheckpointIsInWAL is TestAcknowledgedWriteIsInWAL for a
+// checkpoint put that also trims history: the copy taken right after the
+// put returned holds the new version and none of the trimmed ones.
+func TestAcknowledgedCheckpointIsInWAL(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stead.db")
+	ctx := t.Context()
+	s := openAt(t, path)
+	defer s.Close()
+	if _, err := s.CreateSandbox(ctx, store.Sandbox{ID: "sb", TenantID: store.DefaultTenant, Name: "web", State: store.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	k := store.CheckpointKey{TenantID: store.DefaultTenant, SandboxID: "sb", Name: "plan"}
+	for i := 1; i <= 3; i++ {
+		if _, err := s.PutCheckpoint(ctx, store.CheckpointWrite{CheckpointKey: k, IfVersion: int64(i - 1), Body: []byte(fmt.Sprint(i)), Keep: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := filepath.Join(t.TempDir(), "stead.db")
+	copyFile(t, path, crashed)
+	copyFile(t, path+"-wal", crashed+"-wal")
+
+	c := openAt(t, crashed)
+	defer c.Close()
+	got, err := c.GetCheckpoint(ctx, k, 0)
+	if err != nil || got.Version != 3 || string(got.Body) != "3" {
+		t.Fatalf("acknowledged put after simulated crash: %+v, %v", got, err)
+	}
+	vs, err := c.ListCheckpointVersions(ctx, k)
+	if err != nil || len(vs) != 2 || vs[0].Version != 2 {
+		t.Fatalf("history after simulated crash: %+v, %v; want versions 2 and 3", vs, err)
 	}
 }
 

@@ -81,6 +81,20 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentCreatesAndReadsAllSucceed", testConcurrentCreates},
 		{"ConcurrentCreatesOfOneNameHaveOneWinner", testConcurrentSameName},
 		{"ConcurrentUpdatesLoseNoIncrement", testConcurrentUpdates},
+
+		{"PutCheckpointNumbersVersionsAndGetReturnsThem", testPutCheckpointVersions},
+		{"PutCheckpointIfVersionMismatchConflictsAndStoresNothing", testPutCheckpointIfVersion},
+		{"PutCheckpointKeepsAtMostKeepVersions", testPutCheckpointTrims},
+		{"PutCheckpointRejectsBadInputAndStoresNothing", testPutCheckpointInvalid},
+		{"CheckpointsOfAnotherTenantAreInvisible", testCheckpointTenantIsolation},
+		{"CheckpointsOfAnotherSandboxOrAgentAreSeparate", testCheckpointSandboxIsolation},
+		{"CheckpointSchemaIsStoredAndPassedToCheck", testCheckpointSchema},
+		{"CheckpointCheckFailureStoresNothing", testCheckpointCheckFails},
+		{"DeleteCheckpointRemovesEveryVersion", testDeleteCheckpoint},
+		{"PurgingASandboxDeletesItsCheckpoints", testPurgeSandboxDeletesCheckpoints},
+		{"ListCheckpointsOrderedByAgentThenName", testListCheckpointsOrdered},
+		{"ConcurrentPutsWithIfVersionHaveOneWinnerPerVersion", testConcurrentCheckpointPuts},
+		{"ConcurrentCreatesOfOneCheckpointHaveOneWinner", testConcurrentCheckpointCreates},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
