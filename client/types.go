@@ -241,3 +241,42 @@ type RollbackCheckpointRequest struct {
 	Run       string `json:"run,omitempty" maxLength:"256" doc:"Run id recorded with the new version"`
 	IfVersion *int64 `json:"if_version,omitempty" minimum:"0" doc:"Latest version the document must have (0: none), as If-Match on a put"`
 }
+
+// Snapshot is a read-only, point-in-time copy of a sandbox's root.
+type Snapshot struct {
+	ID          string    `json:"id" doc:"Snapshot id (snap-...)"`
+	Sandbox     string    `json:"sandbox" doc:"Id of the sandbox it was taken of"`
+	SandboxName string    `json:"sandbox_name"`
+	Parent      string    `json:"parent,omitempty" doc:"The snapshot the sandbox was forked or rolled back from when this one was taken: the tree's edge"`
+	Label       string    `json:"label,omitempty"`
+	Description string    `json:"description,omitempty"`
+	Kind        string    `json:"kind" enum:"user,safety,fork" doc:"user: asked for; safety: taken automatically before a rollback; fork: taken to fork a running sandbox"`
+	CreatedAt   time.Time `json:"created_at"`
+	// FrozenFor is how long the sandbox's processes were frozen while it
+	// was taken (0 for a stopped sandbox).
+	FrozenFor string `json:"frozen_for,omitempty"`
+}
+
+// CreateSnapshotRequest takes a snapshot of a sandbox.
+type CreateSnapshotRequest struct {
+	Label       string `json:"label,omitempty" maxLength:"200"`
+	Description string `json:"description,omitempty" maxLength:"4000"`
+}
+
+// ForkRequest makes new sandboxes from a snapshot or a sandbox.
+type ForkRequest struct {
+	Count   int  `json:"count,omitempty" minimum:"0" maximum:"50" doc:"How many sandboxes (default 1)"`
+	NoStart bool `json:"no_start,omitempty" doc:"Create them stopped"`
+}
+
+// RollbackRequest returns a sandbox's files to a snapshot.
+type RollbackRequest struct {
+	Snapshot string `json:"snapshot" minLength:"1" doc:"Snapshot id (of this sandbox or any of the tenant's)"`
+}
+
+// RollbackResult is the rolled-back sandbox and the safety snapshot of what
+// the rollback replaced (roll back to it to undo).
+type RollbackResult struct {
+	Sandbox Sandbox  `json:"sandbox"`
+	Safety  Snapshot `json:"safety"`
+}

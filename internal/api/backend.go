@@ -137,3 +137,25 @@ type CheckpointBackend interface {
 	// DeleteCheckpoint removes the document with every version.
 	DeleteCheckpoint(ctx context.Context, p Principal, sandbox, agent, name string) error
 }
+
+// SnapshotBackend serves local snapshots, forks and rollback. NewHandler
+// registers the snapshot routes when the backend implements it. Every
+// method treats another tenant's sandboxes and snapshots as absent.
+type SnapshotBackend interface {
+	// CreateSnapshot takes a read-only snapshot of a running or stopped
+	// sandbox (a running one is frozen only for the instant it takes).
+	CreateSnapshot(ctx context.Context, tenant, sandbox string, req client.CreateSnapshotRequest) (client.Snapshot, error)
+	// ListSnapshots lists the tenant's snapshots, of one sandbox when
+	// sandbox is not "", oldest first.
+	ListSnapshots(ctx context.Context, tenant, sandbox string) ([]client.Snapshot, error)
+	GetSnapshot(ctx context.Context, tenant, id string) (client.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, tenant, id string) error
+	// Fork makes req.Count new sandboxes (new ids) with the files of
+	// source: a snapshot id, or a sandbox (id or name), which is then
+	// snapshotted first.
+	Fork(ctx context.Context, tenant, source string, req client.ForkRequest) ([]client.Sandbox, error)
+	// Rollback returns a sandbox's files to a snapshot in place (same id),
+	// after taking a safety snapshot of what it replaces, and restarts the
+	// sandbox if it was running.
+	Rollback(ctx context.Context, tenant, sandbox string, req client.RollbackRequest) (client.RollbackResult, error)
+}
