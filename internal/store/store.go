@@ -136,6 +136,7 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, tenantID, id string) error
 
 	CheckpointStore
+	SnapshotStore
 
 	Close() error
 }
@@ -267,4 +268,46 @@ type CheckpointStore interface {
 	// DeleteCheckpoint removes a document with all its versions and
 	// settings, or returns errs.ErrNotFound.
 	DeleteCheckpoint(ctx context.Context, k CheckpointKey) error
+}
+
+// Snapshot is the record of a read-only, point-in-time copy of a sandbox's
+// root (its dataset lives in the pool as snapshots/<id>). It outlives its
+// sandbox: a snapshot can be forked after the sandbox is purged.
+type Snapshot struct {
+	ID        string `json:"id"`
+	TenantID  string `json:"tenant_id"`
+	SandboxID string `json:"sandbox_id"`
+	// SandboxName is the sandbox's name when the snapshot was taken.
+	SandboxName string `json:"sandbox_name"`
+	// ParentID is the snapshot the sandbox had been forked or rolled back
+	// from when this one was taken ("" for none): the edge of the tree.
+	ParentID    string        `json:"parent_id,omitempty"`
+	Label       string        `json:"label,omitempty"`
+	Description string        `json:"description,omitempty"`
+	Kind        string        `json:"kind"` // "user", "safety" or "fork"
+	FrozenFor   time.Duration `json:"frozen_for,omitempty"`
+	CreatedAt   time.Time     `json:"created_at"`
+	// TemplateID and Spec are the sandbox's at snapshot time, so a fork
+	// works after the sandbox is gone.
+	TemplateID string `json:"template_id"`
+	Spec       []byte `json:"spec,omitempty"`
+}
+
+// SnapshotStore holds snapshot records.
+//
+// Contract, checked by storetest:
+//   - CreateSnapshot returns errs.ErrConflict when the id is taken,
+//     errs.ErrInvalid for an empty id, tenant, sandbox or kind, and stores
+//     nothing then.
+//   - GetSnapshot/DeleteSnapshot return errs.ErrNotFound for an absent id
+//     and for another tenant's.
+//   - ListSnapshots returns the tenant's snapshots (of one sandbox when
+//     sandboxID is not ""), ordered by CreatedAt, then ID.
+//   - A snapshot record does not depend on its sandbox record: purging the
+//     sandbox leaves it.
+type SnapshotStore interface {
+	CreateSnapshot(ctx context.Context, s Snapshot) error
+	GetSnapshot(ctx context.Context, tenantID, id string) (Snapshot, error)
+	ListSnapshots(ctx context.Context, tenantID, sandboxID string) ([]Snapshot, error)
+	DeleteSnapshot(ctx context.Context, tenantID, id string) error
 }

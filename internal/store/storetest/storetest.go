@@ -95,6 +95,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListCheckpointsOrderedByAgentThenName", testListCheckpointsOrdered},
 		{"ConcurrentPutsWithIfVersionHaveOneWinnerPerVersion", testConcurrentCheckpointPuts},
 		{"ConcurrentCreatesOfOneCheckpointHaveOneWinner", testConcurrentCheckpointCreates},
+		{"SnapshotsRoundTripListInOrderAndOutliveTheirSandbox", testSnapshots},
+		{"SnapshotsOfAnotherTenantAreAbsent", testSnapshotTenantIsolation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
