@@ -106,4 +106,5 @@ func (s *Service) Bootstrap(ctx context.Context, keep func(secret string) error)
 var (
 	_ api.Backend           = (*Service)(nil)
 	_ api.CheckpointBackend = (*Service)(nil)
+	_ api.SnapshotBackend   = (*Service)(nil)
 )

@@ -43,6 +43,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	if err := s.cleanSnapshotLeftovers(ctx); err != nil {
+		return fmt.Errorf("reconcile: snapshot leftovers: %w", err)
+	}
 	swept, err := s.rt.Sweep(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: sweep runtime leftovers: %w", err)

@@ -184,6 +184,18 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, err
 	}
 	specJSON, _ := json.Marshal(sp)
+	return s.materialize(ctx, tenant, id, name, tmpl, specJSON, templateDataset(tenant, tmpl.ID), req.NoStart)
+}
+
+// materialize creates a sandbox record, clones its root from the dataset
+// src (a template or a snapshot), applies its disk quota and, unless
+// noStart, starts it. Crash ordering: the record exists ("creating")
+// before the dataset, so Reconcile can remove a half-made sandbox.
+func (s *Service) materialize(ctx context.Context, tenant, id, name string, tmpl store.Template, specJSON []byte, src string, noStart bool) (client.Sandbox, error) {
+	var sp spec
+	if err := json.Unmarshal(specJSON, &sp); err != nil {
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+	}
 	now := s.now()
 	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
 		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateCreating,
@@ -201,7 +213,7 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	t0 := time.Now()
-	if err := s.pool.Clone(ctx, templateDataset(tenant, tmpl.ID), datasetName(id), pool.CloneOptions{}); err != nil {
+	if err := s.pool.Clone(ctx, src, datasetName(id), pool.CloneOptions{}); err != nil {
 		return fail(err)
 	}
 	t1 := time.Now()
@@ -210,22 +222,22 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 			return fail(err)
 		}
 	}
-	s.log.Debug("sandbox root cloned", "sandbox", id, "clone", t1.Sub(t0), "quota", time.Since(t1))
+	s.log.Debug("sandbox root cloned", "sandbox", id, "from", src, "clone", t1.Sub(t0), "quota", time.Since(t1))
 	rec.State = store.StateStopped
 	rec.StopReason = "created"
-	if req.NoStart {
+	if noStart {
 		rec, err = s.st.UpdateSandbox(ctx, rec)
 		if err != nil {
 			return fail(err)
 		}
-		s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "template", tmpl.ID)
+		s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "from", src)
 		return s.view(rec), nil
 	}
 	rec, err = s.startLocked(ctx, rec, tmpl)
 	if err != nil {
 		return fail(err)
 	}
-	s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "template", tmpl.ID)
+	s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "from", src)
 	return s.view(rec), nil
 }
 

@@ -53,6 +53,9 @@ func lookupInstanceType(name string) (client.InstanceType, error) {
 
 // spec is the JSON stored in store.Sandbox.Spec.
 type spec struct {
+	// Origin is the snapshot the sandbox was last forked or rolled back
+	// from; snapshots taken of it record it as their parent.
+	Origin       string            `json:"origin,omitempty"`
 	InstanceType string            `json:"instance_type"`
 	Limits       client.Limits     `json:"limits"`
 	Env          map[string]string `json:"env,omitempty"`

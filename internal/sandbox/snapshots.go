@@ -1,0 +1,313 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// Local snapshots, forks and rollback.
+//
+// A snapshot is a read-only clone of a sandbox's root dataset
+// (snapshots/<id>: an O(1) btrfs snapshot), taken with the sandbox's
+// processes frozen for only the instant it takes. A fork clones a snapshot
+// into new sandboxes. A rollback clones the snapshot beside the sandbox's
+// root and swaps the two atomically (Pool.Exchange), after a safety
+// snapshot of what it replaces.
+//
+// Crash ordering: a snapshot's dataset is made before its record, so a
+// crash leaves at most an unrecorded dataset, which Reconcile deletes. A
+// rollback's temporary dataset (sandboxes/rb-<id>) holds either the new
+// clone (before the swap) or the old root (after it, already kept by the
+// safety snapshot); Reconcile deletes it either way.
+
+const (
+	snapshotPrefix = "snap-"
+	rollbackPrefix = "rb-"
+	maxFork        = 50
+)
+
+func newSnapshotID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return snapshotPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+func snapshotDataset(id string) string { return pool.KindSnapshot + "/" + id }
+
+func snapshotView(sn store.Snapshot) client.Snapshot {
+	v := client.Snapshot{ID: sn.ID, Sandbox: sn.SandboxID, SandboxName: sn.SandboxName, Parent: sn.ParentID,
+		Label: sn.Label, Description: sn.Description, Kind: sn.Kind, CreatedAt: sn.CreatedAt}
+	if sn.FrozenFor > 0 {
+		v.FrozenFor = sn.FrozenFor.String()
+	}
+	return v
+}
+
+// CreateSnapshot takes a read-only snapshot of a running, paused or stopped
+// sandbox.
+func (s *Service) CreateSnapshot(ctx context.Context, tenant, id string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
+	var out store.Snapshot
+	_, err := s.transition(ctx, tenant, id, "snapshot",
+		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+			sn, err := s.snapshotLocked(ctx, sb, "user", req.Label, req.Description)
+			out = sn
+			return sb, err
+		})
+	if err != nil {
+		return client.Snapshot{}, err
+	}
+	return snapshotView(out), nil
+}
+
+// snapshotLocked snapshots a sandbox whose lock the caller holds. A
+// running sandbox is frozen for the snapshot alone.
+func (s *Service) snapshotLocked(ctx context.Context, sb store.Sandbox, kind, label, desc string) (store.Snapshot, error) {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return store.Snapshot{}, err
+	}
+	sn := store.Snapshot{ID: newSnapshotID(), TenantID: sb.TenantID, SandboxID: sb.ID, SandboxName: sb.Name,
+		ParentID: sp.Origin, Label: label, Description: desc, Kind: kind, TemplateID: sb.TemplateID, Spec: sb.Spec}
+	freeze := sb.State == store.StateRunning
+	var frozenAt time.Time
+	if freeze {
+		if err := s.rt.Pause(ctx, sb.ID); err != nil {
+			return sn, fmt.Errorf("freeze for snapshot: %w", err)
+		}
+		frozenAt = time.Now()
+	}
+	err = s.pool.Clone(ctx, datasetName(sb.ID), snapshotDataset(sn.ID), pool.CloneOptions{ReadOnly: true})
+	if freeze {
+		sn.FrozenFor = time.Since(frozenAt)
+		if rerr := s.rt.Resume(ctx, sb.ID); rerr != nil && err == nil {
+			err = fmt.Errorf("thaw after snapshot: %w", rerr)
+		}
+	}
+	if err != nil {
+		return sn, err
+	}
+	sn.CreatedAt = s.now()
+	if err := s.st.CreateSnapshot(ctx, sn); err != nil {
+		s.pool.Delete(context.WithoutCancel(ctx), snapshotDataset(sn.ID))
+		return sn, err
+	}
+	s.log.Info("snapshot taken", "sandbox", sb.ID, "snapshot", sn.ID, "kind", kind, "frozen", sn.FrozenFor)
+	return sn, nil
+}
+
+// ListSnapshots lists the tenant's snapshots, of one sandbox when id is set.
+func (s *Service) ListSnapshots(ctx context.Context, tenant, id string) ([]client.Snapshot, error) {
+	sandboxID := ""
+	if id != "" {
+		sb, err := s.get(ctx, tenant, id)
+		if err != nil {
+			return nil, err
+		}
+		sandboxID = sb.ID
+	}
+	list, err := s.st.ListSnapshots(ctx, tenant, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Snapshot, 0, len(list))
+	for _, sn := range list {
+		out = append(out, snapshotView(sn))
+	}
+	return out, nil
+}
+
+// GetSnapshot returns one snapshot.
+func (s *Service) GetSnapshot(ctx context.Context, tenant, id string) (client.Snapshot, error) {
+	sn, err := s.st.GetSnapshot(ctx, tenant, id)
+	if err != nil {
+		return client.Snapshot{}, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return snapshotView(sn), nil
+}
+
+// DeleteSnapshot deletes a snapshot's dataset, then its record.
+func (s *Service) DeleteSnapshot(ctx context.Context, tenant, id string) error {
+	sn, err := s.st.GetSnapshot(ctx, tenant, id)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	unlock := s.lock(sn.ID)
+	defer unlock()
+	ctx = context.WithoutCancel(ctx)
+	if err := s.pool.Delete(ctx, snapshotDataset(sn.ID)); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return fmt.Errorf("delete snapshot %s: %w", id, err)
+	}
+	if err := s.st.DeleteSnapshot(ctx, tenant, sn.ID); err != nil && !errors.Is(err, errs.ErrNotFound) {
+		return fmt.Errorf("delete snapshot %s: %w", id, err)
+	}
+	s.log.Info("snapshot deleted", "snapshot", sn.ID, "tenant", tenant)
+	return nil
+}
+
+// Fork makes req.Count new sandboxes from a snapshot, or from a sandbox
+// (snapshotted first, kind "fork").
+func (s *Service) Fork(ctx context.Context, tenant, source string, req client.ForkRequest) ([]client.Sandbox, error) {
+	n := req.Count
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > maxFork {
+		return nil, fmt.Errorf("fork count %d (want 1 to %d): %w", n, maxFork, errs.ErrInvalid)
+	}
+	var sn store.Snapshot
+	if strings.HasPrefix(source, snapshotPrefix) {
+		var err error
+		if sn, err = s.st.GetSnapshot(ctx, tenant, source); err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", source, err)
+		}
+	} else {
+		_, err := s.transition(ctx, tenant, source, "fork",
+			[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
+			func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+				var err error
+				sn, err = s.snapshotLocked(ctx, sb, "fork", "fork of "+sb.Name, "")
+				return sb, err
+			})
+		if err != nil {
+			return nil, err
+		}
+	}
+	tmpl, err := s.st.GetTemplate(ctx, tenant, sn.TemplateID)
+	if err != nil {
+		return nil, fmt.Errorf("template %s of snapshot %s: %w", sn.TemplateID, sn.ID, err)
+	}
+	var sp spec
+	if err := json.Unmarshal(sn.Spec, &sp); err != nil {
+		return nil, fmt.Errorf("spec of snapshot %s: %w", sn.ID, err)
+	}
+	sp.Origin = sn.ID
+	specJSON, _ := json.Marshal(sp)
+	out := make([]client.Sandbox, 0, n)
+	for i := 0; i < n; i++ {
+		id := newID()
+		sb, err := s.materialize(ctx, tenant, id, id, tmpl, specJSON, snapshotDataset(sn.ID), req.NoStart)
+		if err != nil {
+			return out, fmt.Errorf("fork %d of %d from %s: %w", i+1, n, sn.ID, err)
+		}
+		out = append(out, sb)
+	}
+	return out, nil
+}
+
+// Rollback returns a sandbox's files to a snapshot, in place: a safety
+// snapshot first, then (a running sandbox is stopped with its stop hook)
+// the snapshot is cloned beside the root and swapped in atomically, and the
+// sandbox starts again if it was running.
+func (s *Service) Rollback(ctx context.Context, tenant, id string, req client.RollbackRequest) (client.RollbackResult, error) {
+	target, err := s.st.GetSnapshot(ctx, tenant, req.Snapshot)
+	if err != nil {
+		return client.RollbackResult{}, fmt.Errorf("snapshot %s: %w", req.Snapshot, err)
+	}
+	var safety store.Snapshot
+	view, err := s.transition(ctx, tenant, id, "roll back",
+		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
+		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+			var err error
+			safety, err = s.snapshotLocked(ctx, sb, "safety", "before rollback to "+target.ID, "")
+			if err != nil {
+				return sb, err
+			}
+			wasRunning := sb.State == store.StateRunning || sb.State == store.StatePaused
+			if wasRunning {
+				if sb, err = s.stopLocked(ctx, sb, "rollback"); err != nil {
+					return sb, err
+				}
+			}
+			tmp := pool.KindSandbox + "/" + rollbackPrefix + sb.ID
+			s.pool.Delete(ctx, tmp) // a leftover of a crash
+			if err := s.pool.Clone(ctx, snapshotDataset(target.ID), tmp, pool.CloneOptions{}); err != nil {
+				return sb, err
+			}
+			if err := s.pool.Exchange(ctx, tmp, datasetName(sb.ID)); err != nil {
+				s.pool.Delete(ctx, tmp)
+				return sb, err
+			}
+			if err := s.pool.Delete(ctx, tmp); err != nil {
+				s.log.Warn("delete the replaced root after a rollback", "sandbox", sb.ID, "err", err)
+			}
+			sp, err := decodeSpec(sb)
+			if err != nil {
+				return sb, err
+			}
+			if s.pool.Caps().Quota && sp.Limits.DiskBytes > 0 {
+				if err := s.pool.SetQuota(ctx, datasetName(sb.ID), sp.Limits.DiskBytes); err != nil {
+					return sb, err
+				}
+			}
+			sp.Origin = target.ID
+			sb.Spec, _ = json.Marshal(sp)
+			sb.StopReason = "rollback"
+			if sb, err = s.st.UpdateSandbox(ctx, sb); err != nil {
+				return sb, err
+			}
+			if wasRunning {
+				tmpl, err := s.st.GetTemplate(ctx, sb.TenantID, sb.TemplateID)
+				if err != nil {
+					return sb, err
+				}
+				return s.startLocked(ctx, sb, tmpl)
+			}
+			return sb, nil
+		})
+	if err != nil {
+		return client.RollbackResult{}, err
+	}
+	return client.RollbackResult{Sandbox: view, Safety: snapshotView(safety)}, nil
+}
+
+// cleanSnapshotLeftovers deletes what a crash can leave in the pool:
+// snapshot datasets without a record and rollback temporaries.
+func (s *Service) cleanSnapshotLeftovers(ctx context.Context) error {
+	known := map[string]bool{}
+	tenants, err := s.st.ListTenants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, t := range tenants {
+		list, err := s.st.ListSnapshots(ctx, t.ID, "")
+		if err != nil {
+			return err
+		}
+		for _, sn := range list {
+			known[sn.ID] = true
+		}
+	}
+	ids, err := s.pool.List(ctx, pool.KindSnapshot)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if !known[id] {
+			s.log.Warn("deleting unrecorded snapshot dataset", "snapshot", id)
+			s.pool.Delete(ctx, snapshotDataset(id))
+		}
+	}
+	sbs, err := s.pool.List(ctx, pool.KindSandbox)
+	if err != nil {
+		return err
+	}
+	for _, id := range sbs {
+		if strings.HasPrefix(id, rollbackPrefix) {
+			s.log.Warn("deleting rollback leftover", "dataset", id)
+			s.pool.Delete(ctx, pool.KindSandbox+"/"+id)
+		}
+	}
+	return nil
+}
