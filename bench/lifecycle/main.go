@@ -11,17 +11,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/stead-dev/stead/bench/internal/benchd"
 	"github.com/stead-dev/stead/client"
 )
 
@@ -36,81 +32,26 @@ func main() {
 	}
 }
 
-type series struct {
-	name string
-	d    []time.Duration
-}
-
-func (s series) pct(p float64) time.Duration {
-	if len(s.d) == 0 {
-		return 0
-	}
-	d := append([]time.Duration(nil), s.d...)
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	i := int(float64(len(d)-1) * p)
-	return d[i]
-}
-
-func timeIt(n int, f func(i int) error) ([]time.Duration, error) {
-	out := make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		if err := f(i); err != nil {
-			return nil, err
-		}
-		out = append(out, time.Since(t0))
-	}
-	return out, nil
-}
-
 func run(n int, bin, poolKind string) error {
 	ctx := context.Background()
-	base, err := os.MkdirTemp("", "stead-bench-")
+	d, err := benchd.Start(ctx, bin, poolKind, 8)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(base)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	data := filepath.Join(base, "data")
-	cmd := exec.Command(bin, "serve", "--data-dir", data, "--run-dir", filepath.Join(base, "run"),
-		"--listen", addr, "--socket", filepath.Join(base, "run", "stead.sock"), "--pool", poolKind, "--pool-size", "8", "--stop-grace", "2s")
-	logf, _ := os.Create(filepath.Join(base, "daemon.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		syscall.Unmount(filepath.Join(data, "pool"), 0)
-	}()
-	var c *client.Client
-	for i := 0; ; i++ {
-		if key, err := os.ReadFile(filepath.Join(data, "admin.key")); err == nil {
-			c, _ = client.New("http://"+addr, strings.TrimSpace(string(key)))
-			if _, err := c.Info(ctx); err == nil {
-				break
-			}
-		}
-		if i > 600 {
-			b, _ := os.ReadFile(filepath.Join(base, "daemon.log"))
-			return fmt.Errorf("daemon did not start:\n%s", b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	defer d.Close()
+	c := d.Client
+	data := d.Data()
 	// Warm up: the host template is built on first use.
 	warm, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{})
 	if err != nil {
 		return err
 	}
-	idleRSS := rss(cmd.Process.Pid)
+	idleRSS := d.RSS()
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
 
-	var results []series
+	var results []benchd.Series
 	var created []string
-	d, err := timeIt(n, func(int) error {
+	ds, err := benchd.Time(n, func(int) error {
 		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
 			return err
@@ -122,16 +63,16 @@ func run(n int, bin, poolKind string) error {
 	if err != nil {
 		return fmt.Errorf("create+exec: %w", err)
 	}
-	results = append(results, series{"stead create → first exec exits", d})
+	results = append(results, benchd.Series{Name: "stead create → first exec exits", D: ds})
 	for _, id := range created {
 		c.DeleteSandbox(ctx, id, true)
 	}
-	d, err = timeIt(n, func(int) error { _, err := c.Exec(ctx, warm.ID, trueCmd); return err })
+	ds, err = benchd.Time(n, func(int) error { _, err := c.Exec(ctx, warm.ID, trueCmd); return err })
 	if err != nil {
 		return err
 	}
-	results = append(results, series{"stead exec in running sandbox → exit", d})
-	d, err = timeIt(n, func(int) error {
+	results = append(results, benchd.Series{Name: "stead exec in running sandbox → exit", D: ds})
+	ds, err = benchd.Time(n, func(int) error {
 		if _, err := c.PauseSandbox(ctx, warm.ID); err != nil {
 			return err
 		}
@@ -141,8 +82,8 @@ func run(n int, bin, poolKind string) error {
 	if err != nil {
 		return err
 	}
-	results = append(results, series{"stead pause → resume", d})
-	d, err = timeIt(n, func(int) error {
+	results = append(results, benchd.Series{Name: "stead pause → resume", D: ds})
+	ds, err = benchd.Time(n, func(int) error {
 		if _, err := c.StopSandbox(ctx, warm.ID); err != nil {
 			return err
 		}
@@ -155,7 +96,7 @@ func run(n int, bin, poolKind string) error {
 	if err != nil {
 		return err
 	}
-	results = append(results, series{"stead stop → start → first exec", d})
+	results = append(results, benchd.Series{Name: "stead stop → start → first exec", D: ds})
 	if _, err := c.DeleteSandbox(ctx, warm.ID, true); err != nil {
 		return err
 	}
@@ -163,7 +104,11 @@ func run(n int, bin, poolKind string) error {
 	// Peers on the same root filesystem: the host template's skeleton with
 	// the host's /usr bound read-only, exactly what a stead sandbox sees.
 	rootfs := filepath.Join(data, "pool", "templates", "host")
-	bundle := filepath.Join(base, "bundle")
+	bundle, err := os.MkdirTemp("", "stead-bench-bundle-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bundle)
 	if err := writeBundle(bundle, rootfs); err != nil {
 		return err
 	}
@@ -172,7 +117,7 @@ func run(n int, bin, poolKind string) error {
 		if _, err := exec.LookPath(rt); err != nil {
 			continue
 		}
-		d, err = timeIt(n, func(i int) error {
+		ds, err = benchd.Time(n, func(i int) error {
 			out, err := exec.Command(rt, "run", "--bundle", bundle, fmt.Sprintf("bench-%s-%d", rt, i)).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("%s run: %v: %s", rt, err, out)
@@ -183,24 +128,24 @@ func run(n int, bin, poolKind string) error {
 			fmt.Fprintf(os.Stderr, "bench: skipping %s: %v\n", rt, err)
 			continue
 		}
-		s := series{"`" + rt + " run` /bin/true (same rootfs)", d}
+		s := benchd.Series{Name: "`" + rt + " run` /bin/true (same rootfs)", D: ds}
 		if rt == "runc" {
-			runcP50 = s.pct(0.5)
+			runcP50 = s.Pct(0.5)
 		}
 		results = append(results, s)
 	}
 	if _, err := exec.LookPath("bwrap"); err == nil {
-		d, err = timeIt(n, func(int) error {
+		ds, err = benchd.Time(n, func(int) error {
 			return exec.Command("bwrap", "--bind", rootfs, "/", "--ro-bind", "/usr", "/usr", "--proc", "/proc", "--dev", "/dev",
 				"--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "/bin/true").Run()
 		})
 		if err == nil {
-			results = append(results, series{"bwrap /bin/true (same rootfs)", d})
+			results = append(results, benchd.Series{Name: "bwrap /bin/true (same rootfs)", D: ds})
 		}
 	}
-	d, err = timeIt(n, func(int) error { return exec.Command("unshare", "-fpmiun", "--mount-proc", "/bin/true").Run() })
+	ds, err = benchd.Time(n, func(int) error { return exec.Command("unshare", "-fpmiun", "--mount-proc", "/bin/true").Run() })
 	if err == nil {
-		results = append(results, series{"unshare -fpmiun /bin/true", d})
+		results = append(results, benchd.Series{Name: "unshare -fpmiun /bin/true", D: ds})
 	}
 
 	fmt.Printf("stead lifecycle benchmark: %d iterations, pool %s, %s\n\n", n, poolKind, time.Now().UTC().Format(time.RFC3339))
@@ -209,30 +154,13 @@ func run(n int, bin, poolKind string) error {
 	for _, s := range results {
 		ratio := "-"
 		if runcP50 > 0 {
-			ratio = fmt.Sprintf("%.2fx", float64(s.pct(0.5))/float64(runcP50))
+			ratio = fmt.Sprintf("%.2fx", float64(s.Pct(0.5))/float64(runcP50))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", s.name, ms(s.pct(0.5)), ms(s.pct(0.99)), ratio)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", s.Name, benchd.Ms(s.Pct(0.5)), benchd.Ms(s.Pct(0.99)), ratio)
 	}
 	tw.Flush()
 	fmt.Printf("\nstead daemon RSS with one idle sandbox: %.1f MiB\n", float64(idleRSS)/(1<<20))
 	return nil
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
-
-func rss(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // writeBundle writes an OCI bundle whose config matches a stead sandbox:

@@ -116,6 +116,9 @@ Exit codes:
 		newTemplateCmd(g),
 		newKeyCmd(g),
 		newCheckpointCmd(g),
+		newSnapshotCmd(g),
+		newForkCmd(g),
+		newRollbackCmd(g),
 	)
 	return root
 }

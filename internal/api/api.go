@@ -47,6 +47,9 @@ type server struct {
 //     authentication;
 //   - the /v1/sandboxes/{id}/checkpoints routes only when b also implements
 //     CheckpointBackend;
+//   - the snapshot, fork and rollback routes (/v1/snapshots,
+//     /v1/sandboxes/{id}/snapshots, .../fork, .../rollback) only when b
+//     also implements SnapshotBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
 //     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
 //     tenant is passed to every Backend call.
@@ -93,6 +96,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.registerTemplates()
 	if cb, ok := b.(CheckpointBackend); ok {
 		s.registerCheckpoints(cb)
+	}
+	if sb, ok := b.(SnapshotBackend); ok {
+		s.registerSnapshots(sb)
 	}
 
 	return s.logRequests(s.authenticate(mux))

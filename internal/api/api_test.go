@@ -149,6 +149,26 @@ func allRoutes() []route {
 			return err
 		}},
 		{"delete-checkpoint", "DeleteCheckpoint", func(ctx context.Context, c *client.Client) error { return c.DeleteCheckpoint(ctx, sb, "", "plan") }},
+		{"create-snapshot", "CreateSnapshot", func(ctx context.Context, c *client.Client) error {
+			_, err := c.CreateSnapshot(ctx, sb, client.CreateSnapshotRequest{Label: "before"})
+			return err
+		}},
+		{"list-snapshots", "ListSnapshots", func(ctx context.Context, c *client.Client) error { _, err := c.ListSnapshots(ctx, sb); return err }},
+		{"list-all-snapshots", "ListSnapshots", func(ctx context.Context, c *client.Client) error { _, err := c.ListSnapshots(ctx, ""); return err }},
+		{"get-snapshot", "GetSnapshot", func(ctx context.Context, c *client.Client) error { _, err := c.GetSnapshot(ctx, "snap-1"); return err }},
+		{"delete-snapshot", "DeleteSnapshot", func(ctx context.Context, c *client.Client) error { return c.DeleteSnapshot(ctx, "snap-1") }},
+		{"fork-sandbox", "Fork", func(ctx context.Context, c *client.Client) error {
+			_, err := c.Fork(ctx, sb, client.ForkRequest{Count: 2})
+			return err
+		}},
+		{"fork-snapshot", "Fork", func(ctx context.Context, c *client.Client) error {
+			_, err := c.Fork(ctx, "snap-1", client.ForkRequest{NoStart: true})
+			return err
+		}},
+		{"rollback-sandbox", "Rollback", func(ctx context.Context, c *client.Client) error {
+			_, err := c.Rollback(ctx, sb, "snap-1")
+			return err
+		}},
 	}
 }
 
@@ -369,6 +389,8 @@ func TestOpenAPIDocumentListsEveryRoute(t *testing.T) {
 		"GET /v1/sandboxes/{id}/checkpoints/{name}", "DELETE /v1/sandboxes/{id}/checkpoints/{name}",
 		"GET /v1/sandboxes/{id}/checkpoints/{name}/versions", "POST /v1/sandboxes/{id}/checkpoints/{name}/rollback",
 		"PUT /v1/sandboxes/{id}/checkpoints/{name}/schema", "DELETE /v1/sandboxes/{id}/checkpoints/{name}/schema",
+		"POST /v1/sandboxes/{id}/snapshots", "GET /v1/snapshots", "GET /v1/snapshots/{id}", "DELETE /v1/snapshots/{id}",
+		"POST /v1/sandboxes/{id}/fork", "POST /v1/snapshots/{id}/fork", "POST /v1/sandboxes/{id}/rollback",
 	}
 	for _, w := range want {
 		method, path, _ := strings.Cut(w, " ")

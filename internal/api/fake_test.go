@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -56,6 +57,13 @@ type fakeBackend struct {
 	RollbackCheckpointFunc  func(ctx context.Context, p Principal, sandbox, agent, name string, req client.RollbackCheckpointRequest) (client.Checkpoint, error)
 	SetCheckpointSchemaFunc func(ctx context.Context, p Principal, sandbox, agent, name string, schema []byte) (client.CheckpointInfo, error)
 	DeleteCheckpointFunc    func(ctx context.Context, p Principal, sandbox, agent, name string) error
+
+	CreateSnapshotFunc func(ctx context.Context, tenant, sandbox string, req client.CreateSnapshotRequest) (client.Snapshot, error)
+	ListSnapshotsFunc  func(ctx context.Context, tenant, sandbox string) ([]client.Snapshot, error)
+	GetSnapshotFunc    func(ctx context.Context, tenant, id string) (client.Snapshot, error)
+	DeleteSnapshotFunc func(ctx context.Context, tenant, id string) error
+	ForkFunc           func(ctx context.Context, tenant, source string, req client.ForkRequest) ([]client.Sandbox, error)
+	RollbackFunc       func(ctx context.Context, tenant, sandbox string, req client.RollbackRequest) (client.RollbackResult, error)
 }
 
 // fakeCall is one recorded backend call.
@@ -66,6 +74,7 @@ type fakeCall struct {
 var (
 	_ Backend           = (*fakeBackend)(nil)
 	_ CheckpointBackend = (*fakeBackend)(nil)
+	_ SnapshotBackend   = (*fakeBackend)(nil)
 )
 
 func (f *fakeBackend) record(method, tenant, id string) {
@@ -384,6 +393,64 @@ func (f *fakeBackend) DeleteCheckpoint(ctx context.Context, p Principal, sandbox
 		return f.DeleteCheckpointFunc(ctx, p, sandbox, agent, name)
 	}
 	return f.Err
+}
+
+func (f *fakeBackend) CreateSnapshot(ctx context.Context, tenant, sandbox string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
+	f.record("CreateSnapshot", tenant, sandbox)
+	if f.CreateSnapshotFunc != nil {
+		return f.CreateSnapshotFunc(ctx, tenant, sandbox, req)
+	}
+	return client.Snapshot{ID: "snap-1", Sandbox: sandbox, SandboxName: sandbox, Label: req.Label,
+		Description: req.Description, Kind: "user"}, f.Err
+}
+
+func (f *fakeBackend) ListSnapshots(ctx context.Context, tenant, sandbox string) ([]client.Snapshot, error) {
+	f.record("ListSnapshots", tenant, sandbox)
+	if f.ListSnapshotsFunc != nil {
+		return f.ListSnapshotsFunc(ctx, tenant, sandbox)
+	}
+	return nil, f.Err
+}
+
+func (f *fakeBackend) GetSnapshot(ctx context.Context, tenant, id string) (client.Snapshot, error) {
+	f.record("GetSnapshot", tenant, id)
+	if f.GetSnapshotFunc != nil {
+		return f.GetSnapshotFunc(ctx, tenant, id)
+	}
+	return client.Snapshot{ID: id, Sandbox: "sb-1", Kind: "user"}, f.Err
+}
+
+func (f *fakeBackend) DeleteSnapshot(ctx context.Context, tenant, id string) error {
+	f.record("DeleteSnapshot", tenant, id)
+	if f.DeleteSnapshotFunc != nil {
+		return f.DeleteSnapshotFunc(ctx, tenant, id)
+	}
+	return f.Err
+}
+
+func (f *fakeBackend) Fork(ctx context.Context, tenant, source string, req client.ForkRequest) ([]client.Sandbox, error) {
+	f.record("Fork", tenant, source)
+	if f.ForkFunc != nil {
+		return f.ForkFunc(ctx, tenant, source, req)
+	}
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	n := max(req.Count, 1)
+	sbs := make([]client.Sandbox, n)
+	for i := range sbs {
+		sbs[i] = client.Sandbox{ID: fmt.Sprintf("sb-fork%d", i), Name: fmt.Sprintf("fork-%d", i), Tenant: tenant, State: "running"}
+	}
+	return sbs, nil
+}
+
+func (f *fakeBackend) Rollback(ctx context.Context, tenant, sandbox string, req client.RollbackRequest) (client.RollbackResult, error) {
+	f.record("Rollback", tenant, sandbox)
+	if f.RollbackFunc != nil {
+		return f.RollbackFunc(ctx, tenant, sandbox, req)
+	}
+	sb, err := f.sandbox(tenant, sandbox)
+	return client.RollbackResult{Sandbox: sb, Safety: client.Snapshot{ID: "snap-safety", Sandbox: sandbox, Kind: "safety", Parent: req.Snapshot}}, err
 }
 
 // echoPTY is a terminal that echoes its input. Writing "exit N\n" ends the

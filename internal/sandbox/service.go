@@ -172,8 +172,8 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	if name == "" {
 		name = id
 	}
-	if !validName(name) {
-		return client.Sandbox{}, fmt.Errorf("sandbox name %q (letters, digits and inner dashes, at most 63): %w", name, errs.ErrInvalid)
+	if !validName(name) || strings.HasPrefix(name, snapshotPrefix) {
+		return client.Sandbox{}, fmt.Errorf("sandbox name %q (letters, digits and inner dashes, at most 63; not starting with %s): %w", name, snapshotPrefix, errs.ErrInvalid)
 	}
 	tmplID := req.Template
 	if tmplID == "" {

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
@@ -35,6 +38,7 @@ const (
 	snapshotPrefix = "snap-"
 	rollbackPrefix = "rb-"
 	maxFork        = 50
+	forkParallel   = 4
 )
 
 func newSnapshotID() string {
@@ -81,6 +85,14 @@ func (s *Service) snapshotLocked(ctx context.Context, sb store.Sandbox, kind, la
 	sn := store.Snapshot{ID: newSnapshotID(), TenantID: sb.TenantID, SandboxID: sb.ID, SandboxName: sb.Name,
 		ParentID: sp.Origin, Label: label, Description: desc, Kind: kind, TemplateID: sb.TemplateID, Spec: sb.Spec}
 	freeze := sb.State == store.StateRunning
+	if freeze {
+		// Write dirty data back while the sandbox still runs, so the freeze
+		// covers only what is written in the meantime.
+		if fd, err := unix.Open(s.pool.Path(datasetName(sb.ID)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			unix.Syncfs(fd)
+			unix.Close(fd)
+		}
+	}
 	var frozenAt time.Time
 	if freeze {
 		if err := s.rt.Pause(ctx, sb.ID); err != nil {
@@ -194,16 +206,34 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	}
 	sp.Origin = sn.ID
 	specJSON, _ := json.Marshal(sp)
-	out := make([]client.Sandbox, 0, n)
+	// The new sandboxes are made a few at a time: starts overlap well.
+	out := make([]client.Sandbox, n)
+	errsByIdx := make([]error, n)
+	sem := make(chan struct{}, forkParallel)
+	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		id := newID()
-		sb, err := s.materialize(ctx, tenant, id, id, tmpl, specJSON, snapshotDataset(sn.ID), req.NoStart)
-		if err != nil {
-			return out, fmt.Errorf("fork %d of %d from %s: %w", i+1, n, sn.ID, err)
-		}
-		out = append(out, sb)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			id := newID()
+			out[i], errsByIdx[i] = s.materialize(ctx, tenant, id, id, tmpl, specJSON, snapshotDataset(sn.ID), req.NoStart)
+		}(i)
 	}
-	return out, nil
+	wg.Wait()
+	made := out[:0]
+	var firstErr error
+	for i := range out {
+		if errsByIdx[i] != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("fork %d of %d from %s: %w", i+1, n, sn.ID, errsByIdx[i])
+			}
+			continue
+		}
+		made = append(made, out[i])
+	}
+	return made, firstErr
 }
 
 // Rollback returns a sandbox's files to a snapshot, in place: a safety
