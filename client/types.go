@@ -7,23 +7,24 @@ import (
 
 // Sandbox is a sandbox as the API shows it.
 type Sandbox struct {
-	ID           string     `json:"id" doc:"Sandbox id (sb-...)"`
-	Name         string     `json:"name" doc:"Unique name within the tenant"`
-	Tenant       string     `json:"tenant"`
-	Template     string     `json:"template"`
-	State        string     `json:"state" enum:"creating,running,paused,stopped,deleted,error"`
-	InstanceType string     `json:"instance_type"`
-	Limits       Limits     `json:"limits"`
-	Service      *Service   `json:"service,omitempty"`
-	IdleTimeout  string     `json:"idle_timeout" doc:"Go duration; 0 disables auto-stop"`
-	OnIdle       string     `json:"on_idle" enum:"stop,pause"`
-	MaxRuntime   string     `json:"max_runtime,omitempty"`
-	StopReason   string     `json:"stop_reason,omitempty"`
-	CreatedAt    time.Time  `json:"created_at"`
-	StartedAt    *time.Time `json:"started_at,omitempty"`
-	StoppedAt    *time.Time `json:"stopped_at,omitempty"`
-	DeletedAt    *time.Time `json:"deleted_at,omitempty"`
-	PurgeAt      *time.Time `json:"purge_at,omitempty"`
+	ID           string        `json:"id" doc:"Sandbox id (sb-...)"`
+	Name         string        `json:"name" doc:"Unique name within the tenant"`
+	Tenant       string        `json:"tenant"`
+	Template     string        `json:"template"`
+	State        string        `json:"state" enum:"creating,running,paused,stopped,deleted,error"`
+	InstanceType string        `json:"instance_type"`
+	Limits       Limits        `json:"limits"`
+	Service      *Service      `json:"service,omitempty"`
+	Volumes      []VolumeMount `json:"volumes,omitempty"`
+	IdleTimeout  string        `json:"idle_timeout" doc:"Go duration; 0 disables auto-stop"`
+	OnIdle       string        `json:"on_idle" enum:"stop,pause"`
+	MaxRuntime   string        `json:"max_runtime,omitempty"`
+	StopReason   string        `json:"stop_reason,omitempty"`
+	CreatedAt    time.Time     `json:"created_at"`
+	StartedAt    *time.Time    `json:"started_at,omitempty"`
+	StoppedAt    *time.Time    `json:"stopped_at,omitempty"`
+	DeletedAt    *time.Time    `json:"deleted_at,omitempty"`
+	PurgeAt      *time.Time    `json:"purge_at,omitempty"`
 }
 
 // Limits are a sandbox's resource limits.
@@ -66,6 +67,7 @@ type CreateSandboxRequest struct {
 	OnIdle       string            `json:"on_idle,omitempty" enum:"stop,pause,"`
 	MaxRuntime   string            `json:"max_runtime,omitempty"`
 	NoStart      bool              `json:"no_start,omitempty" doc:"Create stopped"`
+	Volumes      []VolumeMount     `json:"volumes,omitempty" doc:"Persistent volumes to mount"`
 }
 
 // ResizeRequest changes the limits of a stopped sandbox.
@@ -279,4 +281,34 @@ type RollbackRequest struct {
 type RollbackResult struct {
 	Sandbox Sandbox  `json:"sandbox"`
 	Safety  Snapshot `json:"safety"`
+}
+
+// Volume is a persistent volume: data independent of every sandbox,
+// attachable to many sandboxes at once.
+type Volume struct {
+	ID        string     `json:"id" doc:"Volume id (vol-...)"`
+	Name      string     `json:"name" doc:"Unique name within the tenant"`
+	Tenant    string     `json:"tenant"`
+	SizeBytes int64      `json:"size_bytes" doc:"Quota; writes past it fail with ENOSPC/EDQUOT inside the sandbox (0 = no limit)"`
+	UsedBytes int64      `json:"used_bytes"`
+	State     string     `json:"state" enum:"available,deleted"`
+	CreatedAt time.Time  `json:"created_at"`
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	PurgeAt   *time.Time `json:"purge_at,omitempty"`
+	// AttachedTo lists the sandboxes (ids) that mount it.
+	AttachedTo []string `json:"attached_to,omitempty"`
+}
+
+// CreateVolumeRequest creates a volume.
+type CreateVolumeRequest struct {
+	Name      string `json:"name" minLength:"1" maxLength:"63"`
+	SizeBytes int64  `json:"size_bytes,omitempty" minimum:"0" doc:"Quota in bytes; default 10 GiB, 0 in the request means the default"`
+}
+
+// VolumeMount attaches a volume to a sandbox at create.
+type VolumeMount struct {
+	Volume   string `json:"volume" minLength:"1" doc:"Volume name or id"`
+	SubPath  string `json:"sub_path,omitempty" doc:"Directory inside the volume to mount instead of its root, e.g. agents/a1 (created if missing)"`
+	Path     string `json:"path" minLength:"1" doc:"Absolute mount point in the sandbox, e.g. /data"`
+	ReadOnly bool   `json:"read_only,omitempty"`
 }

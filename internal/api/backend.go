@@ -159,3 +159,16 @@ type SnapshotBackend interface {
 	// sandbox if it was running.
 	Rollback(ctx context.Context, tenant, sandbox string, req client.RollbackRequest) (client.RollbackResult, error)
 }
+
+// VolumeBackend serves persistent volumes. NewHandler registers the volume
+// routes when the backend implements it. Every method treats another
+// tenant's volumes as absent; ids may also be given as names.
+type VolumeBackend interface {
+	CreateVolume(ctx context.Context, tenant string, req client.CreateVolumeRequest) (client.Volume, error)
+	ListVolumes(ctx context.Context, tenant string, includeDeleted bool) ([]client.Volume, error)
+	GetVolume(ctx context.Context, tenant, id string) (client.Volume, error)
+	// DeleteVolume soft-deletes a volume no sandbox uses (restorable for the
+	// retention period), or with purge destroys its data at once.
+	DeleteVolume(ctx context.Context, tenant, id string, purge bool) (client.Volume, error)
+	UndeleteVolume(ctx context.Context, tenant, id string) (client.Volume, error)
+}
