@@ -137,6 +137,7 @@ type Store interface {
 
 	CheckpointStore
 	SnapshotStore
+	VolumeStore
 
 	Close() error
 }
@@ -310,4 +311,37 @@ type SnapshotStore interface {
 	GetSnapshot(ctx context.Context, tenantID, id string) (Snapshot, error)
 	ListSnapshots(ctx context.Context, tenantID, sandboxID string) ([]Snapshot, error)
 	DeleteSnapshot(ctx context.Context, tenantID, id string) error
+}
+
+// Volume is the record of a persistent volume (its data lives in the pool
+// as volumes/<id>).
+type Volume struct {
+	ID        string     `json:"id"`
+	TenantID  string     `json:"tenant_id"`
+	Name      string     `json:"name"`
+	SizeBytes int64      `json:"size_bytes"`
+	State     string     `json:"state"` // "available" or "deleted"
+	CreatedAt time.Time  `json:"created_at"`
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	PurgeAt   *time.Time `json:"purge_at,omitempty"`
+}
+
+// VolumeStore holds volume records.
+//
+// Contract, checked by storetest:
+//   - CreateVolume returns errs.ErrConflict when the id or the tenant's
+//     name is taken, errs.ErrInvalid for an empty id, tenant, name or
+//     state, and stores nothing then.
+//   - GetVolume finds by id, or by name within the tenant; it, UpdateVolume
+//     and DeleteVolume return errs.ErrNotFound for an absent id and for
+//     another tenant's.
+//   - UpdateVolume stores SizeBytes, State, DeletedAt and PurgeAt.
+//   - ListVolumes returns the tenant's volumes ("" = every tenant), without
+//     deleted ones unless includeDeleted, ordered by CreatedAt, then ID.
+type VolumeStore interface {
+	CreateVolume(ctx context.Context, v Volume) error
+	GetVolume(ctx context.Context, tenantID, idOrName string) (Volume, error)
+	ListVolumes(ctx context.Context, tenantID string, includeDeleted bool) ([]Volume, error)
+	UpdateVolume(ctx context.Context, v Volume) error
+	DeleteVolume(ctx context.Context, tenantID, id string) error
 }

@@ -97,6 +97,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentCreatesOfOneCheckpointHaveOneWinner", testConcurrentCheckpointCreates},
 		{"SnapshotsRoundTripListInOrderAndOutliveTheirSandbox", testSnapshots},
 		{"SnapshotsOfAnotherTenantAreAbsent", testSnapshotTenantIsolation},
+		{"VolumesRoundTripByIDOrNameAndSoftDelete", testVolumes},
+		{"VolumesOfAnotherTenantAreAbsent", testVolumeTenantIsolation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
