@@ -103,6 +103,7 @@ func Run(ctx context.Context, cfg Config) error {
 	svc := sandbox.New(sandbox.Options{
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
+		StageDir: filepath.Join(cfg.RunDir, "stage"),
 	})
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
 	secret, err := svc.Bootstrap(ctx, func(secret string) error {

@@ -150,8 +150,10 @@ func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// PurgeExpired destroys soft-deleted sandboxes whose retention has ended.
+// PurgeExpired destroys soft-deleted sandboxes and volumes whose retention
+// has ended.
 func (s *Service) PurgeExpired(ctx context.Context) {
+	defer s.purgeExpiredVolumes(ctx)
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateDeleted}})
 	if err != nil {
 		return

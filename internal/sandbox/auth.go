@@ -107,4 +107,5 @@ var (
 	_ api.Backend           = (*Service)(nil)
 	_ api.CheckpointBackend = (*Service)(nil)
 	_ api.SnapshotBackend   = (*Service)(nil)
+	_ api.VolumeBackend     = (*Service)(nil)
 )

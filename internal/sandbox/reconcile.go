@@ -43,6 +43,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	if err := s.cleanVolumeLeftovers(ctx); err != nil {
+		return fmt.Errorf("reconcile: volume leftovers: %w", err)
+	}
 	if err := s.cleanSnapshotLeftovers(ctx); err != nil {
 		return fmt.Errorf("reconcile: snapshot leftovers: %w", err)
 	}

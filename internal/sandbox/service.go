@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +49,9 @@ type Options struct {
 	IdleCPUThreshold float64
 	// Now returns the current time (tests may move it).
 	Now func() time.Time
+	// StageDir holds the private staging mounts of volume sub-paths
+	// (default: a directory under the system temp dir).
+	StageDir string
 }
 
 // Service runs sandboxes.
@@ -81,6 +86,9 @@ func New(opts Options) *Service {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.StageDir == "" {
+		opts.StageDir = filepath.Join(os.TempDir(), "stead-stage")
+	}
 	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), Service: state.New(opts.Store)}
 }
 
@@ -113,7 +121,7 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 	v := client.Sandbox{
 		ID: sb.ID, Name: sb.Name, Tenant: sb.TenantID, Template: sb.TemplateID,
 		State: string(sb.State), InstanceType: sp.InstanceType, Limits: sp.Limits,
-		Service: sp.Service, IdleTimeout: sp.IdleTimeout.String(), OnIdle: sp.OnIdle,
+		Service: sp.Service, Volumes: sp.Volumes, IdleTimeout: sp.IdleTimeout.String(), OnIdle: sp.OnIdle,
 		StopReason: sb.StopReason, CreatedAt: sb.CreatedAt, StartedAt: sb.StartedAt,
 		StoppedAt: sb.StoppedAt, DeletedAt: sb.DeletedAt, PurgeAt: sb.PurgeAt,
 	}
@@ -165,6 +173,9 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, err
 	}
 	if _, err := s.serviceSpec(sp); err != nil {
+		return client.Sandbox{}, err
+	}
+	if sp.Volumes, err = s.resolveVolumeMounts(ctx, tenant, req.Volumes); err != nil {
 		return client.Sandbox{}, err
 	}
 	id := newID()
@@ -327,7 +338,18 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 	if st, _ := s.rt.Status(ctx, sb.ID); st != steadrt.StatusAbsent {
 		s.rt.Kill(ctx, sb.ID)
 	}
-	if err := s.rt.Start(ctx, rs); err != nil {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return sb, err
+	}
+	vm, release, err := s.stagedMounts(ctx, sb.ID, sp.Volumes)
+	if err != nil {
+		return sb, err
+	}
+	rs.Mounts = append(rs.Mounts, vm...)
+	err = s.rt.Start(ctx, rs)
+	release()
+	if err != nil {
 		return sb, err
 	}
 	now := s.now()

@@ -48,7 +48,7 @@ func newService(t *testing.T) *Service {
 			rt.Kill(ctx, sb.ID)
 		}
 		// Read-only datasets must go through the pool to be removable.
-		for _, kind := range []string{"templates", "sandboxes", "snapshots"} {
+		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
 			ids, _ := pl.List(ctx, kind)
 			for _, id := range ids {
 				pl.Delete(ctx, kind+"/"+id)

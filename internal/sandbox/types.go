@@ -60,9 +60,11 @@ type spec struct {
 	Limits       client.Limits     `json:"limits"`
 	Env          map[string]string `json:"env,omitempty"`
 	Service      *client.Service   `json:"service,omitempty"`
-	IdleTimeout  time.Duration     `json:"idle_timeout"`
-	OnIdle       string            `json:"on_idle"`
-	MaxRuntime   time.Duration     `json:"max_runtime,omitempty"`
+	// Volumes are the volume mounts, with volume ids.
+	Volumes     []client.VolumeMount `json:"volumes,omitempty"`
+	IdleTimeout time.Duration        `json:"idle_timeout"`
+	OnIdle      string               `json:"on_idle"`
+	MaxRuntime  time.Duration        `json:"max_runtime,omitempty"`
 }
 
 // parseDuration parses an optional Go duration; "" gives def.
