@@ -13,6 +13,8 @@ command -v unshare    >/dev/null || need+=(util-linux)
 command -v runc       >/dev/null || need+=(runc)
 command -v bwrap      >/dev/null || need+=(bubblewrap)
 command -v python3    >/dev/null || need+=(python3)
+[ -x /usr/bin/sqlite3 ] || need+=(sqlite3)   # used inside sandboxes by the volume locking test
+[ -x /usr/bin/perl ]    || need+=(perl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
