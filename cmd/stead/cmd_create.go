@@ -15,6 +15,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 		env    []string
 		svc    client.Service
 		svcEnv []string
+		vols   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create [NAME] [flags] [-- SERVICE_COMMAND [ARGS...]]",
@@ -23,10 +24,16 @@ func newCreateCmd(g *globals) *cobra.Command {
 
 A command after -- becomes the sandbox's supervised agent service: it is
 started with the sandbox, restarted by policy, stopped by its stop hook, and
-its log is kept (stead logs, stead attach).`,
+its log is kept (stead logs, stead attach).
+
+--volume mounts a persistent volume (stead volume create) at an absolute
+path: NAME:/path, NAME:/path:ro for read-only, or NAME/SUB/PATH:/path to
+mount only a sub-directory of it (created if missing). Repeat it to mount
+several. Volumes outlive the sandbox: deleting it never deletes them.`,
 		Example: `  stead create agent-1
   stead create agent-1 --type medium --idle-timeout 1h --env OPENAI_API_KEY=$KEY
-  stead create agent-1 --stop-line /checkpoint -- python3 -m myagent --resume`,
+  stead create agent-1 --stop-line /checkpoint -- python3 -m myagent --resume
+  stead create agent-1 --volume shared/agents/a1:/data --volume refs:/refs:ro`,
 		Args: args(0, -1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			pos, service := splitAtDash(a, cmd.ArgsLenAtDash())
@@ -38,6 +45,9 @@ its log is kept (stead logs, stead attach).`,
 			}
 			var err error
 			if req.Env, err = parseEnv(env); err != nil {
+				return err
+			}
+			if req.Volumes, err = parseVolumes(vols); err != nil {
 				return err
 			}
 			if len(service) > 0 {
@@ -72,6 +82,7 @@ its log is kept (stead logs, stead attach).`,
 	f.StringVar(&req.OnIdle, "on-idle", "", "what to do when idle: stop (default) or pause")
 	f.StringVar(&req.MaxRuntime, "max-runtime", "", "stop after running this long, e.g. 24h")
 	f.BoolVar(&req.NoStart, "no-start", false, "create the sandbox stopped")
+	f.StringArrayVarP(&vols, "volume", "v", nil, "mount a persistent volume: "+volumeMountSyntax+" (repeatable)")
 	f.StringVar(&svc.User, "service-user", "", "user of the service: agent (default) or root")
 	f.StringVar(&svc.Cwd, "service-cwd", "", "working directory of the service")
 	f.StringArrayVar(&svcEnv, "service-env", nil, "service environment variable KEY=VALUE (repeatable)")

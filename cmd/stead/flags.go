@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/stead-dev/stead/client"
 )
 
 // parseEnv turns K=V strings into a map.
@@ -28,4 +30,20 @@ func splitAtDash(a []string, dashAt int) (before, after []string) {
 		return a, nil
 	}
 	return a[:dashAt], a[dashAt:]
+}
+
+// parseVolumes turns --volume values into mounts.
+func parseVolumes(specs []string) ([]client.VolumeMount, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	mounts := make([]client.VolumeMount, 0, len(specs))
+	for _, s := range specs {
+		m, err := client.ParseVolumeMount(s)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--volume: %w", err)}
+		}
+		mounts = append(mounts, m)
+	}
+	return mounts, nil
 }

@@ -89,6 +89,13 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 		row(tw, "Service:", strings.Join(sb.Service.Command, " "))
 		row(tw, "Restart:", orDash(sb.Service.Restart))
 	}
+	for i, m := range sb.Volumes {
+		label := ""
+		if i == 0 {
+			label = "Volumes:"
+		}
+		row(tw, label, volumeMountStr(m))
+	}
 	row(tw, "Created:", ago(sb.CreatedAt))
 	row(tw, "Started:", agoPtr(sb.StartedAt))
 	row(tw, "Stopped:", agoPtr(sb.StoppedAt))

@@ -79,7 +79,7 @@ Exit codes:
   0  success
   1  error
   2  usage error (bad flags or arguments)
-  3  not found (no such sandbox, file or template)
+  3  not found (no such sandbox, file, template or volume)
   4  conflict (the current state forbids it, e.g. starting a running sandbox)
   5  unauthenticated (missing or unknown API key)
   stead exec and stead shell exit with the command's own exit code
@@ -119,6 +119,7 @@ Exit codes:
 		newSnapshotCmd(g),
 		newForkCmd(g),
 		newRollbackCmd(g),
+		newVolumeCmd(g),
 	)
 	return root
 }

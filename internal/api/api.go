@@ -50,6 +50,8 @@ type server struct {
 //   - the snapshot, fork and rollback routes (/v1/snapshots,
 //     /v1/sandboxes/{id}/snapshots, .../fork, .../rollback) only when b
 //     also implements SnapshotBackend;
+//   - the persistent volume routes (/v1/volumes) only when b also
+//     implements VolumeBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
 //     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
 //     tenant is passed to every Backend call.
@@ -99,6 +101,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if sb, ok := b.(SnapshotBackend); ok {
 		s.registerSnapshots(sb)
+	}
+	if vb, ok := b.(VolumeBackend); ok {
+		s.registerVolumes(vb)
 	}
 
 	return s.logRequests(s.authenticate(mux))

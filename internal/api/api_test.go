@@ -169,6 +169,25 @@ func allRoutes() []route {
 			_, err := c.Rollback(ctx, sb, "snap-1")
 			return err
 		}},
+		{"create-volume", "CreateVolume", func(ctx context.Context, c *client.Client) error {
+			_, err := c.CreateVolume(ctx, client.CreateVolumeRequest{Name: "shared", SizeBytes: 1 << 30})
+			return err
+		}},
+		{"list-volumes", "ListVolumes", func(ctx context.Context, c *client.Client) error { _, err := c.ListVolumes(ctx, false); return err }},
+		{"list-all-volumes", "ListVolumes", func(ctx context.Context, c *client.Client) error { _, err := c.ListVolumes(ctx, true); return err }},
+		{"get-volume", "GetVolume", func(ctx context.Context, c *client.Client) error { _, err := c.GetVolume(ctx, "shared"); return err }},
+		{"delete-volume", "DeleteVolume", func(ctx context.Context, c *client.Client) error {
+			_, err := c.DeleteVolume(ctx, "shared", false)
+			return err
+		}},
+		{"purge-volume", "DeleteVolume", func(ctx context.Context, c *client.Client) error {
+			_, err := c.DeleteVolume(ctx, "shared", true)
+			return err
+		}},
+		{"undelete-volume", "UndeleteVolume", func(ctx context.Context, c *client.Client) error {
+			_, err := c.UndeleteVolume(ctx, "vol-1")
+			return err
+		}},
 	}
 }
 
@@ -391,6 +410,8 @@ func TestOpenAPIDocumentListsEveryRoute(t *testing.T) {
 		"PUT /v1/sandboxes/{id}/checkpoints/{name}/schema", "DELETE /v1/sandboxes/{id}/checkpoints/{name}/schema",
 		"POST /v1/sandboxes/{id}/snapshots", "GET /v1/snapshots", "GET /v1/snapshots/{id}", "DELETE /v1/snapshots/{id}",
 		"POST /v1/sandboxes/{id}/fork", "POST /v1/snapshots/{id}/fork", "POST /v1/sandboxes/{id}/rollback",
+		"POST /v1/volumes", "GET /v1/volumes", "GET /v1/volumes/{id}", "DELETE /v1/volumes/{id}",
+		"POST /v1/volumes/{id}/undelete",
 	}
 	for _, w := range want {
 		method, path, _ := strings.Cut(w, " ")

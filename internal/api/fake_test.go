@@ -64,6 +64,12 @@ type fakeBackend struct {
 	DeleteSnapshotFunc func(ctx context.Context, tenant, id string) error
 	ForkFunc           func(ctx context.Context, tenant, source string, req client.ForkRequest) ([]client.Sandbox, error)
 	RollbackFunc       func(ctx context.Context, tenant, sandbox string, req client.RollbackRequest) (client.RollbackResult, error)
+
+	CreateVolumeFunc   func(ctx context.Context, tenant string, req client.CreateVolumeRequest) (client.Volume, error)
+	ListVolumesFunc    func(ctx context.Context, tenant string, all bool) ([]client.Volume, error)
+	GetVolumeFunc      func(ctx context.Context, tenant, id string) (client.Volume, error)
+	DeleteVolumeFunc   func(ctx context.Context, tenant, id string, purge bool) (client.Volume, error)
+	UndeleteVolumeFunc func(ctx context.Context, tenant, id string) (client.Volume, error)
 }
 
 // fakeCall is one recorded backend call.
@@ -75,6 +81,7 @@ var (
 	_ Backend           = (*fakeBackend)(nil)
 	_ CheckpointBackend = (*fakeBackend)(nil)
 	_ SnapshotBackend   = (*fakeBackend)(nil)
+	_ VolumeBackend     = (*fakeBackend)(nil)
 )
 
 func (f *fakeBackend) record(method, tenant, id string) {
@@ -451,6 +458,53 @@ func (f *fakeBackend) Rollback(ctx context.Context, tenant, sandbox string, req 
 	}
 	sb, err := f.sandbox(tenant, sandbox)
 	return client.RollbackResult{Sandbox: sb, Safety: client.Snapshot{ID: "snap-safety", Sandbox: sandbox, Kind: "safety", Parent: req.Snapshot}}, err
+}
+
+func (f *fakeBackend) volume(tenant, id, state string) (client.Volume, error) {
+	if f.Err != nil {
+		return client.Volume{}, f.Err
+	}
+	return client.Volume{ID: "vol-1", Name: id, Tenant: tenant, SizeBytes: 10 << 30, State: state}, nil
+}
+
+func (f *fakeBackend) CreateVolume(ctx context.Context, tenant string, req client.CreateVolumeRequest) (client.Volume, error) {
+	f.record("CreateVolume", tenant, req.Name)
+	if f.CreateVolumeFunc != nil {
+		return f.CreateVolumeFunc(ctx, tenant, req)
+	}
+	return f.volume(tenant, req.Name, "available")
+}
+
+func (f *fakeBackend) ListVolumes(ctx context.Context, tenant string, all bool) ([]client.Volume, error) {
+	f.record("ListVolumes", tenant, "")
+	if f.ListVolumesFunc != nil {
+		return f.ListVolumesFunc(ctx, tenant, all)
+	}
+	return nil, f.Err
+}
+
+func (f *fakeBackend) GetVolume(ctx context.Context, tenant, id string) (client.Volume, error) {
+	f.record("GetVolume", tenant, id)
+	if f.GetVolumeFunc != nil {
+		return f.GetVolumeFunc(ctx, tenant, id)
+	}
+	return f.volume(tenant, id, "available")
+}
+
+func (f *fakeBackend) DeleteVolume(ctx context.Context, tenant, id string, purge bool) (client.Volume, error) {
+	f.record("DeleteVolume", tenant, id)
+	if f.DeleteVolumeFunc != nil {
+		return f.DeleteVolumeFunc(ctx, tenant, id, purge)
+	}
+	return f.volume(tenant, id, "deleted")
+}
+
+func (f *fakeBackend) UndeleteVolume(ctx context.Context, tenant, id string) (client.Volume, error) {
+	f.record("UndeleteVolume", tenant, id)
+	if f.UndeleteVolumeFunc != nil {
+		return f.UndeleteVolumeFunc(ctx, tenant, id)
+	}
+	return f.volume(tenant, id, "available")
 }
 
 // echoPTY is a terminal that echoes its input. Writing "exit N\n" ends the

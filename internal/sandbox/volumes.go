@@ -157,7 +157,6 @@ func (s *Service) DeleteVolume(ctx context.Context, tenant, id string, purge boo
 		if err := s.purgeVolume(ctx, v); err != nil {
 			return client.Volume{}, err
 		}
-		v.State = "purged"
 		return client.Volume{ID: v.ID, Name: v.Name, Tenant: v.TenantID, SizeBytes: v.SizeBytes, State: "deleted", CreatedAt: v.CreatedAt}, nil
 	}
 	if v.State == "deleted" {
