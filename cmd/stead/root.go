@@ -120,6 +120,8 @@ Exit codes:
 		newForkCmd(g),
 		newRollbackCmd(g),
 		newVolumeCmd(g),
+		newSessionCmd(g),
+		newAuditCmd(g),
 	)
 	return root
 }

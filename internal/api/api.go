@@ -105,8 +105,10 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if vb, ok := b.(VolumeBackend); ok {
 		s.registerVolumes(vb)
 	}
+	s.registerSessionRoutes(b)
+	s.registerAuditRoutes(b)
 
-	return s.logRequests(s.authenticate(mux))
+	return s.logRequests(s.authenticate(s.auditRequests(mux)))
 }
 
 // security is the requirement attached to every /v1 operation.

@@ -138,6 +138,8 @@ type Store interface {
 	CheckpointStore
 	SnapshotStore
 	VolumeStore
+	SessionStore
+	AuditStore
 
 	Close() error
 }
