@@ -207,6 +207,12 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
 			info.tenant = p.TenantID
 		}
+		if p.Sandbox != "" && !sandboxScopeAllows(p.Sandbox, r.URL.Path) {
+			s.writeProblem(w, r, "authenticate", fmt.Errorf(
+				"this token belongs to sandbox %s and reaches only /v1/sandboxes/%s/{checkpoints,threads,runs,orient}: %w",
+				p.Sandbox, p.Sandbox, errs.ErrForbidden))
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
@@ -286,4 +292,25 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, op string,
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// sandboxScopedAreas are what a sandbox-scoped token may reach under
+// /v1/sandboxes/{its id}/: agent state, never lifecycle, exec or files.
+var sandboxScopedAreas = []string{"checkpoints", "threads", "runs", "orient"}
+
+// sandboxScopeAllows reports whether a token scoped to sandbox id may
+// request path: /v1/sandboxes/<id>/<area>[/...] for an allowed area. The
+// id must be given literally (not the sandbox's name).
+func sandboxScopeAllows(id, path string) bool {
+	rest, ok := strings.CutPrefix(path, "/v1/sandboxes/"+id+"/")
+	if !ok {
+		return false
+	}
+	area, _, _ := strings.Cut(rest, "/")
+	for _, a := range sandboxScopedAreas {
+		if area == a {
+			return !strings.Contains(rest, "..")
+		}
+	}
+	return false
 }

@@ -902,3 +902,29 @@ func TestLongExecIsNotCutByTheServerReadTimeout(t *testing.T) {
 		t.Fatalf("buffered: %v", err)
 	}
 }
+
+func TestSandboxScopeAllowsOnlyItsOwnAgentState(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		ok   bool
+	}{
+		{"/v1/sandboxes/sb-1/checkpoints/plan", true},
+		{"/v1/sandboxes/sb-1/checkpoints", true},
+		{"/v1/sandboxes/sb-1/threads", true},
+		{"/v1/sandboxes/sb-1/runs/r1/events", true},
+		{"/v1/sandboxes/sb-1/orient", true},
+		{"/v1/sandboxes/sb-2/checkpoints/plan", false},
+		{"/v1/sandboxes/sb-1/stop", false},
+		{"/v1/sandboxes/sb-1/exec", false},
+		{"/v1/sandboxes/sb-1/files/content", false},
+		{"/v1/sandboxes/sb-1", false},
+		{"/v1/sandboxes", false},
+		{"/v1/keys", false},
+		{"/v1/sandboxes/sb-1/checkpoints/../../sb-2/checkpoints", false},
+		{"/v1/sandboxes/sb-10/checkpoints", false},
+	} {
+		if got := sandboxScopeAllows("sb-1", c.path); got != c.ok {
+			t.Errorf("%s: got %v want %v", c.path, got, c.ok)
+		}
+	}
+}

@@ -15,6 +15,10 @@ type Principal struct {
 	TenantID string
 	KeyID    string
 	Admin    bool
+	// Sandbox, when set, confines the principal to that sandbox's agent
+	// state: its checkpoint documents, session log and orient, nothing
+	// else (the token handed to the agent inside the sandbox).
+	Sandbox string
 }
 
 // ExecStream receives the output of an exec as it happens. Calls are

@@ -100,11 +100,20 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	tokenKey, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "token.key"))
+	if err != nil {
+		return err
+	}
+	socks := newAgentSockets(filepath.Join(cfg.RunDir, "api"), log)
+	defer socks.closeAll()
 	svc := sandbox.New(sandbox.Options{
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
-		StageDir: filepath.Join(cfg.RunDir, "stage"),
+		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey,
 	})
+	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
 	secret, err := svc.Bootstrap(ctx, func(secret string) error {
 		return fsutil.WriteFileAtomic(keyPath, []byte(secret+"\n"), 0o600)
@@ -119,8 +128,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 
-	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	var listeners []net.Listener
 	if cfg.Listen != "" {

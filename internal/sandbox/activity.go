@@ -190,6 +190,7 @@ func (s *Service) markCrashed(ctx context.Context, sb store.Sandbox) {
 		return
 	}
 	s.rt.Kill(ctx, sb.ID)
+	s.closeAgentSocket(sb.ID)
 	now := s.now()
 	cur.State, cur.StoppedAt, cur.StopReason = store.StateStopped, &now, "crashed"
 	s.act.forget(sb.ID)

@@ -32,6 +32,9 @@ func newSecret() string {
 
 // Authenticate resolves an API key.
 func (s *Service) Authenticate(ctx context.Context, secret string) (api.Principal, error) {
+	if strings.HasPrefix(secret, sandboxKeyPrefix) {
+		return s.authenticateSandboxToken(ctx, secret)
+	}
 	if !strings.HasPrefix(secret, keyPrefix) {
 		return api.Principal{}, errs.ErrUnauthenticated
 	}

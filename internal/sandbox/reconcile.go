@@ -85,6 +85,9 @@ func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map
 				sb.State = want
 				_, err = s.st.UpdateSandbox(ctx, sb)
 			}
+			if _, err := s.openAgentSocket(sb.ID); err != nil {
+				s.log.Error("reopen the sandbox's agent socket", "sandbox", sb.ID, "err", err)
+			}
 			s.log.Info("sandbox adopted", "sandbox", sb.ID, "state", want)
 			return err
 		default:

@@ -52,6 +52,21 @@ type Options struct {
 	// StageDir holds the private staging mounts of volume sub-paths
 	// (default: a directory under the system temp dir).
 	StageDir string
+	// AgentSockets, when set, serves the API inside every running sandbox
+	// at /run/stead/api.sock for the sandbox's own token.
+	AgentSockets AgentSockets
+	// TokenKey signs sandbox-scoped tokens (HMAC-SHA256); it must stay the
+	// same across daemon restarts. Without it sandboxes get no token.
+	TokenKey []byte
+}
+
+// AgentSockets serves the API on a per-sandbox unix socket.
+type AgentSockets interface {
+	// Open starts serving for sandbox id (idempotent) and returns the host
+	// directory holding the socket, to be mounted at /run/stead.
+	Open(id string) (string, error)
+	// Close stops serving for id and removes its directory.
+	Close(id string)
 }
 
 // Service runs sandboxes.
@@ -347,9 +362,17 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 		return sb, err
 	}
 	rs.Mounts = append(rs.Mounts, vm...)
+	if dir, err := s.openAgentSocket(sb.ID); err != nil {
+		release()
+		return sb, err
+	} else if dir != "" {
+		rs.Mounts = append(rs.Mounts, steadrt.Mount{Source: dir, Destination: agentSocketDir, ReadOnly: true})
+		rs.Env = append(rs.Env, "STEAD_API_SOCKET="+agentSocketDir+"/api.sock", "STEAD_TOKEN="+s.SandboxToken(sb.ID))
+	}
 	err = s.rt.Start(ctx, rs)
 	release()
 	if err != nil {
+		s.closeAgentSocket(sb.ID)
 		return sb, err
 	}
 	now := s.now()
@@ -496,6 +519,7 @@ func (s *Service) stopLocked(ctx context.Context, sb store.Sandbox, reason strin
 	if err := s.rt.Stop(ctx, sb.ID, s.stopGrace(sp)); err != nil {
 		return sb, err
 	}
+	s.closeAgentSocket(sb.ID)
 	now := s.now()
 	sb.State = store.StateStopped
 	sb.StoppedAt = &now
@@ -570,6 +594,7 @@ func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bo
 
 func (s *Service) purgeLocked(ctx context.Context, sb store.Sandbox) error {
 	s.rt.Kill(ctx, sb.ID)
+	s.closeAgentSocket(sb.ID)
 	if err := s.pool.Delete(ctx, datasetName(sb.ID)); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return err
 	}

@@ -1,0 +1,108 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/guest"
+)
+
+// agentSockets serves the API on one unix socket per running sandbox,
+// <dir>/<id>/api.sock, mounted read-only at /run/stead in the sandbox.
+// The directory (not the socket) is mounted, so a daemon restart can
+// replace the socket and the sandbox sees the new one.
+type agentSockets struct {
+	dir string
+	log *slog.Logger
+
+	mu  sync.Mutex
+	srv *http.Server
+	lns map[string]net.Listener
+}
+
+func newAgentSockets(dir string, log *slog.Logger) *agentSockets {
+	return &agentSockets{dir: dir, log: log, lns: map[string]net.Listener{}}
+}
+
+func (a *agentSockets) setServer(srv *http.Server) {
+	a.mu.Lock()
+	a.srv = srv
+	a.mu.Unlock()
+}
+
+// Open serves the API for sandbox id; idempotent.
+func (a *agentSockets) Open(id string) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := filepath.Join(a.dir, id)
+	if _, ok := a.lns[id]; ok {
+		return d, nil
+	}
+	if a.srv == nil {
+		return "", fmt.Errorf("agent socket for %s: the API server is not ready", id)
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
+	os.Chmod(a.dir, 0o711)
+	sock := filepath.Join(d, "api.sock")
+	f, err := guest.Listen(sock)
+	if err != nil {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
+	// Any uid inside may connect; the token decides what it may do.
+	os.Chmod(sock, 0o666)
+	a.lns[id] = ln
+	go a.srv.Serve(ln)
+	return d, nil
+}
+
+// Close stops serving for id and removes its directory.
+func (a *agentSockets) Close(id string) {
+	a.mu.Lock()
+	ln, ok := a.lns[id]
+	delete(a.lns, id)
+	a.mu.Unlock()
+	if ok {
+		ln.Close()
+	}
+	os.RemoveAll(filepath.Join(a.dir, id))
+}
+
+// closeAll stops listening (the directories stay for the next daemon).
+func (a *agentSockets) closeAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, ln := range a.lns {
+		ln.Close()
+		delete(a.lns, id)
+	}
+}
+
+// loadOrCreateKey returns the 32-byte key in path, creating it (0600)
+// on first use.
+func loadOrCreateKey(path string) ([]byte, error) {
+	if b, err := os.ReadFile(path); err == nil && len(b) == 32 {
+		return b, nil
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := fsutil.WriteFileAtomic(path, key, 0o600); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
