@@ -199,11 +199,12 @@ func (s *Service) ServiceInput(ctx context.Context, tenant, id string, data []by
 // AgentLog opens the supervised service's log; it works on stopped
 // sandboxes too, since the log lives in the sandbox root.
 func (s *Service) AgentLog(ctx context.Context, tenant, id string) (io.ReadCloser, error) {
-	r, _, err := s.openRoot(ctx, tenant, id, false)
+	v, _, err := s.fsFor(ctx, tenant, id, guest.AgentLog, false, false)
 	if err != nil {
 		return nil, err
 	}
-	rc, _, err := r.ReadFile(guest.AgentLog)
+	r := v.root
+	rc, _, err := r.ReadFile(v.inner)
 	if err != nil {
 		r.Close()
 		if errors.Is(err, errs.ErrNotFound) {

@@ -2,10 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
+	"sort"
+	"strings"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/files"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -13,29 +17,85 @@ import (
 // agentUID owns files written through the API unless they exist already.
 const agentUID = 1000
 
-// root opens the sandbox's root for a files call; files work whether the
-// sandbox runs or not, and on soft-deleted ones (their files stay until
-// the purge). The call counts as activity for auto-stop.
-func (s *Service) root(ctx context.Context, tenant, id string) (*files.Root, store.Sandbox, error) {
-	return s.openRoot(ctx, tenant, id, true)
+// fsView is where one files call operates: the sandbox's root dataset, or
+// a volume mounted in the sandbox when the path lies under its mount
+// point, so the API sees what the sandbox's processes see.
+type fsView struct {
+	root  *files.Root
+	inner string // the path within root
+	// Paths under innerBase in root appear under outerBase in the sandbox.
+	innerBase, outerBase string
+	readOnly             bool
 }
 
-// openRoot opens a sandbox's root; touch says whether the call counts as
-// activity (reading the agent log does not: a forgotten `attach` must not
-// keep a sandbox awake).
-func (s *Service) openRoot(ctx context.Context, tenant, id string, touch bool) (*files.Root, store.Sandbox, error) {
+func (v *fsView) close() { v.root.Close() }
+
+// out maps a path within the root back to the sandbox's view.
+func (v *fsView) out(p string) string {
+	if v.innerBase == "" && v.outerBase == "" {
+		return p
+	}
+	rest := strings.TrimPrefix(p, v.innerBase)
+	if rest == "" {
+		return v.outerBase
+	}
+	return strings.TrimSuffix(v.outerBase, "/") + rest
+}
+
+func (v *fsView) info(fi files.FileInfo) client.FileInfo {
+	fi.Path = v.out(fi.Path)
+	return fileView(fi)
+}
+
+// fsFor opens the file system behind path in a sandbox; files work whether
+// the sandbox runs or not, and on soft-deleted ones (their files stay until
+// the purge). With touch, the call counts as activity for auto-stop (reading
+// the agent log does not: a forgotten `attach` must not keep a sandbox
+// awake). A write under a read-only volume mount is refused.
+func (s *Service) fsFor(ctx context.Context, tenant, id, p string, touch, write bool) (*fsView, store.Sandbox, error) {
 	sb, err := s.get(ctx, tenant, id)
+	if err != nil {
+		return nil, sb, err
+	}
+	clean, err := files.CleanPath(p)
 	if err != nil {
 		return nil, sb, err
 	}
 	if touch && sb.State == store.StateRunning {
 		s.act.touch(sb.ID, s.now())
 	}
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return nil, sb, err
+	}
+	mounts := append([]client.VolumeMount(nil), sp.Volumes...)
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Path) > len(mounts[j].Path) })
+	for _, m := range mounts {
+		if clean != m.Path && !strings.HasPrefix(clean, m.Path+"/") {
+			continue
+		}
+		if write && m.ReadOnly {
+			return nil, sb, fmt.Errorf("%s is on a volume mounted read-only: %w", clean, errs.ErrForbidden)
+		}
+		r, err := files.OpenRoot(s.pool.Path(volumeDataset(m.Volume)))
+		if err != nil {
+			return nil, sb, err
+		}
+		base := "/" + m.SubPath
+		if m.SubPath == "" {
+			base = "/"
+		}
+		inner := strings.TrimSuffix(base, "/") + strings.TrimPrefix(clean, m.Path)
+		if inner == "" {
+			inner = "/"
+		}
+		return &fsView{root: r, inner: inner, innerBase: strings.TrimSuffix(base, "/"), outerBase: m.Path, readOnly: m.ReadOnly}, sb, nil
+	}
 	r, err := files.OpenRoot(s.pool.Path(datasetName(sb.ID)))
 	if err != nil {
 		return nil, sb, err
 	}
-	return r, sb, nil
+	return &fsView{root: r, inner: clean}, sb, nil
 }
 
 func fileView(fi files.FileInfo) client.FileInfo {
@@ -74,121 +134,130 @@ func (c closingReader) Close() error {
 
 // ReadFile opens a file in a sandbox.
 func (s *Service) ReadFile(ctx context.Context, tenant, id, path string) (io.ReadCloser, client.FileInfo, error) {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, false)
 	if err != nil {
 		return nil, client.FileInfo{}, err
 	}
-	rc, fi, err := r.ReadFile(path)
+	rc, fi, err := v.root.ReadFile(v.inner)
 	if err != nil {
-		r.Close()
+		v.close()
 		return nil, client.FileInfo{}, err
 	}
-	return closingReader{rc, r}, fileView(fi), nil
+	return closingReader{rc, v.root}, v.info(fi), nil
 }
 
 // WriteFile writes a file atomically (owned by the agent user).
 func (s *Service) WriteFile(ctx context.Context, tenant, id, path string, mode uint32, body io.Reader) (client.FileInfo, error) {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, true)
 	if err != nil {
 		return client.FileInfo{}, err
 	}
-	defer r.Close()
+	defer v.close()
 	if mode == 0 {
 		mode = 0o644
 	}
-	if err := r.WriteFile(ctx, path, fs.FileMode(mode&0o777), agentUID, agentUID, body); err != nil {
+	if err := v.root.WriteFile(ctx, v.inner, fs.FileMode(mode&0o777), agentUID, agentUID, body); err != nil {
 		return client.FileInfo{}, err
 	}
-	fi, err := r.Stat(path)
+	fi, err := v.root.Stat(v.inner)
 	if err != nil {
 		return client.FileInfo{}, err
 	}
-	return fileView(fi), nil
+	return v.info(fi), nil
 }
 
 // StatFile describes one path (symlinks are not followed).
 func (s *Service) StatFile(ctx context.Context, tenant, id, path string) (client.FileInfo, error) {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, false)
 	if err != nil {
 		return client.FileInfo{}, err
 	}
-	defer r.Close()
-	fi, err := r.Stat(path)
+	defer v.close()
+	fi, err := v.root.Stat(v.inner)
 	if err != nil {
 		return client.FileInfo{}, err
 	}
-	return fileView(fi), nil
+	return v.info(fi), nil
 }
 
 // ListFiles lists a directory.
 func (s *Service) ListFiles(ctx context.Context, tenant, id, path string) ([]client.FileInfo, error) {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, false)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	list, err := r.List(path)
+	defer v.close()
+	list, err := v.root.List(v.inner)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]client.FileInfo, 0, len(list))
 	for _, fi := range list {
-		out = append(out, fileView(fi))
+		out = append(out, v.info(fi))
 	}
 	return out, nil
 }
 
 // Mkdir makes a directory (owned by the agent user).
 func (s *Service) Mkdir(ctx context.Context, tenant, id, path string, parents bool) error {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, true)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	return r.Mkdir(path, parents, agentUID, agentUID)
+	defer v.close()
+	return v.root.Mkdir(v.inner, parents, agentUID, agentUID)
 }
 
 // RemoveFile removes a path; recursive removal never follows symlinks.
 func (s *Service) RemoveFile(ctx context.Context, tenant, id, path string, recursive bool) error {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, true)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	return r.Remove(path, recursive)
+	defer v.close()
+	return v.root.Remove(v.inner, recursive)
 }
 
-// RenameFile renames within the sandbox.
+// RenameFile renames within the sandbox's root or within one volume.
 func (s *Service) RenameFile(ctx context.Context, tenant, id, from, to string) error {
-	r, _, err := s.root(ctx, tenant, id)
+	vf, _, err := s.fsFor(ctx, tenant, id, from, true, true)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	return r.Rename(from, to)
+	defer vf.close()
+	vt, _, err := s.fsFor(ctx, tenant, id, to, true, true)
+	if err != nil {
+		return err
+	}
+	defer vt.close()
+	if vf.root.Path() != vt.root.Path() {
+		return fmt.Errorf("rename %s to %s: they are on different file systems (a volume and the root, or two volumes); copy instead: %w", from, to, errs.ErrInvalid)
+	}
+	return vf.root.Rename(vf.inner, vt.inner)
 }
 
-// DownloadTar writes a tar of path.
+// DownloadTar writes a tar of path (volumes mounted below path are not
+// included; download them by their own mount paths).
 func (s *Service) DownloadTar(ctx context.Context, tenant, id, path string, w io.Writer) error {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, false)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	return r.WriteTar(ctx, path, w)
+	defer v.close()
+	return v.root.WriteTar(ctx, v.inner, w)
 }
 
 // UploadTar extracts a tar under path; entries become the agent user's.
 func (s *Service) UploadTar(ctx context.Context, tenant, id, path string, body io.Reader) error {
-	r, _, err := s.root(ctx, tenant, id)
+	v, _, err := s.fsFor(ctx, tenant, id, path, true, true)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	if err := r.Mkdir(path, true, agentUID, agentUID); err != nil {
-		if _, serr := r.Stat(path); serr != nil {
+	defer v.close()
+	if err := v.root.Mkdir(v.inner, true, agentUID, agentUID); err != nil {
+		if _, serr := v.root.Stat(v.inner); serr != nil {
 			return err
 		}
 	}
-	return r.ExtractTar(ctx, path, body, files.ExtractOptions{UID: agentUID, GID: agentUID})
+	return v.root.ExtractTar(ctx, v.inner, body, files.ExtractOptions{UID: agentUID, GID: agentUID})
 }
