@@ -1,0 +1,79 @@
+"""stead: the Python SDK of the stead daemon (long-running AI-agent sandboxes).
+
+Standard library only. Quick start::
+
+    import stead
+
+    sb = stead.Sandbox.create(name="agent-1")          # STEAD_ENDPOINT / STEAD_API_KEY
+    r = sb.commands.run("echo hello; exit 3")
+    assert r.exit_code == 3 and r.stdout == "hello\\n"
+    sb.files.write("/workspace/plan.md", "# plan\\n")
+    cp = sb.state.put("progress", {"step": 1})
+    sb.state.put("progress", {"step": 2}, if_version=cp.version)
+    snap = sb.snapshot(label="before refactor")
+    sb.rollback(snap)
+    sb.delete(purge=True)
+
+See sdk/python/README.md for the whole surface.
+"""
+
+from .client import DEFAULT_ENDPOINT, Client, Response, resolve_api_key, resolve_endpoint
+from .errors import (
+    Conflict,
+    ConflictError,
+    ExecError,
+    Forbidden,
+    ForbiddenError,
+    Invalid,
+    InvalidError,
+    NotFound,
+    NotFoundError,
+    Quota,
+    QuotaError,
+    StealError,
+    SteadError,
+    Unauthenticated,
+    UnauthenticatedError,
+    UnreachableError,
+)
+from .models import Checkpoint, CheckpointInfo, CommandResult, FileInfo
+from .sandbox import Checkpoints, Commands, Files, Sandbox, SandboxState, Session, Snapshot
+from .volume import Volume
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Response",
+    "DEFAULT_ENDPOINT",
+    "resolve_endpoint",
+    "resolve_api_key",
+    "Sandbox",
+    "SandboxState",
+    "Snapshot",
+    "Volume",
+    "Commands",
+    "Files",
+    "Checkpoints",
+    "Session",
+    "CommandResult",
+    "FileInfo",
+    "Checkpoint",
+    "CheckpointInfo",
+    "SteadError",
+    "StealError",
+    "InvalidError",
+    "UnauthenticatedError",
+    "ForbiddenError",
+    "NotFoundError",
+    "ConflictError",
+    "QuotaError",
+    "UnreachableError",
+    "ExecError",
+    "Invalid",
+    "Unauthenticated",
+    "Forbidden",
+    "NotFound",
+    "Conflict",
+    "Quota",
+]

@@ -1,0 +1,514 @@
+"""Tests of the stead Python SDK (standard library unittest).
+
+Unit tests need no daemon: endpoint and key resolution, and the wire
+handling (errors, SSE streaming, unix sockets) against canned responses
+from a local http.server.
+
+Live tests run against the daemon given by STEAD_ENDPOINT and STEAD_API_KEY
+and are skipped without STEAD_ENDPOINT (the Go e2e test
+TestPythonSDK sets both and fails on any skip).
+
+    STEAD_ENDPOINT=http://127.0.0.1:7878 STEAD_API_KEY=... \\
+    PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests -v
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socketserver
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from unittest import mock
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import stead  # noqa: E402
+from stead import client as stead_client  # noqa: E402
+
+LIVE = bool(os.environ.get("STEAD_ENDPOINT"))
+
+
+# ---------------------------------------------------------------------------
+# Unit tests: no daemon.
+# ---------------------------------------------------------------------------
+
+
+class EndpointResolutionTest(unittest.TestCase):
+    def setUp(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("STEAD_")}
+        p = mock.patch.dict(os.environ, env, clear=True)
+        p.start()
+        self.addCleanup(p.stop)
+        p = mock.patch.object(stead_client, "DEFAULT_SOCKET", "/nonexistent/stead.sock")
+        p.start()
+        self.addCleanup(p.stop)
+        p = mock.patch.object(stead_client, "DEFAULT_ADMIN_KEY", "/nonexistent/admin.key")
+        p.start()
+        self.addCleanup(p.stop)
+
+    def test_default_endpoint_is_local_tcp(self):
+        self.assertEqual(stead.Client().endpoint, "http://127.0.0.1:7878")
+        self.assertEqual(stead.Client().api_key, "")
+
+    def test_env_endpoint_and_key(self):
+        os.environ["STEAD_ENDPOINT"] = "unix:///tmp/x.sock"
+        os.environ["STEAD_API_KEY"] = "sk-env"
+        c = stead.Client()
+        self.assertEqual(c.endpoint, "unix:///tmp/x.sock")
+        self.assertEqual(c.api_key, "sk-env")
+
+    def test_arguments_win_over_env(self):
+        os.environ["STEAD_ENDPOINT"] = "http://10.0.0.1:1"
+        os.environ["STEAD_API_KEY"] = "sk-env"
+        c = stead.Client("http://127.0.0.2:9", "sk-arg")
+        self.assertEqual((c.endpoint, c.api_key), ("http://127.0.0.2:9", "sk-arg"))
+
+    def test_key_from_data_dir_then_default_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "admin.key"), "w") as f:
+                f.write("sk-file\n")
+            os.environ["STEAD_DATA_DIR"] = d
+            self.assertEqual(stead.Client().api_key, "sk-file")
+            os.environ["STEAD_API_KEY"] = "sk-env"
+            self.assertEqual(stead.Client().api_key, "sk-env")
+            del os.environ["STEAD_API_KEY"], os.environ["STEAD_DATA_DIR"]
+            with mock.patch.object(stead_client, "DEFAULT_ADMIN_KEY", os.path.join(d, "admin.key")):
+                self.assertEqual(stead.Client().api_key, "sk-file")
+
+    def test_local_socket_when_it_exists(self):
+        with tempfile.NamedTemporaryFile() as f:
+            with mock.patch.object(stead_client, "DEFAULT_SOCKET", f.name):
+                self.assertEqual(stead.Client().endpoint, "unix://" + f.name)
+
+    def test_bad_endpoints(self):
+        for ep in ("ftp://x", "127.0.0.1:7878", "unix://", "http://"):
+            with self.assertRaises(ValueError, msg=ep):
+                stead.Client(ep, "k")
+
+
+class _Canned(BaseHTTPRequestHandler):
+    """Answers from the ROUTES table of the server; records requests."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _serve(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        self.server.requests.append((self.command, self.path, dict(self.headers), body))
+        route = self.server.routes.get((self.command, self.path.split("?", 1)[0]))
+        if route is None:
+            route = (404, "application/problem+json",
+                     json.dumps({"title": "Not Found", "status": 404, "detail": "no route " + self.path}))
+        if callable(route):
+            return route(self)
+        status, ctype, payload = route
+        data = payload.encode() if isinstance(payload, str) else payload
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+
+class _TCPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+
+def _problem(status, detail, errors=None):
+    p = {"title": "t%d" % status, "status": status, "detail": detail}
+    if errors:
+        p["errors"] = errors
+    return (status, "application/problem+json", json.dumps(p))
+
+
+SB = {"id": "sb-1", "name": "one", "state": "running"}
+
+
+class CannedServerTest(unittest.TestCase):
+    """The SDK against a local http.server with canned answers."""
+
+    def start(self, routes, unix=False):
+        if unix:
+            d = tempfile.mkdtemp()
+            path = os.path.join(d, "s.sock")
+            srv = _UnixServer(path, _Canned)
+            endpoint = "unix://" + path
+        else:
+            srv = _TCPServer(("127.0.0.1", 0), _Canned)
+            endpoint = "http://127.0.0.1:%d" % srv.server_address[1]
+        srv.routes, srv.requests = routes, []
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.srv = srv
+        return stead.Client(endpoint, "sk-test")
+
+    def test_status_maps_to_error_class_with_detail_as_message(self):
+        cases = {
+            400: stead.InvalidError, 401: stead.UnauthenticatedError, 403: stead.ForbiddenError,
+            404: stead.NotFoundError, 409: stead.ConflictError, 413: stead.InvalidError,
+            422: stead.InvalidError, 507: stead.QuotaError, 500: stead.SteadError,
+        }
+        routes = {("GET", "/v1/sandboxes/s%d" % st): _problem(st, "detail %d" % st) for st in cases}
+        c = self.start(routes)
+        for st, cls in cases.items():
+            with self.assertRaises(cls) as cm:
+                stead.Sandbox.get("s%d" % st, client=c)
+            e = cm.exception
+            self.assertIsInstance(e, stead.StealError)
+            self.assertEqual(e.status, st)
+            self.assertEqual(str(e), "detail %d" % st)
+            self.assertEqual(e.detail, "detail %d" % st)
+        self.assertIs(stead.NotFound, stead.NotFoundError)
+        self.assertIs(stead.StealError, stead.SteadError)
+
+    def test_validation_errors_and_non_json_bodies(self):
+        c = self.start({
+            ("POST", "/v1/sandboxes"): _problem(422, "validation failed",
+                                                [{"message": "expected string", "location": "body.name"}]),
+            ("GET", "/v1/sandboxes/x"): (502, "text/plain", "bad gateway\n"),
+        })
+        with self.assertRaises(stead.Invalid) as cm:
+            stead.Sandbox.create(client=c, name="x")
+        self.assertEqual(cm.exception.errors, ["body.name: expected string"])
+        self.assertIn("validation failed", str(cm.exception))
+        with self.assertRaises(stead.SteadError) as cm:
+            stead.Sandbox.get("x", client=c)
+        self.assertEqual((cm.exception.status, str(cm.exception)), (502, "bad gateway"))
+
+    def test_requests_carry_key_and_json(self):
+        c = self.start({("POST", "/v1/sandboxes"): (201, "application/json", json.dumps(SB))})
+        sb = stead.Sandbox.create(client=c, name="one", env={"A": "1"}, idle_timeout=90,
+                                  volumes=["data/agents/a1:/data:ro"], service="sleep 1000")
+        self.assertEqual((sb.id, sb.name, sb.state), ("sb-1", "one", "running"))
+        method, path, headers, body = self.srv.requests[-1]
+        self.assertEqual(headers["Authorization"], "Bearer sk-test")
+        self.assertEqual(headers["Content-Type"], "application/json")
+        self.assertEqual(json.loads(body), {
+            "name": "one", "env": {"A": "1"}, "idle_timeout": "90s",
+            "volumes": [{"volume": "data", "sub_path": "agents/a1", "path": "/data", "read_only": True}],
+            "service": {"command": ["/bin/sh", "-c", "sleep 1000"]},
+        })
+
+    def test_unix_socket_endpoint(self):
+        c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB))}, unix=True)
+        self.assertEqual(stead.Sandbox.get("sb-1", client=c).id, "sb-1")
+
+    def test_unreachable(self):
+        c = stead.Client("unix:///nonexistent/stead.sock", "k")
+        with self.assertRaises(stead.UnreachableError):
+            c.info()
+
+    def test_streaming_callbacks_get_output_before_exit(self):
+        def exec_sse(h):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+
+            def chunk(s):
+                b = s.encode()
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+                h.wfile.flush()
+
+            import base64
+            chunk(": keep-alive\n\n")
+            # "é" split across two events must come out whole.
+            chunk('event: stdout\ndata: {"type":"stdout","data":"%s"}\n\n' % base64.b64encode(b"first \xc3").decode())
+            chunk('event: stdout\ndata: {"type":"stdout","data":"%s"}\n\n' % base64.b64encode(b"\xa9\n").decode())
+            chunk('event: stderr\ndata: {"type":"stderr","data":"%s"}\n\n' % base64.b64encode(b"warn\n").decode())
+            time.sleep(1.0)
+            chunk('event: exit\ndata: {"type":"exit","exit_code":7,"pid":42}\n\n')
+            h.wfile.write(b"0\r\n\r\n")
+
+        c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB)),
+                        ("POST", "/v1/sandboxes/sb-1/exec"): exec_sse})
+        sb = stead.Sandbox.get("sb-1", client=c)
+        seen = []
+        t0 = time.monotonic()
+        res = sb.commands.run("x", on_stdout=lambda s: seen.append(("out", s, time.monotonic())),
+                              on_stderr=lambda s: seen.append(("err", s, time.monotonic())))
+        done = time.monotonic()
+        self.assertEqual([(k, s) for k, s, _ in seen], [("out", "first "), ("out", "é\n"), ("err", "warn\n")])
+        self.assertLess(seen[0][2] - t0, done - t0 - 0.5, "stdout arrived only with the exit")
+        self.assertEqual((res.exit_code, res.pid, res.stdout, res.stderr), (7, 42, "first é\n", "warn\n"))
+        _, _, headers, body = self.srv.requests[-1]
+        self.assertIn("text/event-stream", headers["Accept"])
+        self.assertEqual(json.loads(body)["command"], ["/bin/sh", "-c", "x"])
+
+    def test_stream_error_event_and_cut_stream(self):
+        def sse(events):
+            def h_(h):
+                data = "".join("event: %s\ndata: %s\n\n" % e for e in events).encode()
+                h.send_response(200)
+                h.send_header("Content-Type", "text/event-stream")
+                h.send_header("Content-Length", str(len(data)))
+                h.end_headers()
+                h.wfile.write(data)
+            return h_
+
+        c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB)),
+                        ("POST", "/v1/sandboxes/sb-1/exec"): sse([("error", '{"type":"error","error":"boom"}')]),
+                        ("POST", "/v1/sandboxes/sb-2/exec"): sse([("stdout", '{"type":"stdout","data":"eA=="}')])})
+        sb = stead.Sandbox.get("sb-1", client=c)
+        with self.assertRaises(stead.ExecError) as cm:
+            sb.commands.run(["x"], on_stdout=print)
+        self.assertEqual(str(cm.exception), "boom")
+        sb.raw["id"] = "sb-2"
+        with self.assertRaises(stead.ExecError):
+            sb.commands.run(["x"], on_stdout=lambda s: None)
+
+    def test_checkpoint_put_sends_if_match(self):
+        cp = {"name": "p", "version": 4, "principal": "k1"}
+        c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB)),
+                        ("PUT", "/v1/sandboxes/sb-1/checkpoints/p"): (200, "application/json", json.dumps(cp))})
+        sb = stead.Sandbox.get("sb-1", client=c)
+        got = sb.state.put("p", {"a": [1, 2]}, if_version=3, agent="planner", run="r1")
+        self.assertEqual(got.version, 4)
+        _, path, headers, body = self.srv.requests[-1]
+        self.assertEqual(headers["If-Match"], '"3"')
+        self.assertIn("agent=planner", path)
+        self.assertIn("run=r1", path)
+        self.assertEqual(json.loads(body), {"a": [1, 2]})
+        self.assertEqual(sb.state, "running")
+
+    def test_session_and_orient_are_stubs(self):
+        c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB))})
+        sb = stead.Sandbox.get("sb-1", client=c)
+        with self.assertRaises(NotImplementedError):
+            sb.orient()
+        for m in (sb.session.append, sb.session.read, sb.session.follow, sb.session.resume):
+            with self.assertRaises(NotImplementedError):
+                m()
+
+
+# ---------------------------------------------------------------------------
+# Live tests: a real daemon.
+# ---------------------------------------------------------------------------
+
+
+def _unique(prefix):
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+@unittest.skipUnless(LIVE, "set STEAD_ENDPOINT and STEAD_API_KEY to run the live tests")
+class LiveTest(unittest.TestCase):
+    """The SDK against a live daemon."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.client = stead.Client()
+        cls.created = []
+
+    @classmethod
+    def tearDownClass(cls):
+        for sb in cls.created:
+            try:
+                sb.delete(purge=True)
+            except stead.SteadError:
+                pass
+
+    def new_sandbox(self, **kw):
+        sb = stead.Sandbox.create(client=self.client, name=_unique("py"), **kw)
+        self.created.append(sb)
+        return sb
+
+    def test_unknown_sandbox_is_not_found(self):
+        with self.assertRaises(stead.NotFoundError) as cm:
+            stead.Sandbox.connect("no-such-sandbox-" + uuid.uuid4().hex[:6], client=self.client)
+        self.assertEqual(cm.exception.status, 404)
+        self.assertTrue(str(cm.exception))
+
+    def test_bad_key_is_unauthenticated(self):
+        with self.assertRaises(stead.UnauthenticatedError):
+            stead.Sandbox.list(client=stead.Client(self.client.endpoint, "sk-not-a-key"))
+
+    def test_taken_name_is_conflict(self):
+        sb = self.new_sandbox(no_start=True)
+        with self.assertRaises(stead.ConflictError):
+            stead.Sandbox.create(client=self.client, name=sb.name, no_start=True)
+
+    def test_environment_client(self):
+        # Client() resolves STEAD_ENDPOINT / STEAD_API_KEY like the CLI.
+        self.assertEqual(stead.Client().info()["version"], self.client.info()["version"])
+
+    def test_end_to_end(self):
+        c = self.client
+        sb = self.new_sandbox(env={"GREETING": "hi"})
+        self.assertEqual(sb.state, "running")
+        self.assertTrue(sb.id.startswith("sb-"))
+        self.assertIn(sb.id, [s.id for s in stead.Sandbox.list(client=c)])
+
+        # commands: exit code, output, env, stdin, args, cwd, user
+        r = sb.commands.run('echo "$GREETING $X"; echo oops >&2; exit 3', env={"X": "there"})
+        self.assertEqual((r.exit_code, r.stdout, r.stderr), (3, "hi there\n", "oops\n"))
+        self.assertFalse(r.ok)
+        r = sb.commands.run("cat", stdin="from stdin")
+        self.assertEqual(r.stdout, "from stdin")
+        r = sb.commands.run("echo", args=["a b", "c"])
+        self.assertEqual(r.stdout, "a b c\n")
+        r = sb.commands.run(["pwd"], cwd="/tmp")
+        self.assertEqual(r.stdout.strip(), "/tmp")
+        self.assertEqual(sb.commands.run("id -un", user="root").stdout.strip(), "root")
+        r = sb.commands.run("sleep 30", timeout=1)
+        self.assertTrue(r.timed_out)
+
+        # streaming: the first chunk arrives before the command exits
+        seen = []
+        t0 = time.monotonic()
+        r = sb.commands.run("echo first; sleep 2; echo second; echo err >&2; exit 5",
+                            on_stdout=lambda s: seen.append(("out", s, time.monotonic())),
+                            on_stderr=lambda s: seen.append(("err", s, time.monotonic())))
+        done = time.monotonic()
+        self.assertEqual(r.exit_code, 5)
+        self.assertEqual("".join(s for k, s, _ in seen if k == "out"), "first\nsecond\n")
+        self.assertEqual("".join(s for k, s, _ in seen if k == "err"), "err\n")
+        self.assertEqual((r.stdout, r.stderr), ("first\nsecond\n", "err\n"))
+        self.assertLess(seen[0][2], done - 1.0, "streamed output arrived only at exit")
+        self.assertGreater(done - t0, 1.5)
+
+        # background
+        r = sb.commands.run("sleep 1; echo bg", background=True)
+        self.assertGreater(r.pid, 0)
+        self.assertTrue(r.log_path)
+
+        # files
+        sb.files.mkdir("/home/agent/work/sub", parents=True)
+        info = sb.files.write("/home/agent/work/a.txt", "héllo\n")
+        self.assertEqual(info.size, len("héllo\n".encode()))
+        self.assertEqual(sb.files.read("/home/agent/work/a.txt"), "héllo\n".encode())
+        self.assertEqual(sb.files.read_text("/home/agent/work/a.txt"), "héllo\n")
+        blob = bytes(range(256)) * 64
+        sb.files.write("/home/agent/work/bin.dat", blob, mode=0o600)
+        self.assertEqual(sb.files.read("/home/agent/work/bin.dat"), blob)
+        self.assertEqual(sb.files.stat("/home/agent/work/bin.dat").mode & 0o777, 0o600)
+        sb.files.write("/home/agent/work/run.sh", "#!/bin/sh\necho ran\n", mode="0755")
+        self.assertEqual(sb.commands.run(["/home/agent/work/run.sh"]).stdout, "ran\n")
+        names = sorted(f.name for f in sb.files.list("/home/agent/work"))
+        self.assertEqual(names, ["a.txt", "bin.dat", "run.sh", "sub"])
+        self.assertTrue([f for f in sb.files.list("/home/agent/work") if f.name == "sub"][0].is_dir)
+        sb.files.rename("/home/agent/work/a.txt", "/home/agent/work/sub/b.txt")
+        self.assertFalse(sb.files.exists("/home/agent/work/a.txt"))
+        self.assertEqual(sb.files.read_text("/home/agent/work/sub/b.txt"), "héllo\n")
+        with self.assertRaises(stead.NotFoundError):
+            sb.files.read("/home/agent/work/nope")
+        sb.files.remove("/home/agent/work/bin.dat")
+        sb.files.remove("/home/agent/work/sub", recursive=True)
+        self.assertEqual(sorted(f.name for f in sb.files.list("/home/agent/work")), ["run.sh"])
+
+        # checkpoint state with optimistic concurrency
+        v1 = sb.state.put("progress", {"step": 1}, run="run-1")
+        self.assertEqual(v1.version, 1)
+        v2 = sb.state.put("progress", {"step": 2}, if_version=1)
+        self.assertEqual(v2.version, 2)
+        with self.assertRaises(stead.ConflictError):
+            sb.state.put("progress", {"step": 99}, if_version=1)
+        with self.assertRaises(stead.ConflictError):
+            sb.state.put("progress", {"step": 99}, if_version=0)
+        got = sb.state.get("progress")
+        self.assertEqual((got.version, got.doc), (2, {"step": 2}))
+        self.assertEqual(sb.state.get("progress", version=1).doc, {"step": 1})
+        self.assertEqual(sb.state.get("progress", version=1).run, "run-1")
+        hist = sb.state.history("progress")
+        self.assertEqual([h.version for h in hist], [1, 2])
+        rb = sb.state.rollback("progress", 1)
+        self.assertEqual(rb.version, 3)
+        self.assertEqual(sb.state.get("progress").doc, {"step": 1})
+        self.assertIn("progress", [i.name for i in sb.checkpoints.list()])
+        sb.state.put("plan", ["a", "b"], agent="planner")
+        self.assertEqual(sb.state.get("plan", agent="planner").doc, ["a", "b"])
+        with self.assertRaises(stead.NotFoundError):
+            sb.state.get("no-such-doc")
+
+        # snapshot, fork, rollback
+        sb.files.write("/home/agent/marker", "before")
+        snap = sb.snapshot(label="before")
+        self.assertTrue(snap.id.startswith("snap-"))
+        self.assertEqual(snap.label, "before")
+        self.assertIn(snap.id, [s.id for s in sb.snapshots()])
+        sb.files.write("/home/agent/marker", "after")
+        forks = sb.fork(count=1)
+        self.assertEqual(len(forks), 1)
+        self.created.extend(forks)
+        fork = forks[0]
+        self.assertNotEqual(fork.id, sb.id)
+        self.assertEqual(fork.files.read_text("/home/agent/marker"), "after")
+        fork.files.write("/home/agent/marker", "fork")
+        self.assertEqual(sb.files.read_text("/home/agent/marker"), "after")
+        safety = sb.rollback(snap)
+        self.assertEqual(safety.kind, "safety")
+        self.assertEqual(sb.state, "running")
+        self.assertEqual(sb.files.read_text("/home/agent/marker"), "before")
+        from_snap = snap.fork(no_start=True)
+        self.created.extend(from_snap)
+        self.assertEqual(from_snap[0].state, "stopped")
+
+        # lifecycle
+        self.assertEqual(sb.pause().state, "paused")
+        self.assertEqual(sb.resume().state, "running")
+        self.assertEqual(sb.commands.run("echo up").stdout, "up\n")
+        self.assertEqual(sb.stop().state, "stopped")
+        self.assertEqual(sb.stop().state, "stopped")  # idempotent
+        with self.assertRaises(stead.ConflictError) as cm:
+            sb.pause()  # a stopped sandbox cannot be paused
+        self.assertIn("stopped", str(cm.exception))
+        self.assertEqual(sb.refresh().state, "stopped")
+        self.assertEqual(sb.start().state, "running")
+        sb.pause()
+        again = stead.Sandbox.connect(sb.name, client=c)  # resumes a paused one
+        self.assertEqual((again.id, again.state), (sb.id, "running"))
+        sb.stop()
+        again = stead.Sandbox.connect(sb.id, client=c)  # starts a stopped one
+        self.assertEqual(again.state, "running")
+        self.assertEqual(again.files.read_text("/home/agent/marker"), "before")
+        self.assertEqual(again.state.get("progress").version, 3)
+
+        # delete
+        self.assertEqual(sb.delete().state, "deleted")
+        self.assertNotIn(sb.id, [s.id for s in stead.Sandbox.list(client=c)])
+        self.assertIn(sb.id, [s.id for s in stead.Sandbox.list(client=c, all=True)])
+        sb.delete(purge=True)
+        with self.assertRaises(stead.NotFoundError):
+            sb.refresh()
+
+    def test_volumes(self):
+        c = self.client
+        name = _unique("data")
+        vol = stead.Volume.create(name, client=c)
+        self.assertTrue(vol.id.startswith("vol-"))
+        self.assertIn(vol.id, [v.id for v in stead.Volume.list(client=c)])
+        a = self.new_sandbox(volumes=[name + ":/data"])
+        b = self.new_sandbox(volumes=[{"volume": name, "path": "/shared", "read_only": True}])
+        # Commands, not sb.files: the files API works on the sandbox's root
+        # file system on the host and does not see volume mounts (yet).
+        self.assertTrue(a.commands.run("echo shared > /data/note").ok)
+        self.assertEqual(b.commands.run("cat /shared/note").stdout, "shared\n")
+        self.assertFalse(b.commands.run("echo x > /shared/other").ok)  # read-only
+        with self.assertRaises(stead.ConflictError):
+            stead.Volume.delete(name, client=c)  # in use
+        a.delete(purge=True)
+        b.delete(purge=True)
+        self.assertEqual(stead.Volume.delete(name, client=c).state, "deleted")
+        self.assertNotIn(vol.id, [v.id for v in stead.Volume.list(client=c)])
+        stead.Volume.delete(vol.id, purge=True, client=c)
+        with self.assertRaises(stead.NotFoundError):
+            stead.Volume.get(vol.id, client=c)
+
+
+if __name__ == "__main__":
+    unittest.main()
