@@ -494,10 +494,11 @@ class LiveTest(unittest.TestCase):
         self.assertIn(vol.id, [v.id for v in stead.Volume.list(client=c)])
         a = self.new_sandbox(volumes=[name + ":/data"])
         b = self.new_sandbox(volumes=[{"volume": name, "path": "/shared", "read_only": True}])
-        # Commands, not sb.files: the files API works on the sandbox's root
-        # file system on the host and does not see volume mounts (yet).
         self.assertTrue(a.commands.run("echo shared > /data/note").ok)
         self.assertEqual(b.commands.run("cat /shared/note").stdout, "shared\n")
+        # The files API sees the volume through its mount point too.
+        a.files.write("/data/from-sdk", b"sdk")
+        self.assertEqual(b.files.read("/shared/from-sdk"), b"sdk")
         self.assertFalse(b.commands.run("echo x > /shared/other").ok)  # read-only
         with self.assertRaises(stead.ConflictError):
             stead.Volume.delete(name, client=c)  # in use
