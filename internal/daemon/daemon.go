@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/pool/btrfs"
@@ -104,12 +105,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	auditLog, err := audit.Open(ctx, st, filepath.Join(cfg.DataDir, "audit.key"), audit.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer auditLog.Checkpoint(context.WithoutCancel(ctx))
 	socks := newAgentSockets(filepath.Join(cfg.RunDir, "api"), log)
 	defer socks.closeAll()
 	svc := sandbox.New(sandbox.Options{
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
-		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey,
+		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 	})
 	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
@@ -154,6 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
+	go auditLog.Run(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())
 
 	select {

@@ -83,7 +83,9 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 		now := s.now()
 		if sp.MaxRuntime > 0 && sb.StartedAt != nil && now.Sub(*sb.StartedAt) >= sp.MaxRuntime {
 			s.log.Info("sandbox reached its max runtime", "sandbox", sb.ID, "max_runtime", sp.MaxRuntime)
-			if _, err := s.stop(ctx, sb.TenantID, sb.ID, "max_runtime"); err == nil {
+			_, err := s.stop(ctx, sb.TenantID, sb.ID, "max_runtime")
+			s.record(ctx, sb.TenantID, "sandbox.max_runtime_stop", sb.ID, err)
+			if err == nil {
 				acted = append(acted, sb.ID)
 			}
 			continue
@@ -103,8 +105,10 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 			s.log.Info("sandbox idle", "sandbox", sb.ID, "idle_timeout", sp.IdleTimeout, "on_idle", sp.OnIdle)
 			if sp.OnIdle == "pause" {
 				_, err = s.pause(ctx, sb.TenantID, sb.ID, "idle")
+				s.record(ctx, sb.TenantID, "sandbox.idle_pause", sb.ID, err)
 			} else {
 				_, err = s.stop(ctx, sb.TenantID, sb.ID, "idle")
+				s.record(ctx, sb.TenantID, "sandbox.idle_stop", sb.ID, err)
 			}
 			if err == nil {
 				acted = append(acted, sb.ID)
@@ -169,9 +173,11 @@ func (s *Service) PurgeExpired(ctx context.Context) {
 		unlock := s.lock(sb.ID)
 		// Re-read under the lock: an undelete may have won the race.
 		if cur, err := s.st.GetSandbox(ctx, sb.TenantID, sb.ID); err == nil && expired(cur) {
-			if err := s.purgeLocked(ctx, cur); err != nil {
+			err := s.purgeLocked(ctx, cur)
+			if err != nil {
 				s.log.Error("purge expired sandbox", "sandbox", sb.ID, "err", err)
 			}
+			s.record(ctx, sb.TenantID, "sandbox.purge_expired", sb.ID, err)
 		}
 		unlock()
 	}
@@ -199,4 +205,5 @@ func (s *Service) markCrashed(ctx context.Context, sb store.Sandbox) {
 		return
 	}
 	s.log.Warn("sandbox init died; marked stopped", "sandbox", sb.ID)
+	s.record(ctx, sb.TenantID, "sandbox.crash", sb.ID, nil)
 }

@@ -111,4 +111,6 @@ var (
 	_ api.CheckpointBackend = (*Service)(nil)
 	_ api.SnapshotBackend   = (*Service)(nil)
 	_ api.VolumeBackend     = (*Service)(nil)
+	_ api.AuditBackend      = (*Service)(nil)
+	_ api.SessionBackend    = (*Service)(nil)
 )

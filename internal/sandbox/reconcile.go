@@ -63,7 +63,9 @@ func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map
 	switch sb.State {
 	case store.StateCreating:
 		s.log.Warn("removing half-created sandbox", "sandbox", sb.ID)
-		return s.purgeLocked(ctx, sb)
+		err := s.purgeLocked(ctx, sb)
+		s.record(ctx, sb.TenantID, "sandbox.reconcile_removed", sb.ID, err)
+		return err
 	case store.StateRunning, store.StatePaused:
 		st, err := s.rt.Status(ctx, sb.ID)
 		if err != nil {
@@ -98,6 +100,7 @@ func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map
 			sb.StopReason = "crashed"
 			s.log.Warn("sandbox found dead; marked stopped", "sandbox", sb.ID)
 			_, err = s.st.UpdateSandbox(ctx, sb)
+			s.record(ctx, sb.TenantID, "sandbox.reconcile_crashed", sb.ID, err)
 			return err
 		}
 	}

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/guest"
 	"github.com/stead-dev/stead/internal/pool"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
+	"github.com/stead-dev/stead/internal/session"
 	"github.com/stead-dev/stead/internal/state"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/template"
@@ -58,6 +60,11 @@ type Options struct {
 	// TokenKey signs sandbox-scoped tokens (HMAC-SHA256); it must stay the
 	// same across daemon restarts. Without it sandboxes get no token.
 	TokenKey []byte
+	// Audit is the audit trail: it serves the audit routes and records the
+	// transitions the daemon makes on its own (idle stops, crashes,
+	// reconciliation, expiry purges). API requests are recorded by the API
+	// layer. Nil records nothing.
+	Audit *audit.Log
 }
 
 // AgentSockets serves the API on a per-sandbox unix socket.
@@ -82,6 +89,11 @@ type Service struct {
 
 	// *state.Service serves checkpoint documents (api.CheckpointBackend).
 	*state.Service
+	// *session.Sessions serves the session log (api.SessionBackend).
+	*session.Sessions
+	// *audit.Backend serves the audit trail (api.AuditBackend).
+	*audit.Backend
+	rec audit.Recorder
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -104,7 +116,13 @@ func New(opts Options) *Service {
 	if opts.StageDir == "" {
 		opts.StageDir = filepath.Join(os.TempDir(), "stead-stage")
 	}
-	return &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), Service: state.New(opts.Store)}
+	s := &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), Service: state.New(opts.Store),
+		Sessions: session.New(opts.Store),
+		Backend:  audit.NewBackend(opts.Audit), rec: audit.Nop{}}
+	if opts.Audit != nil {
+		s.rec = opts.Audit
+	}
+	return s
 }
 
 func (s *Service) now() time.Time { return s.opts.Now().UTC() }
@@ -669,4 +687,16 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 			sb.Spec, _ = json.Marshal(sp)
 			return s.st.UpdateSandbox(ctx, sb)
 		})
+}
+
+// record appends a transition the daemon made on its own to the audit
+// trail; a failure is logged (the transition has happened).
+func (s *Service) record(ctx context.Context, tenant, action, target string, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = err.Error()
+	}
+	if rerr := s.rec.Record(context.WithoutCancel(ctx), audit.Entry{Actor: "daemon", Tenant: tenant, Action: action, Target: target, Outcome: outcome}); rerr != nil {
+		s.log.Error("audit record", "action", action, "target", target, "err", rerr)
+	}
 }

@@ -212,9 +212,11 @@ func (s *Service) purgeExpiredVolumes(ctx context.Context) {
 		}
 		unlock := s.lock(v.ID)
 		if cur, err := s.st.GetVolume(ctx, v.TenantID, v.ID); err == nil && cur.State == "deleted" {
-			if err := s.purgeVolume(ctx, cur); err != nil {
+			err := s.purgeVolume(ctx, cur)
+			if err != nil {
 				s.log.Error("purge expired volume", "volume", v.ID, "err", err)
 			}
+			s.record(ctx, v.TenantID, "volume.purge_expired", v.ID, err)
 		}
 		unlock()
 	}

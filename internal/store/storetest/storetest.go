@@ -99,6 +99,20 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SnapshotsOfAnotherTenantAreAbsent", testSnapshotTenantIsolation},
 		{"VolumesRoundTripByIDOrNameAndSoftDelete", testVolumes},
 		{"VolumesOfAnotherTenantAreAbsent", testVolumeTenantIsolation},
+		{"SessionThreadsAndRunsRoundTripAndEndOnce", testSessionThreadsAndRuns},
+		{"AppendEventsNumbersSeqsAndIsIdempotent", testAppendEventsNumbersAndIsIdempotent},
+		{"AppendEventsBatchIsAllOrNothing", testAppendEventsBatchIsAllOrNothing},
+		{"ConcurrentAppendsGetConsecutiveSeqs", testConcurrentAppendsGetConsecutiveSeqs},
+		{"SessionsOfAnotherTenantAreAbsent", testSessionsOfAnotherTenantAreAbsent},
+		{"ResumeReportsSafePointAndInDoubtIntents", testResumeReportsSafePointAndInDoubtIntents},
+		{"RetentionKeepsLastNAndProtectedEvents", testRetentionKeepsLastNAndProtectedEvents},
+		{"PurgingASandboxDeletesItsSessions", testPurgingASandboxDeletesItsSessions},
+		{"AuditAppendThenListAndFilter", testAuditAppendAndList},
+		{"AuditAppendRejectsGapsDuplicatesAndWrongPrevHash", testAuditAppendRejectsBrokenChain},
+		{"AuditCheckpointsRoundTripAndRejectDuplicates", testAuditCheckpoints},
+		{"AuditPruneKeepsChainAnchoredAtACheckpoint", testAuditPrune},
+		{"AuditEntriesSurviveSandboxPurge", testAuditSurvivesPurge},
+		{"AuditConcurrentAppendsNeverForkTheChain", testAuditConcurrentAppends},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,71 @@
+package client
+
+import "time"
+
+// AuditEntry is one record of the audit trail, as listed by stead audit ls
+// and written one per line by the JSONL export. Hashes are lowercase hex.
+type AuditEntry struct {
+	// Seq numbers the entries 1, 2, 3 ... without gaps.
+	Seq  int64     `json:"seq" doc:"Position in the chain, 1, 2, 3 ..."`
+	Time time.Time `json:"time"`
+	// Actor is the API key id of the caller, or a daemon component.
+	Actor string `json:"actor" doc:"API key id of the caller, or the daemon component (daemon, ...)"`
+	// Tenant is the tenant acted in.
+	Tenant string `json:"tenant"`
+	// Action is the route pattern ("POST /v1/sandboxes/{id}/stop") or a
+	// daemon action ("sandbox.stop").
+	Action string `json:"action" doc:"Route pattern, e.g. POST /v1/sandboxes/{id}/stop, or a daemon action, e.g. sandbox.stop"`
+	// Target is the resource acted on, if any.
+	Target string `json:"target,omitempty"`
+	// Outcome is the HTTP status, or "ok" or an error for daemon actions.
+	Outcome  string `json:"outcome" doc:"HTTP status (\"200\", \"409\" ...), or ok / an error text for daemon actions"`
+	PrevHash string `json:"prev_hash" doc:"Hash of the previous entry (hex)"`
+	Hash     string `json:"hash" doc:"SHA-256 of prev_hash and this entry's fields (hex)"`
+}
+
+// AuditCheckpoint is an ed25519-signed statement of the chain's head.
+type AuditCheckpoint struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash" doc:"Hash of entry seq (hex)"`
+	// Start is the first seq the trail held when it was signed.
+	Start     int64     `json:"start" doc:"First seq the trail held when signed (1 until pruned)"`
+	Time      time.Time `json:"time"`
+	KeyID     string    `json:"key_id"`
+	Signature string    `json:"signature" doc:"ed25519 signature (hex)"`
+}
+
+// AuditReport is the result of verifying the audit trail.
+type AuditReport struct {
+	// OK is true when the chain is intact from its first entry to its last
+	// and every checkpoint is validly signed and matches it.
+	OK bool `json:"ok"`
+	// FirstSeq and LastSeq bound the entries held (0 when there are none).
+	FirstSeq int64 `json:"first_seq"`
+	LastSeq  int64 `json:"last_seq"`
+	Entries  int64 `json:"entries"`
+	// Checkpoints is how many signed checkpoints were checked.
+	Checkpoints int `json:"checkpoints"`
+	// SignedSeq is the seq of the newest checkpoint (0: none); the entries
+	// after it (Unsigned of them) are protected by the hash chain alone.
+	SignedSeq int64 `json:"signed_seq"`
+	Unsigned  int64 `json:"unsigned"`
+	// BadSeq is the first seq at which the trail was found altered (0 when
+	// OK), and Problem says what is wrong there.
+	BadSeq  int64  `json:"bad_seq,omitempty"`
+	Problem string `json:"problem,omitempty"`
+	// KeyID and PublicKey (hex) identify the key the checkpoints must be
+	// signed with.
+	KeyID     string `json:"key_id"`
+	PublicKey string `json:"public_key"`
+}
+
+// AuditQuery selects entries for ListAudit and ExportAudit.
+type AuditQuery struct {
+	// Since returns only entries at or after this time.
+	Since time.Time
+	// After returns only entries with a greater seq (paging).
+	After int64
+	// Limit caps how many entries ListAudit returns (server default 100,
+	// at most 1000); ExportAudit ignores it.
+	Limit int
+}

@@ -1,0 +1,425 @@
+// Package audit is stead's audit trail: an append-only, hash-chained log of
+// every state-changing action (API requests and lifecycle transitions the
+// daemon makes on its own), with periodic ed25519-signed checkpoints of its
+// head. It lives in the metadata store (store.AuditStore), outside every
+// sandbox, and references nothing else there: deleting or purging a
+// sandbox, volume, key or tenant leaves its entries in place.
+//
+// # Chain
+//
+// Entries are numbered 1, 2, 3 ... (Seq) and appended by one writer (the
+// Log's mutex; the store also refuses any append that does not extend the
+// last entry). Entry n's Hash is SHA-256 over this canonical encoding:
+//
+//	"stead-audit-entry-v1" 0x00
+//	prev hash    (uint32 big-endian length, bytes; 32 zero bytes for seq 1)
+//	seq          (uint64 big-endian)
+//	time         (int64 big-endian, Unix microseconds, UTC)
+//	actor, tenant, action, target, outcome
+//	             (each: uint32 big-endian length, UTF-8 bytes)
+//
+// so an edit of any field, a deleted, inserted or reordered entry breaks the
+// chain at that point (HashEntry computes it).
+//
+// # Checkpoints
+//
+// Every Options.CheckpointEvery entries, every Options.CheckpointInterval
+// when the head moved (Run), and on demand (Checkpoint), the Log signs
+// "entry Seq has Hash and the trail starts at Start" with its ed25519 key
+// (see SignedMessage). A hash chain alone can be rewritten consistently by
+// anyone who can write the database; a signed checkpoint cannot be, without
+// the key, which is generated on first start and kept in a file of mode
+// 0600 in the daemon's data directory (Open's keyPath).
+//
+// # Retention
+//
+// Prune(before) deletes old entries only up to a signed checkpoint: it picks
+// the newest checkpoint C whose entry is older than before, deletes every
+// entry and checkpoint with Seq < C, and in the same transaction signs a new
+// checkpoint of the head that records Start = C. Entry C is kept: its hash
+// is vouched for by checkpoint C, so the chain stays verifiable from C
+// onward, and because the newest checkpoint states where the trail starts,
+// deleting entries at the front outside Prune is still detected. Entries
+// newer than the last checkpoint are never pruned. The prune itself is
+// recorded as an entry (action "audit.prune").
+//
+// # Limits
+//
+// Verify detects any change to entries up to the newest checkpoint, and any
+// change to later entries except a consistent rewrite or truncation of that
+// unsigned tail, which the running daemon still catches by comparing with
+// the head it appended itself (not across a restart). A checkpoint is only
+// as trustworthy as the key file.
+package audit
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// Entry is what a caller records: the Log adds Seq, Time and the hashes.
+type Entry struct {
+	// Actor is who acted: an API key id, or a daemon component such as
+	// "daemon" for transitions the daemon makes on its own.
+	Actor string
+	// Tenant is the tenant acted in ("" for daemon-wide actions).
+	Tenant string
+	// Action names what was done: a route pattern for API requests
+	// ("POST /v1/sandboxes/{id}/stop"), a dotted verb otherwise
+	// ("sandbox.stop", "sandbox.crash"). Required.
+	Action string
+	// Target is the resource acted on (a sandbox id, ...), if any.
+	Target string
+	// Outcome is the HTTP status for API requests, "ok" or an error text
+	// for daemon actions.
+	Outcome string
+}
+
+// Recorder appends entries to the audit trail. *Log implements it.
+type Recorder interface {
+	// Record appends e; when it returns nil the entry is durable.
+	Record(ctx context.Context, e Entry) error
+}
+
+// Nop is a Recorder that records nothing (for tests and tools).
+type Nop struct{}
+
+// Record does nothing.
+func (Nop) Record(context.Context, Entry) error { return nil }
+
+// Defaults for Options.
+const (
+	DefaultCheckpointEvery    = 1000
+	DefaultCheckpointInterval = time.Hour
+	// maxField caps each string field of an entry, in bytes.
+	maxField = 1024
+)
+
+// Options configure a Log.
+type Options struct {
+	// CheckpointEvery signs a checkpoint after every that many entries
+	// (default DefaultCheckpointEvery; < 0 disables).
+	CheckpointEvery int64
+	// CheckpointInterval is how often Run signs a checkpoint when the head
+	// moved (default DefaultCheckpointInterval).
+	CheckpointInterval time.Duration
+	// Retention is how long Run keeps entries (0: for ever); see Prune.
+	Retention time.Duration
+	// Logger receives failures that cannot be returned (default
+	// slog.Default()).
+	Logger *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Log is the audit trail. Its methods are safe for concurrent use; one Log
+// must be the only writer of its store's trail.
+type Log struct {
+	st    store.AuditStore
+	key   ed25519.PrivateKey
+	pub   ed25519.PublicKey
+	keyID string
+	opts  Options
+
+	// pruneMu keeps Verify and Export from seeing a prune half way.
+	pruneMu sync.RWMutex
+	// mu serialises appends, checkpoints and prunes and guards the fields
+	// below.
+	mu     sync.Mutex
+	head   store.AuditEntry      // last entry (Seq 0: none yet)
+	signed store.AuditCheckpoint // newest checkpoint (Seq 0: none)
+}
+
+var _ Recorder = (*Log)(nil)
+
+// Open returns the audit trail kept in st, signing checkpoints with the
+// ed25519 key in the file keyPath, which is created (mode 0600, with its
+// directory) on first use. A key file readable by group or others is
+// refused.
+func Open(ctx context.Context, st store.AuditStore, keyPath string, opts Options) (*Log, error) {
+	key, err := loadOrCreateKey(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("open audit trail: %w", err)
+	}
+	if opts.CheckpointEvery == 0 {
+		opts.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	pub := key.Public().(ed25519.PublicKey)
+	l := &Log{st: st, key: key, pub: pub, keyID: KeyID(pub), opts: opts}
+	last, err := st.LastAudit(ctx)
+	switch {
+	case err == nil:
+		l.head = last
+	case !errors.Is(err, errs.ErrNotFound):
+		return nil, fmt.Errorf("open audit trail: %w", err)
+	}
+	cps, err := st.ListAuditCheckpoints(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("open audit trail: %w", err)
+	}
+	if len(cps) > 0 {
+		l.signed = cps[len(cps)-1]
+	}
+	return l, nil
+}
+
+// PublicKey returns the key checkpoints are verified with.
+func (l *Log) PublicKey() ed25519.PublicKey { return l.pub }
+
+// KeyID returns the fingerprint of a public key: the first 16 hex digits of
+// its SHA-256.
+func KeyID(pub ed25519.PublicKey) string {
+	h := sha256.Sum256(pub)
+	return fmt.Sprintf("%x", h[:8])
+}
+
+// Record appends e to the trail; when it returns nil the entry is durable.
+// Every CheckpointEvery entries it also signs a checkpoint (a failure to do
+// so is logged, not returned: the entry is stored).
+func (l *Log) Record(ctx context.Context, e Entry) error {
+	_, err := l.Append(ctx, e)
+	return err
+}
+
+// Append is Record returning the stored entry.
+func (l *Log) Append(ctx context.Context, e Entry) (store.AuditEntry, error) {
+	if e.Action == "" {
+		return store.AuditEntry{}, fmt.Errorf("record audit entry: empty action: %w", errs.ErrInvalid)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ent store.AuditEntry
+	var err error
+	for range 3 {
+		ent, err = l.appendLocked(ctx, e)
+		if !errors.Is(err, errs.ErrConflict) {
+			break
+		}
+		// Someone else wrote the trail (which must not happen): pick up
+		// its head and chain on from there; Verify will tell.
+		l.opts.Logger.ErrorContext(ctx, "audit trail changed under the daemon", "err", err)
+		last, lerr := l.st.LastAudit(ctx)
+		if lerr != nil {
+			break
+		}
+		l.head = last
+	}
+	if err != nil {
+		return store.AuditEntry{}, fmt.Errorf("record audit entry %q: %w", e.Action, err)
+	}
+	if n := l.opts.CheckpointEvery; n > 0 && ent.Seq%n == 0 {
+		if _, err := l.checkpointLocked(ctx); err != nil {
+			l.opts.Logger.ErrorContext(ctx, "sign audit checkpoint", "seq", ent.Seq, "err", err)
+		}
+	}
+	return ent, nil
+}
+
+func (l *Log) appendLocked(ctx context.Context, e Entry) (store.AuditEntry, error) {
+	tm := l.opts.Now().UTC().Truncate(time.Microsecond)
+	if tm.Before(l.head.Time) {
+		tm = l.head.Time // keep time order equal to seq order
+	}
+	prev := l.head.Hash
+	if l.head.Seq == 0 {
+		prev = make([]byte, sha256.Size)
+	}
+	ent := store.AuditEntry{
+		Seq: l.head.Seq + 1, Time: tm,
+		Actor: clip(e.Actor), Tenant: clip(e.Tenant), Action: clip(e.Action), Target: clip(e.Target), Outcome: clip(e.Outcome),
+		PrevHash: prev,
+	}
+	ent.Hash = HashEntry(ent)
+	if err := l.st.AppendAudit(ctx, ent); err != nil {
+		return store.AuditEntry{}, err
+	}
+	l.head = ent
+	return ent, nil
+}
+
+// clip caps s at maxField bytes, keeping it valid UTF-8 (so that it
+// survives JSON unchanged).
+func clip(s string) string {
+	if len(s) > maxField {
+		s = s[:maxField]
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s
+}
+
+// HashEntry returns the hash of e over e.PrevHash and its fields, in the
+// canonical encoding of the package documentation. e.Hash is ignored.
+func HashEntry(e store.AuditEntry) []byte {
+	h := sha256.New()
+	h.Write([]byte("stead-audit-entry-v1\x00"))
+	writeBytes(h, e.PrevHash)
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(e.Seq))
+	h.Write(n[:])
+	binary.BigEndian.PutUint64(n[:], uint64(e.Time.UnixMicro()))
+	h.Write(n[:])
+	for _, s := range []string{e.Actor, e.Tenant, e.Action, e.Target, e.Outcome} {
+		writeBytes(h, []byte(s))
+	}
+	return h.Sum(nil)
+}
+
+func writeBytes(h interface{ Write([]byte) (int, error) }, b []byte) {
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// SignedMessage is what a checkpoint's signature covers:
+//
+//	"stead-audit-checkpoint-v1" 0x00, seq, start (uint64 big-endian),
+//	time (int64 big-endian Unix microseconds), hash (uint32 length, bytes)
+func SignedMessage(c store.AuditCheckpoint) []byte {
+	b := []byte("stead-audit-checkpoint-v1\x00")
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Seq))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Start))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Time.UnixMicro()))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Hash)))
+	return append(b, c.Hash...)
+}
+
+// sign returns a signed checkpoint of entry head with the given start.
+func (l *Log) sign(head store.AuditEntry, start int64) store.AuditCheckpoint {
+	c := store.AuditCheckpoint{
+		Seq: head.Seq, Hash: head.Hash, Start: start,
+		Time: l.opts.Now().UTC().Truncate(time.Microsecond), KeyID: l.keyID,
+	}
+	c.Signature = ed25519.Sign(l.key, SignedMessage(c))
+	return c
+}
+
+// start returns where the trail starts now (held under mu).
+func (l *Log) startLocked() int64 {
+	if l.signed.Seq > 0 {
+		return l.signed.Start
+	}
+	return 1
+}
+
+// Checkpoint signs and stores a checkpoint of the current head, or
+// returns the newest one when it already covers the head. An empty trail
+// has nothing to sign (errs.ErrConflict).
+func (l *Log) Checkpoint(ctx context.Context) (store.AuditCheckpoint, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkpointLocked(ctx)
+}
+
+func (l *Log) checkpointLocked(ctx context.Context) (store.AuditCheckpoint, error) {
+	if l.head.Seq == 0 {
+		return store.AuditCheckpoint{}, fmt.Errorf("sign audit checkpoint: the trail is empty: %w", errs.ErrConflict)
+	}
+	if l.signed.Seq == l.head.Seq {
+		return l.signed, nil
+	}
+	c := l.sign(l.head, l.startLocked())
+	if err := l.st.PutAuditCheckpoint(ctx, c); err != nil {
+		return store.AuditCheckpoint{}, fmt.Errorf("sign audit checkpoint: %w", err)
+	}
+	l.signed = c
+	return c, nil
+}
+
+// Prune is retention: it deletes the entries older than before, but only
+// up to the newest signed checkpoint C whose entry is older than before
+// (entry C itself is kept as the anchor; see the package documentation).
+// It returns how many entries it deleted (0 when no checkpoint qualifies),
+// and records the prune as an entry.
+func (l *Log) Prune(ctx context.Context, before time.Time) (int64, error) {
+	l.pruneMu.Lock()
+	n, keepFrom, err := l.prune(ctx, before)
+	l.pruneMu.Unlock()
+	if err != nil || n == 0 {
+		return n, err
+	}
+	if err := l.Record(ctx, Entry{Actor: "daemon", Action: "audit.prune",
+		Target: fmt.Sprintf("seq<%d", keepFrom), Outcome: "ok"}); err != nil {
+		return n, fmt.Errorf("prune audit trail: %w", err)
+	}
+	return n, nil
+}
+
+func (l *Log) prune(ctx context.Context, before time.Time) (n, keepFrom int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cps, err := l.st.ListAuditCheckpoints(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune audit trail: %w", err)
+	}
+	start := l.startLocked()
+	for i := len(cps) - 1; i >= 0 && keepFrom == 0; i-- {
+		c := cps[i]
+		if c.Seq > l.head.Seq || c.Seq <= start {
+			continue
+		}
+		es, err := l.st.ListAudit(ctx, store.AuditFilter{AfterSeq: c.Seq - 1, Limit: 1})
+		if err != nil {
+			return 0, 0, fmt.Errorf("prune audit trail: %w", err)
+		}
+		if len(es) == 1 && es[0].Seq == c.Seq && es[0].Time.Before(before) {
+			keepFrom = c.Seq
+		}
+	}
+	if keepFrom == 0 {
+		return 0, 0, nil
+	}
+	head := l.sign(l.head, keepFrom)
+	n, err = l.st.PruneAudit(ctx, keepFrom, head)
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune audit trail: %w", err)
+	}
+	l.signed = head
+	return n, keepFrom, nil
+}
+
+// Run signs a checkpoint every CheckpointInterval when the head moved and,
+// when Retention is set, prunes entries older than it; it returns when ctx
+// ends. Failures are logged.
+func (l *Log) Run(ctx context.Context) {
+	t := time.NewTicker(l.opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := l.Checkpoint(ctx); err != nil && !errors.Is(err, errs.ErrConflict) {
+			l.opts.Logger.ErrorContext(ctx, "sign audit checkpoint", "err", err)
+		}
+		if l.opts.Retention > 0 {
+			if _, err := l.Prune(ctx, l.opts.Now().Add(-l.opts.Retention)); err != nil {
+				l.opts.Logger.ErrorContext(ctx, "prune audit trail", "err", err)
+			}
+		}
+	}
+}
