@@ -55,8 +55,11 @@ func TestLifecycleTransitions(t *testing.T) {
 	if sb, err = d.c.StartSandbox(ctx, "life"); err != nil || sb.State != "running" {
 		t.Fatalf("start of paused: %+v %v", sb, err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if t2 := readAll(t, d, sb.ID, "/workspace/tick"); t1 == t2 {
+	resumed := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !resumed; time.Sleep(50 * time.Millisecond) {
+		resumed = readAll(t, d, sb.ID, "/workspace/tick") != t1
+	}
+	if !resumed {
 		t.Fatal("resumed sandbox did not run")
 	}
 	// connect brings a stopped or paused sandbox back.
