@@ -122,6 +122,8 @@ Exit codes:
 		newVolumeCmd(g),
 		newSessionCmd(g),
 		newAuditCmd(g),
+		newTaskCmd(g),
+		newMCPCmd(g),
 	)
 	return root
 }

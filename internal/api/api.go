@@ -107,6 +107,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
+	s.registerTaskRoutes(b)
 
 	return s.logRequests(s.authenticate(s.auditRequests(mux)))
 }

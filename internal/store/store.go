@@ -140,6 +140,7 @@ type Store interface {
 	VolumeStore
 	SessionStore
 	AuditStore
+	TaskStore
 
 	Close() error
 }
