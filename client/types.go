@@ -312,3 +312,30 @@ type VolumeMount struct {
 	Path     string `json:"path" minLength:"1" doc:"Absolute mount point in the sandbox, e.g. /data"`
 	ReadOnly bool   `json:"read_only,omitempty"`
 }
+
+// Orient is what a resuming agent must read first, as data and as
+// prompt-ready text.
+type Orient struct {
+	Sandbox    Sandbox `json:"sandbox"`
+	StopReason string  `json:"stop_reason,omitempty" doc:"Why the sandbox last left the running state"`
+	// LastStoppedAt is when it last stopped (nil if never).
+	LastStoppedAt *time.Time `json:"last_stopped_at,omitempty"`
+	// Checkpoints are the latest versions of its checkpoint documents.
+	Checkpoints []CheckpointInfo `json:"checkpoints"`
+	// Files are the tails of the workspace notes asked for (decisions.md,
+	// plan.md by default); a missing file is left out.
+	Files []OrientFile `json:"files"`
+	// Run is the most recent run of the session log, if any.
+	Run *RunResume `json:"run,omitempty"`
+	// RecentEvents are the last events of that run.
+	RecentEvents []Event `json:"recent_events,omitempty"`
+	// Text renders all of the above for a model's prompt.
+	Text string `json:"text"`
+}
+
+// OrientFile is the tail of one workspace file.
+type OrientFile struct {
+	Path      string `json:"path"`
+	Tail      string `json:"tail"`
+	Truncated bool   `json:"truncated,omitempty" doc:"Only the last lines are included"`
+}

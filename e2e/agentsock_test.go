@@ -27,6 +27,9 @@ func TestAgentReachesOnlyItsOwnStateThroughTheInSandboxSocket(t *testing.T) {
 	if got := d.sh(ctx, a.ID, "agent", put); got != "200" {
 		t.Fatalf("agent's checkpoint put through the socket: HTTP %s", got)
 	}
+	if got := d.sh(ctx, a.ID, "agent", curl+`http://stead/v1/sandboxes/$STEAD_SANDBOX/orient`); got != "200" {
+		t.Fatalf("agent's orient through the socket: HTTP %s", got)
+	}
 	cp, err := d.c.GetCheckpoint(ctx, a.ID, "", "plan", 0)
 	if err != nil || strings.ReplaceAll(string(cp.Body), " ", "") != `{"step":3}` || cp.Principal != "sandbox:"+a.ID {
 		t.Fatalf("checkpoint written by the agent: %+v %v", cp, err)

@@ -124,6 +124,7 @@ Exit codes:
 		newAuditCmd(g),
 		newTaskCmd(g),
 		newMCPCmd(g),
+		newOrientCmd(g),
 	)
 	return root
 }

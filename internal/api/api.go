@@ -108,6 +108,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)
+	s.registerOrientRoutes(b)
 
 	return s.logRequests(s.authenticate(s.auditRequests(mux)))
 }

@@ -113,4 +113,5 @@ var (
 	_ api.VolumeBackend     = (*Service)(nil)
 	_ api.AuditBackend      = (*Service)(nil)
 	_ api.SessionBackend    = (*Service)(nil)
+	_ api.OrientBackend     = (*Service)(nil)
 )
