@@ -59,6 +59,36 @@ func run(n int, bin string) error {
 	}
 	rows = append(rows, benchd.Series{Name: "stead checkpoint put (HTTP, durable, history kept)", D: ds})
 
+	// Session log append throughput: one event per request, and batches.
+	th, err := c.CreateThread(ctx, sb.ID, client.CreateThreadRequest{Name: "bench"})
+	if err != nil {
+		return err
+	}
+	run, err := c.StartRun(ctx, sb.ID, th.ID)
+	if err != nil {
+		return err
+	}
+	payload := json.RawMessage(`{"tool":"search","query":"` + strings.Repeat("q", 60) + `"}`)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := c.AppendEvent(ctx, sb.ID, run.ID, client.AppendEvent{Type: "note", Payload: payload}); err != nil {
+			return err
+		}
+	}
+	single := float64(n) / time.Since(t0).Seconds()
+	const batch, batches = 100, 100
+	evs := make([]client.AppendEvent, batch)
+	for i := range evs {
+		evs[i] = client.AppendEvent{Type: "note", Payload: payload}
+	}
+	t0 = time.Now()
+	for i := 0; i < batches; i++ {
+		if _, err := c.AppendEvents(ctx, sb.ID, run.ID, evs); err != nil {
+			return err
+		}
+	}
+	batched := float64(batch*batches) / time.Since(t0).Seconds()
+
 	// The seed's patterns, on the disk that holds stead's data dir.
 	dir, err := os.MkdirTemp(filepath.Dir(d.Data()), "seed-")
 	if err != nil {
@@ -83,5 +113,6 @@ func run(n int, bin string) error {
 		}
 	}
 	tw.Flush()
+	fmt.Printf("\nsession log append (HTTP, durable): %.0f events/s one per request, %.0f events/s in batches of 100 (target >= 20,000/s batched)\n", single, batched)
 	return nil
 }
