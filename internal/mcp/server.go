@@ -1,0 +1,169 @@
+// Package mcp is stead's Model Context Protocol server: it exposes a stead
+// daemon to an MCP client (a model harness) as tools — exec, files,
+// checkpoints, the session log, orient, snapshots, fork and rollback.
+//
+// The server is an API client: every tool call is one or a few calls of
+// the Go SDK (package client) to the daemon, with the caller's API key. An
+// error of the API becomes a tool error (a result with IsError set and the
+// daemon's message as text), never a protocol error, so the model sees
+// what went wrong and can act on it.
+//
+// It is transport-agnostic; `stead mcp` serves it over stdio, or over
+// streamable HTTP with HTTPHandler.
+//
+//	c, _ := client.New("unix:///run/stead/stead.sock", key)
+//	srv := mcp.NewServer(c, mcp.Options{Sandbox: "agent-1"})
+//	err := srv.Run(ctx, &sdk.StdioTransport{})
+package mcp
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stead-dev/stead/client"
+)
+
+// Options configure NewServer.
+type Options struct {
+	// Sandbox is the default sandbox (id or name) of tools called without
+	// one. Empty: every call must name its sandbox.
+	Sandbox string
+	// Run is the default session-log run of session_append.
+	Run string
+	// Version is reported to clients as the server's version.
+	Version string
+	// Logger receives the SDK's diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// toolNames lists every tool NewServer registers, in registration order.
+var toolNames = []string{
+	"exec", "read_file", "write_file", "list_files",
+	"checkpoint_put", "checkpoint_get", "session_append", "orient",
+	"snapshot", "fork", "rollback",
+}
+
+// ToolNames returns the names of the tools NewServer registers.
+func ToolNames() []string { return append([]string(nil), toolNames...) }
+
+// tools holds what the tool handlers share.
+type tools struct {
+	c    *client.Client
+	opts Options
+}
+
+// NewServer returns an MCP server whose tools act on the daemon c talks
+// to. Serve it with Run (stdio) or HTTPHandler (streamable HTTP).
+func NewServer(c *client.Client, opts Options) *sdk.Server {
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "stead", Title: "stead sandboxes", Version: opts.Version},
+		&sdk.ServerOptions{Instructions: instructions(opts), Logger: logger})
+	t := &tools{c: c, opts: opts}
+	t.register(s)
+	return s
+}
+
+// instructions is the server's advice to the model, sent at initialize.
+func instructions(opts Options) string {
+	var b strings.Builder
+	b.WriteString("stead runs long-lived sandboxes for AI agents. These tools run commands and read and write files " +
+		"inside a sandbox, keep checkpoint documents and a session log outside it (they survive crashes and " +
+		"restarts), and snapshot, fork or roll back its files. When resuming work, call orient first. ")
+	if opts.Sandbox != "" {
+		fmt.Fprintf(&b, "Tools act on sandbox %q unless given another. ", opts.Sandbox)
+	} else {
+		b.WriteString("Every tool needs the sandbox (id or name) to act on. ")
+	}
+	if opts.Run != "" {
+		fmt.Fprintf(&b, "session_append appends to run %q unless given another.", opts.Run)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// sandbox returns the sandbox a call acts on: its own, else the default.
+func (t *tools) sandbox(given string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	if t.opts.Sandbox != "" {
+		return t.opts.Sandbox, nil
+	}
+	return "", errors.New("no sandbox: pass \"sandbox\" (an id or name), or start `stead mcp` with --sandbox")
+}
+
+// inputSchema infers the input schema of In and notes the default sandbox
+// (and run) in the descriptions of those properties.
+func (t *tools) inputSchema(s *jsonschema.Schema) *jsonschema.Schema {
+	if p := s.Properties["sandbox"]; p != nil {
+		if t.opts.Sandbox != "" {
+			p.Description += fmt.Sprintf(" Default: %q.", t.opts.Sandbox)
+		} else {
+			p.Description += " Required: this server has no default sandbox."
+		}
+	}
+	if p := s.Properties["run"]; p != nil && t.opts.Run != "" {
+		p.Description += fmt.Sprintf(" Default: %q.", t.opts.Run)
+	}
+	return s
+}
+
+// schemaFor infers the JSON Schema of T; it panics on a type the inference
+// does not support (a programming error caught by every test).
+func schemaFor[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: schema: %v", err))
+	}
+	return s
+}
+
+// apiError turns an error of the API into the message of a tool error:
+// what was being done, then the daemon's message and status.
+func apiError(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// HTTPOptions configure HTTPHandler.
+type HTTPOptions struct {
+	// Token, when set, must be presented as "Authorization: Bearer TOKEN"
+	// on every request; others get a 401.
+	Token string
+	// Logger receives the transport's diagnostics; nil discards them.
+	Logger *slog.Logger
+}
+
+// HTTPHandler serves srv over the MCP streamable HTTP transport, at any
+// path. Requests to a loopback address with a non-loopback Host header are
+// refused (DNS rebinding protection).
+func HTTPHandler(srv *sdk.Server, opts HTTPOptions) http.Handler {
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
+		&sdk.StreamableHTTPOptions{Logger: opts.Logger})
+	if opts.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="stead-mcp"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
