@@ -41,6 +41,10 @@ echo "agent: resuming at step $step"
 while true; do
   if read -t 1 line && [ "$line" = "/checkpoint" ]; then
     echo "{\"step\": $step, \"checkpointed\": \"$(date -u +%FT%TZ)\"}" > /data/checkpoint.json
+    # ...and the same outside the sandbox, through its own API socket.
+    curl -s -o /dev/null --unix-socket /run/stead/api.sock -H "Authorization: Bearer $STEAD_TOKEN" \
+      -X PUT -H "Content-Type: application/json" --data @/data/checkpoint.json \
+      http://stead/v1/sandboxes/$STEAD_SANDBOX/checkpoints/progress
     echo "agent: checkpointed at step $step"; exit 0
   fi
   step=$((step+1))
@@ -77,5 +81,7 @@ else
 fi
 say "agent log (kept in the sandbox at /var/log/agent.log):"
 stead logs demo-agent | tail -n 8
+say "what a resuming agent reads first (stead orient):"
+stead orient demo-agent --file /workspace/notes.md | head -n 20
 say "done: the notes, the state and the checkpoint all survived stop, kill -9 and restart"
 echo "(the sandbox keeps running; remove it with: stead delete --purge demo-agent)"
