@@ -322,6 +322,8 @@ type Orient struct {
 	LastStoppedAt *time.Time `json:"last_stopped_at,omitempty"`
 	// Checkpoints are the latest versions of its checkpoint documents.
 	Checkpoints []CheckpointInfo `json:"checkpoints"`
+	// OpenTasks are its tasks still open or in progress (at most 50).
+	OpenTasks []Task `json:"open_tasks"`
 	// Files are the tails of the workspace notes asked for (decisions.md,
 	// plan.md by default); a missing file is left out.
 	Files []OrientFile `json:"files"`

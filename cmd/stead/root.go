@@ -123,6 +123,8 @@ Exit codes:
 		newSessionCmd(g),
 		newAuditCmd(g),
 		newTaskCmd(g),
+		newObsCmd(g),
+		newKVCmd(g),
 		newMCPCmd(g),
 		newOrientCmd(g),
 	)

@@ -211,8 +211,8 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		if p.Sandbox != "" && !sandboxScopeAllows(p.Sandbox, r.URL.Path) {
 			s.writeProblem(w, r, "authenticate", fmt.Errorf(
-				"this token belongs to sandbox %s and reaches only /v1/sandboxes/%s/{checkpoints,threads,runs,orient}: %w",
-				p.Sandbox, p.Sandbox, errs.ErrForbidden))
+				"this token belongs to sandbox %s and reaches only /v1/sandboxes/%s/{%s}: %w",
+				p.Sandbox, p.Sandbox, strings.Join(sandboxScopedAreas, ","), errs.ErrForbidden))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -298,7 +298,7 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, op string,
 
 // sandboxScopedAreas are what a sandbox-scoped token may reach under
 // /v1/sandboxes/{its id}/: agent state, never lifecycle, exec or files.
-var sandboxScopedAreas = []string{"checkpoints", "threads", "runs", "orient"}
+var sandboxScopedAreas = []string{"checkpoints", "threads", "runs", "orient", "tasks", "observations", "kv"}
 
 // sandboxScopeAllows reports whether a token scoped to sandbox id may
 // request path: /v1/sandboxes/<id>/<area>[/...] for an allowed area. The

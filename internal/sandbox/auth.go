@@ -114,4 +114,5 @@ var (
 	_ api.AuditBackend      = (*Service)(nil)
 	_ api.SessionBackend    = (*Service)(nil)
 	_ api.OrientBackend     = (*Service)(nil)
+	_ api.TaskBackend       = (*Service)(nil)
 )

@@ -42,6 +42,11 @@ func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string,
 	if or.Checkpoints, err = s.ListCheckpoints(ctx, tenant, sb.ID); err != nil {
 		return client.Orient{}, err
 	}
+	page, err := s.ListTasks(ctx, tenant, sb.ID, client.TaskQuery{Open: true, Limit: 50})
+	if err != nil {
+		return client.Orient{}, err
+	}
+	or.OpenTasks = page.Tasks
 	for _, p := range paths {
 		f, err := s.tail(ctx, tenant, sb.ID, p)
 		if errors.Is(err, errs.ErrNotFound) {
@@ -145,6 +150,13 @@ func orientText(or client.Orient) string {
 			name = c.Agent + "/" + c.Name
 		}
 		fmt.Fprintf(&b, "- %s: version %d, saved %s\n", name, c.Version, c.UpdatedAt.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
+	b.WriteString("\n## Open tasks\n")
+	if len(or.OpenTasks) == 0 {
+		b.WriteString("None.\n")
+	}
+	for _, t := range or.OpenTasks {
+		fmt.Fprintf(&b, "- %s [%s]: %s\n", t.ID, t.State, clip(string(t.Payload), 200))
 	}
 	if r := or.Run; r != nil {
 		fmt.Fprintf(&b, "\n## Last run %s (%s)\n", r.Run.ID, r.Run.Status)

@@ -43,6 +43,9 @@ func TestOrientTellsAResumingAgentWhereItStands(t *testing.T) {
 	if _, err := s.AppendRunEvents(ctx, p, sb.ID, run.ID, []client.AppendEvent{{Type: "tool_result", Intent: evs[2].Seq, Payload: json.RawMessage(`{"ok":true}`)}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.CreateTask(ctx, p, sb.ID, client.CreateTaskRequest{ID: "write-tests", Payload: json.RawMessage(`{"what":"cover rollback"}`)}); err != nil {
+		t.Fatal(err)
+	}
 	or, err := s.Orient(ctx, tn, sb.ID, nil, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +53,7 @@ func TestOrientTellsAResumingAgentWhereItStands(t *testing.T) {
 	if len(or.Checkpoints) != 1 || or.Run == nil || len(or.Run.InDoubt) != 1 || len(or.RecentEvents) != 4 || len(or.Files) != 1 {
 		t.Fatalf("orient: %+v", or)
 	}
-	for _, want := range []string{"plan: version 1", "IN DOUBT", "send_email", "never force-push", "reason: created"} {
+	for _, want := range []string{"plan: version 1", "write-tests [open]", "IN DOUBT", "send_email", "never force-push", "reason: created"} {
 		if !strings.Contains(or.Text, want) {
 			t.Fatalf("orient text lacks %q:\n%s", want, or.Text)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/stead-dev/stead/internal/session"
 	"github.com/stead-dev/stead/internal/state"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/tasks"
 	"github.com/stead-dev/stead/internal/template"
 )
 
@@ -91,6 +92,9 @@ type Service struct {
 	*state.Service
 	// *session.Sessions serves the session log (api.SessionBackend).
 	*session.Sessions
+	// *tasks.Tasks serves structured state: tasks, observations,
+	// key-value (api.TaskBackend).
+	*tasks.Tasks
 	// *audit.Backend serves the audit trail (api.AuditBackend).
 	*audit.Backend
 	rec audit.Recorder
@@ -118,6 +122,7 @@ func New(opts Options) *Service {
 	}
 	s := &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), Service: state.New(opts.Store),
 		Sessions: session.New(opts.Store),
+		Tasks:    tasks.New(opts.Store),
 		Backend:  audit.NewBackend(opts.Audit), rec: audit.Nop{}}
 	if opts.Audit != nil {
 		s.rec = opts.Audit

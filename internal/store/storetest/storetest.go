@@ -113,6 +113,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"AuditPruneKeepsChainAnchoredAtACheckpoint", testAuditPrune},
 		{"AuditEntriesSurviveSandboxPurge", testAuditSurvivesPurge},
 		{"AuditConcurrentAppendsNeverForkTheChain", testAuditConcurrentAppends},
+		{"TasksCreateGetAndTransition", testTasksCreateGetAndTransition},
+		{"ListTasksFiltersByStateAndCreatedAfterAndPages", testListTasksFiltersAndPages},
+		{"ConcurrentTaskTransitionsWithIfStateHaveOneWinner", testConcurrentTaskTransitionsHaveOneWinner},
+		{"ObservationsAppendInOrderAndListAfterACursor", testObservationsAppendAndList},
+		{"ConcurrentObservationAppendsGetConsecutiveSeqs", testConcurrentObservationAppendsGetConsecutiveSeqs},
+		{"KVPutGetListByPrefixAndDeleteWithIfVersion", testKVPutGetListDelete},
+		{"ConcurrentKVPutsWithIfVersionHaveOneWinnerPerVersion", testConcurrentKVPutsHaveOneWinnerPerVersion},
+		{"StructuredStateOfAnotherTenantIsAbsent", testStructuredStateOfAnotherTenantIsAbsent},
+		{"PurgingASandboxDeletesItsStructuredState", testPurgingASandboxDeletesItsStructuredState},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
