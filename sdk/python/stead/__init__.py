@@ -12,6 +12,9 @@ Standard library only. Quick start::
     sb.state.put("progress", {"step": 2}, if_version=cp.version)
     snap = sb.snapshot(label="before refactor")
     sb.rollback(snap)
+    run = sb.session.start_run(sb.session.create_thread("main"))
+    sb.session.append(run, "tool_intent", {"tool": "deploy"}, idempotency_key="deploy-1")
+    print(sb.orient().text)                            # shows the intent as IN DOUBT
     sb.delete(purge=True)
 
 See sdk/python/README.md for the whole surface.
@@ -56,10 +59,26 @@ __all__ = [
     "Files",
     "Checkpoints",
     "Session",
+    "Tasks",
+    "Observations",
+    "KV",
+    "EVENT_TYPES",
+    "TASK_STATES",
     "CommandResult",
     "FileInfo",
     "Checkpoint",
     "CheckpointInfo",
+    "Thread",
+    "Run",
+    "Event",
+    "EventPage",
+    "ModelSession",
+    "RunResume",
+    "Orient",
+    "OrientFile",
+    "Task",
+    "Observation",
+    "KVEntry",
     "SteadError",
     "StealError",
     "InvalidError",

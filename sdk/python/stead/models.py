@@ -4,9 +4,25 @@ from __future__ import annotations
 
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
-__all__ = ["CommandResult", "FileInfo", "Checkpoint", "CheckpointInfo"]
+__all__ = [
+    "CommandResult",
+    "FileInfo",
+    "Checkpoint",
+    "CheckpointInfo",
+    "Thread",
+    "Run",
+    "Event",
+    "EventPage",
+    "ModelSession",
+    "RunResume",
+    "OrientFile",
+    "Orient",
+    "Task",
+    "Observation",
+    "KVEntry",
+]
 
 
 @dataclass
@@ -143,3 +159,301 @@ class CheckpointInfo:
         )
 
 
+
+
+# ---------------------------------------------------------------------------
+# Session log
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Thread:
+    """A session-log thread: a named conversation of an agent, a sequence
+    of runs. ``retention`` is ``{"keep_last": N, "keep_within_seconds": S}``
+    (unset rules left out)."""
+
+    id: str
+    name: str = ""
+    sandbox: str = ""
+    retention: Dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Thread":
+        return cls(
+            id=d.get("id", ""),
+            name=d.get("name", ""),
+            sandbox=d.get("sandbox", ""),
+            retention=d.get("retention") or {},
+            created_at=d.get("created_at", ""),
+            raw=d,
+        )
+
+
+@dataclass
+class Run:
+    """One execution of a thread; events are appended to runs. ``status``
+    is running, completed, failed, canceled or interrupted; ``last_seq``
+    the seq of the newest event (0: none)."""
+
+    id: str
+    thread: str = ""
+    status: str = ""
+    last_seq: int = 0
+    started_at: str = ""
+    ended_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Run":
+        return cls(
+            id=d.get("id", ""),
+            thread=d.get("thread", ""),
+            status=d.get("status", ""),
+            last_seq=d.get("last_seq", 0),
+            started_at=d.get("started_at", ""),
+            ended_at=d.get("ended_at") or "",
+            raw=d,
+        )
+
+
+@dataclass
+class Event:
+    """A stored session-log event. ``payload`` is the parsed JSON value;
+    ``intent`` is, for a tool_result, the seq of its tool_intent."""
+
+    run: str
+    seq: int
+    type: str = ""
+    time: str = ""
+    payload: Any = None
+    model_session: str = ""
+    idempotency_key: str = ""
+    intent: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Event":
+        return cls(
+            run=d.get("run", ""),
+            seq=d.get("seq", 0),
+            type=d.get("type", ""),
+            time=d.get("time", ""),
+            payload=d.get("payload"),
+            model_session=d.get("model_session", ""),
+            idempotency_key=d.get("idempotency_key", ""),
+            intent=d.get("intent", 0),
+            raw=d,
+        )
+
+
+@dataclass
+class EventPage:
+    """One page of a run's events. Pass ``next`` as ``after`` to read on;
+    ``more`` is true when the page was cut at the limit; ``run_status`` is
+    the run's status when the page was read (a page without ``more`` of a
+    run that is not running is its end). Iterating a page iterates its
+    events."""
+
+    events: List[Event] = field(default_factory=list)
+    next: int = 0
+    more: bool = False
+    run_status: str = ""
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "EventPage":
+        return cls(
+            events=[Event.from_json(e) for e in d.get("events") or []],
+            next=d.get("next", 0),
+            more=d.get("more", False),
+            run_status=d.get("run_status", ""),
+        )
+
+
+@dataclass
+class ModelSession:
+    """A model session of a run: its id and the seq of its first event."""
+
+    id: str
+    first_seq: int = 0
+    created_at: str = ""
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ModelSession":
+        return cls(id=d.get("id", ""), first_seq=d.get("first_seq", 0), created_at=d.get("created_at", ""))
+
+
+@dataclass
+class RunResume:
+    """What a harness resuming a run must know: the run, its last safe
+    point (its last checkpoint event, else its last event; None when it has
+    none) and the tool intents no tool_result answers (``in_doubt``: their
+    side effects may or may not have happened)."""
+
+    run: Run
+    safe_point: Optional[Event] = None
+    in_doubt: List[Event] = field(default_factory=list)
+    model_sessions: List[ModelSession] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "RunResume":
+        sp = d.get("safe_point")
+        return cls(
+            run=Run.from_json(d.get("run") or {}),
+            safe_point=Event.from_json(sp) if sp else None,
+            in_doubt=[Event.from_json(e) for e in d.get("in_doubt") or []],
+            model_sessions=[ModelSession.from_json(m) for m in d.get("model_sessions") or []],
+        )
+
+
+# ---------------------------------------------------------------------------
+# Tasks, observations, key-value entries
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Task:
+    """A unit of an agent's work kept by the daemon. ``state`` is open,
+    in_progress, done, failed or cancelled; ``payload`` the parsed JSON."""
+
+    id: str
+    state: str = ""
+    payload: Any = None
+    sandbox: str = ""
+    created_at: str = ""
+    updated_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Task":
+        return cls(
+            id=d.get("id", ""),
+            state=d.get("state", ""),
+            payload=d.get("payload"),
+            sandbox=d.get("sandbox", ""),
+            created_at=d.get("created_at", ""),
+            updated_at=d.get("updated_at", ""),
+            raw=d,
+        )
+
+
+@dataclass
+class Observation:
+    """One entry of a sandbox's append-only observation log; ``principal``
+    is the id of the API key that appended it."""
+
+    seq: int
+    kind: str = ""
+    payload: Any = None
+    time: str = ""
+    principal: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Observation":
+        return cls(
+            seq=d.get("seq", 0),
+            kind=d.get("kind", ""),
+            payload=d.get("payload"),
+            time=d.get("time", ""),
+            principal=d.get("principal", ""),
+            raw=d,
+        )
+
+
+@dataclass
+class KVEntry:
+    """A key-value entry; ``value`` is the parsed JSON, ``version`` is 1 on
+    creation and grows by one per put (usable as ``if_version``)."""
+
+    key: str
+    value: Any = None
+    version: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "KVEntry":
+        return cls(
+            key=d.get("key", ""),
+            value=d.get("value"),
+            version=d.get("version", 0),
+            created_at=d.get("created_at", ""),
+            updated_at=d.get("updated_at", ""),
+            raw=d,
+        )
+
+
+# ---------------------------------------------------------------------------
+# Orient
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class OrientFile:
+    """The tail of one workspace file (``truncated``: only its last lines)."""
+
+    path: str
+    tail: str = ""
+    truncated: bool = False
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "OrientFile":
+        return cls(path=d.get("path", ""), tail=d.get("tail", ""), truncated=d.get("truncated", False))
+
+
+@dataclass
+class Orient:
+    """What a resuming agent must read first, as data and as prompt-ready
+    ``text`` (``str(orient)`` is the text too).
+
+    ``sandbox`` is the :class:`~stead.Sandbox`; ``stop_reason`` and
+    ``last_stopped_at`` say why and when it last stopped; ``checkpoints``
+    are its latest checkpoint documents, ``open_tasks`` its open or
+    in-progress tasks, ``files`` the tails of its workspace notes; ``run``
+    is the latest session run's :class:`RunResume` (None without one) and
+    ``recent_events`` that run's last events.
+    """
+
+    text: str = ""
+    sandbox: Any = None
+    stop_reason: str = ""
+    last_stopped_at: str = ""
+    checkpoints: List[CheckpointInfo] = field(default_factory=list)
+    open_tasks: List[Task] = field(default_factory=list)
+    files: List[OrientFile] = field(default_factory=list)
+    run: Optional[RunResume] = None
+    recent_events: List[Event] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+    @property
+    def in_doubt(self) -> List[Event]:
+        """The latest run's in-doubt tool intents (empty without a run)."""
+        return self.run.in_doubt if self.run is not None else []
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any], sandbox: Any = None) -> "Orient":
+        run = d.get("run")
+        return cls(
+            text=d.get("text", ""),
+            sandbox=sandbox if sandbox is not None else d.get("sandbox"),
+            stop_reason=d.get("stop_reason", ""),
+            last_stopped_at=d.get("last_stopped_at") or "",
+            checkpoints=[CheckpointInfo.from_json(c) for c in d.get("checkpoints") or []],
+            open_tasks=[Task.from_json(t) for t in d.get("open_tasks") or []],
+            files=[OrientFile.from_json(f) for f in d.get("files") or []],
+            run=RunResume.from_json(run) if run else None,
+            recent_events=[Event.from_json(e) for e in d.get("recent_events") or []],
+            raw=d,
+        )

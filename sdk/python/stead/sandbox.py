@@ -1,4 +1,4 @@
-"""Sandboxes: lifecycle, commands, files, snapshots and checkpoint state."""
+"""Sandboxes: lifecycle, commands, files, snapshots, checkpoint state and orient."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Unio
 
 from .client import Client, Response, default_client, quote
 from .errors import ExecError, InvalidError
-from .models import Checkpoint, CheckpointInfo, CommandResult, FileInfo
+from .models import Checkpoint, CheckpointInfo, CommandResult, FileInfo, Orient
+from .session import Session
+from .tasks import KV, Observations, Tasks
 
 __all__ = ["Sandbox", "Snapshot", "Commands", "Files", "Checkpoints", "SandboxState", "Session"]
 
@@ -178,6 +180,9 @@ class Sandbox:
         self.files = Files(self)
         self.checkpoints = Checkpoints(self)
         self.session = Session(self)
+        self.tasks = Tasks(self)
+        self.observations = Observations(self)
+        self.kv = KV(self)
 
     # -- identity and cached fields -----------------------------------------
 
@@ -402,14 +407,26 @@ class Sandbox:
         self._update(res["sandbox"])
         return Snapshot(self._client, res["safety"])
 
-    # -- coming: session log and orient ----------------------------------------
+    # -- orient -------------------------------------------------------------
 
-    def orient(self, *args: Any, **kwargs: Any) -> Any:
-        """TODO(session-log): what a resuming agent must read first (last
-        checkpoint, open tasks, decisions.md / plan.md tail, in-doubt tool
-        intents, last session events, why it last stopped). Coming with the
-        daemon's orient endpoint; raises NotImplementedError until then."""
-        raise NotImplementedError("stead: Sandbox.orient() is not available yet (the daemon's orient API is being built)")
+    def orient(self, files: Optional[Sequence[str]] = None, events: Optional[int] = None) -> Orient:
+        """What a resuming agent must read first, in one call: why and when
+        the sandbox last stopped, its latest checkpoints, its open tasks,
+        the tails of ``files`` (default /workspace/decisions.md and
+        /workspace/plan.md; at most 8; missing ones are left out), and the
+        latest session run with its in-doubt tool intents and last
+        ``events`` events (default 20, at most 200).
+
+        Returns an :class:`~stead.Orient`: ``.text`` is ready for a model's
+        prompt (an in-doubt intent shows under "IN DOUBT"); the structured
+        fields hold the same. Reading it does not count as activity, and
+        works on a stopped sandbox."""
+        if isinstance(files, str):
+            files = [files]
+        q = {"files": ",".join(files) if files else None, "events": events}
+        d = self._client.call("GET", self._path("/orient"), q) or {}
+        sb = Sandbox(self._client, d["sandbox"]) if d.get("sandbox") else None
+        return Orient.from_json(d, sandbox=sb)
 
 
 class Commands:
@@ -690,37 +707,3 @@ class Checkpoints:
         else:
             d = self._sb.client.call("PUT", self._path(name, "/schema"), q, body=schema)
         return CheckpointInfo.from_json(d)
-
-
-class Session:
-    """``sb.session``: the session log (thread -> run -> model session).
-
-    TODO(session-log): coming with the daemon's session-log API (append
-    events with an idempotency key, read by range or after a cursor, follow
-    live, ``resume`` for the last safe point and in-doubt tool intents).
-    Every method raises NotImplementedError until then.
-    """
-
-    def __init__(self, sandbox: Sandbox) -> None:
-        self._sb = sandbox
-
-    def _todo(self, what: str) -> Any:
-        raise NotImplementedError(
-            "stead: Sandbox.session.%s() is not available yet (the daemon's session-log API is being built)" % what
-        )
-
-    def append(self, *args: Any, **kwargs: Any) -> Any:
-        """TODO(session-log): append events to a run."""
-        return self._todo("append")
-
-    def read(self, *args: Any, **kwargs: Any) -> Any:
-        """TODO(session-log): read events by range or after a cursor."""
-        return self._todo("read")
-
-    def follow(self, *args: Any, **kwargs: Any) -> Any:
-        """TODO(session-log): follow events live."""
-        return self._todo("follow")
-
-    def resume(self, *args: Any, **kwargs: Any) -> Any:
-        """TODO(session-log): the last safe point and in-doubt tool intents of a run."""
-        return self._todo("resume")

@@ -287,14 +287,116 @@ class CannedServerTest(unittest.TestCase):
         self.assertEqual(json.loads(body), {"a": [1, 2]})
         self.assertEqual(sb.state, "running")
 
-    def test_session_and_orient_are_stubs(self):
-        c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB))})
+    def test_session_wire_format(self):
+        base = "/v1/sandboxes/sb-1/threads"
+        ev = {"run": "run-1", "seq": 3, "time": "2026-01-01T00:00:00Z", "type": "tool_intent",
+              "idempotency_key": "k", "payload": {"tool": "x"}}
+        resume = {"run": {"id": "run-1", "thread": "th-1", "status": "running", "last_seq": 3},
+                  "safe_point": ev, "in_doubt": [ev], "model_sessions": [{"id": "m1", "first_seq": 1}]}
+        c = self.start({
+            ("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB)),
+            ("POST", base): (201, "application/json", json.dumps({"id": "th-1", "name": "main"})),
+            ("POST", base + "/main/runs"): (201, "application/json", json.dumps({"id": "run-1", "status": "running"})),
+            ("POST", base + "/runs/run-1/events"): (200, "application/json", json.dumps({"events": [ev]})),
+            ("GET", base + "/runs/run-1/events"): (200, "application/json",
+                                                   json.dumps({"events": [ev], "next": 3, "more": False,
+                                                               "run_status": "running"})),
+            ("GET", base + "/runs/run-1/resume"): (200, "application/json", json.dumps(resume)),
+            ("POST", base + "/runs/run-1/end"): (200, "application/json",
+                                                 json.dumps({"id": "run-1", "status": "failed"})),
+        })
         sb = stead.Sandbox.get("sb-1", client=c)
-        with self.assertRaises(NotImplementedError):
-            sb.orient()
-        for m in (sb.session.append, sb.session.read, sb.session.follow, sb.session.resume):
-            with self.assertRaises(NotImplementedError):
-                m()
+        th = sb.session.create_thread("main", retention={"keep_last": 5})
+        self.assertEqual(json.loads(self.srv.requests[-1][3]), {"name": "main", "retention": {"keep_last": 5}})
+        run = sb.session.start_run(th.name)
+        self.assertEqual(run.id, "run-1")
+        got = sb.session.append(run, "tool_intent", {"tool": "x"}, idempotency_key="k", model_session="m1")
+        self.assertEqual((got.seq, got.payload), (3, {"tool": "x"}))
+        self.assertEqual(json.loads(self.srv.requests[-1][3]),
+                         {"type": "tool_intent", "payload": {"tool": "x"}, "idempotency_key": "k",
+                          "model_session": "m1"})
+        sb.session.append_many(run, [("note", "a"), {"type": "tool_result", "payload": 1, "intent": 3}])
+        self.assertEqual(json.loads(self.srv.requests[-1][3]),
+                         {"events": [{"type": "note", "payload": "a"},
+                                     {"type": "tool_result", "payload": 1, "intent": 3}]})
+        page = sb.session.events("run-1", after=2, limit=10)
+        self.assertEqual(([e.seq for e in page], page.next, page.more), ([3], 3, False))
+        self.assertIn("after=2", self.srv.requests[-1][1])
+        self.assertIn("limit=10", self.srv.requests[-1][1])
+        r = sb.session.resume(run)
+        self.assertEqual((r.run.id, r.safe_point.seq, [e.seq for e in r.in_doubt]), ("run-1", 3, [3]))
+        self.assertEqual(r.model_sessions[0].id, "m1")
+        self.assertEqual(sb.session.end(run, "failed").status, "failed")
+        self.assertEqual(json.loads(self.srv.requests[-1][3]), {"status": "failed"})
+
+    def test_follow_parses_sse_until_end(self):
+        def sse(h):
+            data = (": keep-alive\n\n"
+                    'id: 1\ndata: {"run":"run-1","seq":1,"type":"note","payload":"a"}\n\n'
+                    'id: 2\ndata: {"run":"run-1","seq":2,"type":"note","payload":"b"}\n\n'
+                    'event: end\ndata: {"run":"run-1","status":"completed","last_seq":2}\n\n').encode()
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+
+        def cut(h):
+            data = b'data: {"run":"run-2","seq":1,"type":"note"}\n\n'
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+
+        c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB)),
+                        ("GET", "/v1/sandboxes/sb-1/threads/runs/run-1/events"): sse,
+                        ("GET", "/v1/sandboxes/sb-1/threads/runs/run-2/events"): cut})
+        sb = stead.Sandbox.get("sb-1", client=c)
+        self.assertEqual([(e.seq, e.payload) for e in sb.session.follow("run-1", after=0)], [(1, "a"), (2, "b")])
+        _, path, headers, _ = self.srv.requests[-1]
+        self.assertIn("follow=true", path)
+        self.assertIn("text/event-stream", headers["Accept"])
+        with self.assertRaises(stead.SteadError):
+            list(sb.session.follow("run-2"))
+
+    def test_orient_tasks_and_kv_wire_format(self):
+        orient = {"sandbox": SB, "stop_reason": "idle", "text": "IN DOUBT ...",
+                  "checkpoints": [{"name": "p", "version": 2}], "open_tasks": [{"id": "t1", "state": "open"}],
+                  "files": [{"path": "/workspace/plan.md", "tail": "x", "truncated": True}],
+                  "run": {"run": {"id": "run-1"}, "in_doubt": [{"run": "run-1", "seq": 1, "type": "tool_intent"}]}}
+        kv = {"key": "a/b", "value": {"n": 1}, "version": 2}
+        c = self.start({
+            ("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB)),
+            ("GET", "/v1/sandboxes/sb-1/orient"): (200, "application/json", json.dumps(orient)),
+            ("GET", "/v1/sandboxes/sb-1/tasks"): (200, "application/json",
+                                                  json.dumps({"tasks": [{"id": "t1", "state": "open"}], "more": False})),
+            ("POST", "/v1/sandboxes/sb-1/tasks/t1/state"): (200, "application/json",
+                                                            json.dumps({"id": "t1", "state": "in_progress"})),
+            ("PUT", "/v1/sandboxes/sb-1/kv/a%2Fb"): (200, "application/json", json.dumps(kv)),
+            ("DELETE", "/v1/sandboxes/sb-1/kv/a%2Fb"): (204, "application/json", ""),
+        })
+        sb = stead.Sandbox.get("sb-1", client=c)
+        o = sb.orient(files=["/workspace/plan.md", "/workspace/notes.md"], events=5)
+        self.assertIn("files=%2Fworkspace%2Fplan.md%2C%2Fworkspace%2Fnotes.md", self.srv.requests[-1][1])
+        self.assertIn("events=5", self.srv.requests[-1][1])
+        self.assertEqual((str(o), o.stop_reason, o.sandbox.id), ("IN DOUBT ...", "idle", "sb-1"))
+        self.assertEqual((o.checkpoints[0].version, o.open_tasks[0].id, o.files[0].truncated), (2, "t1", True))
+        self.assertEqual([e.seq for e in o.in_doubt], [1])
+        tasks = sb.tasks.list(state=["open", "in_progress"], open=True, created_after="2026-01-01T00:00:00Z")
+        self.assertEqual([t.id for t in tasks], ["t1"])
+        path = self.srv.requests[-1][1]
+        for want in ("state=open%2Cin_progress", "open=true", "created_after=2026-01-01T00%3A00%3A00Z"):
+            self.assertIn(want, path)
+        sb.tasks.set_state("t1", "in_progress", if_state="open", payload={"p": 1})
+        self.assertEqual(json.loads(self.srv.requests[-1][3]),
+                         {"state": "in_progress", "if_state": "open", "payload": {"p": 1}})
+        e = sb.kv.put("a/b", {"n": 1}, if_version=1)
+        self.assertEqual((e.key, e.value, e.version), ("a/b", {"n": 1}, 2))
+        _, _, headers, body = self.srv.requests[-1]
+        self.assertEqual((headers["If-Match"], json.loads(body)), ('"1"', {"n": 1}))
+        sb.kv.delete("a/b", if_version=0)
+        self.assertEqual(self.srv.requests[-1][2]["If-Match"], '"0"')
 
 
 # ---------------------------------------------------------------------------
@@ -509,6 +611,162 @@ class LiveTest(unittest.TestCase):
         stead.Volume.delete(vol.id, purge=True, client=c)
         with self.assertRaises(stead.NotFoundError):
             stead.Volume.get(vol.id, client=c)
+
+    def test_session_log(self):
+        sb = self.new_sandbox()
+        sb.files.mkdir("/workspace", parents=True)
+        sb.files.write("/workspace/plan.md", "# plan\n1. never force-push\n")
+        s = sb.session
+        th = s.create_thread("main", retention={"keep_last": 1000})
+        self.assertTrue(th.id.startswith("th-"))
+        self.assertEqual(th.retention.get("keep_last"), 1000)
+        with self.assertRaises(stead.ConflictError):
+            s.create_thread("main")
+        self.assertEqual([t.id for t in s.threads()], [th.id])
+        run = s.start_run("main")  # by name
+        self.assertTrue(run.id.startswith("run-"))
+        self.assertEqual(run.status, "running")
+        self.assertEqual([r.id for r in s.runs(th)], [run.id])
+
+        # idempotent append: a retry with the same key returns the stored event
+        mc = s.append(run, "model_call", {"prompt": "hi"}, model_session="ms-1")
+        self.assertEqual((mc.seq, mc.type, mc.payload, mc.model_session), (1, "model_call", {"prompt": "hi"}, "ms-1"))
+        intent = s.append(run, "tool_intent", {"tool": "send_email", "to": "a@b"}, idempotency_key="email-1")
+        again = s.append(run, "tool_intent", {"tool": "send_email", "to": "a@b"}, idempotency_key="email-1")
+        self.assertEqual(again.seq, intent.seq)
+        self.assertEqual(intent.seq, 2)
+        self.assertEqual(s.events(run).next, 2)  # nothing stored twice
+
+        # a tool_intent without a result is in doubt, in resume and in orient
+        r = s.resume(run)
+        self.assertEqual([e.seq for e in r.in_doubt], [intent.seq])
+        self.assertEqual(r.in_doubt[0].payload["tool"], "send_email")
+        self.assertEqual(r.safe_point.seq, intent.seq)
+        self.assertEqual(r.run.id, run.id)
+        o = sb.orient()
+        self.assertIn("IN DOUBT", o.text)
+        self.assertIn("send_email", o.text)
+        self.assertEqual(o.run.run.id, run.id)
+        self.assertEqual([e.seq for e in o.run.in_doubt], [intent.seq])
+        self.assertEqual([e.seq for e in o.recent_events], [1, 2])
+        self.assertEqual(o.sandbox.id, sb.id)
+        self.assertEqual([(f.path, f.tail) for f in o.files], [("/workspace/plan.md", "# plan\n1. never force-push")])
+        self.assertIn("never force-push", o.text)
+        self.assertEqual(sb.orient(files=["/workspace/nope.md"]).files, [])
+        self.assertEqual(sb.orient(events=1).recent_events[0].seq, 2)
+
+        # a batch, all or nothing; a result answers the intent
+        evs = s.append_many(run, [
+            {"type": "tool_result", "payload": {"ok": True}, "intent": intent.seq},
+            ("checkpoint", {"step": 1}),
+        ])
+        self.assertEqual([(e.seq, e.type) for e in evs], [(3, "tool_result"), (4, "checkpoint")])
+        self.assertEqual(evs[0].intent, intent.seq)
+        r = s.resume(run)
+        self.assertEqual(r.in_doubt, [])
+        self.assertEqual((r.safe_point.seq, r.safe_point.type), (4, "checkpoint"))
+        self.assertNotIn("IN DOUBT", sb.orient().text)
+
+        # paging
+        page = s.events(run, after=1, limit=2)
+        self.assertEqual(([e.seq for e in page], page.next, page.more), ([2, 3], 3, True))
+        page = s.events(run, after=page.next)
+        self.assertEqual(([e.seq for e in page], page.more, page.run_status), ([4], False, "running"))
+
+        # follow: stored events first, then each as it is appended, until the end
+        got, errors = [], []
+        first = threading.Event()
+
+        def follower():
+            try:
+                for e in s.follow(run, after=2):
+                    got.append(e)
+                    first.set()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+                first.set()
+
+        t = threading.Thread(target=follower, daemon=True)
+        t.start()
+        self.assertTrue(first.wait(30), "follow delivered nothing")
+        s.append(run, "note", "live 1")
+        s.append(run, "note", "live 2")
+        ended = s.end(run)
+        self.assertEqual(ended.status, "completed")
+        t.join(30)
+        self.assertFalse(t.is_alive(), "follow did not stop at the end of the run")
+        self.assertEqual(errors, [])
+        self.assertEqual([(e.seq, e.payload) for e in got][2:], [(5, "live 1"), (6, "live 2")])
+        self.assertEqual([e.seq for e in got], [3, 4, 5, 6])
+        # following an ended run yields what is stored and stops
+        self.assertEqual([e.seq for e in s.follow(run, after=4)], [5, 6])
+
+        with self.assertRaises(stead.ConflictError):
+            s.append(run, "note", "too late")
+        with self.assertRaises(stead.ConflictError):
+            s.end(run)
+        run2 = s.start_run(th)
+        self.assertEqual(s.end(run2, status="interrupted").status, "interrupted")
+
+    def test_tasks_observations_kv(self):
+        sb = self.new_sandbox(no_start=True)
+        # tasks
+        t = sb.tasks.add("write-tests", {"file": "a_test.go"})
+        self.assertEqual((t.id, t.state, t.payload), ("write-tests", "open", {"file": "a_test.go"}))
+        gen = sb.tasks.add()
+        self.assertTrue(gen.id.startswith("task-"))
+        with self.assertRaises(stead.ConflictError):
+            sb.tasks.add("write-tests")
+        t = sb.tasks.set_state("write-tests", "in_progress", if_state="open")
+        self.assertEqual(t.state, "in_progress")
+        with self.assertRaises(stead.ConflictError):
+            sb.tasks.set_state("write-tests", "in_progress", if_state="open")  # not open any more
+        with self.assertRaises(stead.ConflictError):
+            sb.tasks.set_state(gen.id, "done")  # open -> done is not a legal move
+        self.assertEqual(sb.tasks.get(gen.id).state, "open")
+        t = sb.tasks.set_state("write-tests", "done", payload={"file": "a_test.go", "passed": True})
+        self.assertEqual((t.state, t.payload["passed"]), ("done", True))
+        self.assertEqual(sb.tasks.get("write-tests").state, "done")
+        self.assertEqual([x.id for x in sb.tasks.list(open=True)], [gen.id])
+        self.assertEqual([x.id for x in sb.tasks.list(state="done")], ["write-tests"])
+        self.assertEqual(sorted(x.id for x in sb.tasks.list(state=["open", "done"])), sorted([gen.id, "write-tests"]))
+        self.assertEqual(len(sb.tasks.list()), 2)
+        self.assertEqual(sb.tasks.list(created_after="2999-01-01T00:00:00Z"), [])
+        with self.assertRaises(stead.NotFoundError):
+            sb.tasks.get("no-such-task")
+        self.assertEqual([x.id for x in sb.orient().open_tasks], [gen.id])
+
+        # observations
+        o1 = sb.observations.add("test_result", {"passed": 3})
+        o2 = sb.observations.add("lint", {"warnings": 0})
+        o3 = sb.observations.add("test_result", {"passed": 4})
+        self.assertEqual([o1.seq, o2.seq, o3.seq], [1, 2, 3])
+        self.assertTrue(o1.principal)
+        self.assertEqual([o.seq for o in sb.observations.list()], [1, 2, 3])
+        self.assertEqual([o.payload["passed"] for o in sb.observations.list(kind="test_result")], [3, 4])
+        self.assertEqual([o.seq for o in sb.observations.list(after=1)], [2, 3])
+
+        # key-value with optimistic concurrency
+        e = sb.kv.put("plan/next", {"step": 1}, if_version=0)
+        self.assertEqual((e.key, e.version, e.value), ("plan/next", 1, {"step": 1}))
+        e = sb.kv.put("plan/next", {"step": 2}, if_version=1)
+        self.assertEqual(e.version, 2)
+        with self.assertRaises(stead.ConflictError):
+            sb.kv.put("plan/next", {"step": 99}, if_version=1)
+        with self.assertRaises(stead.ConflictError):
+            sb.kv.put("plan/next", {"step": 99}, if_version=0)  # exists already
+        self.assertEqual(sb.kv.get("plan/next").value, {"step": 2})
+        sb.kv.put("plan/done", ["a"])
+        sb.kv.put("other", 7)
+        self.assertEqual([x.key for x in sb.kv.list(prefix="plan/")], ["plan/done", "plan/next"])
+        self.assertEqual(len(sb.kv.list()), 3)
+        with self.assertRaises(stead.ConflictError):
+            sb.kv.delete("plan/next", if_version=1)
+        sb.kv.delete("plan/next", if_version=2)
+        sb.kv.delete("other")
+        with self.assertRaises(stead.NotFoundError):
+            sb.kv.get("plan/next")
+        self.assertEqual([x.key for x in sb.kv.list()], ["plan/done"])
 
 
 if __name__ == "__main__":
