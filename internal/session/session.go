@@ -6,7 +6,6 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/names"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -29,10 +29,6 @@ const (
 	// maxKeepWithin caps a retention's age rule (about 100 years).
 	maxKeepWithin = 100 * 365 * 24 * time.Hour
 )
-
-// namePattern is what a thread name may look like: a single URL path
-// segment and a CLI argument.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 var _ api.SessionBackend = (*Sessions)(nil)
 
@@ -56,7 +52,7 @@ func New(st store.Store) *Sessions {
 
 // CreateThread creates a thread of the sandbox.
 func (s *Sessions) CreateThread(ctx context.Context, p api.Principal, sandbox string, req client.CreateThreadRequest) (client.Thread, error) {
-	if !namePattern.MatchString(req.Name) {
+	if !names.Valid(req.Name) {
 		return client.Thread{}, fmt.Errorf("create thread %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-': %w", req.Name, errs.ErrInvalid)
 	}
 	r, err := retention(req.Retention)

@@ -38,7 +38,6 @@ import (
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -47,6 +46,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/names"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -62,15 +62,6 @@ const (
 	// maxKeyBytes caps a key-value key and a list prefix or cursor.
 	maxKeyBytes = 256
 )
-
-// namePattern is what a task id or an observation kind may look like: a
-// single URL path segment and a CLI argument.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
-
-// keyPattern is what a key-value key may look like: like a name, with '/'
-// and a few more separators. A key goes into a URL path escaped, so '/' is
-// safe; ".." is refused on its own (see validateKey).
-var keyPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._:@+=,/-]{0,255}$`)
 
 var _ api.TaskBackend = (*Tasks)(nil)
 
@@ -90,7 +81,7 @@ func (t *Tasks) CreateTask(ctx context.Context, p api.Principal, sandbox string,
 	id := req.ID
 	if id == "" {
 		id = newID("task-")
-	} else if !namePattern.MatchString(id) {
+	} else if !names.Valid(id) {
 		return client.Task{}, fmt.Errorf("create task %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-': %w", id, errs.ErrInvalid)
 	}
 	payload, err := parsePayload("payload", req.Payload)
@@ -110,7 +101,7 @@ func (t *Tasks) CreateTask(ctx context.Context, p api.Principal, sandbox string,
 
 // GetTask returns a task of the sandbox.
 func (t *Tasks) GetTask(ctx context.Context, tenant, sandbox, id string) (client.Task, error) {
-	if !namePattern.MatchString(id) {
+	if !names.Valid(id) {
 		return client.Task{}, fmt.Errorf("get task %q: %w", id, errs.ErrNotFound)
 	}
 	sbID, err := t.sandbox(ctx, tenant, sandbox, false)
@@ -134,7 +125,7 @@ func (t *Tasks) ListTasks(ctx context.Context, tenant, sandbox string, q client.
 	if err != nil {
 		return client.TaskPage{}, fmt.Errorf("list tasks of %s: %w", sandbox, err)
 	}
-	if q.After != "" && !namePattern.MatchString(q.After) {
+	if q.After != "" && !names.Valid(q.After) {
 		return client.TaskPage{}, fmt.Errorf("list tasks of %s: cursor %q names no task: %w", sandbox, q.After, errs.ErrInvalid)
 	}
 	sbID, err := t.sandbox(ctx, tenant, sandbox, false)
@@ -164,7 +155,7 @@ func (t *Tasks) ListTasks(ctx context.Context, tenant, sandbox string, q client.
 // SetTaskState moves a task to req.State, optionally checking its current
 // state and replacing its payload.
 func (t *Tasks) SetTaskState(ctx context.Context, p api.Principal, sandbox, id string, req client.SetTaskStateRequest) (client.Task, error) {
-	if !namePattern.MatchString(id) {
+	if !names.Valid(id) {
 		return client.Task{}, fmt.Errorf("set state of task %q: %w", id, errs.ErrNotFound)
 	}
 	to := store.TaskState(req.State)
@@ -198,7 +189,7 @@ func (t *Tasks) SetTaskState(ctx context.Context, p api.Principal, sandbox, id s
 // AppendObservation appends to the sandbox's observation log, recording
 // the caller's API key.
 func (t *Tasks) AppendObservation(ctx context.Context, p api.Principal, sandbox string, req client.AppendObservationRequest) (client.Observation, error) {
-	if !namePattern.MatchString(req.Kind) {
+	if !names.Valid(req.Kind) {
 		return client.Observation{}, fmt.Errorf("append observation: kind %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-': %w",
 			req.Kind, errs.ErrInvalid)
 	}
@@ -229,7 +220,7 @@ func (t *Tasks) ListObservations(ctx context.Context, tenant, sandbox string, q 
 	if q.After < 0 {
 		return client.ObservationPage{}, fmt.Errorf("list observations of %s: cursor %d: %w", sandbox, q.After, errs.ErrInvalid)
 	}
-	if q.Kind != "" && !namePattern.MatchString(q.Kind) {
+	if q.Kind != "" && !names.Valid(q.Kind) {
 		return client.ObservationPage{}, fmt.Errorf("list observations of %s: kind %q: %w", sandbox, q.Kind, errs.ErrInvalid)
 	}
 	sbID, err := t.sandbox(ctx, tenant, sandbox, false)
@@ -373,7 +364,7 @@ func parsePayload(what string, b []byte) ([]byte, error) {
 
 // validateKey checks a key-value key.
 func validateKey(key string) error {
-	if !keyPattern.MatchString(key) || strings.Contains(key, "..") {
+	if !names.ValidKey(key) || strings.Contains(key, "..") {
 		return fmt.Errorf("key %q: use 1 to 256 letters, digits or . _ : @ + = , / -, not starting with one of . : @ + = , / - and without \"..\": %w",
 			key, errs.ErrInvalid)
 	}
