@@ -133,3 +133,14 @@ func (c *Client) SetCheckpointSchema(ctx context.Context, sandbox, agent, name s
 func (c *Client) DeleteCheckpoint(ctx context.Context, sandbox, agent, name string) error {
 	return c.do(ctx, http.MethodDelete, checkpointsPath(sandbox, name, ""), agentQuery(agent), nil, nil)
 }
+
+// SetCheckpointPolicy replaces the governance of a checkpoint document
+// (creating the document, without versions, if it does not exist): who may
+// write it, who may read it, its mutability and, when req.Keep > 0, its
+// history depth. A caller the policy does not allow to change it gets a 403
+// (IsForbidden).
+func (c *Client) SetCheckpointPolicy(ctx context.Context, sandbox, agent, name string, req SetCheckpointPolicyRequest) (CheckpointInfo, error) {
+	var info CheckpointInfo
+	err := c.do(ctx, http.MethodPut, checkpointsPath(sandbox, name, "/policy"), agentQuery(agent), req, &info)
+	return info, err
+}

@@ -216,8 +216,11 @@ type Checkpoint struct {
 	Version   int64     `json:"version" doc:"1, 2, 3 ... per document"`
 	CreatedAt time.Time `json:"created_at"`
 	Principal string    `json:"principal" doc:"Id of the API key that wrote this version"`
-	Run       string    `json:"run,omitempty" doc:"Run id given by the writer"`
-	Note      string    `json:"note,omitempty" doc:"Further provenance, e.g. rollback from 3"`
+	// PrincipalKind is "api-key", "admin" or "sandbox-agent" (empty for
+	// versions written before it was recorded).
+	PrincipalKind string `json:"principal_kind,omitempty" doc:"Kind of writer: api-key, admin or sandbox-agent"`
+	Run           string `json:"run,omitempty" doc:"Run id given by the writer"`
+	Note          string `json:"note,omitempty" doc:"Further provenance, e.g. rollback from 3"`
 	// Body is the JSON document; GET of a document returns it, puts and
 	// version lists leave it out.
 	Body json.RawMessage `json:"body,omitempty"`
@@ -225,15 +228,59 @@ type Checkpoint struct {
 
 // CheckpointInfo describes a checkpoint document.
 type CheckpointInfo struct {
-	Name      string          `json:"name"`
-	Agent     string          `json:"agent,omitempty"`
-	Version   int64           `json:"version" doc:"Latest version; 0 while only a schema is set"`
-	Oldest    int64           `json:"oldest" doc:"Oldest version still kept (0 when there is none)"`
-	Versions  int             `json:"versions" doc:"Number of versions kept"`
-	Keep      int             `json:"keep" doc:"History depth: at most this many versions are kept"`
-	Schema    json.RawMessage `json:"schema,omitempty" doc:"JSON Schema every write must pass"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
+	Name     string          `json:"name"`
+	Agent    string          `json:"agent,omitempty"`
+	Version  int64           `json:"version" doc:"Latest version; 0 while only a schema is set"`
+	Oldest   int64           `json:"oldest" doc:"Oldest version still kept (0 when there is none)"`
+	Versions int             `json:"versions" doc:"Number of versions kept"`
+	Keep     int             `json:"keep" doc:"History depth: at most this many versions are kept"`
+	Schema   json.RawMessage `json:"schema,omitempty" doc:"JSON Schema every write must pass"`
+	// Policy is the document's governance.
+	Policy    CheckpointPolicy `json:"policy"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+}
+
+// Who may write or read a checkpoint document (CheckpointAccess.Who).
+const (
+	AccessAny   = "any"   // every principal of the tenant (the default)
+	AccessAdmin = "admin" // admin API keys only
+	AccessAgent = "agent" // the sandbox's own agent token only
+	AccessKeys  = "keys"  // the listed API key ids only
+)
+
+// Mutability of a checkpoint document (CheckpointPolicy.Mutability).
+const (
+	Mutable    = "mutable"     // any new version (the default)
+	AppendOnly = "append-only" // new versions extend the previous one
+	Immutable  = "immutable"   // version 1 only
+)
+
+// CheckpointAccess says who may write, or read, a checkpoint document.
+type CheckpointAccess struct {
+	Who  string   `json:"who" enum:"any,admin,agent,keys," doc:"empty or any: every principal of the tenant; admin: admin keys only; agent: the sandbox's own agent token only; keys: the listed API key ids only"`
+	Keys []string `json:"keys,omitempty" maxItems:"100" doc:"API key ids admitted when who is keys"`
+}
+
+// CheckpointPolicy is a checkpoint document's governance: authority (who
+// may write), scope (who may read) and mutability. History depth
+// (recoverability) is CheckpointInfo.Keep; provenance is recorded with
+// every version.
+type CheckpointPolicy struct {
+	Write      CheckpointAccess `json:"write" doc:"Authority: who may write (put, rollback, schema, delete)"`
+	Read       CheckpointAccess `json:"read" doc:"Scope: who may read versions and their bodies"`
+	Mutability string           `json:"mutability" enum:"mutable,append-only,immutable" doc:"mutable; append-only: each version is a JSON array starting with the previous array, or a JSON object keeping every previous key and value; immutable: version 1 only, no rollback"`
+}
+
+// SetCheckpointPolicyRequest replaces a document's policy. Empty fields
+// take their defaults (who: any; mutability: mutable).
+type SetCheckpointPolicyRequest struct {
+	Write      CheckpointAccess `json:"write,omitempty"`
+	Read       CheckpointAccess `json:"read,omitempty"`
+	Mutability string           `json:"mutability,omitempty" enum:"mutable,append-only,immutable,"`
+	// Keep, when > 0, sets the history depth (1: no history, only the
+	// latest version); 0 leaves it as it is.
+	Keep int `json:"keep,omitempty" minimum:"0" maximum:"1000" doc:"History depth; 1 keeps no history; 0 or absent leaves it unchanged"`
 }
 
 // RollbackCheckpointRequest writes an earlier version's body as a new

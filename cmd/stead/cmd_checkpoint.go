@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +31,9 @@ writes a new version atomically; the newest versions (default 10, --keep) are
 kept with their time, the API key that wrote them and a run id. --if-match N
 makes a put succeed only if the latest version is still N (0: the document
 must not exist yet), else it fails with exit code 4 and changes nothing.
-A document may have a JSON Schema that every write must pass.`,
+A document may have a JSON Schema that every write must pass, and a policy
+(stead checkpoint policy): who may write it, who may read it, and whether it
+is mutable, append-only or immutable.`,
 		Example: `  stead checkpoint put agent-1 plan plan.json --run run-7
   echo '{"step": 3}' | stead checkpoint put agent-1 plan - --if-match 2
   stead checkpoint get agent-1 plan > plan.json
@@ -38,6 +42,7 @@ A document may have a JSON Schema that every write must pass.`,
   stead checkpoint history agent-1 plan
   stead checkpoint rollback agent-1 plan 1
   stead checkpoint schema agent-1 plan plan.schema.json
+  stead checkpoint policy agent-1 decisions --write agent --mutability append-only
   stead checkpoint rm agent-1 plan`,
 	}
 	group(cmd)
@@ -48,6 +53,7 @@ A document may have a JSON Schema that every write must pass.`,
 		newCheckpointHistoryCmd(g),
 		newCheckpointRollbackCmd(g),
 		newCheckpointSchemaCmd(g),
+		newCheckpointPolicyCmd(g),
 		newCheckpointRmCmd(g),
 	)
 	return cmd
@@ -206,14 +212,14 @@ func newCheckpointLsCmd(g *globals) *cobra.Command {
 				return printJSON(g.stdout, list)
 			}
 			tw := newTable(g.stdout)
-			row(tw, "AGENT", "NAME", "VERSION", "KEPT", "KEEP", "SCHEMA", "UPDATED")
+			row(tw, "AGENT", "NAME", "VERSION", "KEPT", "KEEP", "SCHEMA", "POLICY", "UPDATED")
 			for _, d := range list {
 				schema := "-"
 				if len(d.Schema) > 0 {
 					schema = "yes"
 				}
 				row(tw, orDash(d.Agent), d.Name, strconv.FormatInt(d.Version, 10),
-					strconv.Itoa(d.Versions), strconv.Itoa(d.Keep), schema, ago(d.UpdatedAt))
+					strconv.Itoa(d.Versions), strconv.Itoa(d.Keep), schema, policySummary(d.Policy), ago(d.UpdatedAt))
 			}
 			return tw.Flush()
 		},
@@ -367,4 +373,156 @@ func newCheckpointRmCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&agent, "agent", "", "named agent within the sandbox")
 	return cmd
+}
+
+func newCheckpointPolicyCmd(g *globals) *cobra.Command {
+	var agent, write, read, mutability, keep string
+	cmd := &cobra.Command{
+		Use:   "policy SANDBOX NAME",
+		Short: "Show or set a document's governance: who may write, who may read, mutability, history depth",
+		Long: `Set the governance of a checkpoint document; without flags, show it.
+--write and --read take any (every key of the tenant and the sandbox's agent
+token), admin (admin keys only), agent (the sandbox's own agent token only)
+or keys=ID1,ID2 (those API key ids only). --mutability takes mutable,
+append-only (each version must be a JSON array that starts with the previous
+one, or a JSON object that keeps every previous key and value) or immutable
+(version 1 only, no rollback). --keep N sets the history depth; none keeps
+only the latest version. Flags not given keep their current values.
+
+A document with the default policy may be governed by anyone who may write
+it; once governed, only an admin key may change its policy. A write or read
+the policy forbids is refused (HTTP 403) and says who may.`,
+		Example: `  stead checkpoint policy agent-1 decisions --write agent --mutability append-only
+  stead checkpoint policy agent-1 charter --write admin --mutability immutable
+  stead checkpoint policy agent-1 secrets --read keys=key-abc,key-def
+  stead checkpoint policy agent-1 scratch --keep none
+  stead checkpoint policy agent-1 decisions`,
+		Args: args(2, 2),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ref := docName(a[0], agent, a[1])
+			cur, found, err := findCheckpoint(cmd, c, a[0], agent, a[1])
+			if err != nil {
+				return fmt.Errorf("policy of checkpoint %s: %w", ref, err)
+			}
+			f := cmd.Flags()
+			if !f.Changed("write") && !f.Changed("read") && !f.Changed("mutability") && !f.Changed("keep") {
+				if !found {
+					return fmt.Errorf("policy of checkpoint %s: %w", ref, errNoSuchCheckpoint)
+				}
+				return printPolicy(g, a[0], cur)
+			}
+			req := client.SetCheckpointPolicyRequest{Write: cur.Policy.Write, Read: cur.Policy.Read, Mutability: cur.Policy.Mutability}
+			if f.Changed("write") {
+				if req.Write, err = parseAccessFlag("--write", write); err != nil {
+					return err
+				}
+			}
+			if f.Changed("read") {
+				if req.Read, err = parseAccessFlag("--read", read); err != nil {
+					return err
+				}
+			}
+			if f.Changed("mutability") {
+				switch mutability {
+				case client.Mutable, client.AppendOnly, client.Immutable:
+					req.Mutability = mutability
+				default:
+					return usageError{fmt.Errorf("--mutability %q: want mutable, append-only or immutable", mutability)}
+				}
+			}
+			if f.Changed("keep") {
+				if keep == "none" {
+					req.Keep = 1
+				} else if n, err := strconv.Atoi(keep); err != nil || n < 1 || n > 1000 {
+					return usageError{fmt.Errorf("--keep %q: want a number from 1 to 1000, or none", keep)}
+				} else {
+					req.Keep = n
+				}
+			}
+			info, err := c.SetCheckpointPolicy(cmd.Context(), a[0], agent, a[1], req)
+			if err != nil {
+				return fmt.Errorf("set policy of checkpoint %s: %w", ref, err)
+			}
+			return printPolicy(g, a[0], info)
+		},
+	}
+	cmd.Flags().StringVar(&agent, "agent", "", "named agent within the sandbox")
+	cmd.Flags().StringVar(&write, "write", "", "who may write: any, admin, agent or keys=ID1,ID2")
+	cmd.Flags().StringVar(&read, "read", "", "who may read: any, admin, agent or keys=ID1,ID2")
+	cmd.Flags().StringVar(&mutability, "mutability", "", "mutable, append-only or immutable")
+	cmd.Flags().StringVar(&keep, "keep", "", "history depth: N versions, or none (only the latest)")
+	return cmd
+}
+
+// errNoSuchCheckpoint is reported when a document to show does not exist.
+var errNoSuchCheckpoint = &client.APIError{Status: http.StatusNotFound, Detail: "no such checkpoint document"}
+
+// findCheckpoint looks a document up in its sandbox's list.
+func findCheckpoint(cmd *cobra.Command, c *client.Client, sandbox, agent, name string) (client.CheckpointInfo, bool, error) {
+	list, err := c.ListCheckpoints(cmd.Context(), sandbox)
+	if err != nil {
+		return client.CheckpointInfo{}, false, err
+	}
+	for _, d := range list {
+		if d.Agent == agent && d.Name == name {
+			return d, true, nil
+		}
+	}
+	return client.CheckpointInfo{}, false, nil
+}
+
+// parseAccessFlag reads any, admin, agent or keys=ID1,ID2.
+func parseAccessFlag(flag, v string) (client.CheckpointAccess, error) {
+	switch v {
+	case client.AccessAny, client.AccessAdmin, client.AccessAgent:
+		return client.CheckpointAccess{Who: v}, nil
+	}
+	if ids, ok := strings.CutPrefix(v, "keys="); ok {
+		var keys []string
+		for _, k := range strings.Split(ids, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			return client.CheckpointAccess{Who: client.AccessKeys, Keys: keys}, nil
+		}
+	}
+	return client.CheckpointAccess{}, usageError{fmt.Errorf("%s %q: want any, admin, agent or keys=ID1,ID2", flag, v)}
+}
+
+func printPolicy(g *globals, sandbox string, d client.CheckpointInfo) error {
+	if g.json {
+		return printJSON(g.stdout, d)
+	}
+	_, err := fmt.Fprintf(g.stdout, "%s: write %s, read %s, %s, keep %d\n", docName(sandbox, d.Agent, d.Name),
+		accessString(d.Policy.Write), accessString(d.Policy.Read), orDefault(d.Policy.Mutability, client.Mutable), d.Keep)
+	return err
+}
+
+// policySummary is the POLICY column of checkpoint ls: - for the default.
+func policySummary(p client.CheckpointPolicy) string {
+	w, r, m := accessString(p.Write), accessString(p.Read), orDefault(p.Mutability, client.Mutable)
+	if w == client.AccessAny && r == client.AccessAny && m == client.Mutable {
+		return "-"
+	}
+	return "w:" + w + " r:" + r + " " + m
+}
+
+func accessString(a client.CheckpointAccess) string {
+	if a.Who == client.AccessKeys {
+		return "keys=" + strings.Join(a.Keys, ",")
+	}
+	return orDefault(a.Who, client.AccessAny)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }

@@ -176,3 +176,54 @@ func TestCheckpointCommandsExitCodes(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckpointPolicyCommand(t *testing.T) {
+	srv := newCheckpointServer(t)
+	must := func(stdin string, a ...string) string {
+		t.Helper()
+		code, out, errOut := steadIn(t, srv, stdin, a...)
+		if code != exitOK {
+			t.Fatalf("stead %s: exit %d: %s", strings.Join(a, " "), code, errOut)
+		}
+		return out
+	}
+	must(`[1]`, "checkpoint", "put", "agent-1", "log", "-")
+	out := must("", "checkpoint", "policy", "agent-1", "log", "--mutability", "append-only", "--keep", "none")
+	if !strings.Contains(out, "agent-1/log: write any, read any, append-only, keep 1") {
+		t.Fatalf("policy: %q", out)
+	}
+	must(`[1,2]`, "checkpoint", "put", "agent-1", "log", "-")
+	code, _, errOut := steadIn(t, srv, `[2]`, "checkpoint", "put", "agent-1", "log", "-")
+	if code != exitConflict || !strings.Contains(errOut, "append-only") {
+		t.Fatalf("non-extending put: exit %d: %s", code, errOut)
+	}
+	if out := must("", "checkpoint", "policy", "agent-1", "log"); !strings.Contains(out, "append-only, keep 1") {
+		t.Fatalf("show policy: %q", out)
+	}
+	if out := must("", "checkpoint", "ls", "agent-1"); !strings.Contains(out, "w:any r:any append-only") {
+		t.Fatalf("ls:\n%s", out)
+	}
+	// Governed: this non-admin key may no longer change the policy.
+	code, _, errOut = steadIn(t, srv, "", "checkpoint", "policy", "agent-1", "log", "--mutability", "mutable")
+	if code == exitOK || !strings.Contains(errOut, "admin") {
+		t.Fatalf("re-govern as a plain key: exit %d: %s", code, errOut)
+	}
+	// A write limited to the agent token refuses this key.
+	must("", "checkpoint", "policy", "agent-1", "notes", "--write", "agent", "--read", "keys=key-cli")
+	code, _, errOut = steadIn(t, srv, `{}`, "checkpoint", "put", "agent-1", "notes", "-")
+	if code == exitOK || !strings.Contains(errOut, "403") {
+		t.Fatalf("put as a key on an agent-only document: exit %d: %s", code, errOut)
+	}
+
+	for _, bad := range [][]string{
+		{"--write", "everyone"}, {"--read", "keys="}, {"--mutability", "sometimes"}, {"--keep", "0"}, {"--keep", "many"},
+	} {
+		code, _, errOut := steadIn(t, srv, "", append([]string{"checkpoint", "policy", "agent-1", "plan"}, bad...)...)
+		if code != exitUsage {
+			t.Errorf("policy %v: exit %d, want usage: %s", bad, code, errOut)
+		}
+	}
+	if code, _, _ := steadIn(t, srv, "", "checkpoint", "policy", "agent-1", "absent"); code != exitNotFound {
+		t.Errorf("show policy of an absent document: exit %d, want not found", code)
+	}
+}

@@ -140,6 +140,23 @@ type CheckpointBackend interface {
 	SetCheckpointSchema(ctx context.Context, p Principal, sandbox, agent, name string, schema []byte) (client.CheckpointInfo, error)
 	// DeleteCheckpoint removes the document with every version.
 	DeleteCheckpoint(ctx context.Context, p Principal, sandbox, agent, name string) error
+	// SetCheckpointPolicy replaces the document's governance (creating it
+	// without versions if needed). A caller that may not change it is
+	// errs.ErrForbidden; an invalid policy is errs.ErrInvalid.
+	SetCheckpointPolicy(ctx context.Context, p Principal, sandbox, agent, name string, req client.SetCheckpointPolicyRequest) (client.CheckpointInfo, error)
+}
+
+// ScopedCheckpointReader is implemented by a CheckpointBackend that
+// enforces each document's read scope. The routes read versions through it,
+// with the caller's principal, when the backend implements it; the
+// tenant-only reads of CheckpointBackend are then the backend's trusted,
+// unscoped reads for its own use. A read the scope forbids is
+// errs.ErrForbidden.
+type ScopedCheckpointReader interface {
+	// ReadCheckpoint is GetCheckpoint for principal p.
+	ReadCheckpoint(ctx context.Context, p Principal, sandbox, agent, name string, version int64) (client.Checkpoint, error)
+	// ReadCheckpointVersions is CheckpointVersions for principal p.
+	ReadCheckpointVersions(ctx context.Context, p Principal, sandbox, agent, name string) ([]client.Checkpoint, error)
 }
 
 // SnapshotBackend serves local snapshots, forks and rollback. NewHandler

@@ -57,6 +57,7 @@ type fakeBackend struct {
 	RollbackCheckpointFunc  func(ctx context.Context, p Principal, sandbox, agent, name string, req client.RollbackCheckpointRequest) (client.Checkpoint, error)
 	SetCheckpointSchemaFunc func(ctx context.Context, p Principal, sandbox, agent, name string, schema []byte) (client.CheckpointInfo, error)
 	DeleteCheckpointFunc    func(ctx context.Context, p Principal, sandbox, agent, name string) error
+	SetCheckpointPolicyFunc func(ctx context.Context, p Principal, sandbox, agent, name string, req client.SetCheckpointPolicyRequest) (client.CheckpointInfo, error)
 
 	CreateSnapshotFunc func(ctx context.Context, tenant, sandbox string, req client.CreateSnapshotRequest) (client.Snapshot, error)
 	ListSnapshotsFunc  func(ctx context.Context, tenant, sandbox string) ([]client.Snapshot, error)
@@ -400,6 +401,15 @@ func (f *fakeBackend) DeleteCheckpoint(ctx context.Context, p Principal, sandbox
 		return f.DeleteCheckpointFunc(ctx, p, sandbox, agent, name)
 	}
 	return f.Err
+}
+
+func (f *fakeBackend) SetCheckpointPolicy(ctx context.Context, p Principal, sandbox, agent, name string, req client.SetCheckpointPolicyRequest) (client.CheckpointInfo, error) {
+	f.record("SetCheckpointPolicy", p.TenantID, sandbox)
+	if f.SetCheckpointPolicyFunc != nil {
+		return f.SetCheckpointPolicyFunc(ctx, p, sandbox, agent, name, req)
+	}
+	return client.CheckpointInfo{Name: name, Agent: agent, Keep: req.Keep,
+		Policy: client.CheckpointPolicy{Write: req.Write, Read: req.Read, Mutability: req.Mutability}}, f.Err
 }
 
 func (f *fakeBackend) CreateSnapshot(ctx context.Context, tenant, sandbox string, req client.CreateSnapshotRequest) (client.Snapshot, error) {

@@ -64,7 +64,9 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 	put.Description = "The body is the JSON document (at most 1 MiB). It must pass the document's JSON Schema, if one is set. " +
 		"With If-Match: N the write succeeds only if the latest version is N (0: the document must not exist), else 409 and nothing changes. " +
 		"The oldest versions beyond the document's history depth (keep, default 10) are deleted in the same transaction."
-	put.Errors = append(put.Errors, http.StatusConflict, http.StatusRequestEntityTooLarge)
+	put.Description += " The document's policy applies: a writer it does not admit gets 403; " +
+		"a body that breaks its mutability (append-only, immutable) gets 409; both change nothing."
+	put.Errors = append(put.Errors, http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge)
 	huma.Register(s.api, put, func(ctx context.Context, in *putCheckpointInput) (*checkpointOut, error) {
 		const op = "put checkpoint"
 		p, err := principal(ctx)
@@ -95,7 +97,12 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			if err != nil {
 				return nil, s.fail(ctx, op, err)
 			}
-			c, err := b.GetCheckpoint(ctx, p.TenantID, in.ID, in.Agent, in.Name, in.Version)
+			var c client.Checkpoint
+			if r, ok := b.(ScopedCheckpointReader); ok {
+				c, err = r.ReadCheckpoint(ctx, p, in.ID, in.Agent, in.Name, in.Version)
+			} else {
+				c, err = b.GetCheckpoint(ctx, p.TenantID, in.ID, in.Agent, in.Name, in.Version)
+			}
 			if err != nil {
 				return nil, s.fail(ctx, op, err)
 			}
@@ -128,7 +135,12 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			if err != nil {
 				return nil, s.fail(ctx, op, err)
 			}
-			list, err := b.CheckpointVersions(ctx, p.TenantID, in.ID, in.Agent, in.Name)
+			var list []client.Checkpoint
+			if r, ok := b.(ScopedCheckpointReader); ok {
+				list, err = r.ReadCheckpointVersions(ctx, p, in.ID, in.Agent, in.Name)
+			} else {
+				list, err = b.CheckpointVersions(ctx, p.TenantID, in.ID, in.Agent, in.Name)
+			}
 			if err != nil {
 				return nil, s.fail(ctx, op, err)
 			}
@@ -142,7 +154,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 		"Roll a checkpoint document back: write version N's body as a new version", tag, 0)
 	rb.Description = "History is never rewritten: the new version records \"rollback from N\" as provenance. " +
 		"The body must pass the document's current schema."
-	rb.Errors = append(rb.Errors, http.StatusConflict)
+	rb.Errors = append(rb.Errors, http.StatusForbidden, http.StatusConflict)
 	huma.Register(s.api, rb, func(ctx context.Context, in *struct {
 		CheckpointRef
 		Body client.RollbackCheckpointRequest
@@ -163,7 +175,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 		"Set a checkpoint document's JSON Schema (every later write must pass it)", tag, 0)
 	setSchema.Description = "The body is a JSON Schema (draft 2020-12 unless it says otherwise in $schema); " +
 		"references to other documents are not loaded. The document is created, without versions, if it does not exist."
-	setSchema.Errors = append(setSchema.Errors, http.StatusRequestEntityTooLarge)
+	setSchema.Errors = append(setSchema.Errors, http.StatusForbidden, http.StatusRequestEntityTooLarge)
 	huma.Register(s.api, setSchema, func(ctx context.Context, in *struct {
 		CheckpointRef
 		Body json.RawMessage `doc:"The JSON Schema"`
@@ -194,6 +206,30 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			}
 			return &out[client.CheckpointInfo]{Body: info}, nil
 		})
+
+	pol := s.op(http.MethodPut, base+"/{name}/policy", "set-checkpoint-policy",
+		"Set a checkpoint document's governance: who may write, who may read, mutability and history depth", tag, 0)
+	pol.Description = "Replaces the policy; empty fields take their defaults (write and read: any principal of the tenant; mutable). " +
+		"keep > 0 sets the history depth (1: no history) and deletes older versions at once; 0 leaves it. " +
+		"A document with the default policy may be governed by any principal that may write it; " +
+		"once governed, only an admin key may change its policy (403 otherwise). " +
+		"The document is created, without versions, if it does not exist. The policy is shown in the document's info (list)."
+	pol.Errors = append(pol.Errors, http.StatusForbidden, http.StatusConflict)
+	huma.Register(s.api, pol, func(ctx context.Context, in *struct {
+		CheckpointRef
+		Body client.SetCheckpointPolicyRequest
+	}) (*out[client.CheckpointInfo], error) {
+		const op = "set checkpoint policy"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		info, err := b.SetCheckpointPolicy(ctx, p, in.ID, in.Agent, in.Name, in.Body)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return &out[client.CheckpointInfo]{Body: info}, nil
+	})
 
 	huma.Register(s.api, s.op(http.MethodDelete, base+"/{name}", "delete-checkpoint",
 		"Delete a checkpoint document with every version and its schema", tag, http.StatusNoContent),

@@ -376,3 +376,112 @@ func TestCheckpointRollbackAndSchemaRoutesPassTheirArguments(t *testing.T) {
 		t.Errorf("remove schema passed %q (%d calls), want nil", schema, schemaCalls)
 	}
 }
+
+func TestSetCheckpointPolicyPassesTheRequest(t *testing.T) {
+	var got client.SetCheckpointPolicyRequest
+	var gotP Principal
+	var gotAgent, gotName string
+	var mu sync.Mutex
+	fb := &fakeBackend{SetCheckpointPolicyFunc: func(_ context.Context, p Principal, _, agent, name string, req client.SetCheckpointPolicyRequest) (client.CheckpointInfo, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		got, gotP, gotAgent, gotName = req, p, agent, name
+		return client.CheckpointInfo{Name: name, Agent: agent, Keep: 1,
+			Policy: client.CheckpointPolicy{Write: req.Write, Read: req.Read, Mutability: req.Mutability}}, nil
+	}}
+	c, _ := newTestServer(t, fb, aliceKey)
+	req := client.SetCheckpointPolicyRequest{
+		Write:      client.CheckpointAccess{Who: client.AccessKeys, Keys: []string{"key-a", "key-b"}},
+		Read:       client.CheckpointAccess{Who: client.AccessAgent},
+		Mutability: client.AppendOnly,
+		Keep:       1,
+	}
+	info, err := c.SetCheckpointPolicy(testCtx(t), "x", "planner", "plan", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gotP.KeyID != "k1" || gotAgent != "planner" || gotName != "plan" || got.Keep != 1 || got.Mutability != "append-only" ||
+		got.Write.Who != "keys" || len(got.Write.Keys) != 2 || got.Read.Who != "agent" {
+		t.Errorf("backend got %+v from %+v for %s/%s", got, gotP, gotAgent, gotName)
+	}
+	if info.Policy.Mutability != "append-only" || info.Policy.Read.Who != "agent" {
+		t.Errorf("returned %+v", info)
+	}
+	// An unknown enum value is refused before the backend.
+	_, err = c.SetCheckpointPolicy(testCtx(t), "x", "", "plan", client.SetCheckpointPolicyRequest{Mutability: "sometimes"})
+	if client.StatusCode(err) != http.StatusBadRequest && client.StatusCode(err) != http.StatusUnprocessableEntity {
+		t.Errorf("bad mutability: %v, want 400/422", err)
+	}
+}
+
+func TestCheckpointGovernanceErrorsMapTo403And409(t *testing.T) {
+	forbidden := fmt.Errorf("writing this document is limited to admin keys, and this caller is API key k1: %w", errs.ErrForbidden)
+	immutable := fmt.Errorf("the document is immutable: only version 1 may be written, and it has version 1: %w", errs.ErrConflict)
+	fb := &fakeBackend{
+		PutCheckpointFunc: func(context.Context, Principal, string, CheckpointWrite) (client.Checkpoint, error) {
+			return client.Checkpoint{}, immutable
+		},
+		RollbackCheckpointFunc: func(context.Context, Principal, string, string, string, client.RollbackCheckpointRequest) (client.Checkpoint, error) {
+			return client.Checkpoint{}, forbidden
+		},
+		SetCheckpointPolicyFunc: func(context.Context, Principal, string, string, string, client.SetCheckpointPolicyRequest) (client.CheckpointInfo, error) {
+			return client.CheckpointInfo{}, forbidden
+		},
+		DeleteCheckpointFunc: func(context.Context, Principal, string, string, string) error { return forbidden },
+	}
+	c, _ := newTestServer(t, fb, aliceKey)
+	_, err := c.PutCheckpoint(testCtx(t), "x", "plan", []byte(`2`), client.PutCheckpointOptions{})
+	if !client.IsConflict(err) || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("immutable put: %v, want 409 saying immutable", err)
+	}
+	_, err = c.RollbackCheckpoint(testCtx(t), "x", "", "plan", client.RollbackCheckpointRequest{Version: 1})
+	if !client.IsForbidden(err) || !strings.Contains(err.Error(), "admin keys") {
+		t.Errorf("forbidden rollback: %v, want 403 saying who may", err)
+	}
+	if _, err = c.SetCheckpointPolicy(testCtx(t), "x", "", "plan", client.SetCheckpointPolicyRequest{}); !client.IsForbidden(err) {
+		t.Errorf("forbidden policy: %v, want 403", err)
+	}
+	if err = c.DeleteCheckpoint(testCtx(t), "x", "", "plan"); !client.IsForbidden(err) {
+		t.Errorf("forbidden delete: %v, want 403", err)
+	}
+}
+
+// scopedBackend is the fake with a read scope: reads go through
+// ScopedCheckpointReader, which forbids every key but k-reader.
+type scopedBackend struct {
+	*fakeBackend
+}
+
+func (b scopedBackend) ReadCheckpoint(_ context.Context, p Principal, _, agent, name string, _ int64) (client.Checkpoint, error) {
+	if p.KeyID != "k-reader" {
+		return client.Checkpoint{}, fmt.Errorf("reading this document is limited to the API keys k-reader: %w", errs.ErrForbidden)
+	}
+	return client.Checkpoint{Name: name, Agent: agent, Version: 1, Body: json.RawMessage(`{}`)}, nil
+}
+
+func (b scopedBackend) ReadCheckpointVersions(_ context.Context, p Principal, _, _, _ string) ([]client.Checkpoint, error) {
+	if p.KeyID != "k-reader" {
+		return nil, fmt.Errorf("scope: %w", errs.ErrForbidden)
+	}
+	return []client.Checkpoint{}, nil
+}
+
+func TestCheckpointReadsGoThroughTheScopedReader(t *testing.T) {
+	fb := &fakeBackend{}
+	c, _ := newTestServer(t, scopedBackend{fb}, aliceKey)
+	_, err := c.GetCheckpoint(testCtx(t), "x", "", "plan", 0)
+	if !client.IsForbidden(err) {
+		t.Errorf("scoped get: %v, want 403", err)
+	}
+	_, err = c.CheckpointVersions(testCtx(t), "x", "", "plan")
+	if !client.IsForbidden(err) {
+		t.Errorf("scoped versions: %v, want 403", err)
+	}
+	for _, call := range fb.Calls() {
+		if call.Method == "GetCheckpoint" || call.Method == "CheckpointVersions" {
+			t.Errorf("the unscoped %s was called", call.Method)
+		}
+	}
+}

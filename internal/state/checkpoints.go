@@ -25,7 +25,10 @@ const maxRunBytes = 256
 // escaping or could be mistaken for a flag or a relative path.
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
-var _ api.CheckpointBackend = (*Service)(nil)
+var (
+	_ api.CheckpointBackend      = (*Service)(nil)
+	_ api.ScopedCheckpointReader = (*Service)(nil)
+)
 
 // Service implements api.CheckpointBackend on a store.Store. It is safe for
 // concurrent use.
@@ -73,9 +76,21 @@ func (s *Service) PutCheckpoint(ctx context.Context, p api.Principal, sandbox st
 		IfVersion:     ifVersion,
 		Body:          w.Body,
 		Principal:     p.KeyID,
+		PrincipalKind: principalKind(p),
 		RunID:         w.Run,
 		Keep:          w.Keep,
 		Check:         s.checkAgainst(doc),
+		Guard: func(d store.CheckpointDoc, latest func() ([]byte, error)) error {
+			if err := mayWrite(p, d); err != nil {
+				return err
+			}
+			if w.Keep > 0 && w.Keep != d.Keep {
+				if err := mayGovern(p, d); err != nil {
+					return fmt.Errorf("keep %d: %w", w.Keep, err)
+				}
+			}
+			return checkMutability(d, latest, w.Body, false)
+		},
 	})
 	if err != nil {
 		return client.Checkpoint{}, err // the store's error names the operation and document
@@ -83,7 +98,9 @@ func (s *Service) PutCheckpoint(ctx context.Context, p api.Principal, sandbox st
 	return view(c, false), nil
 }
 
-// GetCheckpoint returns version (0: the latest) with its body.
+// GetCheckpoint returns version (0: the latest) with its body. It is the
+// trusted, unscoped read for the daemon's own use; API callers read through
+// ReadCheckpoint, which applies the document's read scope.
 func (s *Service) GetCheckpoint(ctx context.Context, tenant, sandbox, agent, name string, version int64) (client.Checkpoint, error) {
 	ref := docRef(sandbox, agent, name)
 	if err := validateRef(agent, name); err != nil {
@@ -122,7 +139,8 @@ func (s *Service) ListCheckpoints(ctx context.Context, tenant, sandbox string) (
 }
 
 // CheckpointVersions lists the kept versions, oldest first, without
-// bodies.
+// bodies. Like GetCheckpoint it is unscoped; API callers use
+// ReadCheckpointVersions.
 func (s *Service) CheckpointVersions(ctx context.Context, tenant, sandbox, agent, name string) ([]client.Checkpoint, error) {
 	ref := docRef(sandbox, agent, name)
 	if err := validateRef(agent, name); err != nil {
@@ -182,9 +200,16 @@ func (s *Service) RollbackCheckpoint(ctx context.Context, p api.Principal, sandb
 		IfVersion:     ifVersion,
 		Body:          src.Body,
 		Principal:     p.KeyID,
+		PrincipalKind: principalKind(p),
 		RunID:         req.Run,
 		Note:          fmt.Sprintf("rollback from %d", req.Version),
 		Check:         s.checkAgainst(doc),
+		Guard: func(d store.CheckpointDoc, latest func() ([]byte, error)) error {
+			if err := mayWrite(p, d); err != nil {
+				return err
+			}
+			return checkMutability(d, latest, src.Body, true)
+		},
 	})
 	if err != nil {
 		return client.Checkpoint{}, fmt.Errorf("rollback to version %d: %w", req.Version, err)
@@ -215,7 +240,9 @@ func (s *Service) SetCheckpointSchema(ctx context.Context, p api.Principal, sand
 	if err != nil {
 		return client.CheckpointInfo{}, fmt.Errorf("set schema of checkpoint %s: %w", ref, err)
 	}
-	d, err := s.st.SetCheckpointSchema(ctx, key(p.TenantID, sbID, agent, name), schema)
+	d, err := s.st.SetCheckpointSchema(ctx, key(p.TenantID, sbID, agent, name), schema, func(d store.CheckpointDoc) error {
+		return mayWrite(p, d)
+	})
 	if err != nil {
 		return client.CheckpointInfo{}, err
 	}
@@ -232,7 +259,9 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p api.Principal, sandbox
 	if err != nil {
 		return fmt.Errorf("delete checkpoint %s: %w", ref, err)
 	}
-	return s.st.DeleteCheckpoint(ctx, key(p.TenantID, sbID, agent, name))
+	return s.st.DeleteCheckpoint(ctx, key(p.TenantID, sbID, agent, name), func(d store.CheckpointDoc) error {
+		return mayDelete(p, d)
+	})
 }
 
 // sandbox resolves an id or name within the tenant to the sandbox's id. A
@@ -316,7 +345,7 @@ func isNull(b []byte) bool {
 func view(c store.Checkpoint, withBody bool) client.Checkpoint {
 	v := client.Checkpoint{
 		Name: c.Name, Agent: c.Agent, Version: c.Version, CreatedAt: c.CreatedAt,
-		Principal: c.Principal, Run: c.RunID, Note: c.Note,
+		Principal: c.Principal, PrincipalKind: c.PrincipalKind, Run: c.RunID, Note: c.Note,
 	}
 	if withBody {
 		v.Body = json.RawMessage(c.Body)
@@ -328,6 +357,6 @@ func view(c store.Checkpoint, withBody bool) client.Checkpoint {
 func viewDoc(d store.CheckpointDoc) client.CheckpointInfo {
 	return client.CheckpointInfo{
 		Name: d.Name, Agent: d.Agent, Version: d.Latest, Oldest: d.Oldest, Versions: d.Versions,
-		Keep: d.Keep, Schema: json.RawMessage(d.Schema), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		Keep: d.Keep, Schema: json.RawMessage(d.Schema), Policy: viewPolicy(d.Policy), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
 }

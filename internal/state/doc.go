@@ -12,7 +12,16 @@
 // (If-Match), which makes read-modify-write loops safe: of two puts naming
 // the same version, one wins and the other gets errs.ErrConflict. A document
 // may have a JSON Schema; a put or rollback whose body fails it is
-// errs.ErrInvalid and changes nothing.
+// errs.ErrInvalid and changes nothing. Each version also records the kind
+// of its writer (api-key, admin, sandbox-agent).
+//
+// Governance. Every document has a policy: who may write it, who may read
+// it, and whether it is mutable, append-only or immutable; with its history
+// depth (keep) and the recorded provenance these are the seed's governance
+// axes. The default policy is the behaviour without governance. The rules
+// are in policy.go; a forbidden call is errs.ErrForbidden, a mutability
+// violation errs.ErrConflict, and the policy is checked inside the write
+// transaction, so neither changes anything.
 //
 // Crash ordering. A put is one store transaction: the version check, the
 // schema check (run inside the transaction against the schema stored at

@@ -155,6 +155,78 @@ const DefaultCheckpointKeep = 10
 // MaxCheckpointKeep is the largest history depth a document may have.
 const MaxCheckpointKeep = 1000
 
+// Who may write or read a checkpoint document (CheckpointAccess.Who).
+const (
+	// AccessAny admits every principal of the tenant (the default).
+	AccessAny = "any"
+	// AccessAdmin admits the tenant's admin API keys only.
+	AccessAdmin = "admin"
+	// AccessAgent admits only the agent token of the document's own
+	// sandbox.
+	AccessAgent = "agent"
+	// AccessKeys admits only the API keys listed in CheckpointAccess.Keys.
+	AccessKeys = "keys"
+)
+
+// Mutability of a checkpoint document (CheckpointPolicy.Mutability).
+const (
+	// Mutable documents take any new version (the default).
+	Mutable = "mutable"
+	// AppendOnly documents take only versions that extend the previous
+	// one: a JSON array that starts with the previous array, or a JSON
+	// object that keeps every previous key with its value.
+	AppendOnly = "append-only"
+	// Immutable documents take version 1 only.
+	Immutable = "immutable"
+)
+
+// Kinds of principal recorded with a version (Checkpoint.PrincipalKind).
+const (
+	PrincipalAPIKey = "api-key"
+	PrincipalAdmin  = "admin"
+	PrincipalAgent  = "sandbox-agent"
+)
+
+// CheckpointAccess says who may write, or read, a checkpoint document.
+type CheckpointAccess struct {
+	// Who is AccessAny, AccessAdmin, AccessAgent or AccessKeys; "" reads
+	// as AccessAny.
+	Who string `json:"who"`
+	// Keys are the admitted API key ids when Who is AccessKeys (no commas
+	// or white space in an id).
+	Keys []string `json:"keys,omitempty"`
+}
+
+// CheckpointPolicy is a document's governance: who may write it, who may
+// read it and how it may change. The zero value is the default policy
+// (anyone of the tenant reads and writes; mutable). The store keeps the
+// policy; enforcing it is the caller's (see CheckpointWrite.Guard).
+type CheckpointPolicy struct {
+	Write CheckpointAccess `json:"write"`
+	Read  CheckpointAccess `json:"read"`
+	// Mutability is Mutable, AppendOnly or Immutable; "" reads as Mutable.
+	Mutability string `json:"mutability"`
+}
+
+// Normalized returns p with empty fields set to their defaults and Keys
+// dropped unless Who is AccessKeys.
+func (p CheckpointPolicy) Normalized() CheckpointPolicy {
+	norm := func(a CheckpointAccess) CheckpointAccess {
+		if a.Who == "" {
+			a.Who = AccessAny
+		}
+		if a.Who != AccessKeys || len(a.Keys) == 0 {
+			a.Keys = nil
+		}
+		return a
+	}
+	p.Write, p.Read = norm(p.Write), norm(p.Read)
+	if p.Mutability == "" {
+		p.Mutability = Mutable
+	}
+	return p
+}
+
 // CheckpointKey identifies a checkpoint document: a named JSON document of
 // one agent of one sandbox. SandboxID is the sandbox's id, never its name.
 type CheckpointKey struct {
@@ -175,6 +247,10 @@ type Checkpoint struct {
 	CreatedAt time.Time `json:"created_at"`
 	// Principal is the id of the API key that wrote this version.
 	Principal string `json:"principal"`
+	// PrincipalKind is the kind of that principal: PrincipalAPIKey,
+	// PrincipalAdmin or PrincipalAgent ("" for versions written before it
+	// was recorded).
+	PrincipalKind string `json:"principal_kind,omitempty"`
 	// RunID is the caller's run id, if it gave one.
 	RunID string `json:"run_id,omitempty"`
 	// Note is further provenance, e.g. "rollback from 3".
@@ -197,10 +273,21 @@ type CheckpointDoc struct {
 	// Keep is the history depth: at most this many versions are kept.
 	Keep int `json:"keep"`
 	// Schema is the document's JSON Schema, or nil.
-	Schema    []byte    `json:"schema,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Schema []byte `json:"schema,omitempty"`
+	// Policy is the document's governance, normalized (never empty
+	// fields).
+	Policy    CheckpointPolicy `json:"policy"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
 }
+
+// CheckpointGuard is a caller's check run inside a checkpoint write
+// transaction, before anything is changed, with the document as stored at
+// that moment. For an absent document, d has the key, Latest 0, Keep
+// DefaultCheckpointKeep and the default policy. If it returns an error,
+// nothing is stored and the call returns that error (wrapped). It must not
+// call the store.
+type CheckpointGuard func(d CheckpointDoc) error
 
 // CheckpointWrite is one put of a checkpoint document.
 type CheckpointWrite struct {
@@ -212,10 +299,12 @@ type CheckpointWrite struct {
 	IfVersion int64
 	// Body is the JSON document (validated by the caller, not the store).
 	Body []byte
-	// Principal, RunID and Note are recorded as the version's provenance.
-	Principal string
-	RunID     string
-	Note      string
+	// Principal, PrincipalKind, RunID and Note are recorded as the
+	// version's provenance.
+	Principal     string
+	PrincipalKind string
+	RunID         string
+	Note          string
 	// Keep, when > 0, sets the document's history depth (at most
 	// MaxCheckpointKeep) in the same transaction; 0 keeps the current one
 	// (DefaultCheckpointKeep for a new document).
@@ -227,6 +316,12 @@ type CheckpointWrite struct {
 	// check passed. If it returns an error, nothing is stored and
 	// PutCheckpoint returns that error (wrapped). It must not call the store.
 	Check func(schema []byte) error
+	// Guard, when set, is called inside the write transaction before the
+	// version check, with the stored document and a function returning
+	// the latest version's body (nil when there is none), which reads it
+	// only when called. An error stores nothing and is returned (wrapped).
+	// It must not call the store.
+	Guard func(d CheckpointDoc, latest func() ([]byte, error)) error
 }
 
 // CheckpointStore holds checkpoint documents: named, versioned JSON
@@ -268,10 +363,18 @@ type CheckpointStore interface {
 	// creating a document without versions if needed, and returns the
 	// document. The schema is stored as given. An empty schema removes it;
 	// removing the schema of an absent document is errs.ErrNotFound.
-	SetCheckpointSchema(ctx context.Context, k CheckpointKey, schema []byte) (CheckpointDoc, error)
+	// guard, when not nil, runs first inside the transaction.
+	SetCheckpointSchema(ctx context.Context, k CheckpointKey, schema []byte, guard CheckpointGuard) (CheckpointDoc, error)
+	// SetCheckpointPolicy stores p (normalized) as the document's policy
+	// and, when keep > 0, keep as its history depth, deleting the versions
+	// beyond it in the same transaction; it creates a document without
+	// versions if needed and returns the document. guard, when not nil,
+	// runs first inside the transaction.
+	SetCheckpointPolicy(ctx context.Context, k CheckpointKey, p CheckpointPolicy, keep int, guard CheckpointGuard) (CheckpointDoc, error)
 	// DeleteCheckpoint removes a document with all its versions and
-	// settings, or returns errs.ErrNotFound.
-	DeleteCheckpoint(ctx context.Context, k CheckpointKey) error
+	// settings, or returns errs.ErrNotFound. guard, when not nil, runs
+	// first inside the transaction.
+	DeleteCheckpoint(ctx context.Context, k CheckpointKey, guard CheckpointGuard) error
 }
 
 // Snapshot is the record of a read-only, point-in-time copy of a sandbox's

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
@@ -18,10 +19,11 @@ import (
 // when PutCheckpoint returns, or none of it ever becomes visible.
 
 const checkpointDocCols = "d.tenant_id, d.sandbox_id, d.agent, d.name, d.latest, d.keep, d.schema, d.created_at, d.updated_at," +
+	" d.write_access, d.write_keys, d.read_access, d.read_keys, d.mutability," +
 	" (SELECT COUNT(*) FROM checkpoint_versions v WHERE v.sandbox_id = d.sandbox_id AND v.agent = d.agent AND v.name = d.name)," +
 	" (SELECT COALESCE(MIN(v.version), 0) FROM checkpoint_versions v WHERE v.sandbox_id = d.sandbox_id AND v.agent = d.agent AND v.name = d.name)"
 
-const checkpointVersionCols = "d.tenant_id, v.sandbox_id, v.agent, v.name, v.version, v.created_at, v.principal, v.run_id, v.note"
+const checkpointVersionCols = "d.tenant_id, v.sandbox_id, v.agent, v.name, v.version, v.created_at, v.principal, v.principal_kind, v.run_id, v.note"
 
 // checkpointRef names a document in error messages.
 func checkpointRef(k store.CheckpointKey) string {
@@ -87,6 +89,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, w store.CheckpointWrite) (sto
 		CheckpointKey: w.CheckpointKey,
 		CreatedAt:     normTime(w.CreatedAt),
 		Principal:     w.Principal,
+		PrincipalKind: w.PrincipalKind,
 		RunID:         w.RunID,
 		Note:          w.Note,
 		Body:          w.Body,
@@ -95,17 +98,27 @@ func (s *Store) PutCheckpoint(ctx context.Context, w store.CheckpointWrite) (sto
 		if err := sandboxOfTenant(ctx, tx, w.TenantID, w.SandboxID); err != nil {
 			return err
 		}
-		var latest int64
-		var keep int
-		var schema []byte
-		exists := true
-		err := tx.QueryRowContext(ctx, "SELECT latest, keep, schema FROM checkpoint_docs WHERE sandbox_id = ? AND agent = ? AND name = ?",
-			w.SandboxID, w.Agent, w.Name).Scan(&latest, &keep, &schema)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			exists, keep = false, store.DefaultCheckpointKeep
-		case err != nil:
+		d, exists, err := docForWrite(ctx, tx, w.CheckpointKey)
+		if err != nil {
 			return err
+		}
+		latest, keep, schema := d.Latest, d.Keep, d.Schema
+		if w.Guard != nil {
+			body := func() ([]byte, error) {
+				if latest == 0 {
+					return nil, nil
+				}
+				var b []byte
+				err := tx.QueryRowContext(ctx, "SELECT body FROM checkpoint_versions WHERE sandbox_id = ? AND agent = ? AND name = ? AND version = ?",
+					w.SandboxID, w.Agent, w.Name, latest).Scan(&b)
+				if err != nil {
+					return nil, fmt.Errorf("read latest version %d: %w", latest, err)
+				}
+				return b, nil
+			}
+			if err := w.Guard(d, body); err != nil {
+				return err
+			}
 		}
 		if w.IfVersion != store.AnyVersion && w.IfVersion != latest {
 			if latest == 0 {
@@ -148,9 +161,9 @@ func (s *Store) PutCheckpoint(ctx context.Context, w store.CheckpointWrite) (sto
 			}
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO checkpoint_versions"+
-			" (sandbox_id, agent, name, version, created_at, principal, run_id, note, body)"+
-			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			w.SandboxID, w.Agent, w.Name, out.Version, created, w.Principal, w.RunID, w.Note, w.Body); err != nil {
+			" (sandbox_id, agent, name, version, created_at, principal, principal_kind, run_id, note, body)"+
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			w.SandboxID, w.Agent, w.Name, out.Version, created, w.Principal, w.PrincipalKind, w.RunID, w.Note, w.Body); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, "DELETE FROM checkpoint_versions WHERE sandbox_id = ? AND agent = ? AND name = ? AND version <= ?",
@@ -185,7 +198,7 @@ func (s *Store) GetCheckpoint(ctx context.Context, k store.CheckpointKey, versio
 	var c store.Checkpoint
 	var created string
 	err := s.r.QueryRowContext(ctx, q, args...).Scan(&c.TenantID, &c.SandboxID, &c.Agent, &c.Name, &c.Version,
-		&created, &c.Principal, &c.RunID, &c.Note, &c.Body)
+		&created, &c.Principal, &c.PrincipalKind, &c.RunID, &c.Note, &c.Body)
 	if errors.Is(err, sql.ErrNoRows) {
 		if version == 0 {
 			return store.Checkpoint{}, fmt.Errorf("get checkpoint %s: %w", ref, errs.ErrNotFound)
@@ -282,7 +295,7 @@ func (s *Store) ListCheckpointVersions(ctx context.Context, k store.CheckpointKe
 			var c store.Checkpoint
 			var created string
 			if err := rows.Scan(&c.TenantID, &c.SandboxID, &c.Agent, &c.Name, &c.Version,
-				&created, &c.Principal, &c.RunID, &c.Note); err != nil {
+				&created, &c.Principal, &c.PrincipalKind, &c.RunID, &c.Note); err != nil {
 				return err
 			}
 			if c.CreatedAt, err = parseTime(created); err != nil {
@@ -301,7 +314,7 @@ func (s *Store) ListCheckpointVersions(ctx context.Context, k store.CheckpointKe
 // SetCheckpointSchema stores schema (nil removes it) as the document's
 // JSON Schema, creating the document without versions if needed (but not
 // to remove a schema).
-func (s *Store) SetCheckpointSchema(ctx context.Context, k store.CheckpointKey, schema []byte) (store.CheckpointDoc, error) {
+func (s *Store) SetCheckpointSchema(ctx context.Context, k store.CheckpointKey, schema []byte, guard store.CheckpointGuard) (store.CheckpointDoc, error) {
 	ref := checkpointRef(k)
 	if err := validateCheckpointKey(k); err != nil {
 		return store.CheckpointDoc{}, fmt.Errorf("set schema of checkpoint %s: %w", ref, err)
@@ -317,6 +330,9 @@ func (s *Store) SetCheckpointSchema(ctx context.Context, k store.CheckpointKey, 
 	var out store.CheckpointDoc
 	err = s.writeTx(ctx, func(tx *sql.Tx) error {
 		if err := sandboxOfTenant(ctx, tx, k.TenantID, k.SandboxID); err != nil {
+			return err
+		}
+		if err := runGuard(ctx, tx, k, guard); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, "UPDATE checkpoint_docs SET schema = ?, updated_at = ?"+
@@ -347,27 +363,165 @@ func (s *Store) SetCheckpointSchema(ctx context.Context, k store.CheckpointKey, 
 }
 
 // DeleteCheckpoint removes a document with all its versions.
-func (s *Store) DeleteCheckpoint(ctx context.Context, k store.CheckpointKey) error {
+func (s *Store) DeleteCheckpoint(ctx context.Context, k store.CheckpointKey, guard store.CheckpointGuard) error {
 	ref := checkpointRef(k)
 	if err := validateCheckpointKey(k); err != nil {
 		return fmt.Errorf("delete checkpoint %s: %w", ref, err)
 	}
-	// The versions go by ON DELETE CASCADE, in the same statement.
-	res, err := s.w.ExecContext(ctx, "DELETE FROM checkpoint_docs WHERE tenant_id = ? AND sandbox_id = ? AND agent = ? AND name = ?",
-		k.TenantID, k.SandboxID, k.Agent, k.Name)
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		if guard != nil {
+			d, err := getCheckpointDoc(ctx, tx, k)
+			if err != nil {
+				return err
+			}
+			if err := guard(d); err != nil {
+				return err
+			}
+		}
+		// The versions go by ON DELETE CASCADE, in the same statement.
+		res, err := tx.ExecContext(ctx, "DELETE FROM checkpoint_docs WHERE tenant_id = ? AND sandbox_id = ? AND agent = ? AND name = ?",
+			k.TenantID, k.SandboxID, k.Agent, k.Name)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return errs.ErrNotFound
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("delete checkpoint %s: %w", ref, err)
 	}
-	return deleted(res, "delete checkpoint", ref)
+	return nil
+}
+
+// SetCheckpointPolicy stores p as the document's policy and, when keep >
+// 0, its history depth, trimming the versions beyond it.
+func (s *Store) SetCheckpointPolicy(ctx context.Context, k store.CheckpointKey, p store.CheckpointPolicy, keep int, guard store.CheckpointGuard) (store.CheckpointDoc, error) {
+	ref := checkpointRef(k)
+	if err := validateCheckpointKey(k); err != nil {
+		return store.CheckpointDoc{}, fmt.Errorf("set policy of checkpoint %s: %w", ref, err)
+	}
+	if keep < 0 || keep > store.MaxCheckpointKeep {
+		return store.CheckpointDoc{}, fmt.Errorf("set policy of checkpoint %s: keep %d is not between 1 and %d: %w",
+			ref, keep, store.MaxCheckpointKeep, errs.ErrInvalid)
+	}
+	p = p.Normalized()
+	wkeys, err := joinKeys(p.Write.Keys)
+	if err != nil {
+		return store.CheckpointDoc{}, fmt.Errorf("set policy of checkpoint %s: write: %w", ref, err)
+	}
+	rkeys, err := joinKeys(p.Read.Keys)
+	if err != nil {
+		return store.CheckpointDoc{}, fmt.Errorf("set policy of checkpoint %s: read: %w", ref, err)
+	}
+	ts, err := formatTime(now())
+	if err != nil {
+		return store.CheckpointDoc{}, err
+	}
+	var out store.CheckpointDoc
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		if err := sandboxOfTenant(ctx, tx, k.TenantID, k.SandboxID); err != nil {
+			return err
+		}
+		d, exists, err := docForWrite(ctx, tx, k)
+		if err != nil {
+			return err
+		}
+		if guard != nil {
+			if err := guard(d); err != nil {
+				return err
+			}
+		}
+		if keep == 0 {
+			keep = d.Keep
+		}
+		if exists {
+			if _, err := tx.ExecContext(ctx, "UPDATE checkpoint_docs SET keep = ?, write_access = ?, write_keys = ?,"+
+				" read_access = ?, read_keys = ?, mutability = ?, updated_at = ?"+
+				" WHERE sandbox_id = ? AND agent = ? AND name = ?",
+				keep, p.Write.Who, wkeys, p.Read.Who, rkeys, p.Mutability, ts, k.SandboxID, k.Agent, k.Name); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "DELETE FROM checkpoint_versions WHERE sandbox_id = ? AND agent = ? AND name = ? AND version <= ?",
+				k.SandboxID, k.Agent, k.Name, d.Latest-int64(keep)); err != nil {
+				return err
+			}
+		} else if _, err := tx.ExecContext(ctx, "INSERT INTO checkpoint_docs"+
+			" (tenant_id, sandbox_id, agent, name, latest, keep, schema, created_at, updated_at,"+
+			" write_access, write_keys, read_access, read_keys, mutability)"+
+			" VALUES (?, ?, ?, ?, 0, ?, NULL, ?, ?, ?, ?, ?, ?, ?)",
+			k.TenantID, k.SandboxID, k.Agent, k.Name, keep, ts, ts, p.Write.Who, wkeys, p.Read.Who, rkeys, p.Mutability); err != nil {
+			return err
+		}
+		out, err = getCheckpointDoc(ctx, tx, k)
+		return err
+	})
+	if err != nil {
+		return store.CheckpointDoc{}, fmt.Errorf("set policy of checkpoint %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// docForWrite reads the document inside a write transaction; an absent
+// document comes back as its defaults with exists false.
+func docForWrite(ctx context.Context, tx *sql.Tx, k store.CheckpointKey) (store.CheckpointDoc, bool, error) {
+	d, err := getCheckpointDoc(ctx, tx, k)
+	if errors.Is(err, errs.ErrNotFound) {
+		return store.CheckpointDoc{
+			CheckpointKey: k, Keep: store.DefaultCheckpointKeep, Policy: store.CheckpointPolicy{}.Normalized(),
+		}, false, nil
+	}
+	if err != nil {
+		return store.CheckpointDoc{}, false, err
+	}
+	return d, true, nil
+}
+
+// runGuard calls guard, when set, with the document as docForWrite reads
+// it.
+func runGuard(ctx context.Context, tx *sql.Tx, k store.CheckpointKey, guard store.CheckpointGuard) error {
+	if guard == nil {
+		return nil
+	}
+	d, _, err := docForWrite(ctx, tx, k)
+	if err != nil {
+		return err
+	}
+	return guard(d)
+}
+
+// joinKeys encodes a key id list as one column: comma-separated.
+func joinKeys(keys []string) (string, error) {
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, ", \t\r\n") {
+			return "", fmt.Errorf("key id %q: empty or holds a comma or white space: %w", k, errs.ErrInvalid)
+		}
+	}
+	return strings.Join(keys, ","), nil
+}
+
+// splitKeys decodes joinKeys.
+func splitKeys(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }
 
 func scanCheckpointDoc(sc scanner) (store.CheckpointDoc, error) {
 	var d store.CheckpointDoc
 	var created, updated string
+	var wkeys, rkeys string
 	if err := sc.Scan(&d.TenantID, &d.SandboxID, &d.Agent, &d.Name, &d.Latest, &d.Keep, &d.Schema,
-		&created, &updated, &d.Versions, &d.Oldest); err != nil {
+		&created, &updated, &d.Policy.Write.Who, &wkeys, &d.Policy.Read.Who, &rkeys, &d.Policy.Mutability,
+		&d.Versions, &d.Oldest); err != nil {
 		return store.CheckpointDoc{}, err
 	}
+	d.Policy.Write.Keys, d.Policy.Read.Keys = splitKeys(wkeys), splitKeys(rkeys)
+	d.Policy = d.Policy.Normalized()
 	var err error
 	if d.CreatedAt, err = parseTime(created); err != nil {
 		return store.CheckpointDoc{}, err

@@ -234,9 +234,9 @@ func testCheckpointTenantIsolation(t *testing.T, s store.Store) {
 	wantErr(t, err, errs.ErrNotFound, "list other tenant's checkpoints")
 	_, err = s.ListCheckpointVersions(ctx, stolen)
 	wantErr(t, err, errs.ErrNotFound, "list versions of other tenant's checkpoint")
-	_, err = s.SetCheckpointSchema(ctx, stolen, []byte(`{"type":"string"}`))
+	_, err = s.SetCheckpointSchema(ctx, stolen, []byte(`{"type":"string"}`), nil)
 	wantErr(t, err, errs.ErrNotFound, "set schema of other tenant's checkpoint")
-	wantErr(t, s.DeleteCheckpoint(ctx, stolen), errs.ErrNotFound, "delete other tenant's checkpoint")
+	wantErr(t, s.DeleteCheckpoint(ctx, stolen, nil), errs.ErrNotFound, "delete other tenant's checkpoint")
 
 	got := getCheckpoint(t, s, mine, 0)
 	if got.Version != 1 || string(got.Body) != `{"secret":true}` {
@@ -264,7 +264,7 @@ func testCheckpointSandboxIsolation(t *testing.T, s store.Store) {
 	if names := docNames(t, s, store.DefaultTenant, "sb2"); len(names) != 0 {
 		t.Errorf("sb2 lists %q, want nothing", names)
 	}
-	wantErr(t, s.DeleteCheckpoint(ctx, other), errs.ErrNotFound, "delete the same name in another sandbox")
+	wantErr(t, s.DeleteCheckpoint(ctx, other, nil), errs.ErrNotFound, "delete the same name in another sandbox")
 
 	// The same name in another sandbox, or for another agent, is its own
 	// document with its own version numbers.
@@ -295,7 +295,7 @@ func testCheckpointSchema(t *testing.T, s store.Store) {
 	schema := []byte(`{"type": "object", "required": ["step"]}`)
 
 	// A schema may come before the first version.
-	d, err := s.SetCheckpointSchema(ctx, k, schema)
+	d, err := s.SetCheckpointSchema(ctx, k, schema, nil)
 	noErr(t, err, "set schema")
 	if !bytes.Equal(d.Schema, schema) || d.Latest != 0 || d.Versions != 0 || d.Keep != store.DefaultCheckpointKeep {
 		t.Errorf("document after set schema: %+v", d)
@@ -319,13 +319,13 @@ func testCheckpointSchema(t *testing.T, s store.Store) {
 
 	// Setting the schema again replaces it and keeps the versions.
 	schema2 := []byte(`{"type":"object"}`)
-	d, err = s.SetCheckpointSchema(ctx, k, schema2)
+	d, err = s.SetCheckpointSchema(ctx, k, schema2, nil)
 	noErr(t, err, "replace schema")
 	if !bytes.Equal(d.Schema, schema2) || d.Latest != 1 || d.Versions != 1 {
 		t.Errorf("document after replacing schema: %+v", d)
 	}
 	// nil removes it; Check then sees nil.
-	d, err = s.SetCheckpointSchema(ctx, k, nil)
+	d, err = s.SetCheckpointSchema(ctx, k, nil, nil)
 	noErr(t, err, "remove schema")
 	if d.Schema != nil {
 		t.Errorf("schema %q after removal", d.Schema)
@@ -337,7 +337,7 @@ func testCheckpointSchema(t *testing.T, s store.Store) {
 		t.Errorf("check saw %q, want one nil schema", seen)
 	}
 	// A schema set on another document does not leak.
-	_, err = s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "sb1", "", "other"), schema)
+	_, err = s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "sb1", "", "other"), schema, nil)
 	noErr(t, err, "set schema on other document")
 	seen = nil
 	w := store.CheckpointWrite{CheckpointKey: k, IfVersion: store.AnyVersion, Body: []byte(`8`), Check: check}
@@ -346,10 +346,10 @@ func testCheckpointSchema(t *testing.T, s store.Store) {
 	if len(seen) != 1 || seen[0] != nil {
 		t.Errorf("check saw %q, want nil", seen)
 	}
-	_, err = s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "sb1", "", "absent"), nil)
+	_, err = s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "sb1", "", "absent"), nil, nil)
 	wantErr(t, err, errs.ErrNotFound, "remove schema of absent document")
 	wantIDs(t, "documents", docNames(t, s, store.DefaultTenant, "sb1"), []string{"/other", "/plan"})
-	_, err = s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "ghost", "", "plan"), schema)
+	_, err = s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "ghost", "", "plan"), schema, nil)
 	wantErr(t, err, errs.ErrNotFound, "set schema in absent sandbox")
 }
 
@@ -400,17 +400,17 @@ func testDeleteCheckpoint(t *testing.T, s store.Store) {
 	put(t, s, k, `1`)
 	put(t, s, k, `2`)
 	put(t, s, keepMe, `"n"`)
-	_, err := s.SetCheckpointSchema(ctx, k, []byte(`{}`))
+	_, err := s.SetCheckpointSchema(ctx, k, []byte(`{}`), nil)
 	noErr(t, err, "set schema")
 
-	noErr(t, s.DeleteCheckpoint(ctx, k), "delete checkpoint")
+	noErr(t, s.DeleteCheckpoint(ctx, k, nil), "delete checkpoint")
 	_, err = s.GetCheckpoint(ctx, k, 1)
 	wantErr(t, err, errs.ErrNotFound, "get version of deleted document")
 	_, err = s.GetCheckpointDoc(ctx, k)
 	wantErr(t, err, errs.ErrNotFound, "get deleted document")
 	_, err = s.ListCheckpointVersions(ctx, k)
 	wantErr(t, err, errs.ErrNotFound, "list versions of deleted document")
-	wantErr(t, s.DeleteCheckpoint(ctx, k), errs.ErrNotFound, "delete twice")
+	wantErr(t, s.DeleteCheckpoint(ctx, k, nil), errs.ErrNotFound, "delete twice")
 	wantIDs(t, "remaining documents", docNames(t, s, store.DefaultTenant, "sb1"), []string{"/notes"})
 
 	// A new document of the same name starts over, without the old schema.
@@ -431,7 +431,7 @@ func testPurgeSandboxDeletesCheckpoints(t *testing.T, s store.Store) {
 	createSandbox(t, s, newSandbox("sb1", store.DefaultTenant, "web", at(0)))
 	k := ckey(store.DefaultTenant, "sb1", "a", "plan")
 	put(t, s, k, `1`)
-	_, err := s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "sb1", "", "schema-only"), []byte(`{}`))
+	_, err := s.SetCheckpointSchema(ctx, ckey(store.DefaultTenant, "sb1", "", "schema-only"), []byte(`{}`), nil)
 	noErr(t, err, "set schema")
 	noErr(t, s.DeleteSandbox(ctx, store.DefaultTenant, "sb1"), "purge sandbox")
 	_, err = s.GetCheckpoint(ctx, k, 0)
@@ -562,4 +562,143 @@ func testConcurrentCheckpointCreates(t *testing.T, s store.Store) {
 	if got := getCheckpoint(t, s, k, 1); string(got.Body) != fmt.Sprint(winner) {
 		t.Errorf("stored body %s, want the winner's %d", got.Body, winner)
 	}
+}
+
+func testCheckpointPolicy(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createSandbox(t, s, newSandbox("sb1", store.DefaultTenant, "web", at(0)))
+	k := ckey(store.DefaultTenant, "sb1", "", "plan")
+	put(t, s, k, `[1]`)
+	d, err := s.GetCheckpointDoc(ctx, k)
+	noErr(t, err, "get document")
+	def := store.CheckpointPolicy{Write: store.CheckpointAccess{Who: store.AccessAny}, Read: store.CheckpointAccess{Who: store.AccessAny}, Mutability: store.Mutable}
+	if !policyEqual(d.Policy, def) {
+		t.Errorf("default policy %+v, want %+v", d.Policy, def)
+	}
+
+	want := store.CheckpointPolicy{
+		Write:      store.CheckpointAccess{Who: store.AccessKeys, Keys: []string{"key-a", "key-b"}},
+		Read:       store.CheckpointAccess{Who: store.AccessAgent, Keys: []string{"dropped"}},
+		Mutability: store.AppendOnly,
+	}
+	d, err = s.SetCheckpointPolicy(ctx, k, want, 0, nil)
+	noErr(t, err, "set policy")
+	want.Read.Keys = nil
+	if !policyEqual(d.Policy, want) || d.Keep != store.DefaultCheckpointKeep || d.Latest != 1 {
+		t.Errorf("after set policy: %+v keep %d latest %d, want %+v keep %d latest 1", d.Policy, d.Keep, d.Latest, want, store.DefaultCheckpointKeep)
+	}
+	if d, err = s.GetCheckpointDoc(ctx, k); err != nil || !policyEqual(d.Policy, want) {
+		t.Errorf("stored policy %+v (%v), want %+v", d.Policy, err, want)
+	}
+	l, err := s.ListCheckpoints(ctx, store.DefaultTenant, "sb1")
+	noErr(t, err, "list")
+	if len(l) != 1 || !policyEqual(l[0].Policy, want) {
+		t.Errorf("listed policy %+v, want %+v", l, want)
+	}
+
+	// A policy creates a document without versions, like a schema.
+	fresh := ckey(store.DefaultTenant, "sb1", "", "fresh")
+	d, err = s.SetCheckpointPolicy(ctx, fresh, store.CheckpointPolicy{Mutability: store.Immutable}, 3, nil)
+	noErr(t, err, "set policy of a new document")
+	if d.Latest != 0 || d.Keep != 3 || d.Policy.Mutability != store.Immutable || d.Policy.Write.Who != store.AccessAny {
+		t.Errorf("new document %+v", d)
+	}
+
+	// The writer's kind is provenance.
+	c, err := s.PutCheckpoint(ctx, store.CheckpointWrite{CheckpointKey: k, IfVersion: store.AnyVersion, Body: []byte(`[1,2]`),
+		Principal: "sandbox:sb1", PrincipalKind: store.PrincipalAgent})
+	noErr(t, err, "put with kind")
+	if c.PrincipalKind != store.PrincipalAgent {
+		t.Errorf("returned kind %q", c.PrincipalKind)
+	}
+	if got := getCheckpoint(t, s, k, 0); got.PrincipalKind != store.PrincipalAgent || got.Principal != "sandbox:sb1" {
+		t.Errorf("stored provenance %q/%q", got.Principal, got.PrincipalKind)
+	}
+	vs, err := s.ListCheckpointVersions(ctx, k)
+	noErr(t, err, "list versions")
+	if len(vs) != 2 || vs[1].PrincipalKind != store.PrincipalAgent || vs[0].PrincipalKind != "" {
+		t.Errorf("listed kinds %+v", vs)
+	}
+
+	// Bad input and another tenant change nothing.
+	_, err = s.SetCheckpointPolicy(ctx, k, store.CheckpointPolicy{Write: store.CheckpointAccess{Who: store.AccessKeys, Keys: []string{"a,b"}}}, 0, nil)
+	wantErr(t, err, errs.ErrInvalid, "key id with a comma")
+	_, err = s.SetCheckpointPolicy(ctx, k, store.CheckpointPolicy{}, store.MaxCheckpointKeep+1, nil)
+	wantErr(t, err, errs.ErrInvalid, "keep too large")
+	_, err = s.SetCheckpointPolicy(ctx, ckey("acme", "sb1", "", "plan"), store.CheckpointPolicy{}, 0, nil)
+	wantErr(t, err, errs.ErrNotFound, "set policy in another tenant")
+	if d, _ = s.GetCheckpointDoc(ctx, k); !policyEqual(d.Policy, want) {
+		t.Errorf("policy changed by failed calls: %+v", d.Policy)
+	}
+}
+
+func testCheckpointPolicyKeep(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createSandbox(t, s, newSandbox("sb1", store.DefaultTenant, "web", at(0)))
+	k := ckey(store.DefaultTenant, "sb1", "", "plan")
+	for i := range 5 {
+		put(t, s, k, fmt.Sprint(i))
+	}
+	d, err := s.SetCheckpointPolicy(ctx, k, store.CheckpointPolicy{}, 1, nil)
+	noErr(t, err, "set keep 1")
+	if d.Keep != 1 || d.Versions != 1 || d.Oldest != 5 {
+		t.Errorf("after keep 1: keep %d versions %d oldest %d", d.Keep, d.Versions, d.Oldest)
+	}
+	wantVersions(t, "after keep 1", versionsOf(t, s, k), []int64{5})
+	put(t, s, k, `6`)
+	wantVersions(t, "put after keep 1", versionsOf(t, s, k), []int64{6})
+}
+
+func testCheckpointGuards(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createSandbox(t, s, newSandbox("sb1", store.DefaultTenant, "web", at(0)))
+	k := ckey(store.DefaultTenant, "sb1", "", "plan")
+	stop := errors.New("guard says no")
+
+	// Put: the guard sees the absent document's defaults, then the stored
+	// one with its latest body on demand.
+	var seen store.CheckpointDoc
+	_, err := s.PutCheckpoint(ctx, store.CheckpointWrite{CheckpointKey: k, IfVersion: store.AnyVersion, Body: []byte(`[1]`),
+		Guard: func(d store.CheckpointDoc, latest func() ([]byte, error)) error {
+			seen = d
+			b, err := latest()
+			if err != nil || b != nil {
+				t.Errorf("latest of an absent document: %q, %v", b, err)
+			}
+			return nil
+		}})
+	noErr(t, err, "first put")
+	if seen.Latest != 0 || seen.Keep != store.DefaultCheckpointKeep || seen.Policy.Mutability != store.Mutable || seen.CheckpointKey != k {
+		t.Errorf("guard saw %+v for an absent document", seen)
+	}
+	_, err = s.SetCheckpointPolicy(ctx, k, store.CheckpointPolicy{Mutability: store.AppendOnly}, 0, nil)
+	noErr(t, err, "set policy")
+	_, err = s.PutCheckpoint(ctx, store.CheckpointWrite{CheckpointKey: k, IfVersion: store.AnyVersion, Body: []byte(`[2]`),
+		Guard: func(d store.CheckpointDoc, latest func() ([]byte, error)) error {
+			b, err := latest()
+			if err != nil || string(b) != `[1]` || d.Policy.Mutability != store.AppendOnly || d.Latest != 1 {
+				t.Errorf("guard saw %+v, latest %q, %v", d, b, err)
+			}
+			return stop
+		}})
+	wantErr(t, err, stop, "guarded put")
+	wantVersions(t, "after refused put", versionsOf(t, s, k), []int64{1})
+
+	no := func(store.CheckpointDoc) error { return stop }
+	_, err = s.SetCheckpointSchema(ctx, k, []byte(`{}`), no)
+	wantErr(t, err, stop, "guarded schema")
+	_, err = s.SetCheckpointPolicy(ctx, k, store.CheckpointPolicy{}, 1, no)
+	wantErr(t, err, stop, "guarded policy")
+	wantErr(t, s.DeleteCheckpoint(ctx, k, no), stop, "guarded delete")
+	d, err := s.GetCheckpointDoc(ctx, k)
+	noErr(t, err, "document after refused calls")
+	if d.Schema != nil || d.Policy.Mutability != store.AppendOnly || d.Keep != store.DefaultCheckpointKeep || d.Latest != 1 {
+		t.Errorf("refused calls changed the document: %+v", d)
+	}
+	wantErr(t, s.DeleteCheckpoint(ctx, ckey(store.DefaultTenant, "sb1", "", "absent"), no), errs.ErrNotFound, "guarded delete of an absent document")
+}
+
+func policyEqual(a, b store.CheckpointPolicy) bool {
+	return a.Write.Who == b.Write.Who && slices.Equal(a.Write.Keys, b.Write.Keys) &&
+		a.Read.Who == b.Read.Who && slices.Equal(a.Read.Keys, b.Read.Keys) && a.Mutability == b.Mutability
 }
