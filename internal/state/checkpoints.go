@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"unicode"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/names"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -19,11 +19,6 @@ const MaxDocumentBytes = 1 << 20
 
 // maxRunBytes caps a run id.
 const maxRunBytes = 256
-
-// namePattern is what a document or agent name may look like: it is a
-// single URL path segment and a CLI argument, so nothing that needs
-// escaping or could be mistaken for a flag or a relative path.
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`)
 
 var (
 	_ api.CheckpointBackend      = (*Service)(nil)
@@ -309,10 +304,10 @@ func docRef(sandbox, agent, name string) string {
 }
 
 func validateRef(agent, name string) error {
-	if !namePattern.MatchString(name) {
+	if !names.Valid(name) {
 		return fmt.Errorf("document name %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-': %w", name, errs.ErrInvalid)
 	}
-	if agent != "" && !namePattern.MatchString(agent) {
+	if agent != "" && !names.Valid(agent) {
 		return fmt.Errorf("agent name %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-': %w", agent, errs.ErrInvalid)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/names"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -296,7 +297,7 @@ func parseAccess(what string, a client.CheckpointAccess) (store.CheckpointAccess
 	}
 	keys := make([]string, 0, len(a.Keys))
 	for _, k := range a.Keys {
-		if k == "" || len(k) > 128 || strings.ContainsAny(k, ", \t\r\n") || !namePattern.MatchString(k) {
+		if k == "" || len(k) > 128 || strings.ContainsAny(k, ", \t\r\n") || !names.Valid(k) {
 			return store.CheckpointAccess{}, fmt.Errorf("%s: key id %q: use the id of an API key (stead key list): %w", what, k, errs.ErrInvalid)
 		}
 		if !slices.Contains(keys, k) {
