@@ -302,18 +302,7 @@ func (s *Sessions) notify(runID string) {
 // sandbox resolves an id or name within the tenant to the sandbox's id. A
 // write to a soft-deleted sandbox is errs.ErrConflict.
 func (s *Sessions) sandbox(ctx context.Context, tenant, idOrName string, write bool) (string, error) {
-	if tenant == "" {
-		// The store reads "" as every tenant; an API caller always has one.
-		return "", fmt.Errorf("sandbox %s: no tenant: %w", idOrName, errs.ErrNotFound)
-	}
-	sb, err := s.st.GetSandbox(ctx, tenant, idOrName)
-	if err != nil {
-		return "", err
-	}
-	if write && sb.State == store.StateDeleted {
-		return "", fmt.Errorf("sandbox %s is deleted; undelete it to change its session log: %w", idOrName, errs.ErrConflict)
-	}
-	return sb.ID, nil
+	return store.AgentStateSandbox(ctx, s.st, tenant, idOrName, write, "session log")
 }
 
 // thread resolves a sandbox and a thread (id or name) of it.

@@ -262,18 +262,7 @@ func (s *Service) DeleteCheckpoint(ctx context.Context, p api.Principal, sandbox
 // sandbox resolves an id or name within the tenant to the sandbox's id. A
 // write to a soft-deleted sandbox is errs.ErrConflict.
 func (s *Service) sandbox(ctx context.Context, tenant, idOrName string, write bool) (string, error) {
-	if tenant == "" {
-		// The store reads "" as every tenant; an API caller always has one.
-		return "", fmt.Errorf("sandbox %s: no tenant: %w", idOrName, errs.ErrNotFound)
-	}
-	sb, err := s.st.GetSandbox(ctx, tenant, idOrName)
-	if err != nil {
-		return "", err
-	}
-	if write && sb.State == store.StateDeleted {
-		return "", fmt.Errorf("sandbox %s is deleted; undelete it to change its checkpoints: %w", idOrName, errs.ErrConflict)
-	}
-	return sb.ID, nil
+	return store.AgentStateSandbox(ctx, s.st, tenant, idOrName, write, "checkpoints")
 }
 
 // checkAgainst returns the store's in-transaction check of doc (the parsed

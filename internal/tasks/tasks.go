@@ -333,18 +333,7 @@ func (t *Tasks) DeleteKV(ctx context.Context, p api.Principal, sandbox, key stri
 // sandbox resolves an id or name within the tenant to the sandbox's id. A
 // write to a soft-deleted sandbox is errs.ErrConflict.
 func (t *Tasks) sandbox(ctx context.Context, tenant, idOrName string, write bool) (string, error) {
-	if tenant == "" {
-		// The store reads "" as every tenant; an API caller always has one.
-		return "", fmt.Errorf("sandbox %s: no tenant: %w", idOrName, errs.ErrNotFound)
-	}
-	sb, err := t.st.GetSandbox(ctx, tenant, idOrName)
-	if err != nil {
-		return "", err
-	}
-	if write && sb.State == store.StateDeleted {
-		return "", fmt.Errorf("sandbox %s is deleted; undelete it to change its state: %w", idOrName, errs.ErrConflict)
-	}
-	return sb.ID, nil
+	return store.AgentStateSandbox(ctx, t.st, tenant, idOrName, write, "state")
 }
 
 // parsePayload checks that b (empty: null) is JSON of at most
