@@ -3,12 +3,13 @@ package state
 import (
 	"bytes"
 	"crypto/sha256"
-	"errors"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/stead-dev/stead/internal/errs"
 )
@@ -30,75 +31,56 @@ func parseDocument(b []byte) (any, error) {
 	case len(b) > MaxDocumentBytes:
 		return nil, fmt.Errorf("document is %d bytes, at most %d: %w", len(b), MaxDocumentBytes, errs.ErrInvalid)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("document is not valid JSON: %v: %w", err, errs.ErrInvalid)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("document is not one JSON value (more follows the first): %w", errs.ErrInvalid)
 	}
 	return v, nil
 }
 
-// noLoader refuses to load any referenced schema: a user's schema must not
-// make the daemon read files or fetch URLs.
-type noLoader struct{}
-
-// Load refuses url.
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema references %s: only references within the schema itself are supported", url)
-}
-
-// compileSchema compiles a JSON Schema (draft 2020-12 unless its $schema
-// names another draft). Anything that does not compile is errs.ErrInvalid.
-func compileSchema(schema []byte) (*jsonschema.Schema, error) {
-	doc, err := parseDocument(schema)
-	if err != nil {
+// compileSchema resolves a JSON Schema (draft 2020-12, or draft-07 when its
+// $schema says so) with github.com/google/jsonschema-go. References outside
+// the schema itself are refused: a user's schema must not make the daemon
+// read files or fetch URLs. Anything that does not resolve is
+// errs.ErrInvalid. (This library, unlike the one used before, compiles no
+// meta-schemas at package init, which every stead process start paid for.)
+func compileSchema(schema []byte) (*jsonschema.Resolved, error) {
+	if _, err := parseDocument(schema); err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, fmt.Errorf("schema: %v: %w", err, errs.ErrInvalid)
+	var sch jsonschema.Schema
+	if err := json.Unmarshal(schema, &sch); err != nil {
+		return nil, fmt.Errorf("schema: %s: %w", oneLine(err), errs.ErrInvalid)
 	}
-	sch, err := c.Compile(schemaURL)
+	rs, err := sch.Resolve(&jsonschema.ResolveOptions{BaseURI: schemaURL})
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %s: %w", oneLine(err), errs.ErrInvalid)
 	}
-	return sch, nil
+	return rs, nil
 }
 
 // validate checks doc against sch; a failure is errs.ErrInvalid saying
 // where and why.
-func validate(sch *jsonschema.Schema, doc any) error {
-	err := sch.Validate(doc)
-	if err == nil {
-		return nil
+func validate(sch *jsonschema.Resolved, doc any) error {
+	// The validator types json.Number as a string: it checks the document
+	// with numbers as float64 (the stored document keeps its exact text).
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("document: %w", err)
 	}
-	var verr *jsonschema.ValidationError
-	if errors.As(err, &verr) {
-		return fmt.Errorf("document does not match its schema: %s: %w", validationMessage(verr), errs.ErrInvalid)
+	var plain any
+	if err := json.Unmarshal(b, &plain); err != nil {
+		return fmt.Errorf("document: %w", err)
 	}
-	return fmt.Errorf("document does not match its schema: %s: %w", oneLine(err), errs.ErrInvalid)
-}
-
-// validationMessage lists the leaf failures of verr as
-// "at /path: message; ...".
-func validationMessage(verr *jsonschema.ValidationError) string {
-	out := verr.BasicOutput()
-	var msgs []string
-	for _, u := range out.Errors {
-		if u.Error == nil {
-			continue
-		}
-		msg := u.Error.String()
-		loc := u.InstanceLocation
-		if loc == "" {
-			loc = "/"
-		}
-		msgs = append(msgs, "at "+loc+": "+msg)
+	if err := sch.Validate(plain); err != nil {
+		return fmt.Errorf("document does not match its schema: %s: %w", oneLine(err), errs.ErrInvalid)
 	}
-	if len(msgs) == 0 {
-		return oneLine(verr)
-	}
-	return strings.Join(msgs, "; ")
+	return nil
 }
 
 // oneLine flattens a multi-line error message.
@@ -110,15 +92,15 @@ func oneLine(err error) string {
 // put compiles its document's schema only the first time.
 type schemaCache struct {
 	mu sync.Mutex
-	m  map[[sha256.Size]byte]*jsonschema.Schema
+	m  map[[sha256.Size]byte]*jsonschema.Resolved
 }
 
 func newSchemaCache() *schemaCache {
-	return &schemaCache{m: map[[sha256.Size]byte]*jsonschema.Schema{}}
+	return &schemaCache{m: map[[sha256.Size]byte]*jsonschema.Resolved{}}
 }
 
 // get returns schema compiled.
-func (c *schemaCache) get(schema []byte) (*jsonschema.Schema, error) {
+func (c *schemaCache) get(schema []byte) (*jsonschema.Resolved, error) {
 	sum := sha256.Sum256(schema)
 	c.mu.Lock()
 	sch, ok := c.m[sum]
