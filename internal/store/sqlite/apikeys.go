@@ -70,15 +70,8 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKe
 		return nil, fmt.Errorf("list api keys of tenant %s: %w", tenantID, err)
 	}
 	defer rows.Close()
-	out := []store.APIKey{}
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys of tenant %s: %w", tenantID, err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanAPIKey)
+	if err != nil {
 		return nil, fmt.Errorf("list api keys of tenant %s: %w", tenantID, err)
 	}
 	return out, nil

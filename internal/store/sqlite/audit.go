@@ -99,15 +99,8 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 		return nil, fmt.Errorf("list audit entries: %w", err)
 	}
 	defer rows.Close()
-	out := []store.AuditEntry{}
-	for rows.Next() {
-		e, err := scanAudit(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list audit entries: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanAudit)
+	if err != nil {
 		return nil, fmt.Errorf("list audit entries: %w", err)
 	}
 	return out, nil

@@ -254,15 +254,8 @@ func (s *Store) ListCheckpoints(ctx context.Context, tenantID, sandboxID string)
 			return err
 		}
 		defer rows.Close()
-		out = []store.CheckpointDoc{}
-		for rows.Next() {
-			d, err := scanCheckpointDoc(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, d)
-		}
-		return rows.Err()
+		out, err = scanAll(rows, scanCheckpointDoc)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints of sandbox %s: %w", sandboxID, err)

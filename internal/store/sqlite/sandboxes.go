@@ -170,15 +170,8 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]sto
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	defer rows.Close()
-	out := []store.Sandbox{}
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sandboxes: %w", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanSandbox)
+	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	return out, nil

@@ -139,15 +139,8 @@ func (s *Store) ListThreads(ctx context.Context, tenantID, sandboxID string) ([]
 			return err
 		}
 		defer rows.Close()
-		out = []store.Thread{}
-		for rows.Next() {
-			t, err := scanThread(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, t)
-		}
-		return rows.Err()
+		out, err = scanAll(rows, scanThread)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list threads of sandbox %s: %w", sandboxID, err)
@@ -331,15 +324,8 @@ func (s *Store) ListRuns(ctx context.Context, tenantID, sandboxID, threadID stri
 			return err
 		}
 		defer rows.Close()
-		out = []store.Run{}
-		for rows.Next() {
-			r, err := scanRun(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, r)
-		}
-		return rows.Err()
+		out, err = scanAll(rows, scanRun)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list runs of thread %s: %w", threadID, err)

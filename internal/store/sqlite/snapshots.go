@@ -68,15 +68,8 @@ func (s *Store) ListSnapshots(ctx context.Context, tenantID, sandboxID string) (
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	defer rows.Close()
-	out := []store.Snapshot{}
-	for rows.Next() {
-		sn, err := scanSnapshot(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list snapshots: %w", err)
-		}
-		out = append(out, sn)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanSnapshot)
+	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	return out, nil

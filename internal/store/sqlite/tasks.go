@@ -177,15 +177,8 @@ func (s *Store) ListTasks(ctx context.Context, tenantID, sandboxID string, f sto
 			return err
 		}
 		defer rows.Close()
-		out = []store.Task{}
-		for rows.Next() {
-			t, err := scanTask(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, t)
-		}
-		return rows.Err()
+		out, err = scanAll(rows, scanTask)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of sandbox %s: %w", sandboxID, err)
@@ -487,15 +480,8 @@ func (s *Store) ListKV(ctx context.Context, tenantID, sandboxID string, f store.
 			return err
 		}
 		defer rows.Close()
-		out = []store.KVEntry{}
-		for rows.Next() {
-			e, err := scanKV(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
+		out, err = scanAll(rows, scanKV)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list keys of sandbox %s: %w", sandboxID, err)

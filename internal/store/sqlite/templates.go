@@ -64,15 +64,8 @@ func (s *Store) ListTemplates(ctx context.Context, tenantID string) ([]store.Tem
 		return nil, fmt.Errorf("list templates of tenant %s: %w", tenantID, err)
 	}
 	defer rows.Close()
-	out := []store.Template{}
-	for rows.Next() {
-		t, err := scanTemplate(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list templates of tenant %s: %w", tenantID, err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanTemplate)
+	if err != nil {
 		return nil, fmt.Errorf("list templates of tenant %s: %w", tenantID, err)
 	}
 	return out, nil

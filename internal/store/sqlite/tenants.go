@@ -55,21 +55,28 @@ func (s *Store) ListTenants(ctx context.Context) ([]store.Tenant, error) {
 		return nil, fmt.Errorf("list tenants: %w", err)
 	}
 	defer rows.Close()
-	out := []store.Tenant{}
-	for rows.Next() {
-		t, err := scanTenant(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list tenants: %w", err)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanTenant)
+	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", err)
 	}
 	return out, nil
 }
 
 // scanner is a *sql.Row or *sql.Rows.
+// scanAll reads every row with scan; an empty result is an empty, non-nil
+// slice.
+func scanAll[T any](rows *sql.Rows, scan func(scanner) (T, error)) ([]T, error) {
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 type scanner interface {
 	Scan(dest ...any) error
 }

@@ -73,15 +73,8 @@ func (s *Store) ListVolumes(ctx context.Context, tenantID string, includeDeleted
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	defer rows.Close()
-	out := []store.Volume{}
-	for rows.Next() {
-		v, err := scanVolume(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list volumes: %w", err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanAll(rows, scanVolume)
+	if err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
 	return out, nil
