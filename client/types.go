@@ -11,7 +11,7 @@ type Sandbox struct {
 	Name         string        `json:"name" doc:"Unique name within the tenant"`
 	Tenant       string        `json:"tenant"`
 	Template     string        `json:"template"`
-	State        string        `json:"state" enum:"creating,running,paused,stopped,deleted,error"`
+	State        string        `json:"state" enum:"creating,running,paused,stopped,deleted,error,archived"`
 	InstanceType string        `json:"instance_type"`
 	Limits       Limits        `json:"limits"`
 	Service      *Service      `json:"service,omitempty"`

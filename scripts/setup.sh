@@ -27,3 +27,16 @@ if ! command -v go >/dev/null; then
   export PATH=$PATH:/usr/local/go/bin
 fi
 command -v go >/dev/null || { echo "setup: Go is not installed (want /usr/local/go)"; exit 1; }
+
+# S3 test server: versitygw (Apache-2.0), run by the blob store tests
+# (internal/blobstore/s3/s3test) and scripts/s3server.sh, never linked into
+# stead. Pinned: reinstalled only when the installed binary is another version
+# (a fresh install takes ~3.5 min on 2 cores).
+VERSITYGW_VERSION=v1.8.0
+gobin=$(go env GOBIN)
+[ -n "$gobin" ] || gobin="$(go env GOPATH | cut -d: -f1)/bin"
+have=$(go version -m "$gobin/versitygw" 2>/dev/null || true)
+if ! grep -Eq "^[[:space:]]*mod[[:space:]]+github.com/versity/versitygw[[:space:]]+$VERSITYGW_VERSION([[:space:]]|\$)" <<<"$have"; then
+  echo "setup: installing versitygw $VERSITYGW_VERSION into $gobin"
+  go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+fi

@@ -52,6 +52,9 @@ type server struct {
 //     also implements SnapshotBackend;
 //   - the persistent volume routes (/v1/volumes) only when b also
 //     implements VolumeBackend;
+//   - the off-box backup routes (/v1/repo, /v1/operations,
+//     /v1/remote-snapshots, /v1/drills, /v1/sandboxes/{id}/push ...) only
+//     when b also implements BackupBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
 //     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
 //     tenant is passed to every Backend call.
@@ -104,6 +107,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if vb, ok := b.(VolumeBackend); ok {
 		s.registerVolumes(vb)
+	}
+	if bb, ok := b.(BackupBackend); ok {
+		s.registerBackup(bb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
@@ -297,13 +303,18 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, op string,
 }
 
 // sandboxScopedAreas are what a sandbox-scoped token may reach under
-// /v1/sandboxes/{its id}/: agent state, never lifecycle, exec or files.
-var sandboxScopedAreas = []string{"checkpoints", "threads", "runs", "orient", "tasks", "observations", "kv"}
+// /v1/sandboxes/{its id}/: agent state, never lifecycle, exec or files;
+// and its file history and restore-path (the agent's undo for a file).
+var sandboxScopedAreas = []string{"checkpoints", "threads", "runs", "orient", "tasks", "observations", "kv",
+	"history", "restore-path"}
 
 // sandboxScopeAllows reports whether a token scoped to sandbox id may
 // request path: /v1/sandboxes/<id>/<area>[/...] for an allowed area. The
 // id must be given literally (not the sandbox's name).
 func sandboxScopeAllows(id, path string) bool {
+	if sandboxTokenOperationPath(path) {
+		return true // the routes show it only its own sandbox's operations
+	}
 	rest, ok := strings.CutPrefix(path, "/v1/sandboxes/"+id+"/")
 	if !ok {
 		return false

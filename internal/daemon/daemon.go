@@ -13,12 +13,16 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/audit"
+	"github.com/stead-dev/stead/internal/blobstore"
+	"github.com/stead-dev/stead/internal/blobstore/local"
+	"github.com/stead-dev/stead/internal/blobstore/s3"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/pool/btrfs"
@@ -46,8 +50,13 @@ type Config struct {
 	PolicyInterval time.Duration
 	// StopGrace overrides the default service stop grace (30 s).
 	StopGrace time.Duration
-	Version   string
-	Logger    *slog.Logger
+	// Repo is the off-box repository: a directory, file:///dir or
+	// s3://[ACCESS:SECRET@]host:port/bucket/prefix ("" = none).
+	Repo string
+	// RepoKeyFile holds the repository's master key (default DATA/repo.key).
+	RepoKeyFile string
+	Version     string
+	Logger      *slog.Logger
 }
 
 // Run runs the daemon until ctx ends. Sandboxes keep running after it
@@ -110,12 +119,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer auditLog.Checkpoint(context.WithoutCancel(ctx))
+	repoCfg, err := openRepo(ctx, cfg)
+	if err != nil {
+		return err
+	}
 	socks := newAgentSockets(filepath.Join(cfg.RunDir, "api"), log)
 	defer socks.closeAll()
 	svc := sandbox.New(sandbox.Options{
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
+		Repo: repoCfg,
 	})
 	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
@@ -217,4 +231,30 @@ func cgroupVersion() int {
 		return 2
 	}
 	return 1
+}
+
+// openRepo opens the blob store of the configured repository (nil when
+// none is configured). The repository itself is opened on first use.
+func openRepo(ctx context.Context, cfg Config) (*sandbox.RepoConfig, error) {
+	if cfg.Repo == "" {
+		return nil, nil
+	}
+	keyFile := cfg.RepoKeyFile
+	if keyFile == "" {
+		keyFile = filepath.Join(cfg.DataDir, "repo.key")
+	}
+	var bs blobstore.BlobStore
+	var err error
+	if strings.HasPrefix(cfg.Repo, "s3://") {
+		var c s3.Config
+		if c, err = s3.ParseURL(cfg.Repo); err == nil {
+			bs, err = s3.New(ctx, c)
+		}
+	} else {
+		bs, err = local.New(strings.TrimPrefix(cfg.Repo, "file://"))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", cfg.Repo, err)
+	}
+	return &sandbox.RepoConfig{Store: bs, KeyFile: keyFile, CacheDir: filepath.Join(cfg.DataDir, "repo-cache")}, nil
 }

@@ -198,3 +198,21 @@ func mapErrno(err error) error {
 func opErr(op, p string, err error) error {
 	return fmt.Errorf("%s %s: %w", op, p, mapErrno(err))
 }
+
+// OpenParent resolves the parent directory of the sandbox path p (cleaned
+// with CleanPath) inside the root and returns a descriptor of it and the
+// final name. The caller closes the descriptor. Refuses "/".
+func (r *Root) OpenParent(p string) (int, string, error) {
+	p, err := CleanPath(p)
+	if err != nil {
+		return -1, "", err
+	}
+	if p == "/" {
+		return -1, "", fmt.Errorf("%w: the root has no parent", errs.ErrInvalid)
+	}
+	fd, name, err := r.openParent(p)
+	if err != nil {
+		return -1, "", opErr("open parent of", p, err)
+	}
+	return fd, name, nil
+}

@@ -150,6 +150,7 @@ func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 			s.IdleCheck(ctx)
 			s.PurgeExpired(ctx)
+			s.RunBackupPolicies(ctx)
 		}
 	}
 }

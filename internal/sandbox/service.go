@@ -66,6 +66,11 @@ type Options struct {
 	// reconciliation, expiry purges). API requests are recorded by the API
 	// layer. Nil records nothing.
 	Audit *audit.Log
+	// Repo is the off-box repository (nil: backup verbs answer that none
+	// is configured).
+	Repo *RepoConfig
+	// DrillEnv runs drills into an empty data dir (nil: unsupported).
+	DrillEnv DrillEnv
 }
 
 // AgentSockets serves the API on a per-sandbox unix socket.
@@ -98,6 +103,9 @@ type Service struct {
 	// *audit.Backend serves the audit trail (api.AuditBackend).
 	*audit.Backend
 	rec audit.Recorder
+
+	ops ops
+	bk  backup
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -241,6 +249,14 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 // noStart, starts it. Crash ordering: the record exists ("creating")
 // before the dataset, so Reconcile can remove a half-made sandbox.
 func (s *Service) materialize(ctx context.Context, tenant, id, name string, tmpl store.Template, specJSON []byte, src string, noStart bool) (client.Sandbox, error) {
+	return s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, func(ctx context.Context, dst string) error {
+		return s.pool.Clone(ctx, src, dst, pool.CloneOptions{})
+	}, noStart)
+}
+
+// materializeWith is materialize with the root dataset made by fill (a
+// clone, or a restore from the repository).
+func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, tmpl store.Template, specJSON []byte, fill func(ctx context.Context, dst string) error, noStart bool) (client.Sandbox, error) {
 	var sp spec
 	if err := json.Unmarshal(specJSON, &sp); err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
@@ -262,7 +278,7 @@ func (s *Service) materialize(ctx context.Context, tenant, id, name string, tmpl
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	t0 := time.Now()
-	if err := s.pool.Clone(ctx, src, datasetName(id), pool.CloneOptions{}); err != nil {
+	if err := fill(ctx, datasetName(id)); err != nil {
 		return fail(err)
 	}
 	t1 := time.Now()
@@ -271,7 +287,7 @@ func (s *Service) materialize(ctx context.Context, tenant, id, name string, tmpl
 			return fail(err)
 		}
 	}
-	s.log.Debug("sandbox root cloned", "sandbox", id, "from", src, "clone", t1.Sub(t0), "quota", time.Since(t1))
+	s.log.Debug("sandbox root made", "sandbox", id, "fill", t1.Sub(t0), "quota", time.Since(t1))
 	rec.State = store.StateStopped
 	rec.StopReason = "created"
 	if noStart {
@@ -279,14 +295,14 @@ func (s *Service) materialize(ctx context.Context, tenant, id, name string, tmpl
 		if err != nil {
 			return fail(err)
 		}
-		s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "from", src)
+		s.log.Info("sandbox created", "sandbox", id, "tenant", tenant)
 		return s.view(rec), nil
 	}
 	rec, err = s.startLocked(ctx, rec, tmpl)
 	if err != nil {
 		return fail(err)
 	}
-	s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "from", src)
+	s.log.Info("sandbox created", "sandbox", id, "tenant", tenant)
 	return s.view(rec), nil
 }
 
@@ -505,11 +521,17 @@ func hint(verb string, st store.SandboxState) string {
 // StartSandbox starts a stopped sandbox, or resumes a paused one.
 func (s *Service) StartSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
 	return s.transition(ctx, tenant, id, "start",
-		[]store.SandboxState{store.StateStopped, store.StatePaused, store.StateError},
+		[]store.SandboxState{store.StateStopped, store.StatePaused, store.StateError, store.StateArchived},
 		[]store.SandboxState{store.StateRunning},
 		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 			if sb.State == store.StatePaused {
 				return s.resumeLocked(ctx, sb)
+			}
+			if sb.State == store.StateArchived {
+				var err error
+				if sb, err = s.hydrateLocked(ctx, nil, sb); err != nil {
+					return sb, err
+				}
 			}
 			tmpl, err := s.st.GetTemplate(ctx, sb.TenantID, sb.TemplateID)
 			if err != nil {

@@ -58,6 +58,9 @@ const (
 	StateStopped  SandboxState = "stopped"
 	StateDeleted  SandboxState = "deleted" // soft-deleted: restorable until PurgeAt
 	StateError    SandboxState = "error"
+	// StateArchived: the root lives only in the repository (pushed, verified,
+	// local disk freed); starting hydrates it.
+	StateArchived SandboxState = "archived"
 )
 
 // Sandbox is the persisted record of one sandbox. Spec holds the

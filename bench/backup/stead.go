@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stead-dev/stead/internal/blobstore"
+	"github.com/stead-dev/stead/internal/blobstore/local"
+	"github.com/stead-dev/stead/internal/blobstore/s3"
+	"github.com/stead-dev/stead/internal/repo"
+	"github.com/stead-dev/stead/internal/repo/seal"
+)
+
+// benchScope is the scope (tenant data key) every stead push goes to.
+const benchScope = "t-bench"
+
+// steadRepo is one stead repository under test: its blob store, the master
+// key, a cache directory and the latest manifest pushed (the next push's
+// parent).
+type steadRepo struct {
+	store  blobstore.BlobStore
+	master seal.Key
+	cache  string
+	last   seal.ID
+}
+
+// newSteadLocal initialises a repository in the directory dir.
+func newSteadLocal(ctx context.Context, dir, cache string) (*steadRepo, error) {
+	st, err := local.New(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open local store %s: %w", dir, err)
+	}
+	return initStead(ctx, st, cache)
+}
+
+// newSteadS3 initialises a repository in the bucket cfg names (created if
+// missing).
+func newSteadS3(ctx context.Context, cfg s3.Config, cache string) (*steadRepo, error) {
+	st, err := s3.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return initStead(ctx, st, cache)
+}
+
+func initStead(ctx context.Context, st blobstore.BlobStore, cache string) (*steadRepo, error) {
+	master, err := seal.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	if err := repo.Init(ctx, st, master); err != nil {
+		return nil, err
+	}
+	return &steadRepo{store: st, master: master, cache: cache}, nil
+}
+
+// scope opens the repository and the bench scope, as a fresh `stead push`
+// process would.
+func (s *steadRepo) scope(ctx context.Context) (*repo.Scope, error) {
+	r, err := repo.Open(ctx, s.store, s.master, repo.Options{CacheDir: s.cache})
+	if err != nil {
+		return nil, err
+	}
+	return r.Scope(ctx, benchScope, true)
+}
+
+// push backs up src, incremental to the previous push if there was one.
+func (s *steadRepo) push(ctx context.Context, src string) (repo.PushStats, error) {
+	sc, err := s.scope(ctx)
+	if err != nil {
+		return repo.PushStats{}, err
+	}
+	m, st, err := sc.Push(ctx, src, repo.PushOptions{Parent: s.last, Source: "bench/corpus"})
+	if err != nil {
+		return st, err
+	}
+	s.last = m.ID
+	return st, nil
+}
+
+// restore writes the latest push to dst, which must not exist.
+func (s *steadRepo) restore(ctx context.Context, dst string) (repo.RestoreStats, error) {
+	sc, err := s.scope(ctx)
+	if err != nil {
+		return repo.RestoreStats{}, err
+	}
+	return sc.Restore(ctx, s.last, dst, repo.RestoreOptions{})
+}
+
+// bucketBytes sums the sizes of every object in the bucket cfg names (any
+// repository's: stead's or restic's).
+func bucketBytes(ctx context.Context, cfg s3.Config) (int64, int, error) {
+	st, err := s3.New(ctx, cfg)
+	if err != nil {
+		return 0, 0, err
+	}
+	infos, err := st.List(ctx, "")
+	if err != nil {
+		return 0, 0, fmt.Errorf("list bucket %s: %w", cfg.Bucket, err)
+	}
+	var n int64
+	for _, in := range infos {
+		n += in.Size
+	}
+	return n, len(infos), nil
+}
+
+// emptyBucket deletes every object in the bucket cfg names.
+func emptyBucket(ctx context.Context, cfg s3.Config) error {
+	st, err := s3.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	infos, err := st.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list bucket %s: %w", cfg.Bucket, err)
+	}
+	for _, in := range infos {
+		if err := st.Delete(ctx, in.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// RepoInfo describes the daemon's off-box repository.
+type RepoInfo struct {
+	Configured  bool      `json:"configured" doc:"false when the daemon runs without --repo"`
+	Initialized bool      `json:"initialized"`
+	Location    string    `json:"location,omitempty" doc:"file:///... or s3://host/bucket/prefix"`
+	ID          string    `json:"id,omitempty"`
+	Created     time.Time `json:"created,omitzero"`
+	KeyFile     string    `json:"key_file,omitempty" doc:"where the master key is kept on this host: back it up"`
+	Scopes      []string  `json:"scopes,omitempty" doc:"admin only: every key scope in the repository"`
+}
+
+// Progress is the progress of a long operation.
+type Progress struct {
+	Phase      string  `json:"phase" doc:"snapshot, push, restore, verify, check, prune, hydrate"`
+	FilesDone  int64   `json:"files_done"`
+	FilesTotal int64   `json:"files_total"`
+	BytesDone  int64   `json:"bytes_done"`
+	BytesTotal int64   `json:"bytes_total"`
+	BytesMoved int64   `json:"bytes_moved" doc:"stored bytes uploaded or downloaded"`
+	Elapsed    float64 `json:"elapsed_seconds"`
+}
+
+// Operation is a long-running task (push, restore, pull, check, prune,
+// drill, archive, hydrate) the daemon runs in the background. Operations
+// live in the daemon's memory: they are lost on restart (their effects are
+// not).
+type Operation struct {
+	ID        string          `json:"id" doc:"op-..."`
+	Kind      string          `json:"kind"`
+	Target    string          `json:"target,omitempty" doc:"sandbox id, snapshot id ..."`
+	State     string          `json:"state" enum:"running,succeeded,failed"`
+	Progress  *Progress       `json:"progress,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty" doc:"kind-specific result (PushResult, RestoreResult, CheckResult, RepoPruneResult, Drill)"`
+	StartedAt time.Time       `json:"started_at"`
+	EndedAt   *time.Time      `json:"ended_at,omitempty"`
+}
+
+// PushRequest pushes a sandbox to the repository.
+type PushRequest struct {
+	Snapshot string `json:"snapshot,omitempty" doc:"local snapshot to push; empty takes a new one"`
+	Wait     bool   `json:"wait,omitempty" doc:"answer when the push is done instead of at once"`
+}
+
+// PushResult is the result of a push operation.
+type PushResult struct {
+	RemoteSnapshot RemoteSnapshot `json:"remote_snapshot"`
+	FilesRead      int64          `json:"files_read"`
+	FilesReused    int64          `json:"files_reused"`
+	BytesRead      int64          `json:"bytes_read"`
+	BytesUploaded  int64          `json:"bytes_uploaded"`
+	Seconds        float64        `json:"seconds"`
+}
+
+// RemoteSnapshot is a snapshot pushed to the repository.
+type RemoteSnapshot struct {
+	ID          string            `json:"id" doc:"manifest id (hex); any unique prefix of 4+ digits works"`
+	Scope       string            `json:"scope"`
+	Sandbox     string            `json:"sandbox,omitempty"`
+	SandboxName string            `json:"sandbox_name,omitempty"`
+	Volume      string            `json:"volume,omitempty"`
+	Source      string            `json:"source"`
+	Parent      string            `json:"parent,omitempty"`
+	Time        time.Time         `json:"time"`
+	Files       int64             `json:"files"`
+	Bytes       int64             `json:"bytes"`
+	DataBytes   int64             `json:"data_bytes"`
+	Labels      map[string]string `json:"labels,omitempty"`
+}
+
+// RestoreRequest restores a pushed snapshot into a new sandbox.
+type RestoreRequest struct {
+	Snapshot string `json:"snapshot,omitempty" doc:"remote snapshot id or prefix; or give sandbox for its latest"`
+	Sandbox  string `json:"sandbox,omitempty" doc:"restore the latest pushed snapshot of this sandbox id"`
+	Name     string `json:"name,omitempty" doc:"name of the new sandbox (default: generated)"`
+	NoStart  bool   `json:"no_start,omitempty"`
+	Wait     bool   `json:"wait,omitempty"`
+}
+
+// RestoreResult is the result of a restore or pull.
+type RestoreResult struct {
+	Sandbox         *Sandbox  `json:"sandbox,omitempty"`
+	Snapshot        *Snapshot `json:"snapshot,omitempty" doc:"pull: the local snapshot made"`
+	Files           int64     `json:"files"`
+	BytesWritten    int64     `json:"bytes_written"`
+	BytesDownloaded int64     `json:"bytes_downloaded"`
+	Seconds         float64   `json:"seconds"`
+}
+
+// PullRequest copies a pushed snapshot into a local snapshot (which can
+// then be forked or rolled back to).
+type PullRequest struct {
+	Snapshot string `json:"snapshot" minLength:"1"`
+	Wait     bool   `json:"wait,omitempty"`
+}
+
+// CheckRequest checks the repository (the caller's tenant scope; every
+// scope for an admin).
+type CheckRequest struct {
+	ReadData       bool   `json:"read_data,omitempty"`
+	ReadDataSubset string `json:"read_data_subset,omitempty" doc:"n/m or p%"`
+	Wait           bool   `json:"wait,omitempty"`
+}
+
+// CheckResult is the result of a check.
+type CheckResult struct {
+	OK     bool          `json:"ok"`
+	Scopes []ScopeCheck `json:"scopes"`
+}
+
+// ScopeCheck is what a check found in one scope.
+type ScopeCheck struct {
+	Scope     string   `json:"scope"`
+	Snapshots int      `json:"snapshots"`
+	Packs     int      `json:"packs"`
+	Blobs     int      `json:"blobs"`
+	PacksRead int      `json:"packs_read"`
+	Errors    []string `json:"errors,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
+}
+
+// BackupRetention is a retention policy for pushed snapshots (restic's forget).
+type BackupRetention struct {
+	KeepLast int    `json:"keep_last,omitempty"`
+	Hourly   int    `json:"hourly,omitempty"`
+	Daily    int    `json:"daily,omitempty"`
+	Weekly   int    `json:"weekly,omitempty"`
+	Monthly  int    `json:"monthly,omitempty"`
+	Within   string `json:"within,omitempty" doc:"Go duration, e.g. 72h"`
+}
+
+// PruneRequest applies retention and drops unreferenced data.
+type PruneRequest struct {
+	// Sandbox limits forgetting to one sandbox's snapshots; BackupRetention then
+	// overrides its policy for this run.
+	Sandbox   string     `json:"sandbox,omitempty"`
+	Retention *BackupRetention `json:"retention,omitempty" doc:"default: each sandbox's own policy"`
+	DryRun    bool       `json:"dry_run,omitempty"`
+	Wait      bool       `json:"wait,omitempty"`
+}
+
+// RepoPruneResult is the result of a prune.
+type RepoPruneResult struct {
+	Forgotten     []string `json:"forgotten" doc:"remote snapshots dropped by retention"`
+	PacksDeleted  int      `json:"packs_deleted"`
+	PacksRepacked int      `json:"packs_repacked"`
+	BytesFreed    int64    `json:"bytes_freed"`
+	DryRun        bool     `json:"dry_run,omitempty"`
+}
+
+// BackupPolicy is a sandbox's push schedule and retention.
+type BackupPolicy struct {
+	Interval  string    `json:"interval,omitempty" doc:"push every interval (the RPO); empty or 0 disables scheduled pushes"`
+	Retention BackupRetention `json:"retention"`
+	// ArchiveAfter archives the sandbox after it has been stopped this long
+	// (default 168h = 7 days; "0" disables).
+	ArchiveAfter string     `json:"archive_after,omitempty"`
+	LastPush     *time.Time `json:"last_push,omitempty" doc:"read-only"`
+	LastPushID   string     `json:"last_push_id,omitempty" doc:"read-only"`
+	NextPush     *time.Time `json:"next_push,omitempty" doc:"read-only"`
+}
+
+// DrillRequest runs a disaster-recovery drill.
+type DrillRequest struct {
+	// EmptyDataDir restores through a second, empty daemon data directory
+	// (a fresh store and pool that know only the repository and the key),
+	// simulating the loss of this machine.
+	EmptyDataDir bool `json:"empty_data_dir,omitempty"`
+	// Verify is a command run inside the restored sandbox; exit 0 passes.
+	Verify []string `json:"verify,omitempty"`
+	Wait   bool     `json:"wait,omitempty"`
+}
+
+// Drill is the record of a disaster-recovery drill.
+type Drill struct {
+	ID              string    `json:"id"`
+	Sandbox         string    `json:"sandbox"`
+	RemoteSnapshot  string    `json:"remote_snapshot"`
+	StartedAt       time.Time `json:"started_at"`
+	OK              bool      `json:"ok"`
+	EmptyDataDir    bool      `json:"empty_data_dir"`
+	RecoverySeconds float64   `json:"recovery_seconds" doc:"from the start of the restore to a verified, running sandbox"`
+	RestoreSeconds  float64   `json:"restore_seconds"`
+	VerifySeconds   float64   `json:"verify_seconds"`
+	Bytes           int64     `json:"bytes"`
+	Files           int64     `json:"files"`
+	DigestOK        bool      `json:"digest_ok"`
+	VerifyExit      *int      `json:"verify_exit,omitempty"`
+	VerifyOutput    string    `json:"verify_output,omitempty"`
+	Error           string    `json:"error,omitempty"`
+}
+
+// FileVersion is one version of a path found in a local or pushed snapshot.
+type FileVersion struct {
+	Source   string    `json:"source" enum:"local,remote"`
+	Snapshot string    `json:"snapshot" doc:"local snapshot id or remote snapshot id"`
+	Time     time.Time `json:"time"`
+	Type     string    `json:"type"`
+	Size     int64     `json:"size"`
+	Mode     uint32    `json:"mode"`
+	MTime    time.Time `json:"mtime"`
+	Digest   string    `json:"digest" doc:"content digest: files sha256:<hex>; directories a digest of the listing"`
+	Changed  bool      `json:"changed" doc:"differs from the next older version"`
+}
+
+// RestorePathRequest brings back one path from a snapshot.
+type RestorePathRequest struct {
+	Path     string `json:"path" minLength:"1" doc:"path inside the sandbox, e.g. /workspace/notes.md"`
+	Snapshot string `json:"snapshot" minLength:"1" doc:"local snapshot id (snap-...) or remote snapshot id/prefix"`
+	// To is where to put it inside the sandbox (default: Path itself,
+	// replacing what is there atomically).
+	To   string `json:"to,omitempty"`
+	Wait bool   `json:"wait,omitempty"`
+}

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"context"
+
+	"github.com/stead-dev/stead/client"
+)
+
+// BackupBackend serves the off-box repository: pushes, restores, pulls,
+// checks, prunes, schedules, drills, archives and file history. NewHandler
+// registers the /v1/repo, /v1/operations, /v1/remote-snapshots, /v1/drills
+// and the sandbox push, backup-policy, drill, archive, history and
+// restore-path routes only when its Backend also implements this
+// interface.
+//
+// As with Backend, every method that takes a tenant treats another
+// tenant's sandboxes, snapshots and operations as absent (errs.ErrNotFound);
+// sandbox ids may also be given as names. A daemon without a repository
+// answers errs.ErrUnsupported (or errs.ErrConflict before InitRepo).
+//
+// The long methods (push, restore, pull, check, prune, drill, archive,
+// restore-path) start an operation in the background and return it at
+// once, still running, unless the request asks to wait: then they return
+// it in its final state (or still running if ctx ended first). An
+// operation that failed is returned with State "failed" and its Error; the
+// returned error is only for a request refused before anything started.
+type BackupBackend interface {
+	// RepoInfo describes the repository; scopes are listed for an admin
+	// only. It takes no tenant: the repository is the daemon's.
+	RepoInfo(ctx context.Context, admin bool) (client.RepoInfo, error)
+	// InitRepo initialises the configured repository. The routes call it
+	// for admin principals only. An initialised repository is
+	// errs.ErrConflict.
+	InitRepo(ctx context.Context) (client.RepoInfo, error)
+
+	// GetOperation returns one of the tenant's operations.
+	GetOperation(ctx context.Context, tenant, id string) (client.Operation, error)
+	// WatchOperation sends the operation's current state, then each change
+	// (at most every 200 ms), and closes the channel after the final state
+	// or when ctx ends.
+	WatchOperation(ctx context.Context, tenant, id string) (<-chan client.Operation, error)
+
+	// PushSandbox pushes a sandbox (a new snapshot of it, or req.Snapshot).
+	PushSandbox(ctx context.Context, tenant, id string, req client.PushRequest) (client.Operation, error)
+	// ListRemoteSnapshots lists the tenant's pushed snapshots (of one
+	// sandbox when sandbox is set: id or name; a sandbox that no longer
+	// exists here can be given by id).
+	ListRemoteSnapshots(ctx context.Context, tenant, sandbox string) ([]client.RemoteSnapshot, error)
+	// RestoreRemote restores a pushed snapshot into a new sandbox.
+	RestoreRemote(ctx context.Context, tenant string, req client.RestoreRequest) (client.Operation, error)
+	// PullRemote copies a pushed snapshot into a new local snapshot.
+	PullRemote(ctx context.Context, tenant string, req client.PullRequest) (client.Operation, error)
+	// CheckRepo checks the tenant's scope (every scope when admin).
+	CheckRepo(ctx context.Context, tenant string, admin bool, req client.CheckRequest) (client.Operation, error)
+	// PruneRepo applies retention to the tenant's pushed snapshots and
+	// drops unreferenced data.
+	PruneRepo(ctx context.Context, tenant string, req client.PruneRequest) (client.Operation, error)
+
+	// GetBackupPolicy returns a sandbox's push schedule and retention.
+	GetBackupPolicy(ctx context.Context, tenant, id string) (client.BackupPolicy, error)
+	// SetBackupPolicy sets a sandbox's push schedule and retention (an
+	// unparsable duration is errs.ErrInvalid) and returns it.
+	SetBackupPolicy(ctx context.Context, tenant, id string, p client.BackupPolicy) (client.BackupPolicy, error)
+
+	// DrillSandbox runs a disaster-recovery drill of a sandbox's latest
+	// push.
+	DrillSandbox(ctx context.Context, tenant, id string, req client.DrillRequest) (client.Operation, error)
+	// ListDrills lists recorded drills (of one sandbox when set), newest
+	// first.
+	ListDrills(ctx context.Context, tenant, sandbox string) ([]client.Drill, error)
+	// ArchiveSandbox pushes a stopped sandbox, verifies the push and frees
+	// its local disk; StartSandbox hydrates it back.
+	ArchiveSandbox(ctx context.Context, tenant, id string, wait bool) (client.Operation, error)
+
+	// FileHistory lists the versions of one path across the sandbox's
+	// local and pushed snapshots, newest first.
+	FileHistory(ctx context.Context, tenant, id, path string) ([]client.FileVersion, error)
+	// RestorePath brings back one path of a snapshot into the sandbox. The
+	// operation's Target is the sandbox's id, which is how a sandbox-scoped
+	// token is allowed to follow it.
+	RestorePath(ctx context.Context, tenant, id string, req client.RestorePathRequest) (client.Operation, error)
+}

@@ -1,0 +1,742 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/repo/chunker"
+	"github.com/stead-dev/stead/internal/repo/pack"
+	"github.com/stead-dev/stead/internal/repo/seal"
+	"github.com/stead-dev/stead/internal/xattr"
+)
+
+// Progress reports a long operation (push, restore, check) as it goes.
+type Progress struct {
+	Op         string        `json:"op"`
+	FilesDone  int64         `json:"files_done"`
+	FilesTotal int64         `json:"files_total"`
+	BytesDone  int64         `json:"bytes_done"`
+	BytesTotal int64         `json:"bytes_total"`
+	// BytesUploaded (push) or BytesDownloaded (restore) counts stored bytes moved.
+	BytesMoved int64         `json:"bytes_moved"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Done       bool          `json:"done"`
+}
+
+// PushOptions tunes a push.
+type PushOptions struct {
+	// Parent is the manifest this push is incremental to: files whose inode,
+	// size, mtime and ctime are unchanged are not read again.
+	Parent seal.ID
+	// Source, Tenant, Labels and Digest are recorded in the manifest.
+	Source string
+	Tenant string
+	Labels map[string]string
+	Digest string
+	// Progress is called about every 200 ms and once at the end (optional).
+	Progress func(Progress)
+}
+
+// PushStats says what a push did.
+type PushStats struct {
+	Files         int64         `json:"files"`
+	FilesRead     int64         `json:"files_read"`
+	FilesReused   int64         `json:"files_reused"`
+	BytesRead     int64         `json:"bytes_read"`
+	ChunksNew     int64         `json:"chunks_new"`
+	ChunksKnown   int64         `json:"chunks_known"`
+	TreesNew      int64         `json:"trees_new"`
+	PacksWritten  int64         `json:"packs_written"`
+	BytesUploaded int64         `json:"bytes_uploaded"`
+	Duration      time.Duration `json:"duration_ns"`
+}
+
+// counters are the live numbers behind Progress and PushStats.
+type counters struct {
+	files, filesDone, bytesTotal, bytesDone, moved atomic.Int64
+}
+
+func (c *counters) progress(op string, start time.Time, done bool) Progress {
+	return Progress{Op: op, FilesDone: c.filesDone.Load(), FilesTotal: c.files.Load(),
+		BytesDone: c.bytesDone.Load(), BytesTotal: c.bytesTotal.Load(), BytesMoved: c.moved.Load(),
+		Elapsed: time.Since(start), Done: done}
+}
+
+// reportProgress calls fn every 200 ms until stop is closed.
+func reportProgress(fn func(Progress), get func() Progress, stop <-chan struct{}) {
+	if fn == nil {
+		return
+	}
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			fn(get())
+		}
+	}
+}
+
+// wdir is a directory being pushed: its tree and the directories below it.
+type wdir struct {
+	rel    string // path below the root, "" for the root
+	tree   Tree
+	parent *Tree // the same directory in the parent snapshot, if any
+	subs   []*wdir
+	// subIdx[i] is the index in tree.Nodes of subs[i]'s node.
+	subIdx []int
+}
+
+// readJob is one file whose content must be read.
+type readJob struct {
+	rel  string
+	node *Node
+}
+
+// encJob is a new blob to compress, seal and pack.
+type encJob struct {
+	t    pack.BlobType
+	id   seal.ID
+	data []byte
+	buf  *[]byte // returned to the buffer pool after encoding
+}
+
+// packed is an encoded blob on its way into a pack.
+type packed struct {
+	t          pack.BlobType
+	id         seal.ID
+	stored     []byte
+	raw        int
+	compressed bool
+}
+
+// pusher is the state of one push.
+type pusher struct {
+	s      *Scope
+	rootfd int
+	opts   PushOptions
+	c      counters
+	stats  PushStats
+	params chunker.Params
+	// dryRun computes trees and chunk ids without storing anything (Verify).
+	dryRun bool
+
+	pendMu  sync.Mutex
+	pending map[seal.ID]bool
+
+	bufs sync.Pool
+
+	newPacks []pack.IndexPack
+	packMu   sync.Mutex
+	// dataRead counts the data-region bytes of the files read.
+	dataRead atomic.Int64
+}
+
+// Push stores the tree at src (a quiescent directory: a read-only local
+// snapshot) as a new manifest. Only new chunks are uploaded; with a parent,
+// unchanged files are not even read.
+func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manifest, PushStats, error) {
+	start := time.Now()
+	s.lock.RLock()
+	defer s.lock.RUnlock()
+	if err := s.loadIndex(ctx); err != nil {
+		return nil, PushStats{}, err
+	}
+	var parentRoot *seal.ID
+	if !opts.Parent.IsZero() {
+		pm, err := s.Manifest(ctx, opts.Parent)
+		if err != nil {
+			return nil, PushStats{}, fmt.Errorf("push: parent: %w", err)
+		}
+		parentRoot = &pm.Tree
+	}
+	rootfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, PushStats{}, fmt.Errorf("push %s: %w", src, err)
+	}
+	defer unix.Close(rootfd)
+	p := &pusher{s: s, rootfd: rootfd, opts: opts, pending: map[seal.ID]bool{}, params: s.r.cfg.Chunker}
+	p.bufs.New = func() any { b := make([]byte, 0, p.params.Max); return &b }
+
+	stop := make(chan struct{})
+	go reportProgress(opts.Progress, func() Progress { return p.c.progress("push", start, false) }, stop)
+	m, err := p.run(ctx, parentRoot)
+	close(stop)
+	p.stats.Duration = time.Since(start)
+	p.stats.BytesUploaded = p.c.moved.Load()
+	if opts.Progress != nil && err == nil {
+		opts.Progress(p.c.progress("push", start, true))
+	}
+	if err != nil {
+		return nil, p.stats, fmt.Errorf("push %s: %w", src, err)
+	}
+	s.r.log.Info("pushed", "scope", s.name, "snapshot", m.ID.String()[:12], "files_read", p.stats.FilesRead,
+		"files_reused", p.stats.FilesReused, "uploaded", p.stats.BytesUploaded, "dur", p.stats.Duration)
+	return m, p.stats, nil
+}
+
+func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error) {
+	// Phase 1: walk the tree, reusing unchanged files of the parent.
+	var rootStat unix.Stat_t
+	if err := unix.Fstat(p.rootfd, &rootStat); err != nil {
+		return nil, err
+	}
+	rootNode, err := p.nodeFromStat(p.rootfd, "", "", &rootStat)
+	if err != nil {
+		return nil, err
+	}
+	if x, err := xattr.AllFd(p.rootfd); err == nil {
+		rootNode.Xattrs = sortedXattrs(x)
+	}
+	root := &wdir{}
+	if parentRoot != nil {
+		if root.parent, err = p.s.loadTree(ctx, *parentRoot); err != nil {
+			return nil, fmt.Errorf("parent tree: %w", err)
+		}
+	}
+	var jobs []readJob
+	var st Stats
+	if err := p.walk(ctx, p.rootfd, root, &jobs, &st); err != nil {
+		return nil, err
+	}
+	st.Dirs++ // the root
+
+	// Phase 2: read, chunk, encode and pack changed files; then trees.
+	g, gctx := errgroup.WithContext(ctx)
+	enc := make(chan encJob, 2*p.s.r.opts.Workers)
+	out := make(chan packed, 2*p.s.r.opts.Workers)
+	up := make(chan packUpload, p.s.r.opts.Transfers)
+
+	var encWG sync.WaitGroup
+	for range p.s.r.opts.Workers {
+		encWG.Add(1)
+		g.Go(func() error {
+			defer encWG.Done()
+			return p.encode(gctx, enc, out)
+		})
+	}
+	go func() { encWG.Wait(); close(out) }()
+	g.Go(func() error { return p.pack(gctx, out, up) })
+	for range p.s.r.opts.Transfers {
+		g.Go(func() error { return p.upload(gctx, up) })
+	}
+	g.Go(func() error {
+		defer close(enc)
+		if err := p.readAll(gctx, jobs, enc); err != nil {
+			return err
+		}
+		id, err := p.trees(gctx, root, enc)
+		if err != nil {
+			return err
+		}
+		rootNode.Subtree = &id
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	// Phase 3: the index of the new packs, then the manifest.
+	if len(p.newPacks) > 0 {
+		f := pack.IndexFile{Packs: p.newPacks}
+		data, err := pack.EncodeIndex(p.s.codec, f)
+		if err != nil {
+			return nil, fmt.Errorf("encode index: %w", err)
+		}
+		id := seal.Hash(data)
+		if err := p.s.r.store.Put(ctx, indexKey(p.s.name, id), data); err != nil {
+			return nil, fmt.Errorf("write index: %w", err)
+		}
+		p.c.moved.Add(int64(len(data)))
+		p.s.addIndex(id, f)
+	}
+	st.DataBytes += p.dataRead.Load()
+	m := &Manifest{Scope: p.s.name, Time: time.Now().UTC(), Tree: *rootNode.Subtree, Root: *rootNode,
+		Parent: p.opts.Parent, Source: p.opts.Source, Tenant: p.opts.Tenant, Labels: p.opts.Labels,
+		Digest: p.opts.Digest, Stats: st}
+	if err := p.s.writeManifest(ctx, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// addIndex makes a just-written index file's blobs visible to lookups.
+func (s *Scope) addIndex(id seal.ID, f pack.IndexFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.indexes[id] = f
+	for _, pk := range f.Packs {
+		s.packs[pk.ID] = pk.Size
+		for _, b := range pk.Blobs {
+			s.blobs[b.ID] = blobLoc{pack: pk.ID, blob: b}
+		}
+	}
+}
+
+// nodeFromStat builds the node of name (inside dirfd) from its stat.
+func (p *pusher) nodeFromStat(dirfd int, rel, name string, st *unix.Stat_t) (*Node, error) {
+	n := &Node{Name: []byte(name), Mode: st.Mode & 0o7777, UID: st.Uid, GID: st.Gid,
+		MtimeNs: st.Mtim.Nano(), CtimeNs: st.Ctim.Nano(), Inode: st.Ino}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		n.Type, n.Size = TypeFile, st.Size
+		if st.Nlink > 1 {
+			n.Links = uint32(st.Nlink)
+		}
+	case unix.S_IFDIR:
+		n.Type = TypeDir
+	case unix.S_IFLNK:
+		n.Type = TypeSymlink
+		t, err := fsutil.ReadlinkAt(dirfd, name)
+		if err != nil {
+			return nil, fmt.Errorf("read symlink %s: %w", rel, err)
+		}
+		n.Target = []byte(t)
+	case unix.S_IFIFO:
+		n.Type = TypeFifo
+	case unix.S_IFCHR:
+		n.Type, n.Rdev = TypeChar, st.Rdev
+	case unix.S_IFBLK:
+		n.Type, n.Rdev = TypeBlock, st.Rdev
+	case unix.S_IFSOCK:
+		n.Type = TypeSocket
+	default:
+		return nil, fmt.Errorf("%s: unknown file type %o: %w", rel, st.Mode&unix.S_IFMT, errs.ErrUnsupported)
+	}
+	if n.Type != TypeFile {
+		n.Inode = 0
+	}
+	return n, nil
+}
+
+func sortedXattrs(m map[string][]byte) []Xattr {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]Xattr, 0, len(m))
+	for k, v := range m {
+		out = append(out, Xattr{Name: k, Value: v})
+	}
+	slices.SortFunc(out, func(a, b Xattr) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// walk fills d.tree with the entries of the directory dirfd, recursing
+// into subdirectories, and queues the files that must be read.
+func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, st *Stats) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	names, err := readDirNames(dirfd)
+	if err != nil {
+		return fmt.Errorf("read directory /%s: %w", d.rel, err)
+	}
+	slices.Sort(names) // bytewise, like the tree's order
+	d.tree.Nodes = make([]Node, 0, len(names))
+	for _, name := range names {
+		rel := joinRel(d.rel, name)
+		var sb unix.Stat_t
+		if err := unix.Fstatat(dirfd, name, &sb, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("stat /%s: %w", rel, err)
+		}
+		n, err := p.nodeFromStat(dirfd, rel, name, &sb)
+		if err != nil {
+			return err
+		}
+		x, err := xattr.AllAt(dirfd, name)
+		if err != nil {
+			return fmt.Errorf("xattrs of /%s: %w", rel, err)
+		}
+		n.Xattrs = sortedXattrs(x)
+		var prev *Node
+		if d.parent != nil {
+			if i, ok := slices.BinarySearchFunc(d.parent.Nodes, n.Name, func(e Node, k []byte) int { return bytes.Compare(e.Name, k) }); ok {
+				prev = &d.parent.Nodes[i]
+			}
+		}
+		d.tree.Nodes = append(d.tree.Nodes, *n)
+		switch n.Type {
+		case TypeFile:
+			st.Files++
+			st.Bytes += n.Size
+			p.c.files.Add(1)
+			if prev != nil && prev.Type == TypeFile && prev.Inode == n.Inode && prev.Size == n.Size &&
+				prev.MtimeNs == n.MtimeNs && prev.CtimeNs == n.CtimeNs {
+				cur := &d.tree.Nodes[len(d.tree.Nodes)-1]
+				cur.Sparse, cur.Extents, cur.Content = prev.Sparse, prev.Extents, prev.Content
+				st.DataBytes += cur.dataLen()
+				p.c.filesDone.Add(1)
+				p.stats.FilesReused++
+				continue
+			}
+			p.c.bytesTotal.Add(n.Size)
+			if n.Size > 0 {
+				// Nodes has its final capacity: the pointer stays valid.
+				*jobs = append(*jobs, readJob{rel: rel, node: &d.tree.Nodes[len(d.tree.Nodes)-1]})
+			} else {
+				p.c.filesDone.Add(1)
+			}
+		case TypeDir:
+			st.Dirs++
+			sub := &wdir{rel: rel}
+			if prev != nil && prev.Type == TypeDir && prev.Subtree != nil {
+				if sub.parent, err = p.s.loadTree(ctx, *prev.Subtree); err != nil {
+					return fmt.Errorf("parent tree of /%s: %w", rel, err)
+				}
+			}
+			d.subs = append(d.subs, sub)
+			d.subIdx = append(d.subIdx, len(d.tree.Nodes)-1)
+		default:
+			st.Other++
+		}
+	}
+	for _, sub := range d.subs {
+		fd, err := unix.Openat(dirfd, path1(sub.rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open directory /%s: %w", sub.rel, err)
+		}
+		err = p.walk(ctx, fd, sub, jobs, st)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// path1 returns the last component of a relative path.
+func path1(rel string) string {
+	if i := bytes.LastIndexByte([]byte(rel), '/'); i >= 0 {
+		return rel[i+1:]
+	}
+	return rel
+}
+
+func joinRel(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// readDirNames lists a directory descriptor's entry names.
+func readDirNames(dirfd int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "dir")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// readAll reads the queued files two at a time, chunking and deduplicating,
+// and hands new chunks to the encoders.
+func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob) error {
+	// Big files first, so the tail of the push is not one big file alone.
+	slices.SortStableFunc(jobs, func(a, b readJob) int { return cmpInt64(b.node.Size, a.node.Size) })
+	g, gctx := errgroup.WithContext(ctx)
+	next := make(chan readJob)
+	for range 2 {
+		g.Go(func() error {
+			ch, err := chunker.New(bytes.NewReader(nil), p.s.seed, p.params)
+			if err != nil {
+				return err
+			}
+			for j := range next {
+				if err := p.readFile(gctx, ch, j, enc); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(next)
+		for _, j := range jobs {
+			select {
+			case next <- j:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readFile chunks one file's data regions.
+func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, enc chan<- encJob) error {
+	fd, err := openBeneath(p.rootfd, j.rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open /%s: %w", j.rel, err)
+	}
+	f := os.NewFile(uintptr(fd), j.rel)
+	defer f.Close()
+	var sb unix.Stat_t
+	if err := unix.Fstat(fd, &sb); err != nil {
+		return err
+	}
+	if sb.Ino != j.node.Inode || sb.Size != j.node.Size {
+		return fmt.Errorf("/%s changed during the push (push a read-only snapshot): %w", j.rel, errs.ErrConflict)
+	}
+	_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL)
+	exts, sparse, err := dataExtents(fd, sb.Size)
+	if err != nil {
+		return fmt.Errorf("map /%s: %w", j.rel, err)
+	}
+	var r io.Reader = f
+	var want = sb.Size
+	if sparse {
+		j.node.Sparse, j.node.Extents = true, exts
+		rs := make([]io.Reader, len(exts))
+		want = 0
+		for i, e := range exts {
+			rs[i] = io.NewSectionReader(f, e.Off, e.Len)
+			want += e.Len
+		}
+		r = io.MultiReader(rs...)
+	}
+	cr := &countReader{r: r, c: &p.c.bytesDone}
+	ch.Reset(cr)
+	var content []seal.ID
+	for {
+		bp := p.bufs.Get().(*[]byte)
+		chunk, err := ch.Next((*bp)[:0])
+		if err == io.EOF {
+			p.bufs.Put(bp)
+			break
+		}
+		if err != nil {
+			p.bufs.Put(bp)
+			return fmt.Errorf("read /%s: %w", j.rel, err)
+		}
+		id := p.s.codec.Sealer().ID(chunk)
+		content = append(content, id)
+		if !p.claim(id) {
+			atomic.AddInt64(&p.stats.ChunksKnown, 1)
+			p.bufs.Put(bp)
+			continue
+		}
+		atomic.AddInt64(&p.stats.ChunksNew, 1)
+		*bp = chunk
+		select {
+		case enc <- encJob{t: pack.DataBlob, id: id, data: chunk, buf: bp}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if cr.n != want {
+		return fmt.Errorf("/%s changed during the push (read %d of %d bytes): %w", j.rel, cr.n, want, errs.ErrConflict)
+	}
+	j.node.Content = content
+	atomic.AddInt64(&p.stats.FilesRead, 1)
+	atomic.AddInt64(&p.stats.BytesRead, cr.n)
+	p.dataRead.Add(cr.n)
+	p.c.filesDone.Add(1)
+	return nil
+}
+
+// claim reports whether id is new to the repository and this push, and
+// marks it pending if so.
+func (p *pusher) claim(id seal.ID) bool {
+	if p.dryRun {
+		return false
+	}
+	if _, ok := p.s.lookup(id); ok {
+		return false
+	}
+	p.pendMu.Lock()
+	defer p.pendMu.Unlock()
+	if p.pending[id] {
+		return false
+	}
+	p.pending[id] = true
+	return true
+}
+
+type countReader struct {
+	r io.Reader
+	n int64
+	c *atomic.Int64
+}
+
+func (c *countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	c.c.Add(int64(n))
+	return n, err
+}
+
+// dataExtents maps the data regions of fd with SEEK_DATA/SEEK_HOLE;
+// sparse is false when the file has no hole.
+func dataExtents(fd int, size int64) (exts []Extent, sparse bool, err error) {
+	var off, total int64
+	for off < size {
+		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break
+		}
+		if err != nil {
+			return nil, false, nil // no SEEK_DATA: dense
+		}
+		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
+		if err != nil {
+			return nil, false, nil
+		}
+		end = min(end, size)
+		if end <= start {
+			break
+		}
+		exts = append(exts, Extent{Off: start, Len: end - start})
+		total += end - start
+		off = end
+	}
+	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+		return nil, false, err
+	}
+	if total == size {
+		return nil, false, nil
+	}
+	return exts, true, nil
+}
+
+// trees encodes the directory trees bottom-up and queues new tree blobs;
+// it returns the root tree's id.
+func (p *pusher) trees(ctx context.Context, d *wdir, enc chan<- encJob) (seal.ID, error) {
+	for i, sub := range d.subs {
+		id, err := p.trees(ctx, sub, enc)
+		if err != nil {
+			return seal.ID{}, err
+		}
+		d.tree.Nodes[d.subIdx[i]].Subtree = &id
+	}
+	data, err := encodeTree(&d.tree)
+	if err != nil {
+		return seal.ID{}, fmt.Errorf("encode tree /%s: %w", d.rel, err)
+	}
+	id := p.s.codec.Sealer().ID(data)
+	p.s.cacheTree(p.s.treeCachePath(id), data)
+	if p.claim(id) {
+		atomic.AddInt64(&p.stats.TreesNew, 1)
+		select {
+		case enc <- encJob{t: pack.TreeBlob, id: id, data: data}:
+		case <-ctx.Done():
+			return seal.ID{}, ctx.Err()
+		}
+	}
+	return id, nil
+}
+
+// encode compresses and seals blobs.
+func (p *pusher) encode(ctx context.Context, in <-chan encJob, out chan<- packed) error {
+	for j := range in {
+		stored, compressed := p.s.codec.Encode(nil, j.t, j.id, j.data)
+		raw := len(j.data)
+		if j.buf != nil {
+			p.bufs.Put(j.buf)
+		}
+		select {
+		case out <- packed{t: j.t, id: j.id, stored: stored, raw: raw, compressed: compressed}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+type packUpload struct {
+	data  []byte
+	id    seal.ID
+	blobs []pack.Blob
+}
+
+// pack collects encoded blobs into packs of about PackSize.
+func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUpload) error {
+	defer close(up)
+	w := pack.NewWriter(p.s.codec)
+	flush := func() error {
+		if w.Count() == 0 {
+			return nil
+		}
+		data, id, blobs, err := w.Finish()
+		if err != nil {
+			return fmt.Errorf("finish pack: %w", err)
+		}
+		select {
+		case up <- packUpload{data: data, id: id, blobs: blobs}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for b := range in {
+		w.Add(b.t, b.id, b.stored, b.raw, b.compressed)
+		if w.Len() >= p.s.r.opts.PackSize {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return flush()
+}
+
+// upload writes finished packs.
+func (p *pusher) upload(ctx context.Context, in <-chan packUpload) error {
+	for u := range in {
+		if err := p.s.r.store.Put(ctx, packKey(p.s.name, u.id), u.data); err != nil {
+			return fmt.Errorf("write pack %s: %w", u.id, err)
+		}
+		p.c.moved.Add(int64(len(u.data)))
+		p.packMu.Lock()
+		p.newPacks = append(p.newPacks, pack.IndexPack{ID: u.id, Size: int64(len(u.data)), Blobs: u.blobs})
+		p.stats.PacksWritten++
+		p.packMu.Unlock()
+	}
+	return nil
+}
+
+// openBeneath opens rel below dirfd without following any symlink and
+// without leaving dirfd.
+func openBeneath(dirfd int, rel string, flags int) (int, error) {
+	return unix.Openat2(dirfd, rel, &unix.OpenHow{Flags: uint64(flags),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+}

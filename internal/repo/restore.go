@@ -1,0 +1,471 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/repo/pack"
+	"github.com/stead-dev/stead/internal/repo/seal"
+	"github.com/stead-dev/stead/internal/xattr"
+)
+
+// RestoreOptions tunes a restore.
+type RestoreOptions struct {
+	// Path restores only this slash-separated path of the snapshot ("" or
+	// "/": everything). dst then becomes that file or directory.
+	Path string
+	// Progress is called about every 200 ms and once at the end (optional).
+	Progress func(Progress)
+}
+
+// RestoreStats says what a restore did.
+type RestoreStats struct {
+	Files           int64         `json:"files"`
+	Dirs            int64         `json:"dirs"`
+	Other           int64         `json:"other"`
+	BytesWritten    int64         `json:"bytes_written"`
+	BytesDownloaded int64         `json:"bytes_downloaded"`
+	Duration        time.Duration `json:"duration_ns"`
+}
+
+// chunksPerJob bounds how many chunks of one file a restore job writes, so
+// a big file is written by several workers at once.
+const chunksPerJob = 8
+
+// rfile is a regular file being restored.
+type rfile struct {
+	rel     string
+	node    *Node
+	offsets []int64 // stream offset of each content chunk
+	lens    []int64
+	pending atomic.Int32 // jobs not yet done
+}
+
+type rjob struct {
+	f      *rfile
+	lo, hi int // content chunks [lo, hi)
+}
+
+// rdir is a created directory whose metadata is applied at the end.
+type rdir struct {
+	rel  string
+	node *Node
+}
+
+type restorer struct {
+	s      *Scope
+	rootfd int
+	c      counters
+	stats  RestoreStats
+	files  []*rfile
+	dirs   []rdir
+	links  map[uint64]string // inode → rel path of the first name restored
+}
+
+// Restore writes the snapshot id (or one path of it) to dst, which must not
+// exist or be an empty directory. Every blob is authenticated and checked
+// against its id before a byte of it is written; a corrupt snapshot fails
+// the restore (what was written so far stays in dst for inspection; callers
+// restore into a fresh place and discard it on error). Entries are created
+// only below dst: names are single components, symlinks are never followed.
+// Sparse files stay sparse. The result is synced (syncfs) before Restore
+// returns.
+func (s *Scope) Restore(ctx context.Context, id seal.ID, dst string, opts RestoreOptions) (RestoreStats, error) {
+	start := time.Now()
+	s.lock.RLock()
+	defer s.lock.RUnlock()
+	if err := s.loadIndex(ctx); err != nil {
+		return RestoreStats{}, err
+	}
+	m, err := s.Manifest(ctx, id)
+	if err != nil {
+		return RestoreStats{}, err
+	}
+	root := m.Root
+	root.Subtree = &m.Tree
+	node := &root
+	if len(splitPath(opts.Path)) > 0 {
+		if node, err = s.findNode(ctx, m.Tree, opts.Path); err != nil {
+			return RestoreStats{}, fmt.Errorf("restore %s: %w", id, err)
+		}
+	}
+	r := &restorer{s: s, links: map[uint64]string{}}
+	stop := make(chan struct{})
+	go reportProgress(opts.Progress, func() Progress { return r.c.progress("restore", start, false) }, stop)
+	err = r.run(ctx, node, dst)
+	close(stop)
+	r.stats.Duration = time.Since(start)
+	r.stats.BytesDownloaded = r.c.moved.Load()
+	r.stats.BytesWritten = r.c.bytesDone.Load()
+	if err != nil {
+		return r.stats, fmt.Errorf("restore %s to %s: %w", id, dst, err)
+	}
+	if opts.Progress != nil {
+		opts.Progress(r.c.progress("restore", start, true))
+	}
+	return r.stats, nil
+}
+
+func (r *restorer) run(ctx context.Context, node *Node, dst string) error {
+	parent, base := filepath.Dir(dst), filepath.Base(dst)
+	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", parent, err)
+	}
+	defer unix.Close(pfd)
+	if node.Type != TypeDir {
+		// One entry: dst is created as that entry, next to nothing else.
+		r.rootfd = pfd
+		n := *node
+		n.Name = []byte(base)
+		if err := r.entry(ctx, pfd, "", &n); err != nil {
+			return err
+		}
+		return r.finish(ctx)
+	}
+	if err := unix.Mkdirat(pfd, base, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("create %s: %w", dst, err)
+	}
+	fd, err := unix.Openat(pfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dst, err)
+	}
+	defer unix.Close(fd)
+	if names, err := readDirNames(fd); err != nil {
+		return err
+	} else if len(names) > 0 {
+		return fmt.Errorf("restore into %s: not empty: %w", dst, errs.ErrConflict)
+	}
+	r.rootfd = fd
+	if err := r.dir(ctx, fd, "", *node.Subtree, 0); err != nil {
+		return err
+	}
+	r.dirs = append(r.dirs, rdir{rel: ".", node: node})
+	return r.finish(ctx)
+}
+
+// dir creates the entries of tree id inside dirfd (at rel below the root).
+func (r *restorer) dir(ctx context.Context, dirfd int, rel string, id seal.ID, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("/%s: directories nested deeper than %d: %w", rel, maxDepth, pack.ErrCorrupt)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t, err := r.s.loadTree(ctx, id)
+	if err != nil {
+		return err
+	}
+	for i := range t.Nodes {
+		if err := r.entry(ctx, dirfd, rel, &t.Nodes[i]); err != nil {
+			return err
+		}
+		n := &t.Nodes[i]
+		if n.Type != TypeDir {
+			continue
+		}
+		crel := joinRel(rel, string(n.Name))
+		fd, err := unix.Openat(dirfd, string(n.Name), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open /%s: %w", crel, err)
+		}
+		err = r.dir(ctx, fd, crel, *n.Subtree, depth+1)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entry creates one entry (a directory empty, a file at its size with its
+// data queued) inside dirfd.
+func (r *restorer) entry(ctx context.Context, dirfd int, rel string, n *Node) error {
+	name := string(n.Name)
+	crel := joinRel(rel, name)
+	switch n.Type {
+	case TypeDir:
+		if err := unix.Mkdirat(dirfd, name, 0o700); err != nil {
+			return fmt.Errorf("create directory /%s: %w", crel, err)
+		}
+		r.dirs = append(r.dirs, rdir{rel: crel, node: n})
+		r.stats.Dirs++
+		return nil
+	case TypeFile:
+		r.stats.Files++
+		if n.Links > 1 && n.Inode != 0 {
+			if first, ok := r.links[n.Inode]; ok {
+				return r.link(dirfd, first, name, crel)
+			}
+			r.links[n.Inode] = crel
+		}
+		fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return fmt.Errorf("create /%s: %w", crel, err)
+		}
+		defer unix.Close(fd)
+		if n.Size > 0 {
+			if err := unix.Ftruncate(fd, n.Size); err != nil {
+				return fmt.Errorf("size /%s: %w", crel, err)
+			}
+		}
+		f := &rfile{rel: crel, node: n}
+		var total int64
+		for _, cid := range n.Content {
+			loc, ok := r.s.lookup(cid)
+			if !ok || loc.blob.Type != pack.DataBlob {
+				return fmt.Errorf("/%s: chunk %s is not in the repository index: %w", crel, cid, pack.ErrCorrupt)
+			}
+			f.offsets = append(f.offsets, total)
+			f.lens = append(f.lens, int64(loc.blob.RawLength))
+			total += int64(loc.blob.RawLength)
+		}
+		if total != n.dataLen() {
+			return fmt.Errorf("/%s: chunks hold %d bytes, the file %d: %w", crel, total, n.dataLen(), pack.ErrCorrupt)
+		}
+		r.c.bytesTotal.Add(total)
+		r.c.files.Add(1)
+		if len(n.Content) == 0 {
+			r.c.filesDone.Add(1)
+			return applyMeta(fd, n)
+		}
+		r.files = append(r.files, f)
+		return nil
+	case TypeSymlink:
+		if err := unix.Symlinkat(string(n.Target), dirfd, name); err != nil {
+			return fmt.Errorf("create symlink /%s: %w", crel, err)
+		}
+	case TypeFifo:
+		if err := unix.Mknodat(dirfd, name, unix.S_IFIFO|0o600, 0); err != nil {
+			return fmt.Errorf("create fifo /%s: %w", crel, err)
+		}
+	case TypeSocket:
+		if err := unix.Mknodat(dirfd, name, unix.S_IFSOCK|0o600, 0); err != nil {
+			return fmt.Errorf("create socket /%s: %w", crel, err)
+		}
+	case TypeChar, TypeBlock:
+		kind := uint32(unix.S_IFCHR)
+		if n.Type == TypeBlock {
+			kind = unix.S_IFBLK
+		}
+		if err := unix.Mknodat(dirfd, name, kind|0o600, int(n.Rdev)); err != nil {
+			return fmt.Errorf("create device /%s: %w", crel, err)
+		}
+	default:
+		return fmt.Errorf("/%s: type %q: %w", crel, n.Type, pack.ErrCorrupt)
+	}
+	r.stats.Other++
+	return applyMetaAt(dirfd, name, n)
+}
+
+// link makes name in dirfd a hardlink of the already restored first.
+func (r *restorer) link(dirfd int, first, name, crel string) error {
+	dir, base := filepath.Dir(first), filepath.Base(first)
+	var pfd int
+	var err error
+	if dir == "." {
+		pfd, err = unix.Dup(r.rootfd)
+	} else {
+		pfd, err = openBeneath(r.rootfd, dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC)
+	}
+	if err != nil {
+		return fmt.Errorf("hardlink /%s: open /%s: %w", crel, dir, err)
+	}
+	defer unix.Close(pfd)
+	if err := unix.Linkat(pfd, base, dirfd, name, 0); err != nil {
+		return fmt.Errorf("hardlink /%s to /%s: %w", crel, first, err)
+	}
+	return nil
+}
+
+// applyMeta sets owner, mode, xattrs and times of an open file (in that
+// order: chown clears setuid bits and security.capability).
+func applyMeta(fd int, n *Node) error {
+	if err := unix.Fchown(fd, int(n.UID), int(n.GID)); err != nil {
+		return fmt.Errorf("chown %q: %w", n.Name, err)
+	}
+	if err := unix.Fchmod(fd, n.Mode); err != nil {
+		return fmt.Errorf("chmod %q: %w", n.Name, err)
+	}
+	for _, x := range n.Xattrs {
+		if err := unix.Fsetxattr(fd, x.Name, x.Value, 0); err != nil {
+			return fmt.Errorf("set xattr %s on %q: %w", x.Name, n.Name, err)
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(n.MtimeNs), unix.NsecToTimespec(n.MtimeNs)}
+	if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("set times of %q: %w", n.Name, err)
+	}
+	return nil
+}
+
+// applyMetaAt is applyMeta for an entry that cannot be opened (symlinks,
+// devices, fifos), addressed by name inside dirfd without following it.
+func applyMetaAt(dirfd int, name string, n *Node) error {
+	if err := unix.Fchownat(dirfd, name, int(n.UID), int(n.GID), unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("chown %q: %w", name, err)
+	}
+	if n.Type != TypeSymlink {
+		if err := unix.Fchmodat(dirfd, name, n.Mode, 0); err != nil {
+			return fmt.Errorf("chmod %q: %w", name, err)
+		}
+	}
+	for _, x := range n.Xattrs {
+		if err := xattr.SetAt(dirfd, name, x.Name, x.Value); err != nil {
+			return fmt.Errorf("set xattr %s on %q: %w", x.Name, name, err)
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(n.MtimeNs), unix.NsecToTimespec(n.MtimeNs)}
+	if err := unix.UtimesNanoAt(dirfd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("set times of %q: %w", name, err)
+	}
+	return nil
+}
+
+// finish writes the queued file data in parallel, then applies directory
+// metadata deepest first and syncs the file system.
+func (r *restorer) finish(ctx context.Context) error {
+	var jobs []rjob
+	for _, f := range r.files {
+		n := 0
+		for lo := 0; lo < len(f.node.Content); lo += chunksPerJob {
+			jobs = append(jobs, rjob{f: f, lo: lo, hi: min(lo+chunksPerJob, len(f.node.Content))})
+			n++
+		}
+		f.pending.Store(int32(n))
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	next := make(chan rjob)
+	workers := max(r.s.r.opts.Transfers, r.s.r.opts.Workers) + 2
+	for range workers {
+		g.Go(func() error {
+			var buf []byte
+			for j := range next {
+				var err error
+				if buf, err = r.write(gctx, j, buf); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(next)
+		for _, j := range jobs {
+			select {
+			case next <- j:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for i := len(r.dirs) - 1; i >= 0; i-- {
+		d := r.dirs[i]
+		var fd int
+		var err error
+		if d.rel == "." {
+			fd, err = unix.Dup(r.rootfd)
+		} else {
+			fd, err = openBeneath(r.rootfd, d.rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		}
+		if err != nil {
+			return fmt.Errorf("open /%s: %w", d.rel, err)
+		}
+		err = applyMeta(fd, d.node)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("/%s: %w", d.rel, err)
+		}
+	}
+	if err := unix.Syncfs(r.rootfd); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}
+
+// write fetches chunks [lo, hi) of a file and writes them at their places;
+// the last job of a file applies its metadata.
+func (r *restorer) write(ctx context.Context, j rjob, buf []byte) ([]byte, error) {
+	f := j.f
+	fd, err := openBeneath(r.rootfd, f.rel, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return buf, fmt.Errorf("open /%s: %w", f.rel, err)
+	}
+	defer unix.Close(fd)
+	for i := j.lo; i < j.hi; i++ {
+		if err := ctx.Err(); err != nil {
+			return buf, err
+		}
+		loc, _ := r.s.lookup(f.node.Content[i])
+		stored, err := r.s.r.store.GetRange(ctx, packKey(r.s.name, loc.pack), int64(loc.blob.Offset), int64(loc.blob.Length))
+		if err != nil {
+			return buf, fmt.Errorf("/%s: fetch chunk %s: %w", f.rel, loc.blob.ID, err)
+		}
+		r.c.moved.Add(int64(len(stored)))
+		if buf, err = r.s.codec.Decode(buf[:0], loc.blob, stored); err != nil {
+			return buf, fmt.Errorf("/%s: chunk %s in pack %s: %w", f.rel, loc.blob.ID, loc.pack, err)
+		}
+		if err := writeStream(fd, f.node, f.offsets[i], buf); err != nil {
+			return buf, fmt.Errorf("write /%s: %w", f.rel, err)
+		}
+		r.c.bytesDone.Add(int64(len(buf)))
+	}
+	if f.pending.Add(-1) == 0 {
+		r.c.filesDone.Add(1)
+		if err := applyMeta(fd, f.node); err != nil {
+			return buf, fmt.Errorf("/%s: %w", f.rel, err)
+		}
+	}
+	return buf, nil
+}
+
+// writeStream writes data found at stream offset off (into the
+// concatenation of the file's data regions) at its file offsets.
+func writeStream(fd int, n *Node, off int64, data []byte) error {
+	if !n.Sparse {
+		return pwriteAll(fd, data, off)
+	}
+	var pos int64 // stream offset where extent e starts
+	for _, e := range n.Extents {
+		if len(data) == 0 {
+			return nil
+		}
+		if off < pos+e.Len {
+			skip := off - pos
+			k := min(int64(len(data)), e.Len-skip)
+			if err := pwriteAll(fd, data[:k], e.Off+skip); err != nil {
+				return err
+			}
+			data = data[k:]
+			off += k
+		}
+		pos += e.Len
+	}
+	if len(data) > 0 {
+		return fmt.Errorf("data beyond the file's extents: %w", pack.ErrCorrupt)
+	}
+	return nil
+}
+
+func pwriteAll(fd int, b []byte, off int64) error {
+	for len(b) > 0 {
+		n, err := unix.Pwrite(fd, b, off)
+		if err != nil {
+			return err
+		}
+		b, off = b[n:], off+int64(n)
+	}
+	return nil
+}

@@ -1,0 +1,774 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/blobstore"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/repo"
+	"github.com/stead-dev/stead/internal/repo/seal"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// Off-box backup: pushing sandboxes to the repository (internal/repo),
+// restoring and pulling them back, retention, check and prune. A sandbox's
+// pushes live in its tenant's scope ("t-<tenant>") under the source
+// "sandbox/<id>"; each push reads a fresh local snapshot (kind "push"), and
+// only the newest push snapshot of a sandbox is kept locally, as the
+// parent-side reference for the next incremental push.
+
+// RepoConfig configures the off-box repository.
+type RepoConfig struct {
+	// Store is where the repository lives.
+	Store blobstore.BlobStore
+	// KeyFile holds the 32-byte master key (hex). InitRepo creates it; a
+	// daemon on another machine restores with a copy of it.
+	KeyFile string
+	// CacheDir keeps verified index files, manifests and trees.
+	CacheDir string
+}
+
+// backupSpec is a sandbox's backup policy and state, kept in its spec.
+type backupSpec struct {
+	Interval     time.Duration          `json:"interval,omitempty"`
+	Retention    client.BackupRetention `json:"retention"`
+	ArchiveAfter *time.Duration         `json:"archive_after,omitempty"`
+	LastPush     *time.Time             `json:"last_push,omitempty"`
+	LastPushID   string                 `json:"last_push_id,omitempty"`
+}
+
+// defaultArchiveAfter is how long a sandbox stays stopped before it is
+// archived automatically.
+const defaultArchiveAfter = 7 * 24 * time.Hour
+
+// backup holds the repository state of a Service.
+type backup struct {
+	mu   sync.Mutex
+	repo *repo.Repository
+	// pushing holds the sandboxes with a push in flight.
+	pushing sync.Map
+}
+
+// errNoRepo is returned when the daemon runs without a repository.
+var errNoRepo = fmt.Errorf("no repository: start `stead serve` with --repo DIR or --repo s3://...: %w", errs.ErrUnsupported)
+
+// tenantScope names the repository scope of a tenant's sandboxes.
+func tenantScope(tenant string) string {
+	if s := "t-" + tenant; pool.ValidID(s) && len(s) <= 64 {
+		return s
+	}
+	h := sha256.Sum256([]byte(tenant))
+	return "t-" + hex.EncodeToString(h[:12])
+}
+
+// masterKey reads the key file; create makes it when absent.
+func (s *Service) masterKey(create bool) (seal.Key, error) {
+	var k seal.Key
+	rc := s.opts.Repo
+	b, err := os.ReadFile(rc.KeyFile)
+	if errors.Is(err, os.ErrNotExist) && create {
+		if k, err = seal.NewKey(); err != nil {
+			return k, err
+		}
+		if err := fsutil.WriteFileAtomic(rc.KeyFile, []byte(hex.EncodeToString(k[:])+"\n"), 0o600); err != nil {
+			return k, fmt.Errorf("write master key: %w", err)
+		}
+		return k, nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return k, fmt.Errorf("master key %s is missing: copy the key file of the daemon that made the repository here, or run `stead repo init` for a new repository: %w", rc.KeyFile, errs.ErrConflict)
+	}
+	if err != nil {
+		return k, fmt.Errorf("read master key: %w", err)
+	}
+	raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(raw) != len(k) {
+		return k, fmt.Errorf("master key %s: want 64 hex digits: %w", rc.KeyFile, errs.ErrInvalid)
+	}
+	copy(k[:], raw)
+	return k, nil
+}
+
+// repository opens the configured repository once.
+func (s *Service) repository(ctx context.Context) (*repo.Repository, error) {
+	if s.opts.Repo == nil {
+		return nil, errNoRepo
+	}
+	s.bk.mu.Lock()
+	defer s.bk.mu.Unlock()
+	if s.bk.repo != nil {
+		return s.bk.repo, nil
+	}
+	k, err := s.masterKey(false)
+	if err != nil {
+		return nil, err
+	}
+	r, err := repo.Open(ctx, s.opts.Repo.Store, k, repo.Options{CacheDir: s.opts.Repo.CacheDir, Logger: s.log})
+	if errors.Is(err, repo.ErrNoRepository) {
+		return nil, fmt.Errorf("%w: %w", err, errs.ErrConflict)
+	}
+	if errors.Is(err, repo.ErrWrongKey) {
+		return nil, fmt.Errorf("%w (key file %s): %w", err, s.opts.Repo.KeyFile, errs.ErrForbidden)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.bk.repo = r
+	return r, nil
+}
+
+// scope opens the tenant's scope (created on first push).
+func (s *Service) scope(ctx context.Context, tenant string, create bool) (*repo.Scope, error) {
+	r, err := s.repository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := r.Scope(ctx, tenantScope(tenant), create)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil, fmt.Errorf("nothing pushed yet for this tenant: %w", errs.ErrNotFound)
+	}
+	return sc, err
+}
+
+// RepoInfo describes the repository; scopes are listed for an admin only.
+func (s *Service) RepoInfo(ctx context.Context, admin bool) (client.RepoInfo, error) {
+	if s.opts.Repo == nil {
+		return client.RepoInfo{}, nil
+	}
+	info := client.RepoInfo{Configured: true, Location: s.opts.Repo.Store.Location()}
+	if admin {
+		info.KeyFile = s.opts.Repo.KeyFile
+	}
+	r, err := s.repository(ctx)
+	if errors.Is(err, repo.ErrNoRepository) {
+		return info, nil
+	}
+	if err != nil {
+		return info, err
+	}
+	cfg := r.Config()
+	info.Initialized, info.ID, info.Created = true, cfg.ID, cfg.Created
+	if admin {
+		if info.Scopes, err = r.Scopes(ctx); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// InitRepo initialises the configured repository (admin only), creating
+// the master key file if there is none.
+func (s *Service) InitRepo(ctx context.Context) (client.RepoInfo, error) {
+	if s.opts.Repo == nil {
+		return client.RepoInfo{}, errNoRepo
+	}
+	k, err := s.masterKey(true)
+	if err != nil {
+		return client.RepoInfo{}, err
+	}
+	if err := repo.Init(ctx, s.opts.Repo.Store, k); err != nil {
+		return client.RepoInfo{}, err
+	}
+	s.log.Info("repository initialised", "location", s.opts.Repo.Store.Location(), "key_file", s.opts.Repo.KeyFile)
+	return s.RepoInfo(ctx, true)
+}
+
+// GetOperation returns one of the tenant's operations.
+func (s *Service) GetOperation(ctx context.Context, tenant, id string) (client.Operation, error) {
+	o, err := s.op(tenant, id)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	return o.snapshot(), nil
+}
+
+// WatchOperation sends the operation's current state, then each change
+// (at most every 200 ms), and closes the channel after the final state or
+// when ctx ends.
+func (s *Service) WatchOperation(ctx context.Context, tenant, id string) (<-chan client.Operation, error) {
+	o, err := s.op(tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan client.Operation, 1)
+	go func() {
+		defer close(ch)
+		for {
+			o.mu.Lock()
+			v, changed := o.v, o.changed
+			o.mu.Unlock()
+			select {
+			case ch <- v:
+			case <-ctx.Done():
+				return
+			}
+			if v.EndedAt != nil {
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+			select { // coalesce bursts of progress
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func remoteView(m *repo.Manifest) client.RemoteSnapshot {
+	v := client.RemoteSnapshot{ID: m.ID.String(), Scope: m.Scope, Source: m.Source, Time: m.Time,
+		Files: m.Stats.Files, Bytes: m.Stats.Bytes, DataBytes: m.Stats.DataBytes, Labels: m.Labels}
+	if !m.Parent.IsZero() {
+		v.Parent = m.Parent.String()
+	}
+	if id, ok := strings.CutPrefix(m.Source, "sandbox/"); ok {
+		v.Sandbox, v.SandboxName = id, m.Labels["sandbox_name"]
+	}
+	if id, ok := strings.CutPrefix(m.Source, "volume/"); ok {
+		v.Volume = id
+	}
+	return v
+}
+
+// PushSandbox pushes a sandbox (a new snapshot of it, or req.Snapshot).
+func (s *Service) PushSandbox(ctx context.Context, tenant, id string, req client.PushRequest) (client.Operation, error) {
+	if _, err := s.repository(ctx); err != nil {
+		return client.Operation{}, err
+	}
+	sb, err := s.get(ctx, tenant, id)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	return s.startOp(ctx, tenant, "push", sb.ID, req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		res, _, err := s.push(ctx, op, tenant, sb.ID, req.Snapshot, "push")
+		return res, err
+	})
+}
+
+// push snapshots a sandbox (unless snapID names a snapshot of it) and
+// pushes the snapshot, incrementally to the sandbox's latest push.
+func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID, kind string) (client.PushResult, *repo.Manifest, error) {
+	if _, busy := s.bk.pushing.LoadOrStore(sbID, true); busy {
+		return client.PushResult{}, nil, fmt.Errorf("sandbox %s is already being pushed: %w", sbID, errs.ErrConflict)
+	}
+	defer s.bk.pushing.Delete(sbID)
+	sc, err := s.scope(ctx, tenant, true)
+	if err != nil {
+		return client.PushResult{}, nil, err
+	}
+	var sn store.Snapshot
+	var sb store.Sandbox
+	taken := false
+	if snapID == "" {
+		op.phase("snapshot")
+		_, err := s.transition(ctx, tenant, sbID, kind,
+			[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
+			func(ctx context.Context, cur store.Sandbox) (store.Sandbox, error) {
+				sb = cur
+				var err error
+				sn, err = s.snapshotLocked(ctx, cur, kind, kind, "")
+				return cur, err
+			})
+		if err != nil {
+			return client.PushResult{}, nil, err
+		}
+		taken = true
+	} else {
+		if sn, err = s.st.GetSnapshot(ctx, tenant, snapID); err != nil {
+			return client.PushResult{}, nil, fmt.Errorf("snapshot %s: %w", snapID, err)
+		}
+		if sn.SandboxID != sbID {
+			return client.PushResult{}, nil, fmt.Errorf("snapshot %s is not of sandbox %s: %w", snapID, sbID, errs.ErrInvalid)
+		}
+		if sb, err = s.get(ctx, tenant, sbID); err != nil {
+			return client.PushResult{}, nil, err
+		}
+	}
+	source := "sandbox/" + sbID
+	var parent seal.ID
+	if last, err := sc.Latest(ctx, source); err == nil {
+		parent = last.ID
+	} else if !errors.Is(err, errs.ErrNotFound) {
+		return client.PushResult{}, nil, err
+	}
+	labels := map[string]string{"sandbox_name": sb.Name, "template": sb.TemplateID, "local_snapshot": sn.ID,
+		"spec": string(sn.Spec)}
+	m, st, err := sc.Push(ctx, s.pool.Path(snapshotDataset(sn.ID)), repo.PushOptions{Parent: parent, Source: source,
+		Tenant: tenant, Labels: labels, Progress: op.progress("push")})
+	if err != nil {
+		if taken {
+			s.pool.Delete(ctx, snapshotDataset(sn.ID))
+			s.st.DeleteSnapshot(ctx, tenant, sn.ID)
+		}
+		return client.PushResult{}, nil, err
+	}
+	// Remember the push; keep only the newest push snapshot locally.
+	now := s.now()
+	s.updateBackup(ctx, tenant, sbID, func(b *backupSpec) { b.LastPush, b.LastPushID = &now, m.ID.String() })
+	if taken {
+		if list, err := s.st.ListSnapshots(ctx, tenant, sbID); err == nil {
+			for _, old := range list {
+				if old.Kind == kind && old.ID != sn.ID {
+					s.DeleteSnapshot(ctx, tenant, old.ID)
+				}
+			}
+		}
+	}
+	return client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
+		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds()}, m, nil
+}
+
+// updateBackup changes a sandbox's backup state under its lock.
+func (s *Service) updateBackup(ctx context.Context, tenant, id string, fn func(*backupSpec)) error {
+	unlock := s.lock(id)
+	defer unlock()
+	sb, err := s.st.GetSandbox(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(sb.Spec, &raw); err != nil {
+		return err
+	}
+	var b backupSpec
+	if r, ok := raw["backup"]; ok {
+		json.Unmarshal(r, &b)
+	}
+	fn(&b)
+	raw["backup"], _ = json.Marshal(b)
+	sb.Spec, _ = json.Marshal(raw)
+	sb.UpdatedAt = s.now()
+	_, err = s.st.UpdateSandbox(ctx, sb)
+	return err
+}
+
+// backupOf reads a sandbox's backup state from its spec.
+func backupOf(sb store.Sandbox) backupSpec {
+	var v struct {
+		Backup backupSpec `json:"backup"`
+	}
+	json.Unmarshal(sb.Spec, &v)
+	return v.Backup
+}
+
+// ListRemoteSnapshots lists the tenant's pushed snapshots (of one sandbox
+// when sandbox is set: id or name; a sandbox that no longer exists here
+// can be given by id).
+func (s *Service) ListRemoteSnapshots(ctx context.Context, tenant, sandbox string) ([]client.RemoteSnapshot, error) {
+	sc, err := s.scope(ctx, tenant, false)
+	if errors.Is(err, errs.ErrNotFound) {
+		return []client.RemoteSnapshot{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	source := ""
+	if sandbox != "" {
+		source = "sandbox/" + sandbox
+		if sb, err := s.get(ctx, tenant, sandbox); err == nil {
+			source = "sandbox/" + sb.ID
+		}
+	}
+	all, err := sc.Snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []client.RemoteSnapshot{}
+	for _, m := range all {
+		if source == "" || m.Source == source {
+			out = append(out, remoteView(m))
+		}
+	}
+	return out, nil
+}
+
+// resolveRemote finds the manifest a restore or pull names.
+func (s *Service) resolveRemote(ctx context.Context, sc *repo.Scope, tenant, snapshot, sandbox string) (*repo.Manifest, error) {
+	switch {
+	case snapshot != "":
+		return sc.ResolveManifest(ctx, snapshot)
+	case sandbox != "":
+		id := sandbox
+		if sb, err := s.get(ctx, tenant, sandbox); err == nil {
+			id = sb.ID
+		}
+		return sc.Latest(ctx, "sandbox/"+id)
+	}
+	return nil, fmt.Errorf("give a remote snapshot id or a sandbox: %w", errs.ErrInvalid)
+}
+
+// RestoreRemote restores a pushed snapshot into a new sandbox.
+func (s *Service) RestoreRemote(ctx context.Context, tenant string, req client.RestoreRequest) (client.Operation, error) {
+	sc, err := s.scope(ctx, tenant, false)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	m, err := s.resolveRemote(ctx, sc, tenant, req.Snapshot, req.Sandbox)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	return s.startOp(ctx, tenant, "restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		sb, rs, err := s.restoreSandbox(ctx, op, sc, tenant, m, req.Name, req.NoStart)
+		if err != nil {
+			return nil, err
+		}
+		return client.RestoreResult{Sandbox: &sb, Files: rs.Files, BytesWritten: rs.BytesWritten,
+			BytesDownloaded: rs.BytesDownloaded, Seconds: rs.Duration.Seconds()}, nil
+	})
+}
+
+// restoreSandbox makes a new sandbox whose root is manifest m.
+func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Scope, tenant string, m *repo.Manifest, name string, noStart bool) (client.Sandbox, repo.RestoreStats, error) {
+	var rs repo.RestoreStats
+	tmplID := m.Labels["template"]
+	if tmplID == "" {
+		tmplID = "host"
+	}
+	tmpl, err := s.template(ctx, tenant, tmplID)
+	if err != nil {
+		return client.Sandbox{}, rs, fmt.Errorf("template %s of the snapshot is not on this daemon (import it first): %w", tmplID, err)
+	}
+	specJSON := []byte(m.Labels["spec"])
+	var sp spec
+	if err := json.Unmarshal(specJSON, &sp); err != nil {
+		return client.Sandbox{}, rs, fmt.Errorf("snapshot %s: sandbox spec: %w", m.ID, errs.ErrInvalid)
+	}
+	// Volumes are not part of a sandbox's push; the restored sandbox starts
+	// without the mounts (restore the volumes and attach them anew).
+	sp.Volumes, sp.Origin = nil, ""
+	specJSON, _ = json.Marshal(sp)
+	id := newID()
+	if name == "" {
+		name = id
+	}
+	if !validName(name) || strings.HasPrefix(name, snapshotPrefix) {
+		return client.Sandbox{}, rs, fmt.Errorf("sandbox name %q: %w", name, errs.ErrInvalid)
+	}
+	fill := func(ctx context.Context, dst string) error {
+		if err := s.pool.Create(ctx, dst); err != nil {
+			return err
+		}
+		var err error
+		rs, err = sc.Restore(ctx, m.ID, s.pool.Path(dst), repo.RestoreOptions{Progress: op.progress("restore")})
+		return err
+	}
+	sb, err := s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, fill, noStart)
+	return sb, rs, err
+}
+
+// PullRemote copies a pushed snapshot into a new local snapshot.
+func (s *Service) PullRemote(ctx context.Context, tenant string, req client.PullRequest) (client.Operation, error) {
+	sc, err := s.scope(ctx, tenant, false)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	m, err := sc.ResolveManifest(ctx, req.Snapshot)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	sbID := strings.TrimPrefix(m.Source, "sandbox/")
+	sb, err := s.get(ctx, tenant, sbID)
+	if err != nil {
+		return client.Operation{}, fmt.Errorf("pull: the snapshot's sandbox %s is not on this daemon (use restore to make a new sandbox from it): %w", sbID, err)
+	}
+	return s.startOp(ctx, tenant, "pull", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		sn := store.Snapshot{ID: newSnapshotID(), TenantID: tenant, SandboxID: sb.ID, SandboxName: sb.Name,
+			Label: "pulled " + m.ID.String()[:12], Kind: "pull", TemplateID: sb.TemplateID, Spec: []byte(m.Labels["spec"])}
+		if len(sn.Spec) == 0 {
+			sn.Spec = sb.Spec
+		}
+		ds := snapshotDataset(sn.ID)
+		if err := s.pool.Create(ctx, ds); err != nil {
+			return nil, err
+		}
+		rs, err := sc.Restore(ctx, m.ID, s.pool.Path(ds), repo.RestoreOptions{Progress: op.progress("pull")})
+		if err == nil {
+			err = s.pool.SetReadOnly(ctx, ds, true)
+		}
+		if err == nil {
+			sn.CreatedAt = s.now()
+			err = s.st.CreateSnapshot(ctx, sn)
+		}
+		if err != nil {
+			s.pool.Delete(ctx, ds)
+			return nil, err
+		}
+		v := snapshotView(sn)
+		return client.RestoreResult{Snapshot: &v, Files: rs.Files, BytesWritten: rs.BytesWritten,
+			BytesDownloaded: rs.BytesDownloaded, Seconds: rs.Duration.Seconds()}, nil
+	})
+}
+
+// CheckRepo checks the tenant's scope (every scope when admin).
+func (s *Service) CheckRepo(ctx context.Context, tenant string, admin bool, req client.CheckRequest) (client.Operation, error) {
+	r, err := s.repository(ctx)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	scopes := []string{tenantScope(tenant)}
+	if admin {
+		if scopes, err = r.Scopes(ctx); err != nil {
+			return client.Operation{}, err
+		}
+	}
+	return s.startOp(ctx, tenant, "check", "", req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		out := client.CheckResult{OK: true, Scopes: []client.ScopeCheck{}}
+		for _, name := range scopes {
+			sc, err := r.Scope(ctx, name, false)
+			if errors.Is(err, errs.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			res, err := sc.Check(ctx, repo.CheckOptions{ReadData: req.ReadData, ReadDataSubset: req.ReadDataSubset, Progress: op.progress("check")})
+			if err != nil {
+				return nil, err
+			}
+			out.OK = out.OK && res.OK()
+			out.Scopes = append(out.Scopes, client.ScopeCheck{Scope: res.Scope, Snapshots: res.Snapshots, Packs: res.Packs,
+				Blobs: res.Blobs, PacksRead: res.PacksRead, Errors: res.Errors, Warnings: res.Warnings})
+		}
+		if !out.OK {
+			return out, fmt.Errorf("check found errors: %w", errs.ErrConflict)
+		}
+		return out, nil
+	})
+}
+
+// retentionPolicy converts the API form.
+func retentionPolicy(r client.BackupRetention) (repo.Policy, error) {
+	p := repo.Policy{KeepLast: r.KeepLast, Hourly: r.Hourly, Daily: r.Daily, Weekly: r.Weekly, Monthly: r.Monthly}
+	var err error
+	if p.Within, err = parseDuration("within", r.Within, 0); err != nil {
+		return p, err
+	}
+	return p, p.Validate()
+}
+
+// PruneRepo applies retention to the tenant's pushed snapshots and drops
+// unreferenced data.
+func (s *Service) PruneRepo(ctx context.Context, tenant string, req client.PruneRequest) (client.Operation, error) {
+	sc, err := s.scope(ctx, tenant, false)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	type job struct {
+		source string
+		p      repo.Policy
+	}
+	var jobs []job
+	if req.Sandbox != "" {
+		id := req.Sandbox
+		var b backupSpec
+		if sb, err := s.get(ctx, tenant, req.Sandbox); err == nil {
+			id, b = sb.ID, backupOf(sb)
+		}
+		r := b.Retention
+		if req.Retention != nil {
+			r = *req.Retention
+		}
+		p, err := retentionPolicy(r)
+		if err != nil {
+			return client.Operation{}, err
+		}
+		jobs = append(jobs, job{"sandbox/" + id, p})
+	} else {
+		list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant})
+		if err != nil {
+			return client.Operation{}, err
+		}
+		for _, sb := range list {
+			r := backupOf(sb).Retention
+			if req.Retention != nil {
+				r = *req.Retention
+			}
+			p, err := retentionPolicy(r)
+			if err != nil {
+				return client.Operation{}, err
+			}
+			jobs = append(jobs, job{"sandbox/" + sb.ID, p})
+		}
+	}
+	return s.startOp(ctx, tenant, "prune", "", req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		out := client.RepoPruneResult{Forgotten: []string{}, DryRun: req.DryRun}
+		op.phase("forget")
+		all, err := sc.Snapshots(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			if j.p.Empty() {
+				continue
+			}
+			var ms []*repo.Manifest
+			for _, m := range all {
+				if m.Source == j.source {
+					ms = append(ms, m)
+				}
+			}
+			_, drop := j.p.Apply(ms, s.now())
+			ids := make([]seal.ID, len(drop))
+			for i, m := range drop {
+				ids[i] = m.ID
+				out.Forgotten = append(out.Forgotten, m.ID.String())
+			}
+			if !req.DryRun {
+				if err := sc.Forget(ctx, ids...); err != nil {
+					return nil, err
+				}
+			}
+		}
+		op.phase("prune")
+		st, err := sc.Prune(ctx, repo.PruneOptions{DryRun: req.DryRun})
+		if err != nil {
+			return nil, err
+		}
+		out.PacksDeleted, out.PacksRepacked, out.BytesFreed = st.PacksDeleted, st.PacksRepacked, st.BytesFreed
+		return out, nil
+	})
+}
+
+// GetBackupPolicy returns a sandbox's push schedule and retention.
+func (s *Service) GetBackupPolicy(ctx context.Context, tenant, id string) (client.BackupPolicy, error) {
+	sb, err := s.get(ctx, tenant, id)
+	if err != nil {
+		return client.BackupPolicy{}, err
+	}
+	return policyView(backupOf(sb)), nil
+}
+
+func policyView(b backupSpec) client.BackupPolicy {
+	p := client.BackupPolicy{Retention: b.Retention, LastPush: b.LastPush, LastPushID: b.LastPushID}
+	if b.Interval > 0 {
+		p.Interval = b.Interval.String()
+		next := time.Now().UTC()
+		if b.LastPush != nil {
+			next = b.LastPush.Add(b.Interval)
+		}
+		p.NextPush = &next
+	}
+	after := defaultArchiveAfter
+	if b.ArchiveAfter != nil {
+		after = *b.ArchiveAfter
+	}
+	p.ArchiveAfter = after.String()
+	if after == 0 {
+		p.ArchiveAfter = "0"
+	}
+	return p
+}
+
+// SetBackupPolicy sets a sandbox's push schedule and retention.
+func (s *Service) SetBackupPolicy(ctx context.Context, tenant, id string, p client.BackupPolicy) (client.BackupPolicy, error) {
+	sb, err := s.get(ctx, tenant, id)
+	if err != nil {
+		return client.BackupPolicy{}, err
+	}
+	interval, err := parseDuration("interval", p.Interval, 0)
+	if err != nil {
+		return client.BackupPolicy{}, err
+	}
+	if interval > 0 && interval < time.Minute {
+		return client.BackupPolicy{}, fmt.Errorf("interval %s: at least 1m: %w", interval, errs.ErrInvalid)
+	}
+	if _, err := retentionPolicy(p.Retention); err != nil {
+		return client.BackupPolicy{}, err
+	}
+	var after *time.Duration
+	if p.ArchiveAfter != "" {
+		d, err := parseDuration("archive_after", p.ArchiveAfter, 0)
+		if err != nil {
+			return client.BackupPolicy{}, err
+		}
+		after = &d
+	}
+	if err := s.updateBackup(ctx, tenant, sb.ID, func(b *backupSpec) {
+		b.Interval, b.Retention, b.ArchiveAfter = interval, p.Retention, after
+	}); err != nil {
+		return client.BackupPolicy{}, err
+	}
+	return s.GetBackupPolicy(ctx, tenant, sb.ID)
+}
+
+// RunBackupPolicies pushes the sandboxes whose push interval has passed
+// (then forgets what their retention drops) and archives sandboxes stopped
+// for longer than their archive_after. Called by RunPolicies.
+func (s *Service) RunBackupPolicies(ctx context.Context) {
+	if s.opts.Repo == nil {
+		return
+	}
+	if _, err := s.repository(ctx); err != nil {
+		return
+	}
+	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}})
+	if err != nil {
+		return
+	}
+	now := s.now()
+	for _, sb := range list {
+		b := backupOf(sb)
+		if b.Interval > 0 && (b.LastPush == nil || !now.Before(b.LastPush.Add(b.Interval))) {
+			if _, busy := s.bk.pushing.Load(sb.ID); busy {
+				continue
+			}
+			s.startOp(ctx, sb.TenantID, "push", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
+				res, _, err := s.push(ctx, op, sb.TenantID, sb.ID, "", "push")
+				if err == nil {
+					s.applyRetention(ctx, sb.TenantID, sb.ID, b.Retention)
+				}
+				s.record(ctx, sb.TenantID, "sandbox.scheduled_push", sb.ID, err)
+				return res, err
+			})
+			continue
+		}
+		after := defaultArchiveAfter
+		if b.ArchiveAfter != nil {
+			after = *b.ArchiveAfter
+		}
+		if sb.State == store.StateStopped && after > 0 && sb.StoppedAt != nil && now.Sub(*sb.StoppedAt) >= after {
+			if _, busy := s.bk.pushing.Load(sb.ID); busy {
+				continue
+			}
+			s.startOp(ctx, sb.TenantID, "archive", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
+				res, err := s.archive(ctx, op, sb.TenantID, sb.ID)
+				s.record(ctx, sb.TenantID, "sandbox.auto_archive", sb.ID, err)
+				return res, err
+			})
+		}
+	}
+}
+
+// applyRetention forgets a sandbox's pushes its retention drops.
+func (s *Service) applyRetention(ctx context.Context, tenant, sbID string, r client.BackupRetention) {
+	p, err := retentionPolicy(r)
+	if err != nil || p.Empty() {
+		return
+	}
+	sc, err := s.scope(ctx, tenant, false)
+	if err != nil {
+		return
+	}
+	if drop, err := sc.ApplyPolicy(ctx, "sandbox/"+sbID, p); err != nil {
+		s.log.Warn("retention", "sandbox", sbID, "err", err)
+	} else if len(drop) > 0 {
+		s.log.Info("retention forgot pushed snapshots", "sandbox", sbID, "count", len(drop))
+	}
+}

@@ -1,0 +1,264 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/blobstore/local"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// withRepo points a test service at a local repository directory and key file.
+func withRepo(t *testing.T, s *Service, dir string) {
+	t.Helper()
+	bs, err := local.New(filepath.Join(dir, "repo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.opts.Repo = &RepoConfig{Store: bs, KeyFile: filepath.Join(dir, "repo.key"), CacheDir: filepath.Join(t.TempDir(), "cache")}
+}
+
+// opDone fails the test unless op succeeded, and decodes its result.
+func opDone(t *testing.T, op client.Operation, err error, result any) client.Operation {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op.State != "succeeded" {
+		t.Fatalf("operation %s %s: %s %s", op.Kind, op.ID, op.State, op.Error)
+	}
+	if result != nil {
+		if err := json.Unmarshal(op.Result, result); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return op
+}
+
+func TestPushRestoreArchiveHydratePrune(t *testing.T) {
+	s := newService(t)
+	repoDir := t.TempDir()
+	withRepo(t, s, repoDir)
+	ctx := context.Background()
+	tn := store.DefaultTenant
+
+	if _, err := s.PushSandbox(ctx, tn, "x", client.PushRequest{}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("push before repo init: %v, want a conflict telling to init", err)
+	}
+	info, err := s.InitRepo(ctx)
+	if err != nil || !info.Initialized {
+		t.Fatalf("init: %+v %v", info, err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.testWrite(t, sb.ID, "/workspace/notes.md", "hour 1")
+	var p1 client.PushResult
+	op, err := s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, &p1)
+	if p1.FilesRead == 0 || p1.BytesUploaded == 0 {
+		t.Fatalf("first push: %+v", p1)
+	}
+	s.testWrite(t, sb.ID, "/workspace/notes.md", "hour 2")
+	var p2 client.PushResult
+	op, err = s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, &p2)
+	// (The dir pool's snapshots are copies with new inodes, so every file
+	// is read again; only new chunks are sent. On btrfs unchanged files are
+	// not even read: see the e2e test.)
+	if p2.BytesUploaded > p1.BytesUploaded/4 || p2.RemoteSnapshot.Parent != p1.RemoteSnapshot.ID {
+		t.Fatalf("incremental push: %+v", p2)
+	}
+	// Only the newest push snapshot is kept locally.
+	snaps, _ := s.ListSnapshots(ctx, tn, sb.ID)
+	if len(snaps) != 1 || snaps[0].Kind != "push" {
+		t.Fatalf("local snapshots after two pushes: %+v", snaps)
+	}
+	remote, err := s.ListRemoteSnapshots(ctx, tn, "agent")
+	if err != nil || len(remote) != 2 {
+		t.Fatalf("remote snapshots: %d %v", len(remote), err)
+	}
+	if other, _ := s.ListRemoteSnapshots(ctx, "tenant-b", ""); len(other) != 0 {
+		t.Fatalf("another tenant sees %d pushes", len(other))
+	}
+	if _, err := s.GetOperation(ctx, "tenant-b", op.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("another tenant's operation: %v", err)
+	}
+
+	// Restore the latest push into a new, running sandbox.
+	var rr client.RestoreResult
+	op, err = s.RestoreRemote(ctx, tn, client.RestoreRequest{Sandbox: sb.ID, Name: "restored", Wait: true})
+	opDone(t, op, err, &rr)
+	if rr.Sandbox == nil || rr.Sandbox.State != "running" {
+		t.Fatalf("restored sandbox: %+v", rr.Sandbox)
+	}
+	if got := s.testRead(t, rr.Sandbox.ID, "/workspace/notes.md"); got != "hour 2" {
+		t.Fatalf("restored notes = %q", got)
+	}
+
+	// Pull the first push into a local snapshot.
+	op, err = s.PullRemote(ctx, tn, client.PullRequest{Snapshot: p1.RemoteSnapshot.ID[:8], Wait: true})
+	opDone(t, op, err, &rr)
+	if rr.Snapshot == nil || rr.Snapshot.Kind != "pull" {
+		t.Fatalf("pull: %+v", rr)
+	}
+
+	// Archive: the root leaves the local disk; start hydrates it.
+	if _, err := s.ArchiveSandbox(ctx, tn, sb.ID, true); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("archive of a running sandbox: %v", err)
+	}
+	if _, err := s.StopSandbox(ctx, tn, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	var ar ArchiveResult
+	op, err = s.ArchiveSandbox(ctx, tn, sb.ID, true)
+	opDone(t, op, err, &ar)
+	got, _ := s.GetSandbox(ctx, tn, sb.ID)
+	if got.State != "archived" || ar.VerifiedBytes == 0 {
+		t.Fatalf("after archive: %s %+v", got.State, ar)
+	}
+	if ok, _ := s.pool.Exists(ctx, datasetName(sb.ID)); ok {
+		t.Fatal("archived sandbox still has its root on disk")
+	}
+	if _, err := s.StartSandbox(ctx, tn, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.testRead(t, sb.ID, "/workspace/notes.md"); got != "hour 2" {
+		t.Fatalf("hydrated notes = %q", got)
+	}
+
+	// Retention keep-last 1, then prune; check stays clean.
+	if _, err := s.SetBackupPolicy(ctx, tn, sb.ID, client.BackupPolicy{Interval: "1h", Retention: client.BackupRetention{KeepLast: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var pr client.RepoPruneResult
+	op, err = s.PruneRepo(ctx, tn, client.PruneRequest{Sandbox: sb.ID, Wait: true})
+	opDone(t, op, err, &pr)
+	if len(pr.Forgotten) != 2 {
+		t.Fatalf("prune forgot %d, want 2 of 3 pushes", len(pr.Forgotten))
+	}
+	var cr client.CheckResult
+	op, err = s.CheckRepo(ctx, tn, true, client.CheckRequest{ReadData: true, Wait: true})
+	opDone(t, op, err, &cr)
+	if !cr.OK || len(cr.Scopes) != 1 {
+		t.Fatalf("check: %+v", cr)
+	}
+
+	// An empty daemon with the same repository and key lists and restores.
+	s2 := newService(t)
+	withRepo(t, s2, repoDir)
+	list, err := s2.ListRemoteSnapshots(ctx, tn, sb.ID)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("empty daemon lists %d: %v", len(list), err)
+	}
+	op, err = s2.RestoreRemote(ctx, tn, client.RestoreRequest{Snapshot: list[0].ID, NoStart: true, Wait: true})
+	opDone(t, op, err, &rr)
+	if got := s2.testRead(t, rr.Sandbox.ID, "/workspace/notes.md"); got != "hour 2" {
+		t.Fatalf("notes restored on the empty daemon = %q", got)
+	}
+}
+
+func TestDrillRestoresVerifiesAndRecords(t *testing.T) {
+	s := newService(t)
+	withRepo(t, s, t.TempDir())
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DrillSandbox(ctx, tn, sb.ID, client.DrillRequest{}); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("drill before any push: %v", err)
+	}
+	s.testWrite(t, sb.ID, "/workspace/result.txt", "42")
+	op, err := s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, nil)
+	var d client.Drill
+	op, err = s.DrillSandbox(ctx, tn, sb.ID, client.DrillRequest{Verify: []string{"sh", "-c", "test \"$(cat /workspace/result.txt)\" = 42"}, Wait: true})
+	opDone(t, op, err, &d)
+	if !d.OK || !d.DigestOK || d.VerifyExit == nil || *d.VerifyExit != 0 || d.RecoverySeconds <= 0 {
+		t.Fatalf("drill: %+v", d)
+	}
+	// A failing verify command fails the drill, and both are recorded.
+	op, _ = s.DrillSandbox(ctx, tn, sb.ID, client.DrillRequest{Verify: []string{"false"}, Wait: true})
+	if op.State != "failed" {
+		t.Fatalf("drill with a failing verify command: %s", op.State)
+	}
+	list, err := s.ListDrills(ctx, tn, "agent")
+	if err != nil || len(list) != 2 || list[0].OK || !list[1].OK {
+		t.Fatalf("drill history: %+v %v", list, err)
+	}
+	// The drill sandboxes are gone.
+	all, _ := s.ListSandboxes(ctx, tn, true)
+	if len(all) != 1 {
+		t.Fatalf("%d sandboxes left after drills", len(all))
+	}
+}
+
+func TestFileHistoryAndRestorePath(t *testing.T) {
+	s := newService(t)
+	withRepo(t, s, t.TempDir())
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.testWrite(t, sb.ID, "/workspace/plan.md", "v1")
+	op, err := s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, nil)
+	s.testWrite(t, sb.ID, "/workspace/plan.md", "v2")
+	snap, err := s.CreateSnapshot(ctx, tn, sb.ID, client.CreateSnapshotRequest{Label: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.testWrite(t, sb.ID, "/workspace/plan.md", "v3 broken")
+
+	hist, err := s.FileHistory(ctx, tn, sb.ID, "/workspace/plan.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Newest first: the user snapshot (v2), the push's local snapshot (v1)
+	// and the pushed snapshot (v1, same digest as its local snapshot).
+	if len(hist) != 3 || hist[0].Snapshot != snap.ID || !hist[0].Changed {
+		t.Fatalf("history: %+v", hist)
+	}
+	var remote client.FileVersion
+	for _, v := range hist {
+		if v.Source == "remote" {
+			remote = v
+		}
+	}
+	if remote.Digest == "" || remote.Digest != hist[1].Digest && remote.Digest != hist[2].Digest {
+		t.Fatalf("pushed and local v1 digests differ: %+v", hist)
+	}
+	// Undo from the local snapshot, then from the pushed one, elsewhere.
+	op, err = s.RestorePath(ctx, tn, sb.ID, client.RestorePathRequest{Path: "/workspace/plan.md", Snapshot: snap.ID, Wait: true})
+	opDone(t, op, err, nil)
+	if got := s.testRead(t, sb.ID, "/workspace/plan.md"); got != "v2" {
+		t.Fatalf("after restore-path from local: %q", got)
+	}
+	op, err = s.RestorePath(ctx, tn, sb.ID, client.RestorePathRequest{Path: "/workspace", Snapshot: remote.Snapshot[:10], To: "/workspace-v1", Wait: true})
+	opDone(t, op, err, nil)
+	if got := s.testRead(t, sb.ID, "/workspace-v1/plan.md"); got != "v1" {
+		t.Fatalf("directory restored elsewhere: %q", got)
+	}
+	if _, err := s.RestorePath(ctx, tn, sb.ID, client.RestorePathRequest{Path: "/../etc/passwd", Snapshot: snap.ID}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("escaping path: %v", err)
+	}
+	if _, err := s.RestorePath(ctx, "tenant-b", sb.ID, client.RestorePathRequest{Path: "/x", Snapshot: snap.ID}); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("another tenant: %v", err)
+	}
+}

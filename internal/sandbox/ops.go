@@ -1,0 +1,154 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/repo"
+)
+
+// Operations: long work (push, restore, drill ...) runs in the background
+// and is followed through an Operation record kept in memory. A record
+// lives until the daemon exits or an hour after it ended.
+
+const opRetention = time.Hour
+
+// operation is the live state of one operation.
+type operation struct {
+	mu      sync.Mutex
+	tenant  string
+	v       client.Operation
+	changed chan struct{} // closed and replaced on every change
+}
+
+// ops is the registry of operations.
+type ops struct {
+	mu sync.Mutex
+	m  map[string]*operation
+}
+
+func newOpID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "op-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+func (o *operation) snapshot() client.Operation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	v := o.v
+	if v.Progress != nil {
+		p := *v.Progress
+		v.Progress = &p
+	}
+	return v
+}
+
+func (o *operation) update(fn func(*client.Operation)) {
+	o.mu.Lock()
+	fn(&o.v)
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+}
+
+// progress records engine progress under a phase name.
+func (o *operation) progress(phase string) func(repo.Progress) {
+	return func(p repo.Progress) {
+		o.update(func(v *client.Operation) {
+			v.Progress = &client.Progress{Phase: phase, FilesDone: p.FilesDone, FilesTotal: p.FilesTotal,
+				BytesDone: p.BytesDone, BytesTotal: p.BytesTotal, BytesMoved: p.BytesMoved, Elapsed: p.Elapsed.Seconds()}
+		})
+	}
+}
+
+// phase records a phase without numbers.
+func (o *operation) phase(name string) {
+	o.update(func(v *client.Operation) {
+		v.Progress = &client.Progress{Phase: name, Elapsed: time.Since(v.StartedAt).Seconds()}
+	})
+}
+
+// startOp runs fn in the background as an operation of tenant and returns
+// it (waiting for the end when wait is set). fn's result is marshalled into
+// the operation's Result. The work is detached from the request's context.
+func (s *Service) startOp(ctx context.Context, tenant, kind, target string, wait bool, fn func(ctx context.Context, op *operation) (any, error)) (client.Operation, error) {
+	op := &operation{tenant: tenant, changed: make(chan struct{}),
+		v: client.Operation{ID: newOpID(), Kind: kind, Target: target, State: "running", StartedAt: s.now()}}
+	s.ops.mu.Lock()
+	if s.ops.m == nil {
+		s.ops.m = map[string]*operation{}
+	}
+	for id, o := range s.ops.m { // drop old finished ones
+		if v := o.snapshot(); v.EndedAt != nil && time.Since(*v.EndedAt) > opRetention {
+			delete(s.ops.m, id)
+		}
+	}
+	s.ops.m[op.v.ID] = op
+	s.ops.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res, err := fn(context.WithoutCancel(ctx), op)
+		var raw json.RawMessage
+		if res != nil {
+			raw, _ = json.Marshal(res)
+		}
+		op.update(func(v *client.Operation) {
+			now := s.now()
+			v.EndedAt = &now
+			v.Result = raw
+			if err != nil {
+				v.State, v.Error = "failed", err.Error()
+			} else {
+				v.State = "succeeded"
+			}
+		})
+		if err != nil {
+			s.log.Warn("operation failed", "op", op.v.ID, "kind", kind, "target", target, "err", err)
+		} else {
+			s.log.Info("operation done", "op", op.v.ID, "kind", kind, "target", target)
+		}
+	}()
+	if wait {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	return op.snapshot(), nil
+}
+
+func (s *Service) op(tenant, id string) (*operation, error) {
+	s.ops.mu.Lock()
+	defer s.ops.mu.Unlock()
+	o, ok := s.ops.m[id]
+	if !ok || o.tenant != tenant {
+		return nil, fmt.Errorf("operation %s: %w", id, errs.ErrNotFound)
+	}
+	return o, nil
+}
+
+// waitOp blocks until an operation ends and returns its final state.
+func (s *Service) waitOp(ctx context.Context, tenant, id string) (client.Operation, error) {
+	ch, err := s.WatchOperation(ctx, tenant, id)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	var last client.Operation
+	for v := range ch {
+		last = v
+	}
+	if last.EndedAt == nil {
+		return last, ctx.Err()
+	}
+	return last, nil
+}
