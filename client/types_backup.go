@@ -111,7 +111,7 @@ type CheckRequest struct {
 
 // CheckResult is the result of a check.
 type CheckResult struct {
-	OK     bool          `json:"ok"`
+	OK     bool         `json:"ok"`
 	Scopes []ScopeCheck `json:"scopes"`
 }
 
@@ -140,10 +140,10 @@ type BackupRetention struct {
 type PruneRequest struct {
 	// Sandbox limits forgetting to one sandbox's snapshots; BackupRetention then
 	// overrides its policy for this run.
-	Sandbox   string     `json:"sandbox,omitempty"`
+	Sandbox   string           `json:"sandbox,omitempty"`
 	Retention *BackupRetention `json:"retention,omitempty" doc:"default: each sandbox's own policy"`
-	DryRun    bool       `json:"dry_run,omitempty"`
-	Wait      bool       `json:"wait,omitempty"`
+	DryRun    bool             `json:"dry_run,omitempty"`
+	Wait      bool             `json:"wait,omitempty"`
 }
 
 // RepoPruneResult is the result of a prune.
@@ -157,7 +157,7 @@ type RepoPruneResult struct {
 
 // BackupPolicy is a sandbox's push schedule and retention.
 type BackupPolicy struct {
-	Interval  string    `json:"interval,omitempty" doc:"push every interval (the RPO); empty or 0 disables scheduled pushes"`
+	Interval  string          `json:"interval,omitempty" doc:"push every interval (the RPO); empty or 0 disables scheduled pushes"`
 	Retention BackupRetention `json:"retention"`
 	// ArchiveAfter archives the sandbox after it has been stopped this long
 	// (default 168h = 7 days; "0" disables).

@@ -25,11 +25,11 @@ import (
 
 // Progress reports a long operation (push, restore, check) as it goes.
 type Progress struct {
-	Op         string        `json:"op"`
-	FilesDone  int64         `json:"files_done"`
-	FilesTotal int64         `json:"files_total"`
-	BytesDone  int64         `json:"bytes_done"`
-	BytesTotal int64         `json:"bytes_total"`
+	Op         string `json:"op"`
+	FilesDone  int64  `json:"files_done"`
+	FilesTotal int64  `json:"files_total"`
+	BytesDone  int64  `json:"bytes_done"`
+	BytesTotal int64  `json:"bytes_total"`
 	// BytesUploaded (push) or BytesDownloaded (restore) counts stored bytes moved.
 	BytesMoved int64         `json:"bytes_moved"`
 	Elapsed    time.Duration `json:"elapsed_ns"`

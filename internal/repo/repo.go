@@ -168,8 +168,10 @@ func packKey(scope string, id seal.ID) string {
 	s := id.String()
 	return scopePrefix(scope) + "data/" + s[:2] + "/" + s
 }
-func indexKey(scope string, id seal.ID) string    { return scopePrefix(scope) + "index/" + id.String() }
-func manifestKey(scope string, id seal.ID) string { return scopePrefix(scope) + "snapshots/" + id.String() }
+func indexKey(scope string, id seal.ID) string { return scopePrefix(scope) + "index/" + id.String() }
+func manifestKey(scope string, id seal.ID) string {
+	return scopePrefix(scope) + "snapshots/" + id.String()
+}
 
 // Scopes lists the scopes whose data key exists (erased scopes are left out).
 func (r *Repository) Scopes(ctx context.Context) ([]string, error) {

@@ -420,7 +420,7 @@ func TestPolicyKeepsWhatItShould(t *testing.T) {
 		{repo.Policy{Hourly: 10}, 10 + 1},
 		{repo.Policy{Daily: 2}, 2 + 1},
 		{repo.Policy{KeepLast: 1, Daily: 7}, countDays(ms) + 1}, // every day that has one; the newest is also the last
-		{repo.Policy{Within: 6*time.Hour + time.Minute}, 7}, // "other" is older than that
+		{repo.Policy{Within: 6*time.Hour + time.Minute}, 7},     // "other" is older than that
 		{repo.Policy{Monthly: 1}, 1 + 1},
 	}
 	for _, c := range cases {

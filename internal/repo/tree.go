@@ -52,11 +52,11 @@ type Node struct {
 	MtimeNs int64  `json:"mtime"`
 	// CtimeNs and Inode are recorded so the next push can skip unchanged
 	// files; Links > 1 with the same Inode marks hardlinks.
-	CtimeNs int64  `json:"ctime,omitempty"`
-	Inode   uint64 `json:"ino,omitempty"`
-	Links   uint32 `json:"links,omitempty"`
-	Target  []byte `json:"target,omitempty"`
-	Rdev    uint64 `json:"rdev,omitempty"`
+	CtimeNs int64   `json:"ctime,omitempty"`
+	Inode   uint64  `json:"ino,omitempty"`
+	Links   uint32  `json:"links,omitempty"`
+	Target  []byte  `json:"target,omitempty"`
+	Rdev    uint64  `json:"rdev,omitempty"`
 	Xattrs  []Xattr `json:"xattrs,omitempty"`
 	// Sparse marks a file with holes: Extents are its data regions
 	// (possibly none). Otherwise one region covers Size. Content chunks
