@@ -219,3 +219,24 @@ type RestorePathRequest struct {
 	To   string `json:"to,omitempty"`
 	Wait bool   `json:"wait,omitempty"`
 }
+
+// PushVolumeRequest pushes a volume to the repository.
+type PushVolumeRequest struct {
+	Wait bool `json:"wait,omitempty"`
+}
+
+// RestoreVolumeRequest restores a pushed volume snapshot into a new volume.
+type RestoreVolumeRequest struct {
+	Snapshot string `json:"snapshot,omitempty" doc:"remote snapshot id or prefix; or give volume for its latest"`
+	Volume   string `json:"volume,omitempty" doc:"restore the latest push of this volume (id, or name while it exists)"`
+	Name     string `json:"name" minLength:"1" doc:"name of the new volume"`
+	Wait     bool   `json:"wait,omitempty"`
+}
+
+// VolumeRestoreResult is the result of a volume restore.
+type VolumeRestoreResult struct {
+	Volume       Volume  `json:"volume"`
+	Files        int64   `json:"files"`
+	BytesWritten int64   `json:"bytes_written"`
+	Seconds      float64 `json:"seconds"`
+}

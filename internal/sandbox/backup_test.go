@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stead-dev/stead/client"
@@ -261,4 +263,79 @@ func TestFileHistoryAndRestorePath(t *testing.T) {
 	if _, err := s.RestorePath(ctx, "tenant-b", sb.ID, client.RestorePathRequest{Path: "/x", Snapshot: snap.ID}); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("another tenant: %v", err)
 	}
+}
+
+func TestVolumePushRestoreAndErasure(t *testing.T) {
+	s := newService(t)
+	repoDir := t.TempDir()
+	withRepo(t, s, repoDir)
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vol, err := s.CreateVolume(ctx, tn, client.CreateVolumeRequest{Name: "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := strings.Repeat("PATIENT-RECORD-7731;", 5000)
+	if err := os.WriteFile(filepath.Join(s.pool.Path(volumeDataset(vol.ID)), "records.csv"), []byte(marker), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var pr client.PushResult
+	op, err := s.PushVolume(ctx, tn, vol.ID, client.PushVolumeRequest{Wait: true})
+	opDone(t, op, err, &pr)
+	if pr.RemoteSnapshot.Volume != vol.ID {
+		t.Fatalf("push result: %+v", pr)
+	}
+	// A volume restores into an empty daemon with the same repository and key.
+	s2 := newService(t)
+	withRepo(t, s2, repoDir)
+	list, err := s2.ListVolumePushes(ctx, tn, "")
+	if err != nil || len(list) != 1 {
+		t.Fatalf("empty daemon lists %d volume pushes: %v", len(list), err)
+	}
+	if other, _ := s2.ListVolumePushes(ctx, "tenant-b", ""); len(other) != 0 {
+		t.Fatal("another tenant sees the volume push")
+	}
+	var vr client.VolumeRestoreResult
+	op, err = s2.RestoreVolume(ctx, tn, client.RestoreVolumeRequest{Volume: vol.ID, Name: "data-restored", Wait: true})
+	opDone(t, op, err, &vr)
+	got, err := os.ReadFile(filepath.Join(s2.pool.Path(volumeDataset(vr.Volume.ID)), "records.csv"))
+	if err != nil || string(got) != marker {
+		t.Fatalf("restored volume content: %v", err)
+	}
+
+	// Purge destroys the volume's key and its pushed data: nothing in the
+	// repository holds or can decrypt the records any more.
+	if _, err := s.DeleteVolume(ctx, tn, vol.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.repository(ctx)
+	if left, _ := r.Store().List(ctx, "scopes/"+volumeScope(vol.ID)+"/"); len(left) != 0 {
+		t.Fatalf("%d objects of the purged volume remain", len(left))
+	}
+	if _, err := r.Scope(ctx, volumeScope(vol.ID), false); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("purged volume's scope opens: %v", err)
+	}
+	if hit := grepTree(t, filepath.Join(repoDir, "repo"), "PATIENT-RECORD"); hit != "" {
+		t.Fatalf("plaintext in the repository: %s", hit)
+	}
+	if list, _ := s2.ListVolumePushes(ctx, tn, ""); len(list) != 0 {
+		t.Fatalf("purged volume's pushes still listed: %d", len(list))
+	}
+}
+
+func grepTree(t *testing.T, dir, needle string) string {
+	t.Helper()
+	hit := ""
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), needle) {
+				hit = p
+			}
+		}
+		return nil
+	})
+	return hit
 }

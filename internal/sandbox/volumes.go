@@ -173,6 +173,11 @@ func (s *Service) DeleteVolume(ctx context.Context, tenant, id string, purge boo
 }
 
 func (s *Service) purgeVolume(ctx context.Context, v store.Volume) error {
+	// The data key first: once it is gone no pushed copy can be read, even
+	// if deleting the rest fails part way (prune finishes that).
+	if err := s.eraseVolumeBackups(ctx, v); err != nil {
+		return err
+	}
 	if err := s.pool.Delete(ctx, volumeDataset(v.ID)); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return fmt.Errorf("purge volume %s: %w", v.Name, err)
 	}

@@ -1,0 +1,195 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/repo"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// Volume backup. Every volume has its own repository scope ("v-<id>") and
+// so its own data key: purging the volume destroys that key (every pushed
+// copy becomes unreadable at once) and then deletes the scope's objects.
+// A push reads an O(1) read-only clone of the volume taken at one instant
+// (crash-consistent, like pulling the power), deleted after the push; a
+// crash leaves the clone unrecorded and Reconcile deletes it.
+
+// volumeScope names the repository scope of a volume.
+func volumeScope(id string) string { return "v-" + strings.TrimPrefix(id, volumePrefix) }
+
+// PushVolume pushes a volume to the repository.
+func (s *Service) PushVolume(ctx context.Context, tenant, id string, req client.PushVolumeRequest) (client.Operation, error) {
+	r, err := s.repository(ctx)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	v, err := s.st.GetVolume(ctx, tenant, id)
+	if err != nil {
+		return client.Operation{}, fmt.Errorf("volume %s: %w", id, err)
+	}
+	if v.State != "available" {
+		return client.Operation{}, fmt.Errorf("volume %s is %s: %w", v.Name, v.State, errs.ErrConflict)
+	}
+	return s.startOp(ctx, tenant, "volume-push", v.ID, req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		if _, busy := s.bk.pushing.LoadOrStore(v.ID, true); busy {
+			return nil, fmt.Errorf("volume %s is already being pushed: %w", v.Name, errs.ErrConflict)
+		}
+		defer s.bk.pushing.Delete(v.ID)
+		sc, err := r.Scope(ctx, volumeScope(v.ID), true)
+		if err != nil {
+			return nil, err
+		}
+		op.phase("snapshot")
+		clone := snapshotDataset("vsnap-" + strings.TrimPrefix(newSnapshotID(), snapshotPrefix))
+		if err := s.pool.Clone(ctx, volumeDataset(v.ID), clone, pool.CloneOptions{ReadOnly: true}); err != nil {
+			return nil, err
+		}
+		defer s.pool.Delete(context.WithoutCancel(ctx), clone)
+		source := "volume/" + v.ID
+		var parent repo.Manifest
+		if last, err := sc.Latest(ctx, source); err == nil {
+			parent = *last
+		}
+		m, st, err := sc.Push(ctx, s.pool.Path(clone), repo.PushOptions{Parent: parent.ID, Source: source, Tenant: tenant,
+			Labels: map[string]string{"volume_name": v.Name, "size_bytes": strconv.FormatInt(v.SizeBytes, 10)},
+			Progress: op.progress("push")})
+		if err != nil {
+			return nil, err
+		}
+		return client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
+			BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds()}, nil
+	})
+}
+
+// volumeScopes returns the scopes holding the tenant's volume pushes: of
+// one volume when id is set, else every volume scope whose pushes belong
+// to the tenant (an empty daemon finds them through the repository alone).
+func (s *Service) volumeManifests(ctx context.Context, tenant, volume string) ([]*repo.Manifest, map[string]*repo.Scope, error) {
+	r, err := s.repository(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var names []string
+	if volume != "" {
+		id := volume
+		if v, err := s.st.GetVolume(ctx, tenant, volume); err == nil {
+			id = v.ID
+		}
+		names = []string{volumeScope(id)}
+	} else {
+		all, err := r.Scopes(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, n := range all {
+			if strings.HasPrefix(n, "v-") {
+				names = append(names, n)
+			}
+		}
+	}
+	var out []*repo.Manifest
+	scopes := map[string]*repo.Scope{}
+	for _, n := range names {
+		sc, err := r.Scope(ctx, n, false)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		ms, err := sc.Snapshots(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range ms {
+			if m.Tenant == tenant {
+				out = append(out, m)
+				scopes[m.ID.String()] = sc
+			}
+		}
+	}
+	return out, scopes, nil
+}
+
+// ListVolumePushes lists the tenant's pushed volume snapshots (of one
+// volume when set).
+func (s *Service) ListVolumePushes(ctx context.Context, tenant, volume string) ([]client.RemoteSnapshot, error) {
+	ms, _, err := s.volumeManifests(ctx, tenant, volume)
+	if err != nil {
+		return nil, err
+	}
+	out := []client.RemoteSnapshot{}
+	for _, m := range ms {
+		out = append(out, remoteView(m))
+	}
+	return out, nil
+}
+
+// RestoreVolume restores a pushed volume snapshot into a new volume.
+func (s *Service) RestoreVolume(ctx context.Context, tenant string, req client.RestoreVolumeRequest) (client.Operation, error) {
+	ms, scopes, err := s.volumeManifests(ctx, tenant, req.Volume)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	var m *repo.Manifest
+	for _, c := range ms {
+		if (req.Snapshot != "" && strings.HasPrefix(c.ID.String(), req.Snapshot)) || (req.Snapshot == "" && (m == nil || c.Time.After(m.Time))) {
+			if m != nil && req.Snapshot != "" {
+				return client.Operation{}, fmt.Errorf("snapshot %q is ambiguous: %w", req.Snapshot, errs.ErrInvalid)
+			}
+			m = c
+		}
+	}
+	if m == nil || (req.Snapshot != "" && len(req.Snapshot) < 4) {
+		return client.Operation{}, fmt.Errorf("pushed volume snapshot %q: %w", req.Snapshot+req.Volume, errs.ErrNotFound)
+	}
+	sc := scopes[m.ID.String()]
+	size, _ := strconv.ParseInt(m.Labels["size_bytes"], 10, 64)
+	return s.startOp(ctx, tenant, "volume-restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		v, err := s.CreateVolume(ctx, tenant, client.CreateVolumeRequest{Name: req.Name, SizeBytes: size})
+		if err != nil {
+			return nil, err
+		}
+		path := s.pool.Path(volumeDataset(v.ID))
+		// The restore brings the root's own owner and mode back.
+		if err := os.Chown(path, 0, 0); err != nil {
+			return nil, err
+		}
+		rs, err := sc.Restore(ctx, m.ID, path, repo.RestoreOptions{Progress: op.progress("restore")})
+		if err != nil {
+			s.DeleteVolume(context.WithoutCancel(ctx), tenant, v.ID, true)
+			return nil, err
+		}
+		return client.VolumeRestoreResult{Volume: v, Files: rs.Files, BytesWritten: rs.BytesWritten, Seconds: rs.Duration.Seconds()}, nil
+	})
+}
+
+// eraseVolumeBackups destroys a purged volume's data key and its pushed
+// data. Without a repository there is nothing to erase.
+func (s *Service) eraseVolumeBackups(ctx context.Context, v store.Volume) error {
+	if s.opts.Repo == nil {
+		return nil
+	}
+	if _, err := s.opts.Repo.Store.Stat(ctx, "config"); errors.Is(err, errs.ErrNotFound) {
+		return nil // no repository yet: nothing was pushed
+	}
+	r, err := s.repository(ctx)
+	if errors.Is(err, repo.ErrNoRepository) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("erase pushed copies of volume %s: %w", v.Name, err)
+	}
+	if err := r.Erase(ctx, volumeScope(v.ID)); err != nil {
+		return fmt.Errorf("erase pushed copies of volume %s: %w", v.Name, err)
+	}
+	return nil
+}
