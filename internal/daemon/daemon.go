@@ -131,6 +131,9 @@ func Run(ctx context.Context, cfg Config) error {
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 		Repo: repoCfg,
 	})
+	if repoCfg != nil {
+		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe))
+	}
 	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
@@ -244,17 +247,19 @@ func openRepo(ctx context.Context, cfg Config) (*sandbox.RepoConfig, error) {
 		keyFile = filepath.Join(cfg.DataDir, "repo.key")
 	}
 	var bs blobstore.BlobStore
-	var err error
 	if strings.HasPrefix(cfg.Repo, "s3://") {
-		var c s3.Config
-		if c, err = s3.ParseURL(cfg.Repo); err == nil {
-			bs, err = s3.New(ctx, c)
+		c, err := s3.ParseURL(cfg.Repo)
+		if err != nil {
+			return nil, fmt.Errorf("repository: %w", err) // never echo the URL: it may hold the secret
+		}
+		if bs, err = s3.New(ctx, c); err != nil {
+			return nil, fmt.Errorf("repository %s: %w", c.Location(), err)
 		}
 	} else {
-		bs, err = local.New(strings.TrimPrefix(cfg.Repo, "file://"))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("repository %s: %w", cfg.Repo, err)
+		var err error
+		if bs, err = local.New(strings.TrimPrefix(cfg.Repo, "file://")); err != nil {
+			return nil, fmt.Errorf("repository %s: %w", cfg.Repo, err)
+		}
 	}
 	return &sandbox.RepoConfig{Store: bs, KeyFile: keyFile, CacheDir: filepath.Join(cfg.DataDir, "repo-cache")}, nil
 }

@@ -26,7 +26,7 @@ import (
 // snapshot of sandbox into a new sandbox there, verifies it, runs verify
 // and removes the sandbox. Set by the daemon (it starts a second stead
 // process on a fresh data directory).
-type DrillEnv func(ctx context.Context, tenant string, m *repo.Manifest, verify []string, progress func(phase string)) (client.Drill, error)
+type DrillEnv func(ctx context.Context, tenant string, sc *repo.Scope, m *repo.Manifest, verify []string, progress func(phase string)) (client.Drill, error)
 
 // DrillSandbox runs a disaster-recovery drill of a sandbox's latest push.
 func (s *Service) DrillSandbox(ctx context.Context, tenant, id string, req client.DrillRequest) (client.Operation, error) {
@@ -53,7 +53,7 @@ func (s *Service) DrillSandbox(ctx context.Context, tenant, id string, req clien
 		var err error
 		start := s.now()
 		if req.EmptyDataDir {
-			d, err = s.opts.DrillEnv(ctx, tenant, m, req.Verify, op.phase)
+			d, err = s.opts.DrillEnv(ctx, tenant, sc, m, req.Verify, op.phase)
 		} else {
 			d, err = s.drillHere(ctx, op, sc, tenant, m, req.Verify)
 		}
@@ -149,3 +149,7 @@ func (s *Service) ListDrills(ctx context.Context, tenant, sandbox string) ([]cli
 	slices.SortFunc(out, func(a, b client.Drill) int { return b.StartedAt.Compare(a.StartedAt) })
 	return out, err
 }
+
+// SetDrillEnv sets where drills into an empty data dir run (the daemon
+// passes a function starting a second daemon).
+func (s *Service) SetDrillEnv(env DrillEnv) { s.opts.DrillEnv = env }

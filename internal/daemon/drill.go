@@ -1,0 +1,158 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool/dir"
+	"github.com/stead-dev/stead/internal/repo"
+	"github.com/stead-dev/stead/internal/sandbox"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// drillEnv runs the restore half of an empty-data-dir drill in a second
+// stead daemon started on a fresh data directory (a dir pool, its own
+// store, run dir and cgroup parent) that knows only the repository and the
+// key file: what a replacement machine would have. The recovery time runs
+// from starting that daemon to a verified, started sandbox.
+func drillEnv(cfg Config, keyFile, exe string) sandbox.DrillEnv {
+	return func(ctx context.Context, tenant string, sc *repo.Scope, m *repo.Manifest, verify []string, progress func(string)) (client.Drill, error) {
+		var d client.Drill
+		if tenant != store.DefaultTenant {
+			return d, fmt.Errorf("drills into an empty data dir run as the fresh daemon's admin, of the default tenant only: %w", errs.ErrUnsupported)
+		}
+		base, err := os.MkdirTemp(cfg.DataDir, "drill-")
+		if err != nil {
+			return d, err
+		}
+		defer cleanDrillDir(context.WithoutCancel(ctx), base)
+		sock := filepath.Join(base, "api.sock")
+		t0 := time.Now()
+		progress("start-empty-daemon")
+		cmd := exec.Command(exe, "serve", "--data-dir", base, "--run-dir", filepath.Join(base, "run"),
+			"--listen", "", "--socket", sock, "--pool", "dir", "--repo", cfg.Repo, "--repo-key-file", keyFile,
+			"--policy-interval", "1h")
+		logf, _ := os.Create(filepath.Join(base, "daemon.log"))
+		if logf != nil {
+			cmd.Stdout, cmd.Stderr = logf, logf
+			defer logf.Close()
+		}
+		if err := cmd.Start(); err != nil {
+			return d, fmt.Errorf("start the empty daemon: %w", err)
+		}
+		defer func() {
+			cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		}()
+		cl, err := waitDaemon(ctx, base, sock)
+		if err != nil {
+			return d, err
+		}
+		progress("restore")
+		op, err := cl.RestoreRemote(ctx, client.RestoreRequest{Snapshot: m.ID.String(), Name: "drill", NoStart: true, Wait: true})
+		if err == nil && op.EndedAt == nil {
+			op, err = cl.WaitOperation(ctx, op, nil)
+		}
+		if err != nil {
+			return d, fmt.Errorf("restore in the empty daemon: %w", err)
+		}
+		if op.State != "succeeded" {
+			return d, fmt.Errorf("restore in the empty daemon: %s", op.Error)
+		}
+		var rr client.RestoreResult
+		if err := json.Unmarshal(op.Result, &rr); err != nil || rr.Sandbox == nil {
+			return d, fmt.Errorf("restore in the empty daemon: bad result: %v", err)
+		}
+		defer cl.DeleteSandbox(context.WithoutCancel(ctx), rr.Sandbox.ID, true)
+		d.RestoreSeconds = time.Since(t0).Seconds()
+		d.Files, d.Bytes = rr.Files, rr.BytesWritten
+		progress("verify")
+		t1 := time.Now()
+		v, err := sc.Verify(ctx, m.ID, filepath.Join(base, "pool", "sandboxes", rr.Sandbox.ID))
+		if err != nil {
+			return d, err
+		}
+		d.DigestOK = v.OK()
+		if !v.OK() {
+			d.Error = "restored tree differs from the snapshot: " + strings.Join(v.Diffs[:min(5, len(v.Diffs))], "; ")
+		}
+		progress("start")
+		if _, err := cl.StartSandbox(ctx, rr.Sandbox.ID); err != nil {
+			return d, fmt.Errorf("start the restored sandbox: %w", err)
+		}
+		if len(verify) > 0 {
+			progress("verify-command")
+			res, err := cl.Exec(ctx, rr.Sandbox.ID, client.ExecRequest{Command: verify, Timeout: "10m"})
+			if err != nil {
+				return d, fmt.Errorf("verify command: %w", err)
+			}
+			code := res.ExitCode
+			d.VerifyExit = &code
+			out := string(res.Stdout) + string(res.Stderr)
+			d.VerifyOutput = out[max(0, len(out)-2000):]
+		}
+		d.VerifySeconds = time.Since(t1).Seconds()
+		d.RecoverySeconds = time.Since(t0).Seconds()
+		return d, nil
+	}
+}
+
+// waitDaemon waits for the empty daemon's admin key and socket.
+func waitDaemon(ctx context.Context, base, sock string) (*client.Client, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		key, err := os.ReadFile(filepath.Join(base, "admin.key"))
+		if err == nil {
+			cl, err := client.New("unix://"+sock, strings.TrimSpace(string(key)))
+			if err != nil {
+				return nil, err
+			}
+			if _, err := cl.ListSandboxes(ctx, false); err == nil {
+				return cl, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(base, "daemon.log"))
+	return nil, fmt.Errorf("the empty daemon did not come up in 60 s: %s", tailString(string(log), 1000))
+}
+
+func tailString(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// cleanDrillDir deletes the drill's data dir; datasets go through the dir
+// pool (read-only ones are immutable).
+func cleanDrillDir(ctx context.Context, base string) {
+	if pl, err := dir.Open(ctx, filepath.Join(base, "pool")); err == nil {
+		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
+			ids, _ := pl.List(ctx, kind)
+			for _, id := range ids {
+				pl.Delete(ctx, kind+"/"+id)
+			}
+		}
+		pl.Close()
+	}
+	if err := os.RemoveAll(base); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(os.Stderr, "stead: remove drill dir %s: %v\n", base, err)
+	}
+}
