@@ -127,6 +127,16 @@ Exit codes:
 		newKVCmd(g),
 		newMCPCmd(g),
 		newOrientCmd(g),
+		newPushCmd(g),
+		newPullCmd(g),
+		newRestoreCmd(g),
+		newRemoteCmd(g),
+		newRepoCmd(g),
+		newScheduleCmd(g),
+		newDrillCmd(g),
+		newArchiveCmd(g),
+		newHistoryCmd(g),
+		newOpCmd(g),
 	)
 	return root
 }

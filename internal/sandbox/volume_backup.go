@@ -59,7 +59,7 @@ func (s *Service) PushVolume(ctx context.Context, tenant, id string, req client.
 			parent = *last
 		}
 		m, st, err := sc.Push(ctx, s.pool.Path(clone), repo.PushOptions{Parent: parent.ID, Source: source, Tenant: tenant,
-			Labels: map[string]string{"volume_name": v.Name, "size_bytes": strconv.FormatInt(v.SizeBytes, 10)},
+			Labels:   map[string]string{"volume_name": v.Name, "size_bytes": strconv.FormatInt(v.SizeBytes, 10)},
 			Progress: op.progress("push")})
 		if err != nil {
 			return nil, err

@@ -6,11 +6,12 @@
 //
 // Crash ordering: Put writes a temp file in the object's directory (its name
 // starts with ".tmp-" and ends with '~', so it is never a valid key), fsyncs
-// it, renames it over the object's name, then fsyncs the directory. Each
-// directory Put creates is fsynced into its parent before the object is
-// written. So after a crash an object is either absent, its old content or its
-// new content, and once Put has returned it is durable. A crash may leave
-// temp files behind; List never shows them and Sweep removes them.
+// it, renames it over the object's name, then fsyncs the directory. Every
+// directory on the object's path has been fsynced into its parent (once per
+// Store) before the object is written. So after a crash an object is either
+// absent, its old content or its new content, and once Put has returned it is
+// durable. A crash may leave temp files behind; List never shows them and
+// Sweep removes them.
 //
 // A directory tree cannot hold both "a" and "a/b": a Put that would need one
 // as a file and the other as a directory returns errs.ErrConflict. stead's
