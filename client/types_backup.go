@@ -46,17 +46,22 @@ type Operation struct {
 // PushRequest pushes a sandbox to the repository.
 type PushRequest struct {
 	Snapshot string `json:"snapshot,omitempty" doc:"local snapshot to push; empty takes a new one"`
-	Wait     bool   `json:"wait,omitempty" doc:"answer when the push is done instead of at once"`
+	// IncludeVolumes also pushes the sandbox's volumes, cloned at the same
+	// instant as its root (a new snapshot is taken; Snapshot must be empty).
+	IncludeVolumes bool `json:"include_volumes,omitempty"`
+	Wait           bool `json:"wait,omitempty" doc:"answer when the push is done instead of at once"`
 }
 
 // PushResult is the result of a push operation.
 type PushResult struct {
 	RemoteSnapshot RemoteSnapshot `json:"remote_snapshot"`
-	FilesRead      int64          `json:"files_read"`
-	FilesReused    int64          `json:"files_reused"`
-	BytesRead      int64          `json:"bytes_read"`
-	BytesUploaded  int64          `json:"bytes_uploaded"`
-	Seconds        float64        `json:"seconds"`
+	// Volumes are the pushes of the sandbox's volumes (IncludeVolumes).
+	Volumes       []RemoteSnapshot `json:"volumes,omitempty"`
+	FilesRead     int64            `json:"files_read"`
+	FilesReused   int64            `json:"files_reused"`
+	BytesRead     int64            `json:"bytes_read"`
+	BytesUploaded int64            `json:"bytes_uploaded"`
+	Seconds       float64          `json:"seconds"`
 }
 
 // RemoteSnapshot is a snapshot pushed to the repository.

@@ -49,7 +49,7 @@ func (s *Service) ArchiveSandbox(ctx context.Context, tenant, id string, wait bo
 func (s *Service) archive(ctx context.Context, op *operation, tenant, id string) (ArchiveResult, error) {
 	var out ArchiveResult
 	used, _ := s.pool.Usage(ctx, datasetName(id))
-	res, m, err := s.push(ctx, op, tenant, id, "", "archive")
+	res, m, err := s.push(ctx, op, tenant, id, "", "archive", false)
 	if err != nil {
 		return out, err
 	}

@@ -257,14 +257,17 @@ func (s *Service) PushSandbox(ctx context.Context, tenant, id string, req client
 		return client.Operation{}, err
 	}
 	return s.startOp(ctx, tenant, "push", sb.ID, req.Wait, func(ctx context.Context, op *operation) (any, error) {
-		res, _, err := s.push(ctx, op, tenant, sb.ID, req.Snapshot, "push")
+		if req.IncludeVolumes && req.Snapshot != "" {
+			return nil, fmt.Errorf("include_volumes takes a new snapshot: leave snapshot empty: %w", errs.ErrInvalid)
+		}
+		res, _, err := s.push(ctx, op, tenant, sb.ID, req.Snapshot, "push", req.IncludeVolumes)
 		return res, err
 	})
 }
 
 // push snapshots a sandbox (unless snapID names a snapshot of it) and
 // pushes the snapshot, incrementally to the sandbox's latest push.
-func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID, kind string) (client.PushResult, *repo.Manifest, error) {
+func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID, kind string, withVolumes bool) (client.PushResult, *repo.Manifest, error) {
 	if _, busy := s.bk.pushing.LoadOrStore(sbID, true); busy {
 		return client.PushResult{}, nil, fmt.Errorf("sandbox %s is already being pushed: %w", sbID, errs.ErrConflict)
 	}
@@ -275,6 +278,12 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 	}
 	var sn store.Snapshot
 	var sb store.Sandbox
+	var volClones map[string]string // volume id → clone dataset
+	defer func() {
+		for _, c := range volClones {
+			s.pool.Delete(context.WithoutCancel(ctx), c)
+		}
+	}()
 	taken := false
 	if snapID == "" {
 		op.phase("snapshot")
@@ -283,7 +292,15 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 			func(ctx context.Context, cur store.Sandbox) (store.Sandbox, error) {
 				sb = cur
 				var err error
-				sn, err = s.snapshotLocked(ctx, cur, kind, kind, "")
+				var also func(context.Context) error
+				if withVolumes {
+					also = func(ctx context.Context) error {
+						var err error
+						volClones, err = s.cloneVolumes(ctx, cur)
+						return err
+					}
+				}
+				sn, err = s.snapshotLockedWith(ctx, cur, kind, kind, "", also)
 				return cur, err
 			})
 		if err != nil {
@@ -331,8 +348,45 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 			}
 		}
 	}
-	return client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
-		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds()}, m, nil
+	res := client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
+		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds()}
+	r, _ := s.repository(ctx)
+	for volID, clone := range volClones {
+		v, err := s.st.GetVolume(ctx, tenant, volID)
+		if err != nil {
+			return res, m, fmt.Errorf("push volume %s: %w", volID, err)
+		}
+		vm, vst, err := s.pushVolumeClone(ctx, op, r, tenant, v, clone, map[string]string{"sandbox": sbID, "sandbox_push": m.ID.String()})
+		if err != nil {
+			return res, m, err
+		}
+		res.Volumes = append(res.Volumes, remoteView(vm))
+		res.BytesUploaded += vst.BytesUploaded
+	}
+	return res, m, nil
+}
+
+// cloneVolumes makes read-only clones of the volumes a sandbox mounts.
+func (s *Service) cloneVolumes(ctx context.Context, sb store.Sandbox) (map[string]string, error) {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, vm := range sp.Volumes {
+		if _, ok := out[vm.Volume]; ok {
+			continue
+		}
+		c := newVolumeClone()
+		if err := s.pool.Clone(ctx, volumeDataset(vm.Volume), c, pool.CloneOptions{ReadOnly: true}); err != nil {
+			for _, done := range out {
+				s.pool.Delete(context.WithoutCancel(ctx), done)
+			}
+			return nil, fmt.Errorf("clone volume %s: %w", vm.Volume, err)
+		}
+		out[vm.Volume] = c
+	}
+	return out, nil
 }
 
 // updateBackup changes a sandbox's backup state under its lock.
@@ -730,7 +784,7 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 				continue
 			}
 			s.startOp(ctx, sb.TenantID, "push", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
-				res, _, err := s.push(ctx, op, sb.TenantID, sb.ID, "", "push")
+				res, _, err := s.push(ctx, op, sb.TenantID, sb.ID, "", "push", false)
 				if err == nil {
 					s.applyRetention(ctx, sb.TenantID, sb.ID, b.Retention)
 				}

@@ -339,3 +339,44 @@ func grepTree(t *testing.T, dir, needle string) string {
 	})
 	return hit
 }
+
+func TestPushIncludesVolumesClonedAtTheSameInstant(t *testing.T) {
+	s := newService(t)
+	withRepo(t, s, t.TempDir())
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateVolume(ctx, tn, client.CreateVolumeRequest{Name: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent",
+		Volumes: []client.VolumeMount{{Volume: "shared", Path: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.testWrite(t, sb.ID, "/data/db.txt", "rows")
+	s.testWrite(t, sb.ID, "/workspace/notes.md", "notes")
+	var res client.PushResult
+	op, err := s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{IncludeVolumes: true, Wait: true})
+	opDone(t, op, err, &res)
+	if len(res.Volumes) != 1 || res.Volumes[0].Labels["sandbox_push"] != res.RemoteSnapshot.ID {
+		t.Fatalf("push with volumes: %+v", res)
+	}
+	// The volume push holds the volume's files, not the sandbox root's.
+	var vr client.VolumeRestoreResult
+	op, err = s.RestoreVolume(ctx, tn, client.RestoreVolumeRequest{Snapshot: res.Volumes[0].ID, Name: "shared-copy", Wait: true})
+	opDone(t, op, err, &vr)
+	b, err := os.ReadFile(filepath.Join(s.pool.Path(volumeDataset(vr.Volume.ID)), "db.txt"))
+	if err != nil || string(b) != "rows" {
+		t.Fatalf("restored volume: %q %v", b, err)
+	}
+	// No temporary volume clone is left behind.
+	ids, _ := s.pool.List(ctx, "snapshots")
+	for _, id := range ids {
+		if strings.HasPrefix(id, "vsnap-") {
+			t.Fatalf("volume clone %s left behind", id)
+		}
+	}
+}

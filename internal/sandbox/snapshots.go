@@ -78,6 +78,13 @@ func (s *Service) CreateSnapshot(ctx context.Context, tenant, id string, req cli
 // snapshotLocked snapshots a sandbox whose lock the caller holds. A
 // running sandbox is frozen for the snapshot alone.
 func (s *Service) snapshotLocked(ctx context.Context, sb store.Sandbox, kind, label, desc string) (store.Snapshot, error) {
+	return s.snapshotLockedWith(ctx, sb, kind, label, desc, nil)
+}
+
+// snapshotLockedWith is snapshotLocked that also runs alsoFrozen right
+// after the root's clone, while a running sandbox is still frozen (to clone
+// its volumes at the same instant).
+func (s *Service) snapshotLockedWith(ctx context.Context, sb store.Sandbox, kind, label, desc string, alsoFrozen func(context.Context) error) (store.Snapshot, error) {
 	sp, err := decodeSpec(sb)
 	if err != nil {
 		return store.Snapshot{}, err
@@ -101,6 +108,11 @@ func (s *Service) snapshotLocked(ctx context.Context, sb store.Sandbox, kind, la
 		frozenAt = time.Now()
 	}
 	err = s.pool.Clone(ctx, datasetName(sb.ID), snapshotDataset(sn.ID), pool.CloneOptions{ReadOnly: true})
+	if err == nil && alsoFrozen != nil {
+		if err = alsoFrozen(ctx); err != nil {
+			s.pool.Delete(context.WithoutCancel(ctx), snapshotDataset(sn.ID))
+		}
+	}
 	if freeze {
 		sn.FrozenFor = time.Since(frozenAt)
 		if rerr := s.rt.Resume(ctx, sb.ID); rerr != nil && err == nil {

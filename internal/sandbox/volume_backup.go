@@ -43,30 +43,44 @@ func (s *Service) PushVolume(ctx context.Context, tenant, id string, req client.
 			return nil, fmt.Errorf("volume %s is already being pushed: %w", v.Name, errs.ErrConflict)
 		}
 		defer s.bk.pushing.Delete(v.ID)
-		sc, err := r.Scope(ctx, volumeScope(v.ID), true)
-		if err != nil {
-			return nil, err
-		}
 		op.phase("snapshot")
-		clone := snapshotDataset("vsnap-" + strings.TrimPrefix(newSnapshotID(), snapshotPrefix))
+		clone := newVolumeClone()
 		if err := s.pool.Clone(ctx, volumeDataset(v.ID), clone, pool.CloneOptions{ReadOnly: true}); err != nil {
 			return nil, err
 		}
 		defer s.pool.Delete(context.WithoutCancel(ctx), clone)
-		source := "volume/" + v.ID
-		var parent repo.Manifest
-		if last, err := sc.Latest(ctx, source); err == nil {
-			parent = *last
-		}
-		m, st, err := sc.Push(ctx, s.pool.Path(clone), repo.PushOptions{Parent: parent.ID, Source: source, Tenant: tenant,
-			Labels:   map[string]string{"volume_name": v.Name, "size_bytes": strconv.FormatInt(v.SizeBytes, 10)},
-			Progress: op.progress("push")})
+		m, st, err := s.pushVolumeClone(ctx, op, r, tenant, v, clone, nil)
 		if err != nil {
 			return nil, err
 		}
 		return client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
 			BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds()}, nil
 	})
+}
+
+// newVolumeClone names a temporary read-only clone of a volume.
+func newVolumeClone() string {
+	return snapshotDataset("vsnap-" + strings.TrimPrefix(newSnapshotID(), snapshotPrefix))
+}
+
+// pushVolumeClone pushes a read-only clone of volume v to its scope,
+// incrementally to the volume's latest push.
+func (s *Service) pushVolumeClone(ctx context.Context, op *operation, r *repo.Repository, tenant string, v store.Volume, clone string, labels map[string]string) (*repo.Manifest, repo.PushStats, error) {
+	sc, err := r.Scope(ctx, volumeScope(v.ID), true)
+	if err != nil {
+		return nil, repo.PushStats{}, err
+	}
+	source := "volume/" + v.ID
+	var parent repo.Manifest
+	if last, err := sc.Latest(ctx, source); err == nil {
+		parent = *last
+	}
+	l := map[string]string{"volume_name": v.Name, "size_bytes": strconv.FormatInt(v.SizeBytes, 10)}
+	for k, val := range labels {
+		l[k] = val
+	}
+	return sc.Push(ctx, s.pool.Path(clone), repo.PushOptions{Parent: parent.ID, Source: source, Tenant: tenant,
+		Labels: l, Progress: op.progress("push " + v.Name)})
 }
 
 // volumeScopes returns the scopes holding the tenant's volume pushes: of
