@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/blobstore/local"
@@ -378,5 +379,86 @@ func TestPushIncludesVolumesClonedAtTheSameInstant(t *testing.T) {
 		if strings.HasPrefix(id, "vsnap-") {
 			t.Fatalf("volume clone %s left behind", id)
 		}
+	}
+}
+
+// waitOps waits until no operation of the service is running.
+func waitOps(t *testing.T, s *Service) {
+	t.Helper()
+	for range 600 {
+		busy := false
+		s.ops.mu.Lock()
+		for _, o := range s.ops.m {
+			if o.snapshot().EndedAt == nil {
+				busy = true
+			}
+		}
+		s.ops.mu.Unlock()
+		if !busy {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("operations still running after 30 s")
+}
+
+func TestSchedulePushesWhenDueAndArchivesLongStopped(t *testing.T) {
+	s := newService(t)
+	withRepo(t, s, t.TempDir())
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	s.opts.Now = func() time.Time { return now }
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetBackupPolicy(ctx, tn, sb.ID, client.BackupPolicy{Interval: "30s"}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("interval under a minute: %v", err)
+	}
+	if _, err := s.SetBackupPolicy(ctx, tn, sb.ID, client.BackupPolicy{Interval: "1h", ArchiveAfter: "48h", Retention: client.BackupRetention{KeepLast: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		l, err := s.ListRemoteSnapshots(ctx, tn, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l)
+	}
+	s.RunBackupPolicies(ctx) // never pushed: due now
+	waitOps(t, s)
+	s.RunBackupPolicies(ctx) // pushed a moment ago: not due
+	waitOps(t, s)
+	if n := count(); n != 1 {
+		t.Fatalf("after the first runs: %d pushes, want 1", n)
+	}
+	for range 3 { // three intervals later, retention keeps 2
+		now = now.Add(61 * time.Minute)
+		s.RunBackupPolicies(ctx)
+		waitOps(t, s)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("after three more intervals with keep-last 2: %d pushes", n)
+	}
+	p, _ := s.GetBackupPolicy(ctx, tn, sb.ID)
+	if p.LastPush == nil || p.NextPush == nil || !p.NextPush.After(*p.LastPush) {
+		t.Fatalf("policy view: %+v", p)
+	}
+	// Stopped for longer than archive_after (and no push due): archived.
+	if _, err := s.StopSandbox(ctx, tn, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetBackupPolicy(ctx, tn, sb.ID, client.BackupPolicy{ArchiveAfter: "48h"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(49 * time.Hour)
+	s.RunBackupPolicies(ctx)
+	waitOps(t, s)
+	if got, _ := s.GetSandbox(ctx, tn, sb.ID); got.State != "archived" {
+		t.Fatalf("after 49 h stopped: %s", got.State)
 	}
 }
