@@ -21,11 +21,6 @@ type OperationRef struct {
 	ID string `path:"id" minLength:"1" maxLength:"128" doc:"Operation id (op-...)"`
 }
 
-// Operation states (client.Operation.State).
-const (
-	opRunning = "running"
-)
-
 // opKeepAlive is how often a silent operation event stream gets a comment
 // line.
 const opKeepAlive = sseKeepAlive
@@ -51,7 +46,7 @@ type opOut struct {
 // opAnswer wraps an operation with the status its state calls for.
 func opAnswer(op client.Operation) *opOut {
 	status := http.StatusOK
-	if op.State == opRunning {
+	if op.State == client.OperationRunning {
 		status = http.StatusAccepted
 	}
 	return &opOut{Status: status, Body: op}
@@ -134,7 +129,7 @@ func (s *server) registerRepo(b BackupBackend) {
 		}
 		if !isAdmin(p) {
 			return nil, s.fail(ctx, op, fmt.Errorf(
-				"init repository: only an admin key may initialise the repository (use the key in /var/lib/stead/admin.key): %w",
+				"only an admin key may initialise the repository (use the key in /var/lib/stead/admin.key): %w",
 				errs.ErrForbidden))
 		}
 		ri, err := b.InitRepo(ctx)
@@ -290,7 +285,7 @@ func streamOperation(ctx context.Context, w http.ResponseWriter, ch <-chan clien
 			if err := writeSSE(w, rc, "operation", "", o); err != nil {
 				return err
 			}
-			if o.State != opRunning {
+			if o.State != client.OperationRunning {
 				return nil
 			}
 		case <-keepAlive.C:
