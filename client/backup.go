@@ -258,3 +258,36 @@ func (c *Client) FileHistory(ctx context.Context, sandbox, path string) ([]FileV
 func (c *Client) RestorePath(ctx context.Context, sandbox string, req RestorePathRequest) (Operation, error) {
 	return c.startOperation(ctx, sandboxPath(sandbox, "/restore-path"), nil, req)
 }
+
+// Hydrate starts bringing an archived sandbox back from the repository
+// (it stays stopped). Its Result is the Sandbox.
+func (c *Client) Hydrate(ctx context.Context, sandbox string, wait bool) (Operation, error) {
+	var q url.Values
+	if wait {
+		q = url.Values{"wait": {"true"}}
+	}
+	return c.startOperation(ctx, sandboxPath(sandbox, "/hydrate"), q, nil)
+}
+
+// PushVolume starts pushing a volume (id or name). Its Result is a PushResult.
+func (c *Client) PushVolume(ctx context.Context, volume string, req PushVolumeRequest) (Operation, error) {
+	return c.startOperation(ctx, "/v1/volumes/"+url.PathEscape(volume)+"/push", nil, req)
+}
+
+// ListVolumePushes lists the tenant's pushed volume snapshots (of one
+// volume when set).
+func (c *Client) ListVolumePushes(ctx context.Context, volume string) ([]RemoteSnapshot, error) {
+	var q url.Values
+	if volume != "" {
+		q = url.Values{"volume": {volume}}
+	}
+	var list []RemoteSnapshot
+	err := c.do(ctx, http.MethodGet, "/v1/volume-snapshots", q, nil, &list)
+	return list, err
+}
+
+// RestoreVolume starts restoring a pushed volume snapshot into a new
+// volume. Its Result is a VolumeRestoreResult.
+func (c *Client) RestoreVolume(ctx context.Context, req RestoreVolumeRequest) (Operation, error) {
+	return c.startOperation(ctx, "/v1/volume-snapshots/restore", nil, req)
+}

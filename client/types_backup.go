@@ -245,3 +245,18 @@ type VolumeRestoreResult struct {
 	BytesWritten int64   `json:"bytes_written"`
 	Seconds      float64 `json:"seconds"`
 }
+
+// ArchiveResult is the result of an archive operation.
+type ArchiveResult struct {
+	RemoteSnapshot RemoteSnapshot `json:"remote_snapshot"`
+	FreedBytes     int64          `json:"freed_bytes"`
+	VerifiedBytes  int64          `json:"verified_bytes"`
+}
+
+// RestorePathResult is the result of a single-path restore.
+type RestorePathResult struct {
+	Path     string  `json:"path"`
+	From     string  `json:"from"`
+	Replaced bool    `json:"replaced" doc:"an existing entry at path was replaced"`
+	Seconds  float64 `json:"seconds"`
+}

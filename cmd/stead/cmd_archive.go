@@ -41,16 +41,9 @@ archive-after time (stead schedule).`,
 	return cmd
 }
 
-// archiveResult is the result of an archive operation (the daemon's
-// sandbox.ArchiveResult).
-type archiveResult struct {
-	RemoteSnapshot client.RemoteSnapshot `json:"remote_snapshot"`
-	FreedBytes     int64                 `json:"freed_bytes"`
-}
-
 // printArchiveResult says the sandbox is archived and how to get it back.
 func (g *globals) printArchiveResult(op client.Operation) error {
-	var r archiveResult
+	var r client.ArchiveResult
 	if err := op.DecodeResult(&r); err != nil {
 		return err
 	}

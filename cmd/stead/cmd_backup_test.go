@@ -217,6 +217,23 @@ func (b *backupBackend) ArchiveSandbox(_ context.Context, _, id string, wait boo
 		"freed_bytes": 3 << 20, "verified_bytes": 3 << 20})
 }
 
+func (b *backupBackend) HydrateSandbox(_ context.Context, _, id string, wait bool) (client.Operation, error) {
+	return b.start("hydrate", "hydrate", id, wait, client.Sandbox{ID: id, State: "stopped"})
+}
+
+func (b *backupBackend) PushVolume(_ context.Context, _, id string, req client.PushVolumeRequest) (client.Operation, error) {
+	return b.start("volume-push", "volume-push", id, req.Wait, client.PushResult{RemoteSnapshot: client.RemoteSnapshot{ID: "dd44ee55ff66", Volume: id}})
+}
+
+func (b *backupBackend) ListVolumePushes(_ context.Context, _, volume string) ([]client.RemoteSnapshot, error) {
+	return []client.RemoteSnapshot{{ID: "dd44ee55ff66", Volume: "vol-1", Source: "volume/vol-1"}}, nil
+}
+
+func (b *backupBackend) RestoreVolume(_ context.Context, _ string, req client.RestoreVolumeRequest) (client.Operation, error) {
+	return b.start("volume-restore", "volume-restore", req.Snapshot, req.Wait,
+		client.VolumeRestoreResult{Volume: client.Volume{ID: "vol-2", Name: req.Name}, Files: 3})
+}
+
 func (b *backupBackend) FileHistory(_ context.Context, _, id, path string) ([]client.FileVersion, error) {
 	b.mu.Lock()
 	b.reqs["history"] = id + ":" + path

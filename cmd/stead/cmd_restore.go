@@ -111,17 +111,10 @@ func (g *globals) printRestoreResult(op client.Operation) error {
 	return err
 }
 
-// restorePathResult is the result of a restore-path operation (the
-// daemon's sandbox.RestorePathResult).
-type restorePathResult struct {
-	Path     string `json:"path"`
-	Replaced bool   `json:"replaced"`
-}
-
 // printRestorePathResult says where the path was restored and whether it
 // replaced what was there.
 func (g *globals) printRestorePathResult(op client.Operation, sandbox string, req client.RestorePathRequest) error {
-	var r restorePathResult
+	var r client.RestorePathResult
 	if err := op.DecodeResult(&r); err != nil {
 		return err
 	}

@@ -47,6 +47,9 @@ a sandbox uses it. stead volume rm keeps the data until its purge time
 		newVolumeRmCmd(g),
 		newVolumePurgeCmd(g),
 		newVolumeUndeleteCmd(g),
+		newVolumePushCmd(g),
+		newVolumePushesCmd(g),
+		newVolumeRestoreCmd(g),
 	)
 	return cmd
 }

@@ -79,4 +79,16 @@ type BackupBackend interface {
 	// operation's Target is the sandbox's id, which is how a sandbox-scoped
 	// token is allowed to follow it.
 	RestorePath(ctx context.Context, tenant, id string, req client.RestorePathRequest) (client.Operation, error)
+
+	// HydrateSandbox brings an archived sandbox's root back from the
+	// repository (it stays stopped); starting an archived sandbox does the
+	// same on its own.
+	HydrateSandbox(ctx context.Context, tenant, id string, wait bool) (client.Operation, error)
+	// PushVolume pushes a volume (an O(1) clone of it taken at one instant).
+	PushVolume(ctx context.Context, tenant, id string, req client.PushVolumeRequest) (client.Operation, error)
+	// ListVolumePushes lists the tenant's pushed volume snapshots (of one
+	// volume when set).
+	ListVolumePushes(ctx context.Context, tenant, volume string) ([]client.RemoteSnapshot, error)
+	// RestoreVolume restores a pushed volume snapshot into a new volume.
+	RestoreVolume(ctx context.Context, tenant string, req client.RestoreVolumeRequest) (client.Operation, error)
 }

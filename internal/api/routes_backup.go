@@ -76,6 +76,99 @@ func (s *server) registerBackup(b BackupBackend) {
 	s.registerBackupPolicy(b)
 	s.registerDrillArchive(b)
 	s.registerFileHistory(b)
+	s.registerVolumeBackup(b)
+}
+
+// registerVolumeBackup adds hydrate and the volume push, list and restore
+// routes.
+func (s *server) registerVolumeBackup(b BackupBackend) {
+	const tag = "backup"
+	hydrate := s.opRoute(http.MethodPost, "/v1/sandboxes/{id}/hydrate", "hydrate-sandbox",
+		"Bring an archived sandbox back from the repository", tag,
+		"Restores an archived sandbox's root from its archive push; the sandbox is then stopped, ready to start. "+
+			"Starting an archived sandbox hydrates it too, without progress; this route reports progress.")
+	huma.Register(s.api, hydrate, func(ctx context.Context, in *struct {
+		SandboxRef
+		Wait bool `query:"wait" doc:"Answer when done instead of at once"`
+	}) (*opOut, error) {
+		const op = "hydrate sandbox"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		o, err := b.HydrateSandbox(ctx, p.TenantID, in.ID, in.Wait)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return opAnswer(o), nil
+	})
+
+	push := s.opRoute(http.MethodPost, "/v1/volumes/{id}/push", "push-volume", "Push a volume to the repository", tag,
+		"Pushes an O(1) read-only clone of the volume taken at one instant, incrementally to its latest push, into "+
+			"the volume's own key scope (purging the volume destroys that key). The result is a PushResult.")
+	huma.Register(s.api, push, func(ctx context.Context, in *struct {
+		VolumeRef
+		Body *client.PushVolumeRequest
+	}) (*opOut, error) {
+		const op = "push volume"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		var req client.PushVolumeRequest
+		if in.Body != nil {
+			req = *in.Body
+		}
+		o, err := b.PushVolume(ctx, p.TenantID, in.ID, req)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return opAnswer(o), nil
+	})
+
+	list := s.op(http.MethodGet, "/v1/volume-snapshots", "list-volume-pushes", "List pushed volume snapshots", tag, 0)
+	list.Description = "Lists the tenant's pushed volume snapshots, of one volume with ?volume= (id, or name while " +
+		"it exists). A daemon that only knows the repository finds them too."
+	list.Errors = append(list.Errors, http.StatusNotImplemented)
+	huma.Register(s.api, list, func(ctx context.Context, in *struct {
+		Volume string `query:"volume" maxLength:"128" doc:"Only pushes of this volume"`
+	}) (*out[[]client.RemoteSnapshot], error) {
+		const op = "list volume pushes"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		l, err := b.ListVolumePushes(ctx, p.TenantID, in.Volume)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		if l == nil {
+			l = []client.RemoteSnapshot{}
+		}
+		return &out[[]client.RemoteSnapshot]{Body: l}, nil
+	})
+
+	restore := s.opRoute(http.MethodPost, "/v1/volume-snapshots/restore", "restore-volume",
+		"Restore a pushed volume snapshot into a new volume", tag,
+		"Makes a new volume named name from a pushed volume snapshot (or the latest push of volume). The result is "+
+			"a VolumeRestoreResult.")
+	huma.Register(s.api, restore, func(ctx context.Context, in *struct {
+		Body client.RestoreVolumeRequest
+	}) (*opOut, error) {
+		const op = "restore volume"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		if (in.Body.Snapshot == "") == (in.Body.Volume == "") {
+			return nil, s.fail(ctx, op, fmt.Errorf("give exactly one of snapshot or volume: %w", errs.ErrInvalid))
+		}
+		o, err := b.RestoreVolume(ctx, p.TenantID, in.Body)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return opAnswer(o), nil
+	})
 }
 
 // opRoute returns the shape of a route that starts an operation: 200 or

@@ -211,6 +211,26 @@ func (f *backupFake) ArchiveSandbox(_ context.Context, tenant, id string, wait b
 	return f.op("archive", id)
 }
 
+func (f *backupFake) HydrateSandbox(_ context.Context, tenant, id string, wait bool) (client.Operation, error) {
+	f.record("HydrateSandbox", tenant, id)
+	return f.op("hydrate", id)
+}
+
+func (f *backupFake) PushVolume(_ context.Context, tenant, id string, req client.PushVolumeRequest) (client.Operation, error) {
+	f.record("PushVolume", tenant, id)
+	return f.op("volume-push", id)
+}
+
+func (f *backupFake) ListVolumePushes(_ context.Context, tenant, volume string) ([]client.RemoteSnapshot, error) {
+	f.record("ListVolumePushes", tenant, volume)
+	return nil, f.Err
+}
+
+func (f *backupFake) RestoreVolume(_ context.Context, tenant string, req client.RestoreVolumeRequest) (client.Operation, error) {
+	f.record("RestoreVolume", tenant, req.Name)
+	return f.op("volume-restore", req.Snapshot)
+}
+
 func (f *backupFake) FileHistory(_ context.Context, tenant, id, path string) ([]client.FileVersion, error) {
 	f.record("FileHistory", tenant, id)
 	f.mu.Lock()
@@ -291,6 +311,22 @@ func backupRoutes() []route {
 		}},
 		{"restore-path", "RestorePath", func(ctx context.Context, c *client.Client) error {
 			_, err := c.RestorePath(ctx, sb, client.RestorePathRequest{Path: "/workspace/notes.md", Snapshot: "snap-1"})
+			return err
+		}},
+		{"hydrate-sandbox", "HydrateSandbox", func(ctx context.Context, c *client.Client) error {
+			_, err := c.Hydrate(ctx, sb, false)
+			return err
+		}},
+		{"push-volume", "PushVolume", func(ctx context.Context, c *client.Client) error {
+			_, err := c.PushVolume(ctx, "data", client.PushVolumeRequest{})
+			return err
+		}},
+		{"list-volume-pushes", "ListVolumePushes", func(ctx context.Context, c *client.Client) error {
+			_, err := c.ListVolumePushes(ctx, "")
+			return err
+		}},
+		{"restore-volume", "RestoreVolume", func(ctx context.Context, c *client.Client) error {
+			_, err := c.RestoreVolume(ctx, client.RestoreVolumeRequest{Volume: "data", Name: "copy"})
 			return err
 		}},
 	}

@@ -21,13 +21,6 @@ import (
 // deleting leaves an archived sandbox with a root still on disk; hydrate
 // deletes such a leftover before restoring.
 
-// ArchiveResult is the result of an archive operation.
-type ArchiveResult struct {
-	RemoteSnapshot client.RemoteSnapshot `json:"remote_snapshot"`
-	FreedBytes     int64                 `json:"freed_bytes"`
-	VerifiedBytes  int64                 `json:"verified_bytes"`
-}
-
 // ArchiveSandbox pushes a stopped sandbox, verifies the push and frees its
 // local disk; StartSandbox hydrates it back.
 func (s *Service) ArchiveSandbox(ctx context.Context, tenant, id string, wait bool) (client.Operation, error) {
@@ -46,8 +39,8 @@ func (s *Service) ArchiveSandbox(ctx context.Context, tenant, id string, wait bo
 	})
 }
 
-func (s *Service) archive(ctx context.Context, op *operation, tenant, id string) (ArchiveResult, error) {
-	var out ArchiveResult
+func (s *Service) archive(ctx context.Context, op *operation, tenant, id string) (client.ArchiveResult, error) {
+	var out client.ArchiveResult
 	used, _ := s.pool.Usage(ctx, datasetName(id))
 	res, m, err := s.push(ctx, op, tenant, id, "", "archive", false)
 	if err != nil {

@@ -119,7 +119,7 @@ func TestPushRestoreArchiveHydratePrune(t *testing.T) {
 	if _, err := s.StopSandbox(ctx, tn, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	var ar ArchiveResult
+	var ar client.ArchiveResult
 	op, err = s.ArchiveSandbox(ctx, tn, sb.ID, true)
 	opDone(t, op, err, &ar)
 	got, _ := s.GetSandbox(ctx, tn, sb.ID)

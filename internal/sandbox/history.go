@@ -185,14 +185,6 @@ func otherType(m os.FileMode) string {
 	return "other"
 }
 
-// RestorePathResult is the result of a single-path restore.
-type RestorePathResult struct {
-	Path     string  `json:"path"`
-	From     string  `json:"from"`
-	Replaced bool    `json:"replaced" doc:"an existing entry at path was replaced"`
-	Seconds  float64 `json:"seconds"`
-}
-
 // RestorePath brings back one path of a snapshot into the sandbox: it is
 // written beside the destination under a temporary name, then swapped in
 // atomically (renameat2 RENAME_EXCHANGE when something is there), and what
@@ -265,7 +257,7 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			removeAt(pfd, tmp)
 			return nil, err
 		}
-		res := RestorePathResult{Path: to, From: req.Snapshot}
+		res := client.RestorePathResult{Path: to, From: req.Snapshot}
 		err = unix.Renameat2(pfd, tmp, pfd, name, unix.RENAME_EXCHANGE)
 		switch {
 		case err == nil:

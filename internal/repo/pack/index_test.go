@@ -269,7 +269,7 @@ func BenchmarkIndexEncodeDecode(b *testing.B) {
 	c := newCodec(b, seal.Key{1})
 	var f IndexFile
 	for p := range 100 {
-		ip := IndexPack{ID: seal.Hash([]byte{byte(p), byte(p >> 8)}), Size: 1 << 24}
+		ip := IndexPack{ID: seal.Hash([]byte{byte(p), byte(p >> 8)}), Size: 1<<24 + 4096}
 		for i := range 32 {
 			ip.Blobs = append(ip.Blobs, Blob{Type: DataBlob, ID: seal.Hash([]byte{byte(p), byte(i), 1}), Offset: uint32(i) << 19, Length: 1 << 19, RawLength: 1<<19 - seal.Overhead})
 		}

@@ -43,8 +43,11 @@ type Writer struct {
 	data  []byte
 	blobs []Blob
 	err   error
-	// lastSize sizes the next buffer after Finish handed the last one out.
-	lastSize int
+	// maxSize is the largest pack finished so far; it sizes the next
+	// buffer after Finish handed the last one out.
+	maxSize int
+	// spare is a buffer handed back by Recycle.
+	spare []byte
 }
 
 // NewWriter returns an empty Writer sealing its header with c.
@@ -78,8 +81,8 @@ func (w *Writer) Add(t BlobType, id seal.ID, stored []byte, rawLength int, compr
 	if w.err != nil {
 		return
 	}
-	if w.data == nil && w.lastSize > 0 {
-		w.data = make([]byte, 0, w.lastSize+w.lastSize/8)
+	if w.data == nil {
+		w.data = w.newBuffer(len(stored))
 	}
 	w.data = append(w.data, stored...)
 	w.blobs = append(w.blobs, Blob{
@@ -120,8 +123,31 @@ func (w *Writer) Finish() (data []byte, id seal.ID, blobs []Blob, err error) {
 	data = binary.LittleEndian.AppendUint32(data, uint32(sealedLen))
 	data = append(data, Magic...)
 	blobs = w.blobs
-	w.lastSize = len(data)
+	w.maxSize = max(w.maxSize, len(data))
 	return data, seal.Hash(data), blobs, nil
+}
+
+// Recycle hands the bytes of a pack returned by Finish back to the Writer
+// so a later pack reuses that memory instead of allocating afresh. It is
+// optional, and only allowed once nothing else uses data any more (the
+// upload finished and no other reference remains): the Writer overwrites
+// it.
+func (w *Writer) Recycle(data []byte) {
+	if cap(data) > cap(w.spare) {
+		w.spare = data[:0]
+	}
+}
+
+// newBuffer returns an empty buffer for a new pack whose first blob is n
+// bytes long.
+func (w *Writer) newBuffer(n int) []byte {
+	want := max(w.maxSize+w.maxSize/8, n+64<<10)
+	if cap(w.spare) >= want || (cap(w.spare) >= n && w.maxSize == 0) {
+		b := w.spare
+		w.spare = nil
+		return b
+	}
+	return make([]byte, 0, want)
 }
 
 func (w *Writer) reset() {

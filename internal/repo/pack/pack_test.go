@@ -294,5 +294,23 @@ func BenchmarkWriterFinishAndReadHeader(b *testing.B) {
 		if _, err := ReadHeader(c, data); err != nil {
 			b.Fatal(err)
 		}
+		w.Recycle(data)
+	}
+}
+
+func TestRecycledBufferIsReusedForTheNextPack(t *testing.T) {
+	c := newCodec(t, seal.Key{1})
+	w := NewWriter(c)
+	d1, _, _ := buildPack(t, c, w, smallPackBlobs())
+	w.Recycle(d1)
+	d2, id2, _ := buildPack(t, c, w, smallPackBlobs()[1:])
+	if &d1[:1][0] != &d2[:1][0] {
+		t.Fatal("the recycled buffer was not reused")
+	}
+	if seal.Hash(d2) != id2 {
+		t.Fatal("pack built in a recycled buffer does not match its id")
+	}
+	if _, err := ReadHeader(c, d2); err != nil {
+		t.Fatal(err)
 	}
 }
