@@ -145,6 +145,8 @@ type pusher struct {
 	packMu   sync.Mutex
 	// dataRead counts the data-region bytes of the files read.
 	dataRead atomic.Int64
+	// recycle returns uploaded packs' memory to the packer.
+	recycle chan []byte
 }
 
 // Push stores the tree at src (a quiescent directory: a read-only local
@@ -170,7 +172,8 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 		return nil, PushStats{}, fmt.Errorf("push %s: %w", src, err)
 	}
 	defer unix.Close(rootfd)
-	p := &pusher{s: s, rootfd: rootfd, opts: opts, pending: map[seal.ID]bool{}, params: s.r.cfg.Chunker}
+	p := &pusher{s: s, rootfd: rootfd, opts: opts, pending: map[seal.ID]bool{}, params: s.r.cfg.Chunker,
+		recycle: make(chan []byte, 2)}
 	p.bufs.New = func() any { b := make([]byte, 0, p.params.Max); return &b }
 
 	stop := make(chan struct{})
@@ -694,6 +697,11 @@ func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUploa
 		if w.Count() == 0 {
 			return nil
 		}
+		select { // reuse the memory of a pack already uploaded
+		case b := <-p.recycle:
+			w.Recycle(b)
+		default:
+		}
 		data, id, blobs, err := w.Finish()
 		if err != nil {
 			return fmt.Errorf("finish pack: %w", err)
@@ -726,6 +734,10 @@ func (p *pusher) upload(ctx context.Context, in <-chan packUpload) error {
 			return fmt.Errorf("write pack %s: %w", u.id, err)
 		}
 		p.c.moved.Add(int64(len(u.data)))
+		select {
+		case p.recycle <- u.data:
+		default:
+		}
 		p.packMu.Lock()
 		p.newPacks = append(p.newPacks, pack.IndexPack{ID: u.id, Size: int64(len(u.data)), Blobs: u.blobs})
 		p.stats.PacksWritten++
