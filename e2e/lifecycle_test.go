@@ -44,6 +44,7 @@ func TestLifecycleTransitions(t *testing.T) {
 	wantStatus(t, err, 409)
 	// pause → processes frozen; start on a paused sandbox resumes it.
 	d.sh(ctx, sb.ID, "agent", "(while :; do date +%s%N > /workspace/tick; sleep 0.02; done) >/dev/null 2>&1 &")
+	d.sh(ctx, sb.ID, "agent", "for i in $(seq 250); do [ -s /workspace/tick ] && exit 0; sleep 0.02; done; exit 1")
 	if sb, err = d.c.PauseSandbox(ctx, "life"); err != nil || sb.State != "paused" {
 		t.Fatalf("pause: %+v %v", sb, err)
 	}
