@@ -102,6 +102,9 @@ func (s *Scope) Check(ctx context.Context, opts CheckOptions) (*CheckResult, err
 		inStore[id] = in.Size
 	}
 	s.mu.Lock()
+	for _, b := range s.badIndexes {
+		res.errorf("%s", b)
+	}
 	packs := make(map[seal.ID]int64, len(s.packs))
 	for id, size := range s.packs {
 		packs[id] = size

@@ -1,24 +1,32 @@
 package repo_test
 
 // Crash tests: a child process (this test binary, re-executed) runs a push,
-// prune or restore and is killed with SIGKILL at a random moment; the
-// parent then checks the sentences of the "Crash ordering" paragraph in
-// doc.go against what the child left behind:
+// prune or restore and is killed with SIGKILL, either after a random delay
+// spread over the operation or just before or after its n-th write (Put or
+// Delete) for a random n; the parent then checks the sentences of the
+// "Crash ordering" paragraph in doc.go against what the child left:
 //
 //   - "a manifest never names a tree or chunk whose pack and index entry are
 //     not already durable": after every kill, a structure check of the
-//     repository opened afresh has no error, and every manifest restores to
-//     exactly the tree digest recorded in it;
+//     repository opened afresh (no cache) has no error, and every manifest
+//     restores to exactly the tree digest recorded in it;
 //   - "a push killed at any point leaves at worst packs no index lists
 //     (check reports them, prune deletes them) or an index without a
-//     manifest": check may warn, and after a prune in the parent check
-//     --read-data is clean with no warning left;
-//   - "a prune killed at any point leaves every manifest's blobs reachable
-//     through a live index": after every killed prune, every manifest still
-//     restores exactly.
+//     manifest": check may warn, never err, and after a prune in the
+//     parent check --read-data is clean with no warning left;
+//   - "Prune writes repacked packs first, then a new index file ..., then
+//     deletes the old index files, and only then deletes packs": "a prune
+//     killed at any point leaves every manifest's blobs reachable through
+//     a live index": after every killed prune, every manifest still
+//     restores exactly, and a prune in the parent cleans up what is left.
 //
 // A restore writes nothing to the repository: a killed restore leaves the
 // store's objects as they were, and its target is simply discarded.
+//
+// Each test logs where its kills landed, told from the objects they left
+// (before the first write, packs without an index, an index without its
+// manifest, a prune's new index beside the ones it supersedes ...), so a
+// reader sees which sentences the run exercised.
 
 import (
 	"bufio"
@@ -34,6 +42,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -57,6 +66,7 @@ const (
 	envCrashID     = "STEAD_REPO_CRASH_ID"     // push parent or restored manifest
 	envCrashDigest = "STEAD_REPO_CRASH_DIGEST" // push: digest to record
 	envCrashPack   = "STEAD_REPO_CRASH_PACK"   // pack size in bytes
+	envCrashAt     = "STEAD_REPO_CRASH_AT"     // optional: "<n> before|after": die at the n-th Put or Delete
 	envCrashSeed   = "STEAD_REPO_CRASH_SEED"   // optional: seed of the kill delays
 )
 
@@ -66,8 +76,12 @@ const crashScope = "t-crash"
 // crashChunker cuts chunks of about 64 KiB, so a tree of a few MiB makes
 // many blobs and, with a small pack size, many packs: many crash points for
 // little data.
-var crashChunker = chunker.Params{Min: 16 << 10, Avg: 64 << 10, Max: 256 << 10}
+func crashChunker() chunker.Params {
+	return chunker.Params{Min: 16 << 10, Avg: 64 << 10, Max: 256 << 10}
+}
 
+// TestMain runs a crash child instead of the tests when the environment
+// names an operation (see crashChild).
 func TestMain(m *testing.M) {
 	if op := os.Getenv(envCrashOp); op != "" {
 		os.Exit(crashChild(op))
@@ -76,7 +90,8 @@ func TestMain(m *testing.M) {
 }
 
 // crashChild runs one operation for the parent. It writes "S\n" to stdout
-// when the operation starts and "D\n" once it has returned successfully.
+// when the operation starts and "D <n>\n" once it has returned
+// successfully, n being how many Puts and Deletes it made.
 func crashChild(op string) int {
 	ctx := context.Background()
 	fail := func(err error) int {
@@ -91,15 +106,23 @@ func crashChild(op string) int {
 	if n, err := hex.Decode(master[:], bytes.TrimSpace(hexKey)); err != nil || n != len(master) {
 		return fail(fmt.Errorf("master key file: %d bytes, %v", n, err))
 	}
-	store, err := local.New(os.Getenv(envCrashRepo))
+	inner, err := local.New(os.Getenv(envCrashRepo))
 	if err != nil {
 		return fail(err)
+	}
+	store := &killStore{BlobStore: inner}
+	if at := os.Getenv(envCrashAt); at != "" {
+		var when string
+		if _, err := fmt.Sscanf(at, "%d %s", &store.at, &when); err != nil || (when != "before" && when != "after") {
+			return fail(fmt.Errorf("%s=%q: want \"<n> before|after\"", envCrashAt, at))
+		}
+		store.after = when == "after"
 	}
 	packSize, err := strconv.Atoi(os.Getenv(envCrashPack))
 	if err != nil {
 		return fail(err)
 	}
-	r, err := repo.Open(ctx, store, master, repo.Options{CacheDir: os.Getenv(envCrashCache), PackSize: packSize})
+	r, err := repo.Open(ctx, store, master, repo.Options{CacheDir: os.Getenv(envCrashCache), PackSize: packSize, Logger: quiet()})
 	if err != nil {
 		return fail(err)
 	}
@@ -127,8 +150,48 @@ func crashChild(op string) int {
 	if err != nil {
 		return fail(err)
 	}
-	os.Stdout.WriteString("D\n")
+	fmt.Fprintf(os.Stdout, "D %d\n", store.writes.Load())
 	return 0
+}
+
+// killStore counts the writes (Put, Delete) of a crash child and kills the
+// process with SIGKILL just before or just after the at-th one: a crash
+// at an exact step of the write order, which random delays rarely hit
+// when the step is short (the manifest after the index, the deletions
+// after a prune's index). Concurrent writes in flight are cut wherever
+// they are, as by a real crash.
+type killStore struct {
+	blobstore.BlobStore
+	at     int64 // 0: never
+	after  bool
+	writes atomic.Int64
+}
+
+func (k *killStore) write(op func() error) error {
+	n := k.writes.Add(1)
+	if n == k.at && !k.after {
+		dieNow()
+	}
+	err := op()
+	if n == k.at && k.after {
+		dieNow()
+	}
+	return err
+}
+
+// Put counts the write and may kill the process around it.
+func (k *killStore) Put(ctx context.Context, key string, data []byte) error {
+	return k.write(func() error { return k.BlobStore.Put(ctx, key, data) })
+}
+
+// Delete counts the write and may kill the process around it.
+func (k *killStore) Delete(ctx context.Context, key string) error {
+	return k.write(func() error { return k.BlobStore.Delete(ctx, key) })
+}
+
+func dieNow() {
+	_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL cannot be caught; wait for it
 }
 
 // crashRig runs crash children against one repository and verifies what
@@ -151,11 +214,12 @@ type crashRig struct {
 	restored map[seal.ID]bool
 
 	trials, killed, finished, cleanChecks int
+	pointTrials, pointKilled              int
 	// leftovers counts checks that warned (packs no index lists, left by
-	// a kill mid-push or mid-repack); torn counts kills between a push's
-	// index and its manifest, or between a prune's new index and the
-	// deletion of the index files it supersedes.
-	leftovers, torn int
+	// a kill mid-push or mid-repack).
+	leftovers int
+	// phases counts where the kills landed, told from what they left.
+	phases map[string]int
 }
 
 func newCrashRig(t *testing.T, packSize int) *crashRig {
@@ -171,7 +235,7 @@ func newCrashRig(t *testing.T, packSize int) *crashRig {
 	base := crashBase(t)
 	c := &crashRig{t: t, base: base, dir: filepath.Join(base, "repo"), keyFile: filepath.Join(base, "master.key"),
 		cache: filepath.Join(base, "child-cache"), packSize: packSize, rng: rand.New(rand.NewPCG(seed, 0xc4a5)),
-		digests: map[string]bool{}, restored: map[seal.ID]bool{}}
+		digests: map[string]bool{}, restored: map[seal.ID]bool{}, phases: map[string]int{}}
 	master, err := seal.NewKey()
 	must(t, err)
 	c.master = master
@@ -179,8 +243,8 @@ func newCrashRig(t *testing.T, packSize int) *crashRig {
 	store, err := local.New(c.dir)
 	must(t, err)
 	ctx := context.Background()
-	must(t, repo.Init(ctx, store, master, repo.InitOptions{Chunker: crashChunker}))
-	r, err := repo.Open(ctx, store, master, repo.Options{})
+	must(t, repo.Init(ctx, store, master, repo.InitOptions{Chunker: crashChunker()}))
+	r, err := repo.Open(ctx, store, master, repo.Options{Logger: quiet()})
 	must(t, err)
 	_, err = r.Scope(ctx, crashScope, true)
 	must(t, err)
@@ -194,18 +258,24 @@ func (c *crashRig) open() (*repo.Scope, blobstore.BlobStore) {
 	ctx := context.Background()
 	store, err := local.New(c.dir)
 	must(c.t, err)
-	r, err := repo.Open(ctx, store, c.master, repo.Options{PackSize: c.packSize})
+	r, err := repo.Open(ctx, store, c.master, repo.Options{PackSize: c.packSize, Logger: quiet()})
 	must(c.t, err)
 	sc, err := r.Scope(ctx, crashScope, false)
 	must(c.t, err)
 	return sc, store
 }
 
+// childResult is what a crash child did.
+type childResult struct {
+	killed bool          // it died of SIGKILL
+	took   time.Duration // from start to finish, when it finished
+	writes int           // its Puts and Deletes, when it finished
+}
+
 // child runs op in a child process. With kill >= 0 the child is sent
 // SIGKILL that long after it reported the start of the operation (unless
-// it finished first). It returns whether the child was killed and how long
-// the operation took when it was not.
-func (c *crashRig) child(op string, kill time.Duration, env ...string) (killed bool, took time.Duration) {
+// it finished first).
+func (c *crashRig) child(op string, kill time.Duration, env ...string) childResult {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envCrashOp+"="+op, envCrashRepo+"="+c.dir, envCrashKey+"="+c.keyFile,
@@ -224,26 +294,26 @@ func (c *crashRig) child(op string, kill time.Duration, env ...string) (killed b
 		}
 		close(lines)
 	}()
-	waitLine := func(want string, timeout time.Duration) bool {
-		select {
-		case l, ok := <-lines:
-			return ok && l == want
-		case <-time.After(timeout):
-			return false
-		}
+	started := false
+	select {
+	case l := <-lines:
+		started = l == "S"
+	case <-time.After(60 * time.Second):
 	}
-	if !waitLine("S", 60*time.Second) {
+	if !started {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		c.t.Fatalf("crash child %s did not start: %s", op, stderr.String())
 	}
 	start := time.Now()
 	done := make(chan struct{})
+	var res childResult
 	var doneAt time.Time
 	go func() {
 		for l := range lines {
-			if l == "D" {
+			if n, ok := strings.CutPrefix(l, "D "); ok {
 				doneAt = time.Now()
+				res.writes, _ = strconv.Atoi(n)
 			}
 		}
 		close(done)
@@ -262,7 +332,7 @@ func (c *crashRig) child(op string, kill time.Duration, env ...string) (killed b
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-			return true, 0
+			return childResult{killed: true}
 		}
 	}
 	if err != nil {
@@ -271,7 +341,8 @@ func (c *crashRig) child(op string, kill time.Duration, env ...string) (killed b
 	if doneAt.IsZero() {
 		c.t.Fatalf("crash child %s exited without finishing", op)
 	}
-	return false, doneAt.Sub(start)
+	res.took = doneAt.Sub(start)
+	return res
 }
 
 // trial runs op killed at a delay uniform in [0, 1.2*d) and counts it. d
@@ -284,16 +355,36 @@ func (c *crashRig) child(op string, kill time.Duration, env ...string) (killed b
 func (c *crashRig) trial(op string, d *time.Duration, env ...string) bool {
 	c.t.Helper()
 	delay := time.Duration(c.rng.Int64N(int64(*d)*6/5 + 1))
-	killed, _ := c.child(op, delay, env...)
+	res := c.child(op, delay, env...)
 	c.trials++
-	if killed {
+	if res.killed {
 		c.killed++
 		*d = *d * 21 / 20
 	} else {
 		c.finished++
 		*d = *d * 4 / 5
 	}
-	return killed
+	return res.killed
+}
+
+// pointTrial runs op killed just before or just after its n-th write, n
+// uniform in [1, writes+1] (writes: how many the last finished run of
+// this kind made, updated when this one finishes), and counts it.
+func (c *crashRig) pointTrial(op string, writes *int, env ...string) bool {
+	c.t.Helper()
+	when := "before"
+	if c.rng.IntN(2) == 1 {
+		when = "after"
+	}
+	at := fmt.Sprintf("%d %s", 1+c.rng.IntN(*writes+1), when)
+	res := c.child(op, -1, append(env, envCrashAt+"="+at)...)
+	c.pointTrials++
+	if res.killed {
+		c.pointKilled++
+	} else {
+		*writes = res.writes
+	}
+	return res.killed
 }
 
 // verify checks the repository the way the crash ordering promises it
@@ -416,18 +507,22 @@ func (c *crashRig) pushEnv(src string, parent *repo.Manifest) []string {
 	return env
 }
 
-// pushNow pushes src in a child that is not killed and returns how long
-// the push took.
-func (c *crashRig) pushNow(src string, parent *repo.Manifest) time.Duration {
+// pushNow pushes src in a child that is not killed.
+func (c *crashRig) pushNow(src string, parent *repo.Manifest) childResult {
 	c.t.Helper()
-	_, took := c.child("push", -1, c.pushEnv(src, parent)...)
-	return took
+	return c.child("push", -1, c.pushEnv(src, parent)...)
 }
 
 func (c *crashRig) summary(op string, start time.Time) {
-	c.t.Logf("%s crash trials: %d (killed mid-operation %d, finished before the kill %d), clean structure checks %d, %s",
-		op, c.trials, c.killed, c.finished, c.cleanChecks, time.Since(start).Round(time.Millisecond))
-	c.t.Logf("%s crash points seen: checks warning of unindexed packs %d, kills between an index write and the next step %d", op, c.leftovers, c.torn)
+	c.t.Logf("%s crash trials: %d killed at a random delay (killed mid-operation %d, finished before the kill %d), "+
+		"%d killed at a random write (killed %d); clean structure checks %d; %s",
+		op, c.trials, c.killed, c.finished, c.pointTrials, c.pointKilled, c.cleanChecks, time.Since(start).Round(time.Millisecond))
+	var ph []string
+	for k, v := range c.phases {
+		ph = append(ph, fmt.Sprintf("%s %d", k, v))
+	}
+	slices.Sort(ph)
+	c.t.Logf("%s kills by what they left (delay:/write:): %s; checks warning of unindexed packs %d", op, strings.Join(ph, ", "), c.leftovers)
 	// The adaptation of trial aims at about five kills in six; far fewer
 	// means the kills did not reach into the operation.
 	if c.killed < c.trials/2 {
@@ -509,43 +604,62 @@ func (ct *crashTree) change(frac float64) {
 	}
 }
 
-// TestPushKilledAnywhereLeavesEveryManifestRestorable kills pushes (full
-// and incremental, alternately, each after a change of the source) at
-// random moments. After each kill the repository opened afresh checks
+// TestPushKilledAnywhereLeavesEveryManifestRestorable kills 100 pushes
+// (full and incremental, alternately, each after a change of the source)
+// at random moments: 70 after a random delay, 30 around a random write.
+// After each kill the repository opened afresh checks
 // clean (warnings allowed) and every manifest restores to exactly its
 // digest; every tenth trial and at the end a prune in the parent leaves
 // check --read-data clean without warnings.
 func TestPushKilledAnywhereLeavesEveryManifestRestorable(t *testing.T) {
 	start := time.Now()
-	c := newCrashRig(t, 1<<20)
-	src := newCrashTree(t, c.base, 12, 11)
+	c := newCrashRig(t, 512<<10)
+	src := newCrashTree(t, c.base, 8, 11)
 	// Calibrate: three full and three incremental pushes, each after a
 	// change and run to the end (their manifests are verified like any
 	// other). The median is robust to a busy machine.
 	var full, inc []time.Duration
+	var fullWrites, incWrites int
 	for range 3 {
-		full = append(full, c.pushNow(src.dir, nil))
+		r := c.pushNow(src.dir, nil)
+		full, fullWrites = append(full, r.took), r.writes
 		src.change(0.25)
-		inc = append(inc, c.pushNow(src.dir, c.latest()))
+		r = c.pushNow(src.dir, c.latest())
+		inc, incWrites = append(inc, r.took), r.writes
 		src.change(0.25)
 	}
 	dFull, dInc := median(full), median(inc)
 	c.verify(false)
 	t.Logf("push durations: full %v, incremental %v", full, inc)
 
-	const trials = 100
-	for i := range trials {
+	// 70 trials killed at a random delay and 30 at a random write,
+	// alternately full and incremental.
+	for i := range 100 {
 		src.change(0.25)
-		idx := len(listPrefix(t, c.dir, "scopes/"+crashScope+"/index/"))
-		snaps := len(listPrefix(t, c.dir, "scopes/"+crashScope+"/snapshots/"))
+		before := c.objects()
+		var env []string
 		if i%2 == 0 {
-			c.trial("push", &dFull, c.pushEnv(src.dir, nil)...)
+			env = c.pushEnv(src.dir, nil)
 		} else {
-			c.trial("push", &dInc, c.pushEnv(src.dir, c.latest())...)
+			env = c.pushEnv(src.dir, c.latest())
 		}
-		if len(listPrefix(t, c.dir, "scopes/"+crashScope+"/index/")) > idx &&
-			len(listPrefix(t, c.dir, "scopes/"+crashScope+"/snapshots/")) == snaps {
-			c.torn++ // an index without its manifest
+		mode := "delay:"
+		var killed bool
+		switch {
+		case i%10 == 3 || i%10 == 6 || i%10 == 8:
+			mode = "write:"
+			if i%2 == 0 {
+				killed = c.pointTrial("push", &fullWrites, env...)
+			} else {
+				killed = c.pointTrial("push", &incWrites, env...)
+			}
+		case i%2 == 0:
+			killed = c.trial("push", &dFull, env...)
+		default:
+			killed = c.trial("push", &dInc, env...)
+		}
+		if killed {
+			c.phases[mode+pushPhase(before, c.objects())]++
 		}
 		c.verify(false)
 		if i%10 == 9 {
@@ -558,9 +672,10 @@ func TestPushKilledAnywhereLeavesEveryManifestRestorable(t *testing.T) {
 	c.summary("push", start)
 }
 
-// TestPruneKilledAnywhereKeepsEveryManifestRestorable kills prunes at
-// random moments after changes, pushes and forgets have left packs to
-// delete and to repack. After each kill the repository opened afresh
+// TestPruneKilledAnywhereKeepsEveryManifestRestorable kills 60 prunes at
+// random moments (40 after a random delay, 20 around a random write),
+// after changes, pushes and forgets have left packs to delete and to
+// repack. After each kill the repository opened afresh
 // checks clean and every remaining manifest restores to exactly its
 // digest; a prune in the parent then leaves check --read-data clean
 // without warnings.
@@ -575,27 +690,32 @@ func TestPruneKilledAnywhereKeepsEveryManifestRestorable(t *testing.T) {
 	}
 	// Calibrate on repositories with the same shape as every trial's.
 	var ds []time.Duration
+	var writes int
 	for range 3 {
 		src.change(0.3)
 		c.pushNow(src.dir, c.latest())
 		c.forgetAllBut(3)
-		_, d := c.child("prune", -1)
-		ds = append(ds, d)
+		r := c.child("prune", -1)
+		ds, writes = append(ds, r.took), r.writes
 	}
 	dPrune := median(ds)
 	c.verify(true)
-	t.Logf("prune durations %v", ds)
+	t.Logf("prune durations %v, writes %d", ds, writes)
 
-	const trials = 60
-	for range trials {
+	// 40 trials killed at a random delay and 20 at a random write.
+	for i := range 60 {
 		// A push that changes about a third of the data, then forgetting
 		// the oldest manifest: whole packs become unused, others partly.
 		src.change(0.3)
 		c.pushNow(src.dir, c.latest())
 		c.forgetAllBut(3)
-		c.trial("prune", &dPrune)
-		if n := len(listPrefix(t, c.dir, "scopes/"+crashScope+"/index/")); n > 1 {
-			c.torn++
+		before := c.objects()
+		if i%3 == 2 {
+			if c.pointTrial("prune", &writes) {
+				c.phases["write:"+prunePhase(before, c.objects())]++
+			}
+		} else if c.trial("prune", &dPrune) {
+			c.phases["delay:"+prunePhase(before, c.objects())]++
 		}
 		c.verify(true)
 		c.pruneClean()
@@ -604,15 +724,15 @@ func TestPruneKilledAnywhereKeepsEveryManifestRestorable(t *testing.T) {
 	c.summary("prune", start)
 }
 
-// TestRestoreKilledAnywhereChangesNothingInTheRepository kills restores at
-// random moments. The repository's objects are exactly as before, it
+// TestRestoreKilledAnywhereChangesNothingInTheRepository kills 40
+// restores after random delays. The repository's objects are exactly as before, it
 // checks clean, the partial target is discarded and a fresh restore is
 // exact.
 func TestRestoreKilledAnywhereChangesNothingInTheRepository(t *testing.T) {
 	start := time.Now()
 	ctx := context.Background()
 	c := newCrashRig(t, 1<<20)
-	src := newCrashTree(t, c.base, 12, 13)
+	src := newCrashTree(t, c.base, 8, 13)
 	c.pushNow(src.dir, nil)
 	m := c.latest()
 	_, store := c.open()
@@ -622,8 +742,8 @@ func TestRestoreKilledAnywhereChangesNothingInTheRepository(t *testing.T) {
 	var ds []time.Duration
 	for i := range 3 {
 		dst := filepath.Join(targets, fmt.Sprintf("calibrate-%d", i))
-		_, d := c.child("restore", -1, envCrashPath+"="+dst, envCrashID+"="+m.ID.String())
-		ds = append(ds, d)
+		r := c.child("restore", -1, envCrashPath+"="+dst, envCrashID+"="+m.ID.String())
+		ds = append(ds, r.took)
 		must(t, os.RemoveAll(dst))
 	}
 	dRestore := median(ds)
@@ -659,7 +779,7 @@ func TestRestoreKilledAnywhereChangesNothingInTheRepository(t *testing.T) {
 	// restore correctly.
 	src.change(0.1)
 	c.pushNow(src.dir, m)
-	_, _ = c.child("restore", -1, envCrashPath+"="+filepath.Join(targets, "final"), envCrashID+"="+c.latest().ID.String())
+	c.child("restore", -1, envCrashPath+"="+filepath.Join(targets, "final"), envCrashID+"="+c.latest().ID.String())
 	if got := digest(t, filepath.Join(targets, "final")); got != c.latest().Digest {
 		t.Fatalf("restore through the torn cache: digest %s, want %s", got, c.latest().Digest)
 	}
@@ -697,12 +817,50 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// listPrefix lists the keys under prefix in the local store at dir.
-func listPrefix(t *testing.T, dir, prefix string) []string {
-	t.Helper()
-	store, err := local.New(dir)
-	must(t, err)
-	return listStore(t, store, prefix)
+// scopeObjects are the keys of a scope's packs, index files and manifests.
+type scopeObjects struct{ packs, index, snapshots []string }
+
+func (c *crashRig) objects() scopeObjects {
+	c.t.Helper()
+	_, store := c.open()
+	p := "scopes/" + crashScope + "/"
+	return scopeObjects{listStore(c.t, store, p+"data/"), listStore(c.t, store, p+"index/"), listStore(c.t, store, p+"snapshots/")}
+}
+
+// added and removed report whether after has a key before lacks, and the
+// reverse.
+func added(before, after []string) bool {
+	return slices.ContainsFunc(after, func(k string) bool { return !slices.Contains(before, k) })
+}
+
+func removed(before, after []string) bool { return added(after, before) }
+
+// pushPhase names the step a push was killed in, from what it left.
+func pushPhase(b, a scopeObjects) string {
+	switch {
+	case added(b.snapshots, a.snapshots):
+		return "after-manifest"
+	case added(b.index, a.index):
+		return "index-without-manifest"
+	case added(b.packs, a.packs):
+		return "packs-without-index"
+	}
+	return "before-first-write"
+}
+
+// prunePhase names the step a prune was killed in, from what it left.
+func prunePhase(b, a scopeObjects) string {
+	switch {
+	case !added(b.index, a.index) && added(b.packs, a.packs):
+		return "repacked-packs-without-index"
+	case !added(b.index, a.index):
+		return "before-first-write"
+	case !removed(b.index, a.index) || slices.ContainsFunc(b.index, func(k string) bool { return slices.Contains(a.index, k) }):
+		return "new-index-old-indexes-left"
+	case !removed(b.packs, a.packs):
+		return "old-indexes-deleted-packs-not"
+	}
+	return "deleting-packs-or-after"
 }
 
 // listStore lists every object of a store as "key size".

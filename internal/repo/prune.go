@@ -154,6 +154,12 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 	if err := s.loadIndex(ctx); err != nil {
 		return st, err
 	}
+	s.mu.Lock()
+	bad := len(s.badIndexes)
+	s.mu.Unlock()
+	if bad > 0 {
+		return st, fmt.Errorf("prune: %d damaged index files (run check; refusing to delete packs a damaged index may list): %w", bad, pack.ErrCorrupt)
+	}
 	// What is used: every tree and chunk reachable from a manifest.
 	used := map[seal.ID]bool{}
 	ids, err := s.manifestIDs(ctx)

@@ -331,6 +331,10 @@ type Scope struct {
 	packs     map[seal.ID]int64 // pack id → size
 	indexes   map[seal.ID]pack.IndexFile
 	loadedIdx bool
+	// badIndexes lists index files skipped as damaged by the last load.
+	badIndexes []string
+	// maxEntries overrides the restore entry bound (tests).
+	maxEntries int64
 }
 
 func newScope(r *Repository, name string, key seal.Key) (*Scope, error) {
@@ -384,6 +388,7 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 		return fmt.Errorf("list index files of %s: %w", s.name, err)
 	}
 	files := map[seal.ID]pack.IndexFile{}
+	var bad []string
 	for _, in := range infos {
 		id, err := seal.ParseID(in.Key[strings.LastIndexByte(in.Key, '/')+1:])
 		if err != nil {
@@ -397,10 +402,18 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 			if errors.Is(err, errs.ErrNotFound) {
 				continue // deleted by a prune since the listing
 			}
-			if err != nil {
-				return fmt.Errorf("load index %s: %w", id, err)
+			if err == nil {
+				f, err = pack.DecodeIndex(s.codec, data)
 			}
-			if f, err = pack.DecodeIndex(s.codec, data); err != nil {
+			if errors.Is(err, pack.ErrCorrupt) || errors.Is(err, seal.ErrAuth) {
+				// A damaged index file must not make the whole scope
+				// unreadable: skip it (what only it lists is then missing,
+				// which check reports) and refuse to prune until fixed.
+				s.r.log.Warn("skipping a damaged index file", "scope", s.name, "index", id.String(), "err", err)
+				bad = append(bad, fmt.Sprintf("index %s: %v", id, err))
+				continue
+			}
+			if err != nil {
 				return fmt.Errorf("load index %s: %w", id, err)
 			}
 		}
@@ -429,6 +442,7 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 	s.indexes = files
 	s.blobs = blobs
 	s.packs = packs
+	s.badIndexes = bad
 	s.loadedIdx = true
 	s.mu.Unlock()
 	return nil

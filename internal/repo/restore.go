@@ -68,7 +68,14 @@ type restorer struct {
 	files  []*rfile
 	dirs   []rdir
 	links  map[uint64]string // inode → rel path of the first name restored
+	// entries counts what the restore has created, against maxEntries.
+	entries, maxEntries int64
 }
+
+// maxEntries bounds the entries one restore creates: trees are content
+// addressed, so a crafted snapshot could point every directory at one
+// subtree and describe 2^depth entries in a few blobs.
+const maxEntries = 100_000_000
 
 // Restore writes the snapshot id (or one path of it) to dst, which must not
 // exist or be an empty directory. Every blob is authenticated and checked
@@ -89,6 +96,9 @@ func (s *Scope) Restore(ctx context.Context, id seal.ID, dst string, opts Restor
 	if err != nil {
 		return RestoreStats{}, err
 	}
+	if m.Root.Type != TypeDir || m.Root.Mode&^0o7777 != 0 {
+		return RestoreStats{}, fmt.Errorf("restore %s: the root is a %q with mode %o, not a directory: %w", id, m.Root.Type, m.Root.Mode, pack.ErrCorrupt)
+	}
 	root := m.Root
 	root.Subtree = &m.Tree
 	node := &root
@@ -97,7 +107,10 @@ func (s *Scope) Restore(ctx context.Context, id seal.ID, dst string, opts Restor
 			return RestoreStats{}, fmt.Errorf("restore %s: %w", id, err)
 		}
 	}
-	r := &restorer{s: s, links: map[uint64]string{}}
+	r := &restorer{s: s, links: map[uint64]string{}, maxEntries: maxEntries}
+	if s.maxEntries > 0 {
+		r.maxEntries = s.maxEntries
+	}
 	stop := make(chan struct{})
 	go reportProgress(opts.Progress, func() Progress { return r.c.progress("restore", start, false) }, stop)
 	err = r.run(ctx, node, dst)
@@ -160,9 +173,15 @@ func (r *restorer) dir(ctx context.Context, dirfd int, rel string, id seal.ID, d
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if r.entries += 1; r.entries > r.maxEntries {
+		return fmt.Errorf("more than %d entries (a tree whose directories share subtrees without end?): %w", r.maxEntries, pack.ErrCorrupt)
+	}
 	t, err := r.s.loadTree(ctx, id)
 	if err != nil {
 		return err
+	}
+	if r.entries += int64(len(t.Nodes)); r.entries > r.maxEntries {
+		return fmt.Errorf("more than %d entries (a tree whose directories share subtrees without end?): %w", r.maxEntries, pack.ErrCorrupt)
 	}
 	for i := range t.Nodes {
 		if err := r.entry(ctx, dirfd, rel, &t.Nodes[i]); err != nil {
