@@ -137,18 +137,3 @@ func (s *Service) op(tenant, id string) (*operation, error) {
 	return o, nil
 }
 
-// waitOp blocks until an operation ends and returns its final state.
-func (s *Service) waitOp(ctx context.Context, tenant, id string) (client.Operation, error) {
-	ch, err := s.WatchOperation(ctx, tenant, id)
-	if err != nil {
-		return client.Operation{}, err
-	}
-	var last client.Operation
-	for v := range ch {
-		last = v
-	}
-	if last.EndedAt == nil {
-		return last, ctx.Err()
-	}
-	return last, nil
-}
