@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,9 +38,15 @@ type RestoreStats struct {
 	Duration        time.Duration `json:"duration_ns"`
 }
 
-// chunksPerJob bounds how many chunks of one file a restore job writes, so
-// a big file is written by several workers at once.
-const chunksPerJob = 8
+// Restore reads packs, not chunks: the chunks a restore needs are grouped
+// by the pack holding them, neighbours within mergeGap are fetched with one
+// ranged read of at most maxRange bytes, and each decoded chunk is written
+// to every place that needs it (dedup inside a snapshot is common). Packs
+// are read by several workers at once.
+const (
+	mergeGap = 1 << 20
+	maxRange = 32 << 20
+)
 
 // rfile is a regular file being restored.
 type rfile struct {
@@ -46,12 +54,20 @@ type rfile struct {
 	node    *Node
 	offsets []int64 // stream offset of each content chunk
 	lens    []int64
-	pending atomic.Int32 // jobs not yet done
+	pending atomic.Int64 // chunks not yet written
 }
 
-type rjob struct {
-	f      *rfile
-	lo, hi int // content chunks [lo, hi)
+// target is one place a chunk goes: chunk i of file f.
+type target struct {
+	f *rfile
+	i int
+}
+
+// packWork is what a restore needs from one pack.
+type packWork struct {
+	id      seal.ID
+	blobs   []pack.Blob // sorted by offset, each once
+	targets map[seal.ID][]target
 }
 
 // rdir is a created directory whose metadata is applied at the end.
@@ -349,27 +365,41 @@ func applyMetaAt(dirfd int, name string, n *Node) error {
 	return nil
 }
 
-// finish writes the queued file data in parallel, then applies directory
-// metadata deepest first and syncs the file system.
+// finish writes the queued file data in parallel, pack by pack, then
+// applies directory metadata deepest first and syncs the file system.
 func (r *restorer) finish(ctx context.Context) error {
-	var jobs []rjob
+	byPack := map[seal.ID]*packWork{}
 	for _, f := range r.files {
-		n := 0
-		for lo := 0; lo < len(f.node.Content); lo += chunksPerJob {
-			jobs = append(jobs, rjob{f: f, lo: lo, hi: min(lo+chunksPerJob, len(f.node.Content))})
-			n++
+		f.pending.Store(int64(len(f.node.Content)))
+		for i, cid := range f.node.Content {
+			loc, _ := r.s.lookup(cid)
+			pw := byPack[loc.pack]
+			if pw == nil {
+				pw = &packWork{id: loc.pack, targets: map[seal.ID][]target{}}
+				byPack[loc.pack] = pw
+			}
+			if _, seen := pw.targets[cid]; !seen {
+				pw.blobs = append(pw.blobs, loc.blob)
+			}
+			pw.targets[cid] = append(pw.targets[cid], target{f: f, i: i})
 		}
-		f.pending.Store(int32(n))
 	}
+	work := make([]*packWork, 0, len(byPack))
+	for _, pw := range byPack {
+		slices.SortFunc(pw.blobs, func(a, b pack.Blob) int { return cmpInt64(int64(a.Offset), int64(b.Offset)) })
+		work = append(work, pw)
+	}
+	slices.SortFunc(work, func(a, b *packWork) int { return strings.Compare(a.id.String(), b.id.String()) })
+
 	g, gctx := errgroup.WithContext(ctx)
-	next := make(chan rjob)
+	next := make(chan *packWork)
 	workers := max(r.s.r.opts.Transfers, r.s.r.opts.Workers) + 2
 	for range workers {
 		g.Go(func() error {
 			var buf []byte
-			for j := range next {
+			for pw := range next {
 				var err error
-				if buf, err = r.write(gctx, j, buf); err != nil {
+				if buf, err = r.restorePack(gctx, pw, buf); err != nil {
 					return err
 				}
 			}
@@ -378,9 +408,9 @@ func (r *restorer) finish(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		defer close(next)
-		for _, j := range jobs {
+		for _, pw := range work {
 			select {
-			case next <- j:
+			case next <- pw:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
@@ -414,40 +444,72 @@ func (r *restorer) finish(ctx context.Context) error {
 	return nil
 }
 
-// write fetches chunks [lo, hi) of a file and writes them at their places;
-// the last job of a file applies its metadata.
-func (r *restorer) write(ctx context.Context, j rjob, buf []byte) ([]byte, error) {
-	f := j.f
-	fd, err := openBeneath(r.rootfd, f.rel, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
-	if err != nil {
-		return buf, fmt.Errorf("open /%s: %w", f.rel, err)
-	}
-	defer unix.Close(fd)
-	for i := j.lo; i < j.hi; i++ {
+// restorePack fetches the needed blobs of one pack in merged ranges,
+// authenticates each and writes it wherever it goes.
+func (r *restorer) restorePack(ctx context.Context, pw *packWork, buf []byte) ([]byte, error) {
+	key := packKey(r.s.name, pw.id)
+	for lo := 0; lo < len(pw.blobs); {
+		start := int64(pw.blobs[lo].Offset)
+		end := start + int64(pw.blobs[lo].Length)
+		hi := lo + 1
+		for hi < len(pw.blobs) {
+			b := pw.blobs[hi]
+			bend := int64(b.Offset) + int64(b.Length)
+			if int64(b.Offset)-end > mergeGap || bend-start > maxRange {
+				break
+			}
+			end = max(end, bend)
+			hi++
+		}
 		if err := ctx.Err(); err != nil {
 			return buf, err
 		}
-		loc, _ := r.s.lookup(f.node.Content[i])
-		stored, err := r.s.r.store.GetRange(ctx, packKey(r.s.name, loc.pack), int64(loc.blob.Offset), int64(loc.blob.Length))
+		data, err := r.s.r.store.GetRange(ctx, key, start, end-start)
 		if err != nil {
-			return buf, fmt.Errorf("/%s: fetch chunk %s: %w", f.rel, loc.blob.ID, err)
+			return buf, fmt.Errorf("fetch pack %s: %w", pw.id, err)
 		}
-		r.c.moved.Add(int64(len(stored)))
-		if buf, err = r.s.codec.Decode(buf[:0], loc.blob, stored); err != nil {
-			return buf, fmt.Errorf("/%s: chunk %s in pack %s: %w", f.rel, loc.blob.ID, loc.pack, err)
+		if int64(len(data)) != end-start {
+			// Never slice past len: the bytes beyond it are not what was read.
+			return buf, fmt.Errorf("fetch pack %s: got %d of %d bytes: %w", pw.id, len(data), end-start, pack.ErrCorrupt)
 		}
-		if err := writeStream(fd, f.node, f.offsets[i], buf); err != nil {
-			return buf, fmt.Errorf("write /%s: %w", f.rel, err)
+		data = data[:len(data):len(data)]
+		r.c.moved.Add(int64(len(data)))
+		for _, b := range pw.blobs[lo:hi] {
+			off := int64(b.Offset) - start
+			if buf, err = r.s.codec.Decode(buf[:0], b, data[off:off+int64(b.Length)]); err != nil {
+				return buf, fmt.Errorf("chunk %s in pack %s: %w", b.ID, pw.id, err)
+			}
+			for _, t := range pw.targets[b.ID] {
+				if err := r.writeChunk(t, buf); err != nil {
+					return buf, err
+				}
+			}
 		}
-		r.c.bytesDone.Add(int64(len(buf)))
+		lo = hi
 	}
+	return buf, nil
+}
+
+// writeChunk writes chunk t.i of a file; the file's last chunk applies its
+// metadata.
+func (r *restorer) writeChunk(t target, data []byte) error {
+	f := t.f
+	fd, err := openBeneath(r.rootfd, f.rel, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("open /%s: %w", f.rel, err)
+	}
+	defer unix.Close(fd)
+	if err := writeStream(fd, f.node, f.offsets[t.i], data); err != nil {
+		return fmt.Errorf("write /%s: %w", f.rel, err)
+	}
+	r.c.bytesDone.Add(int64(len(data)))
 	if f.pending.Add(-1) == 0 {
 		r.c.filesDone.Add(1)
 		if err := applyMeta(fd, f.node); err != nil {
-			return buf, fmt.Errorf("/%s: %w", f.rel, err)
+			return fmt.Errorf("/%s: %w", f.rel, err)
 		}
 	}
-	return buf, nil
+	return nil
 }
 
 // writeStream writes data found at stream offset off (into the
