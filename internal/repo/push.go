@@ -97,6 +97,8 @@ type wdir struct {
 	rel    string // path below the root, "" for the root
 	tree   Tree
 	parent *Tree // the same directory in the parent snapshot, if any
+	// parentID is parent's tree id (zero without one).
+	parentID seal.ID
 	subs   []*wdir
 	// subIdx[i] is the index in tree.Nodes of subs[i]'s node.
 	subIdx []int
@@ -208,6 +210,7 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error
 	}
 	root := &wdir{}
 	if parentRoot != nil {
+		root.parentID = *parentRoot
 		if root.parent, err = p.s.loadTree(ctx, *parentRoot); err != nil {
 			return nil, fmt.Errorf("parent tree: %w", err)
 		}
@@ -408,6 +411,7 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, 
 			st.Dirs++
 			sub := &wdir{rel: rel}
 			if prev != nil && prev.Type == TypeDir && prev.Subtree != nil {
+				sub.parentID = *prev.Subtree
 				if sub.parent, err = p.s.loadTree(ctx, *prev.Subtree); err != nil {
 					return fmt.Errorf("parent tree of /%s: %w", rel, err)
 				}
@@ -465,7 +469,8 @@ func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob)
 	slices.SortStableFunc(jobs, func(a, b readJob) int { return cmpInt64(b.node.Size, a.node.Size) })
 	g, gctx := errgroup.WithContext(ctx)
 	next := make(chan readJob)
-	for range 2 {
+	// More readers than cores: reads from a cold page cache overlap.
+	for range max(2, p.s.r.opts.Workers) + 1 {
 		g.Go(func() error {
 			ch, err := chunker.New(bytes.NewReader(nil), p.s.seed, p.params)
 			if err != nil {
@@ -654,7 +659,9 @@ func (p *pusher) trees(ctx context.Context, d *wdir, enc chan<- encJob) (seal.ID
 		return seal.ID{}, fmt.Errorf("encode tree /%s: %w", d.rel, err)
 	}
 	id := p.s.codec.Sealer().ID(data)
-	p.s.cacheTree(p.s.treeCachePath(id), data)
+	if id != d.parentID { // an unchanged directory's tree is cached already
+		p.s.cacheTree(p.s.treeCachePath(id), data)
+	}
 	if p.claim(id) {
 		atomic.AddInt64(&p.stats.TreesNew, 1)
 		select {
