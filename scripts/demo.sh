@@ -2,7 +2,9 @@
 # The stead demo: an agent-like loop runs in a sandbox as a supervised
 # service, writing notes and state; we stop it (its stop hook checkpoints),
 # kill -9 the daemon, restart it, start the sandbox again, and the agent
-# carries on from where it was, with every file still there.
+# carries on from where it was, with every file still there. Then the work
+# goes off the machine: an encrypted, incremental push to a repository, and
+# a disaster-recovery drill that restores it through an empty daemon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -13,12 +15,13 @@ DATA=${STEAD_DATA_DIR:-/var/lib/stead}
 export STEAD_DATA_DIR=$DATA
 RUN=${STEAD_RUN_DIR:-/run/stead}
 PORT=${STEAD_PORT:-7878}
+REPO=${STEAD_REPO:-/var/lib/stead-demo-repo}   # a directory here; s3://... works the same
 export STEAD_ENDPOINT=http://127.0.0.1:$PORT
 LOG=$(mktemp /tmp/stead-demo-daemon.XXXX.log)
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 start_daemon() {
-  stead serve --data-dir "$DATA" --run-dir "$RUN" --listen 127.0.0.1:$PORT --socket "$RUN/stead.sock" >>"$LOG" 2>&1 &
+  stead serve --data-dir "$DATA" --run-dir "$RUN" --listen 127.0.0.1:$PORT --socket "$RUN/stead.sock" --repo "$REPO" >>"$LOG" 2>&1 &
   DAEMON=$!
   for _ in $(seq 200); do
     [ -f "$DATA/admin.key" ] && stead info >/dev/null 2>&1 && return 0
@@ -83,5 +86,13 @@ say "agent log (kept in the sandbox at /var/log/agent.log):"
 stead logs demo-agent | tail -n 8
 say "what a resuming agent reads first (stead orient):"
 stead orient demo-agent --file /workspace/notes.md | head -n 20
-say "done: the notes, the state and the checkpoint all survived stop, kill -9 and restart"
+say "off the machine: push to the repository (encrypted, deduplicated, incremental)"
+stead repo info 2>/dev/null | grep -q 'Initialized: *yes' || stead repo init
+stead push demo-agent
+stead exec demo-agent -- sh -c 'echo "- a note written after the first push" >> /workspace/notes.md'
+stead push demo-agent      # only what changed is read and sent
+stead remote ls demo-agent
+say "disaster-recovery drill: restore the latest push through an empty daemon (a lost machine), verify, time it"
+stead drill demo-agent --empty-data-dir --verify "grep -q 'after the first push' /workspace/notes.md"
+say "done: the notes, the state and the checkpoint survived stop, kill -9 and restart, and restore on a new machine"
 echo "(the sandbox keeps running; remove it with: stead delete --purge demo-agent)"
