@@ -177,7 +177,7 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 	}
 	defer unix.Close(rootfd)
 	p := &pusher{s: s, rootfd: rootfd, opts: opts, pending: map[seal.ID]bool{}, params: s.r.cfg.Chunker,
-		recycle: make(chan []byte, 2)}
+		recycle: make(chan []byte, s.r.opts.Transfers+2)}
 	p.bufs.New = func() any { b := make([]byte, 0, p.params.Max); return &b }
 	p.storedBufs.New = func() any { b := make([]byte, 0, p.params.Max+p.params.Max/16+1024); return &b }
 
@@ -229,7 +229,7 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error
 	g, gctx := errgroup.WithContext(ctx)
 	enc := make(chan encJob, 2*p.s.r.opts.Workers)
 	out := make(chan packed, 2*p.s.r.opts.Workers)
-	up := make(chan packUpload, p.s.r.opts.Transfers)
+	up := make(chan packUpload, 1) // packs in flight: the uploaders' plus one
 
 	var encWG sync.WaitGroup
 	for range p.s.r.opts.Workers {
@@ -706,6 +706,8 @@ type packUpload struct {
 func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUpload) error {
 	defer close(up)
 	w := pack.NewWriter(p.s.codec)
+	// Start with a buffer big enough for a whole pack (no growing copies).
+	w.Recycle(make([]byte, 0, p.s.r.opts.PackSize+p.s.r.opts.PackSize/4+p.params.Max))
 	flush := func() error {
 		if w.Count() == 0 {
 			return nil
