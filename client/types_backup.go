@@ -141,7 +141,9 @@ type BackupRetention struct {
 	Within   string `json:"within,omitempty" doc:"Go duration, e.g. 72h"`
 }
 
-// PruneRequest applies retention and drops unreferenced data.
+// PruneRequest applies retention and drops unreferenced data: of the
+// tenant's sandboxes (each by its own policy unless Retention is given) and,
+// without Sandbox, of each of its volumes too (by Retention, when given).
 type PruneRequest struct {
 	// Sandbox limits forgetting to one sandbox's snapshots; BackupRetention then
 	// overrides its policy for this run.

@@ -621,7 +621,9 @@ func retentionPolicy(r client.BackupRetention) (repo.Policy, error) {
 // unreferenced data.
 func (s *Service) PruneRepo(ctx context.Context, tenant string, req client.PruneRequest) (client.Operation, error) {
 	sc, err := s.scope(ctx, tenant, false)
-	if err != nil {
+	if errors.Is(err, errs.ErrNotFound) && req.Sandbox == "" {
+		sc = nil // no sandbox pushes: volumes only
+	} else if err != nil {
 		return client.Operation{}, err
 	}
 	type job struct {
@@ -664,6 +666,9 @@ func (s *Service) PruneRepo(ctx context.Context, tenant string, req client.Prune
 	return s.startOp(ctx, tenant, "prune", "", req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		out := client.RepoPruneResult{Forgotten: []string{}, DryRun: req.DryRun}
 		op.phase("forget")
+		if sc == nil {
+			return out, s.pruneVolumes(ctx, tenant, req, &out)
+		}
 		all, err := sc.Snapshots(ctx)
 		if err != nil {
 			return nil, err
@@ -696,8 +701,68 @@ func (s *Service) PruneRepo(ctx context.Context, tenant string, req client.Prune
 			return nil, err
 		}
 		out.PacksDeleted, out.PacksRepacked, out.BytesFreed = st.PacksDeleted, st.PacksRepacked, st.BytesFreed
+		if req.Sandbox == "" {
+			// The tenant's volumes: each its own scope, same retention.
+			if err := s.pruneVolumes(ctx, tenant, req, &out); err != nil {
+				return out, err
+			}
+		}
 		return out, nil
 	})
+}
+
+// pruneVolumes applies req.Retention (when given) to each of the tenant's
+// volumes' pushes and prunes their scopes, adding to out.
+func (s *Service) pruneVolumes(ctx context.Context, tenant string, req client.PruneRequest, out *client.RepoPruneResult) error {
+	var p repo.Policy
+	if req.Retention != nil {
+		var err error
+		if p, err = retentionPolicy(*req.Retention); err != nil {
+			return err
+		}
+	}
+	vols, err := s.st.ListVolumes(ctx, tenant, true)
+	if err != nil {
+		return err
+	}
+	r, err := s.repository(ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		sc, err := r.Scope(ctx, volumeScope(v.ID), false)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !p.Empty() {
+			ms, err := sc.Snapshots(ctx)
+			if err != nil {
+				return err
+			}
+			_, drop := p.Apply(ms, s.now())
+			ids := make([]seal.ID, len(drop))
+			for i, m := range drop {
+				ids[i] = m.ID
+				out.Forgotten = append(out.Forgotten, m.ID.String())
+			}
+			if !req.DryRun {
+				if err := sc.Forget(ctx, ids...); err != nil {
+					return err
+				}
+			}
+		}
+		st, err := sc.Prune(ctx, repo.PruneOptions{DryRun: req.DryRun})
+		if err != nil {
+			return fmt.Errorf("prune volume %s: %w", v.Name, err)
+		}
+		out.PacksDeleted += st.PacksDeleted
+		out.PacksRepacked += st.PacksRepacked
+		out.BytesFreed += st.BytesFreed
+	}
+	return nil
 }
 
 // GetBackupPolicy returns a sandbox's push schedule and retention.

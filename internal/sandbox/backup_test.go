@@ -289,6 +289,15 @@ func TestVolumePushRestoreAndErasure(t *testing.T) {
 	if pr.RemoteSnapshot.Volume != vol.ID {
 		t.Fatalf("push result: %+v", pr)
 	}
+	// Volume pushes follow the same retention verbs: keep the last one.
+	op, err = s.PushVolume(ctx, tn, vol.ID, client.PushVolumeRequest{Wait: true})
+	opDone(t, op, err, nil)
+	var prr client.RepoPruneResult
+	op, err = s.PruneRepo(ctx, tn, client.PruneRequest{Retention: &client.BackupRetention{KeepLast: 1}, Wait: true})
+	opDone(t, op, err, &prr)
+	if l, _ := s.ListVolumePushes(ctx, tn, vol.ID); len(l) != 1 || len(prr.Forgotten) != 1 {
+		t.Fatalf("after keep-last 1: %d volume pushes, forgot %v", len(l), prr.Forgotten)
+	}
 	// A volume restores into an empty daemon with the same repository and key.
 	s2 := newService(t)
 	withRepo(t, s2, repoDir)
