@@ -136,4 +136,3 @@ func (s *Service) op(tenant, id string) (*operation, error) {
 	}
 	return o, nil
 }
-
