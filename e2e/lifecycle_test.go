@@ -87,7 +87,7 @@ func TestLifecycleTransitions(t *testing.T) {
 	if sb, err = d.c.StartSandbox(ctx, "life"); err != nil {
 		t.Fatal(err)
 	}
-	if s := d.sh(ctx, sb.ID, "agent", "test -s /workspace/tick && echo kept"); s != "kept\n" {
+	if s := d.sh(ctx, sb.ID, "agent", "test -e /workspace/tick && echo kept"); s != "kept\n" {
 		t.Fatalf("files lost across delete/undelete: %q", s)
 	}
 	if _, err = d.c.DeleteSandbox(ctx, "life", true); err != nil {
