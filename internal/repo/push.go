@@ -475,11 +475,14 @@ func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob)
 	// More readers than cores: reads from a cold page cache overlap.
 	for range max(2, p.s.r.opts.Workers) + 1 {
 		g.Go(func() error {
-			ch, err := chunker.New(bytes.NewReader(nil), p.s.seed, p.params)
-			if err != nil {
-				return err
-			}
+			var ch *chunker.Chunker // made on the first file: a no-change push reads none
 			for j := range next {
+				if ch == nil {
+					var err error
+					if ch, err = chunker.New(bytes.NewReader(nil), p.s.seed, p.params); err != nil {
+						return err
+					}
+				}
 				if err := p.readFile(gctx, ch, j, enc); err != nil {
 					return err
 				}
@@ -706,8 +709,7 @@ type packUpload struct {
 func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUpload) error {
 	defer close(up)
 	w := pack.NewWriter(p.s.codec)
-	// Start with a buffer big enough for a whole pack (no growing copies).
-	w.Recycle(make([]byte, 0, p.s.r.opts.PackSize+p.s.r.opts.PackSize/4+p.params.Max))
+	first := true
 	flush := func() error {
 		if w.Count() == 0 {
 			return nil
@@ -729,6 +731,12 @@ func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUploa
 		}
 	}
 	for b := range in {
+		if first {
+			// A buffer big enough for a whole pack (no growing copies),
+			// made only when there is something to pack.
+			w.Recycle(make([]byte, 0, p.s.r.opts.PackSize+p.s.r.opts.PackSize/4+p.params.Max))
+			first = false
+		}
 		w.Add(b.t, b.id, b.stored, b.raw, b.compressed)
 		*b.buf = b.stored[:0]
 		p.storedBufs.Put(b.buf)
