@@ -74,6 +74,10 @@ func TestPushToS3RestoresExactlyOnAnEmptyDaemon(t *testing.T) {
 		p1.FilesRead, p1.BytesUploaded, p1.Seconds, p2.FilesRead, p2.FilesReused, p2.BytesUploaded, p2.Seconds)
 
 	// The machine is lost: a new daemon with only the URL and the key file.
+	// (The old sandbox is purged first so no process of it outlives the test.)
+	if _, err := d.c.DeleteSandbox(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
 	d.kill9()
 	d2 := newDaemon(t, "--repo", repoURL, "--repo-key-file", filepath.Join(d.dataDir, "repo.key"))
 	list, err := d2.c.ListRemoteSnapshots(ctx, "")
