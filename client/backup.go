@@ -291,3 +291,17 @@ func (c *Client) ListVolumePushes(ctx context.Context, volume string) ([]RemoteS
 func (c *Client) RestoreVolume(ctx context.Context, req RestoreVolumeRequest) (Operation, error) {
 	return c.startOperation(ctx, "/v1/volume-snapshots/restore", nil, req)
 }
+
+// CreateVolumeSnapshot takes a read-only local snapshot of a volume.
+func (c *Client) CreateVolumeSnapshot(ctx context.Context, volume string, req CreateSnapshotRequest) (Snapshot, error) {
+	var sn Snapshot
+	err := c.do(ctx, http.MethodPost, "/v1/volumes/"+url.PathEscape(volume)+"/snapshots", nil, req, &sn)
+	return sn, err
+}
+
+// ListVolumeSnapshots lists a volume's local snapshots.
+func (c *Client) ListVolumeSnapshots(ctx context.Context, volume string) ([]Snapshot, error) {
+	var list []Snapshot
+	err := c.do(ctx, http.MethodGet, "/v1/volumes/"+url.PathEscape(volume)+"/snapshots", nil, nil, &list)
+	return list, err
+}

@@ -299,17 +299,23 @@ type Snapshot struct {
 	Parent      string    `json:"parent,omitempty" doc:"The snapshot the sandbox was forked or rolled back from when this one was taken: the tree's edge"`
 	Label       string    `json:"label,omitempty"`
 	Description string    `json:"description,omitempty"`
-	Kind        string    `json:"kind" enum:"user,safety,fork" doc:"user: asked for; safety: taken automatically before a rollback; fork: taken to fork a running sandbox"`
+	Kind        string    `json:"kind" enum:"user,safety,fork,push,archive,pull,volume" doc:"user: asked for; safety: taken automatically before a rollback; fork: taken to fork a running sandbox; push/archive: taken for a push; pull: copied from a pushed snapshot; volume: of a volume (Sandbox then names the volume)"`
 	CreatedAt   time.Time `json:"created_at"`
 	// FrozenFor is how long the sandbox's processes were frozen while it
 	// was taken (0 for a stopped sandbox).
 	FrozenFor string `json:"frozen_for,omitempty"`
+	// Volumes are the ids of the snapshots of the sandbox's volumes taken
+	// at the same instant (CreateSnapshotRequest.IncludeVolumes).
+	Volumes []string `json:"volumes,omitempty"`
 }
 
 // CreateSnapshotRequest takes a snapshot of a sandbox.
 type CreateSnapshotRequest struct {
 	Label       string `json:"label,omitempty" maxLength:"200"`
 	Description string `json:"description,omitempty" maxLength:"4000"`
+	// IncludeVolumes also snapshots every volume the sandbox mounts, at the
+	// same frozen instant (kind "volume", parent: the sandbox's snapshot).
+	IncludeVolumes bool `json:"include_volumes,omitempty"`
 }
 
 // ForkRequest makes new sandboxes from a snapshot or a sandbox.

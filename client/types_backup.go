@@ -234,7 +234,7 @@ type PushVolumeRequest struct {
 
 // RestoreVolumeRequest restores a pushed volume snapshot into a new volume.
 type RestoreVolumeRequest struct {
-	Snapshot string `json:"snapshot,omitempty" doc:"remote snapshot id or prefix; or give volume for its latest"`
+	Snapshot string `json:"snapshot,omitempty" doc:"local volume snapshot (snap-...), or remote snapshot id or prefix; or give volume for its latest push"`
 	Volume   string `json:"volume,omitempty" doc:"restore the latest push of this volume (id, or name while it exists)"`
 	Name     string `json:"name" minLength:"1" doc:"name of the new volume"`
 	Wait     bool   `json:"wait,omitempty"`

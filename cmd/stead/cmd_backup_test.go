@@ -234,6 +234,14 @@ func (b *backupBackend) RestoreVolume(_ context.Context, _ string, req client.Re
 		client.VolumeRestoreResult{Volume: client.Volume{ID: "vol-2", Name: req.Name}, Files: 3})
 }
 
+func (b *backupBackend) CreateVolumeSnapshot(_ context.Context, _, id string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
+	return client.Snapshot{ID: "snap-v1", Sandbox: id, Kind: "volume", Label: req.Label}, nil
+}
+
+func (b *backupBackend) ListVolumeSnapshots(_ context.Context, _, id string) ([]client.Snapshot, error) {
+	return []client.Snapshot{{ID: "snap-v1", Sandbox: id, Kind: "volume"}}, nil
+}
+
 func (b *backupBackend) FileHistory(_ context.Context, _, id, path string) ([]client.FileVersion, error) {
 	b.mu.Lock()
 	b.reqs["history"] = id + ":" + path

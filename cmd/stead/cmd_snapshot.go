@@ -74,6 +74,9 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 			if s.FrozenFor != "" {
 				line += " (frozen for " + s.FrozenFor + ")"
 			}
+			if len(s.Volumes) > 0 {
+				line += "; volume snapshots " + strings.Join(s.Volumes, ", ")
+			}
 			_, err = fmt.Fprintln(g.stdout, line)
 			return err
 		},
@@ -81,6 +84,7 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVarP(&req.Label, "label", "l", "", "short label shown in stead snapshot ls")
 	cmd.Flags().StringVarP(&req.Description, "description", "d", "", "longer description")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the snapshot id")
+	cmd.Flags().BoolVar(&req.IncludeVolumes, "include-volumes", false, "also snapshot the sandbox's volumes at the same frozen instant")
 	return cmd
 }
 

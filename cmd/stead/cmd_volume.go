@@ -47,6 +47,8 @@ a sandbox uses it. stead volume rm keeps the data until its purge time
 		newVolumeRmCmd(g),
 		newVolumePurgeCmd(g),
 		newVolumeUndeleteCmd(g),
+		newVolumeSnapshotCmd(g),
+		newVolumeSnapshotsCmd(g),
 		newVolumePushCmd(g),
 		newVolumePushesCmd(g),
 		newVolumeRestoreCmd(g),

@@ -82,9 +82,10 @@ func newVolumeRestoreCmd(g *globals) *cobra.Command {
 	var req client.RestoreVolumeRequest
 	var noWait bool
 	cmd := &cobra.Command{
-		Use:   "restore [REMOTE_SNAPSHOT] --name NEW",
-		Short: "Restore a pushed volume snapshot into a new volume",
-		Example: `  stead volume restore 3f9a2c1d --name shared-copy
+		Use:   "restore [SNAPSHOT] --name NEW",
+		Short: "Restore a volume snapshot (local snap-..., or pushed) into a new volume",
+		Example: `  stead volume restore snap-3f9a --name shared-before
+  stead volume restore 3f9a2c1d --name shared-copy
   stead volume restore --latest shared --name shared-copy`,
 		Args: args(0, 1),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -118,4 +119,65 @@ func newVolumeRestoreCmd(g *globals) *cobra.Command {
 	cmd.MarkFlagRequired("name")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, noWaitUsage)
 	return cmd
+}
+
+// newVolumeSnapshotCmd is `stead volume snapshot VOLUME`.
+func newVolumeSnapshotCmd(g *globals) *cobra.Command {
+	var req client.CreateSnapshotRequest
+	cmd := &cobra.Command{
+		Use:   "snapshot VOLUME",
+		Short: "Take a read-only local snapshot of a volume",
+		Long: `A volume snapshot is an O(1) read-only clone taken at one instant
+(crash-consistent while sandboxes write to it; stead snapshot create SANDBOX
+--include-volumes freezes the sandbox's writers for that instant). Bring it
+back as a new volume with stead volume restore SNAPSHOT --name NEW.`,
+		Example: `  stead volume snapshot shared --label "before migration"
+  stead volume snapshots shared
+  stead volume restore snap-3f9a --name shared-before`,
+		Args: args(1, 1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sn, err := c.CreateVolumeSnapshot(cmd.Context(), a[0], req)
+			if err != nil {
+				return fmt.Errorf("snapshot volume %s: %w", a[0], err)
+			}
+			if g.json {
+				return printJSON(g.stdout, sn)
+			}
+			_, err = fmt.Fprintf(g.stdout, "%s: snapshot of volume %s\n", sn.ID, a[0])
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&req.Label, "label", "l", "", "short label")
+	return cmd
+}
+
+// newVolumeSnapshotsCmd is `stead volume snapshots VOLUME`.
+func newVolumeSnapshotsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "snapshots VOLUME",
+		Short:   "List a volume's local snapshots",
+		Example: `  stead volume snapshots shared`,
+		Args:    args(1, 1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListVolumeSnapshots(cmd.Context(), a[0])
+			if err != nil {
+				return fmt.Errorf("list snapshots of volume %s: %w", a[0], err)
+			}
+			if g.json {
+				if list == nil {
+					list = []client.Snapshot{}
+				}
+				return printJSON(g.stdout, list)
+			}
+			return writeSnapshotTree(g.stdout, list)
+		},
+	}
 }

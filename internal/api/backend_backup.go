@@ -91,4 +91,8 @@ type BackupBackend interface {
 	ListVolumePushes(ctx context.Context, tenant, volume string) ([]client.RemoteSnapshot, error)
 	// RestoreVolume restores a pushed volume snapshot into a new volume.
 	RestoreVolume(ctx context.Context, tenant string, req client.RestoreVolumeRequest) (client.Operation, error)
+	// CreateVolumeSnapshot takes a read-only local snapshot of a volume.
+	CreateVolumeSnapshot(ctx context.Context, tenant, id string, req client.CreateSnapshotRequest) (client.Snapshot, error)
+	// ListVolumeSnapshots lists a volume's local snapshots.
+	ListVolumeSnapshots(ctx context.Context, tenant, id string) ([]client.Snapshot, error)
 }

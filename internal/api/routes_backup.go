@@ -148,6 +148,49 @@ func (s *server) registerVolumeBackup(b BackupBackend) {
 		return &out[[]client.RemoteSnapshot]{Body: l}, nil
 	})
 
+	snap := s.op(http.MethodPost, "/v1/volumes/{id}/snapshots", "create-volume-snapshot", "Take a local snapshot of a volume", tag, http.StatusCreated)
+	snap.Description = "An O(1) read-only clone of the volume taken at one instant (crash-consistent; snapshot a " +
+		"sandbox with include_volumes to freeze its writers for that instant). Restore it into a new volume with " +
+		"POST /v1/volume-snapshots/restore."
+	snap.Errors = append(snap.Errors, http.StatusConflict, http.StatusNotImplemented)
+	huma.Register(s.api, snap, func(ctx context.Context, in *struct {
+		VolumeRef
+		Body *client.CreateSnapshotRequest
+	}) (*out[client.Snapshot], error) {
+		const op = "snapshot volume"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		var req client.CreateSnapshotRequest
+		if in.Body != nil {
+			req = *in.Body
+		}
+		sn, err := b.CreateVolumeSnapshot(ctx, p.TenantID, in.ID, req)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return &out[client.Snapshot]{Body: sn}, nil
+	})
+
+	snaps := s.op(http.MethodGet, "/v1/volumes/{id}/snapshots", "list-volume-snapshots", "List a volume's local snapshots", tag, 0)
+	snaps.Errors = append(snaps.Errors, http.StatusNotImplemented)
+	huma.Register(s.api, snaps, func(ctx context.Context, in *VolumeRef) (*out[[]client.Snapshot], error) {
+		const op = "list volume snapshots"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		l, err := b.ListVolumeSnapshots(ctx, p.TenantID, in.ID)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		if l == nil {
+			l = []client.Snapshot{}
+		}
+		return &out[[]client.Snapshot]{Body: l}, nil
+	})
+
 	restore := s.opRoute(http.MethodPost, "/v1/volume-snapshots/restore", "restore-volume",
 		"Restore a pushed volume snapshot into a new volume", tag,
 		"Makes a new volume named name from a pushed volume snapshot (or the latest push of volume). The result is "+

@@ -231,6 +231,16 @@ func (f *backupFake) RestoreVolume(_ context.Context, tenant string, req client.
 	return f.op("volume-restore", req.Snapshot)
 }
 
+func (f *backupFake) CreateVolumeSnapshot(_ context.Context, tenant, id string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
+	f.record("CreateVolumeSnapshot", tenant, id)
+	return client.Snapshot{ID: "snap-v", Sandbox: id, Kind: "volume"}, f.Err
+}
+
+func (f *backupFake) ListVolumeSnapshots(_ context.Context, tenant, id string) ([]client.Snapshot, error) {
+	f.record("ListVolumeSnapshots", tenant, id)
+	return nil, f.Err
+}
+
 func (f *backupFake) FileHistory(_ context.Context, tenant, id, path string) ([]client.FileVersion, error) {
 	f.record("FileHistory", tenant, id)
 	f.mu.Lock()
@@ -323,6 +333,14 @@ func backupRoutes() []route {
 		}},
 		{"list-volume-pushes", "ListVolumePushes", func(ctx context.Context, c *client.Client) error {
 			_, err := c.ListVolumePushes(ctx, "")
+			return err
+		}},
+		{"create-volume-snapshot", "CreateVolumeSnapshot", func(ctx context.Context, c *client.Client) error {
+			_, err := c.CreateVolumeSnapshot(ctx, "data", client.CreateSnapshotRequest{})
+			return err
+		}},
+		{"list-volume-snapshots", "ListVolumeSnapshots", func(ctx context.Context, c *client.Client) error {
+			_, err := c.ListVolumeSnapshots(ctx, "data")
 			return err
 		}},
 		{"restore-volume", "RestoreVolume", func(ctx context.Context, c *client.Client) error {

@@ -296,7 +296,7 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 				if withVolumes {
 					also = func(ctx context.Context) error {
 						var err error
-						volClones, err = s.cloneVolumes(ctx, cur)
+						volClones, err = s.cloneVolumes(ctx, cur, newVolumeClone)
 						return err
 					}
 				}
@@ -366,8 +366,9 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 	return res, m, nil
 }
 
-// cloneVolumes makes read-only clones of the volumes a sandbox mounts.
-func (s *Service) cloneVolumes(ctx context.Context, sb store.Sandbox) (map[string]string, error) {
+// cloneVolumes makes read-only clones of the volumes a sandbox mounts,
+// named by name (newVolumeClone for temporary ones).
+func (s *Service) cloneVolumes(ctx context.Context, sb store.Sandbox, name func() string) (map[string]string, error) {
 	sp, err := decodeSpec(sb)
 	if err != nil {
 		return nil, err
@@ -377,7 +378,7 @@ func (s *Service) cloneVolumes(ctx context.Context, sb store.Sandbox) (map[strin
 		if _, ok := out[vm.Volume]; ok {
 			continue
 		}
-		c := newVolumeClone()
+		c := name()
 		if err := s.pool.Clone(ctx, volumeDataset(vm.Volume), c, pool.CloneOptions{ReadOnly: true}); err != nil {
 			for _, done := range out {
 				s.pool.Delete(context.WithoutCancel(ctx), done)

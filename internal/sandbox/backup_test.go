@@ -471,3 +471,66 @@ func TestSchedulePushesWhenDueAndArchivesLongStopped(t *testing.T) {
 		t.Fatalf("after 49 h stopped: %s", got.State)
 	}
 }
+
+func TestLocalVolumeSnapshotsWithTheSandboxAndOnTheirOwn(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	vol, err := s.CreateVolume(ctx, tn, client.CreateVolumeRequest{Name: "shared"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent",
+		Volumes: []client.VolumeMount{{Volume: "shared", Path: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.testWrite(t, sb.ID, "/data/db.txt", "v1")
+	snap, err := s.CreateSnapshot(ctx, tn, sb.ID, client.CreateSnapshotRequest{Label: "both", IncludeVolumes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Volumes) != 1 {
+		t.Fatalf("snapshot with volumes: %+v", snap)
+	}
+	if vs, err := s.GetSnapshot(ctx, tn, snap.Volumes[0]); err != nil || vs.Kind != "volume" || vs.Parent != snap.ID || vs.Sandbox != vol.ID {
+		t.Fatalf("the volume's snapshot: %+v %v", vs, err)
+	}
+	s.testWrite(t, sb.ID, "/data/db.txt", "v2")
+	own, err := s.CreateVolumeSnapshot(ctx, tn, "shared", client.CreateSnapshotRequest{Label: "v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.ListVolumeSnapshots(ctx, tn, "shared"); len(list) != 2 {
+		t.Fatalf("volume snapshots: %+v", list)
+	}
+	// Restore each into a new volume: the content of its instant.
+	for want, id := range map[string]string{"v1": snap.Volumes[0], "v2": own.ID} {
+		var vr client.VolumeRestoreResult
+		op, err := s.RestoreVolume(ctx, tn, client.RestoreVolumeRequest{Snapshot: id, Name: "copy-" + want, Wait: true})
+		opDone(t, op, err, &vr)
+		b, err := os.ReadFile(filepath.Join(s.pool.Path(volumeDataset(vr.Volume.ID)), "db.txt"))
+		if err != nil || string(b) != want {
+			t.Fatalf("volume restored from %s: %q %v, want %q", id, b, err, want)
+		}
+	}
+	// A volume snapshot is not a sandbox root.
+	if _, err := s.Fork(ctx, tn, own.ID, client.ForkRequest{NoStart: true}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("fork of a volume snapshot: %v", err)
+	}
+	if _, err := s.Rollback(ctx, tn, sb.ID, client.RollbackRequest{Snapshot: own.ID}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("rollback to a volume snapshot: %v", err)
+	}
+	// Purging the volume deletes its local snapshots too (its data).
+	if _, err := s.DeleteSandbox(ctx, tn, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DeleteVolume(ctx, tn, "shared", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{snap.Volumes[0], own.ID} {
+		if ok, _ := s.pool.Exists(ctx, snapshotDataset(id)); ok {
+			t.Fatalf("volume snapshot %s outlived the volume's purge", id)
+		}
+	}
+}

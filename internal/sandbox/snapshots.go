@@ -62,17 +62,39 @@ func snapshotView(sn store.Snapshot) client.Snapshot {
 // sandbox.
 func (s *Service) CreateSnapshot(ctx context.Context, tenant, id string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
 	var out store.Snapshot
+	var clones map[string]string // volume id → clone dataset
 	_, err := s.transition(ctx, tenant, id, "snapshot",
 		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
 		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
-			sn, err := s.snapshotLocked(ctx, sb, "user", req.Label, req.Description)
+			var also func(context.Context) error
+			if req.IncludeVolumes {
+				also = func(ctx context.Context) error {
+					var err error
+					clones, err = s.cloneVolumes(ctx, sb, func() string { return snapshotDataset(newSnapshotID()) })
+					return err
+				}
+			}
+			sn, err := s.snapshotLockedWith(ctx, sb, "user", req.Label, req.Description, also)
 			out = sn
 			return sb, err
 		})
 	if err != nil {
+		for _, c := range clones {
+			s.pool.Delete(context.WithoutCancel(ctx), c)
+		}
 		return client.Snapshot{}, err
 	}
-	return snapshotView(out), nil
+	v := snapshotView(out)
+	// Record the volume clones as volume snapshots whose parent is the
+	// sandbox's snapshot.
+	for volID, clone := range clones {
+		vs, err := s.recordVolumeSnapshot(ctx, tenant, volID, clone, out.ID, req.Label)
+		if err != nil {
+			return v, err
+		}
+		v.Volumes = append(v.Volumes, vs.ID)
+	}
+	return v, nil
 }
 
 // snapshotLocked snapshots a sandbox whose lock the caller holds. A
@@ -196,6 +218,9 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 		if sn, err = s.st.GetSnapshot(ctx, tenant, source); err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", source, err)
 		}
+		if sn.Kind == "volume" {
+			return nil, fmt.Errorf("snapshot %s is of a volume: restore it into a new volume (stead volume restore): %w", sn.ID, errs.ErrInvalid)
+		}
 	} else {
 		_, err := s.transition(ctx, tenant, source, "fork",
 			[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
@@ -256,6 +281,9 @@ func (s *Service) Rollback(ctx context.Context, tenant, id string, req client.Ro
 	target, err := s.st.GetSnapshot(ctx, tenant, req.Snapshot)
 	if err != nil {
 		return client.RollbackResult{}, fmt.Errorf("snapshot %s: %w", req.Snapshot, err)
+	}
+	if target.Kind == "volume" {
+		return client.RollbackResult{}, fmt.Errorf("snapshot %s is of a volume, not of a sandbox: %w", target.ID, errs.ErrInvalid)
 	}
 	var safety store.Snapshot
 	view, err := s.transition(ctx, tenant, id, "roll back",

@@ -149,6 +149,15 @@ func (s *Service) ListVolumePushes(ctx context.Context, tenant, volume string) (
 
 // RestoreVolume restores a pushed volume snapshot into a new volume.
 func (s *Service) RestoreVolume(ctx context.Context, tenant string, req client.RestoreVolumeRequest) (client.Operation, error) {
+	if strings.HasPrefix(req.Snapshot, snapshotPrefix) {
+		return s.startOp(ctx, tenant, "volume-restore", req.Snapshot, req.Wait, func(ctx context.Context, op *operation) (any, error) {
+			v, err := s.restoreLocalVolumeSnapshot(ctx, tenant, req.Snapshot, req.Name)
+			if err != nil {
+				return nil, err
+			}
+			return client.VolumeRestoreResult{Volume: v}, nil
+		})
+	}
 	ms, scopes, err := s.volumeManifests(ctx, tenant, req.Volume)
 	if err != nil {
 		return client.Operation{}, err
@@ -204,6 +213,117 @@ func (s *Service) eraseVolumeBackups(ctx context.Context, v store.Volume) error 
 	}
 	if err := r.Erase(ctx, volumeScope(v.ID)); err != nil {
 		return fmt.Errorf("erase pushed copies of volume %s: %w", v.Name, err)
+	}
+	return nil
+}
+
+// recordVolumeSnapshot records a read-only clone of a volume (a dataset
+// snapshots/snap-...) as a local snapshot (kind "volume"; Sandbox names the
+// volume). parent is the sandbox snapshot it was taken with, if any.
+func (s *Service) recordVolumeSnapshot(ctx context.Context, tenant, volID, clone, parent, label string) (store.Snapshot, error) {
+	v, err := s.st.GetVolume(ctx, tenant, volID)
+	if err != nil {
+		s.pool.Delete(context.WithoutCancel(ctx), clone)
+		return store.Snapshot{}, fmt.Errorf("volume %s: %w", volID, err)
+	}
+	sn := store.Snapshot{ID: strings.TrimPrefix(clone, pool.KindSnapshot+"/"), TenantID: tenant, SandboxID: v.ID,
+		SandboxName: v.Name, ParentID: parent, Label: label, Kind: "volume", CreatedAt: s.now()}
+	if err := s.st.CreateSnapshot(ctx, sn); err != nil {
+		s.pool.Delete(context.WithoutCancel(ctx), snapshotDataset(sn.ID))
+		return sn, err
+	}
+	return sn, nil
+}
+
+// CreateVolumeSnapshot takes a read-only local snapshot of a volume: an
+// O(1) clone, crash-consistent (taken at one instant while sandboxes may
+// write to it; snapshot a sandbox with include_volumes to freeze its
+// writers for the instant).
+func (s *Service) CreateVolumeSnapshot(ctx context.Context, tenant, id string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
+	v, err := s.st.GetVolume(ctx, tenant, id)
+	if err != nil {
+		return client.Snapshot{}, fmt.Errorf("volume %s: %w", id, err)
+	}
+	if v.State != "available" {
+		return client.Snapshot{}, fmt.Errorf("volume %s is %s: %w", v.Name, v.State, errs.ErrConflict)
+	}
+	clone := snapshotDataset(newSnapshotID())
+	if err := s.pool.Clone(ctx, volumeDataset(v.ID), clone, pool.CloneOptions{ReadOnly: true}); err != nil {
+		return client.Snapshot{}, err
+	}
+	sn, err := s.recordVolumeSnapshot(ctx, tenant, v.ID, clone, "", req.Label)
+	if err != nil {
+		return client.Snapshot{}, err
+	}
+	s.log.Info("volume snapshot taken", "volume", v.ID, "snapshot", sn.ID)
+	return snapshotView(sn), nil
+}
+
+// ListVolumeSnapshots lists a volume's local snapshots.
+func (s *Service) ListVolumeSnapshots(ctx context.Context, tenant, id string) ([]client.Snapshot, error) {
+	volID := id
+	if v, err := s.st.GetVolume(ctx, tenant, id); err == nil {
+		volID = v.ID
+	}
+	list, err := s.st.ListSnapshots(ctx, tenant, volID)
+	if err != nil {
+		return nil, err
+	}
+	out := []client.Snapshot{}
+	for _, sn := range list {
+		if sn.Kind == "volume" {
+			out = append(out, snapshotView(sn))
+		}
+	}
+	return out, nil
+}
+
+// restoreLocalVolumeSnapshot makes a new volume from a local volume snapshot
+// (an O(1) writable clone).
+func (s *Service) restoreLocalVolumeSnapshot(ctx context.Context, tenant, snapID, name string) (client.Volume, error) {
+	sn, err := s.st.GetSnapshot(ctx, tenant, snapID)
+	if err != nil {
+		return client.Volume{}, fmt.Errorf("snapshot %s: %w", snapID, err)
+	}
+	if sn.Kind != "volume" {
+		return client.Volume{}, fmt.Errorf("snapshot %s is of a sandbox, not a volume (fork it instead): %w", sn.ID, errs.ErrInvalid)
+	}
+	size := int64(0)
+	if src, err := s.st.GetVolume(ctx, tenant, sn.SandboxID); err == nil {
+		size = src.SizeBytes
+	}
+	v, err := s.CreateVolume(ctx, tenant, client.CreateVolumeRequest{Name: name, SizeBytes: size})
+	if err != nil {
+		return client.Volume{}, err
+	}
+	ds := volumeDataset(v.ID)
+	// Replace the new volume's empty root by a clone of the snapshot.
+	err = s.pool.Delete(ctx, ds)
+	if err == nil {
+		err = s.pool.Clone(ctx, snapshotDataset(sn.ID), ds, pool.CloneOptions{})
+	}
+	if err == nil && s.pool.Caps().Quota {
+		err = s.pool.SetQuota(ctx, ds, v.SizeBytes)
+	}
+	if err != nil {
+		s.DeleteVolume(context.WithoutCancel(ctx), tenant, v.ID, true)
+		return client.Volume{}, fmt.Errorf("restore volume snapshot %s: %w", sn.ID, err)
+	}
+	return v, nil
+}
+
+// deleteVolumeSnapshots deletes a volume's local snapshots (its purge).
+func (s *Service) deleteVolumeSnapshots(ctx context.Context, v store.Volume) error {
+	list, err := s.st.ListSnapshots(ctx, v.TenantID, v.ID)
+	if err != nil {
+		return err
+	}
+	for _, sn := range list {
+		if sn.Kind == "volume" {
+			if err := s.DeleteSnapshot(ctx, v.TenantID, sn.ID); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -178,6 +178,9 @@ func (s *Service) purgeVolume(ctx context.Context, v store.Volume) error {
 	if err := s.eraseVolumeBackups(ctx, v); err != nil {
 		return err
 	}
+	if err := s.deleteVolumeSnapshots(ctx, v); err != nil {
+		return fmt.Errorf("purge volume %s: local snapshots: %w", v.Name, err)
+	}
 	if err := s.pool.Delete(ctx, volumeDataset(v.ID)); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return fmt.Errorf("purge volume %s: %w", v.Name, err)
 	}
