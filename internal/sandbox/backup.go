@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stead-dev/stead/client"
@@ -59,6 +60,8 @@ type backup struct {
 	repo *repo.Repository
 	// pushing holds the sandboxes with a push in flight.
 	pushing sync.Map
+	// archiving is set while an automatic archive runs.
+	archiving atomic.Bool
 }
 
 // errNoRepo is returned when the daemon runs without a repository.
@@ -867,7 +870,14 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 			if _, busy := s.bk.pushing.Load(sb.ID); busy {
 				continue
 			}
+			// One automatic archive at a time: a repository configured on
+			// a daemon with many long-stopped sandboxes archives them in
+			// turn, not all at once.
+			if !s.bk.archiving.CompareAndSwap(false, true) {
+				continue
+			}
 			s.startOp(ctx, sb.TenantID, "archive", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
+				defer s.bk.archiving.Store(false)
 				res, err := s.archive(ctx, op, sb.TenantID, sb.ID)
 				s.record(ctx, sb.TenantID, "sandbox.auto_archive", sb.ID, err)
 				return res, err
