@@ -167,7 +167,7 @@ func (t *tarWriter) add(dirfd int, name, member, p string) error {
 		f := os.NewFile(uintptr(fd), p)
 		fd = -1
 		defer f.Close()
-		segs, sparse, err := dataSegments(int(f.Fd()), st.Size)
+		segs, sparse, err := fsutil.DataRegions(int(f.Fd()), st.Size)
 		if err != nil {
 			return opErr("map holes of", p, err)
 		}

@@ -9,42 +9,11 @@ import (
 	"sort"
 	"strconv"
 
-	"golang.org/x/sys/unix"
+	"github.com/stead-dev/stead/internal/fsutil"
 )
 
-// segment is a data region [off, off+len) of a sparse file.
-type segment struct{ off, len int64 }
-
-// dataSegments maps the data regions of the open file fd of the given size
-// with SEEK_DATA/SEEK_HOLE. It reports sparse=false when the file has no
-// hole (or the file system cannot tell).
-func dataSegments(fd int, size int64) (segs []segment, sparse bool, err error) {
-	var off, total int64
-	for off < size {
-		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if err == unix.ENXIO {
-			break
-		}
-		if err != nil {
-			return nil, false, nil // no SEEK_DATA: treat as dense
-		}
-		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
-		if err != nil {
-			return nil, false, nil
-		}
-		end = min(end, size)
-		if end <= start {
-			break
-		}
-		segs = append(segs, segment{start, end - start})
-		total += end - start
-		off = end
-	}
-	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
-		return nil, false, err
-	}
-	return segs, total < size, nil
-}
+// segment is a data region [Off, Off+Len) of a sparse file.
+type segment = fsutil.Region
 
 // writeSparseMember writes a regular file with holes as a PAX GNU sparse
 // 1.0 member (what `tar --sparse --format=pax` writes, and what
@@ -59,15 +28,15 @@ func (t *tarWriter) writeSparseMember(hdr *tar.Header, f *os.File, segs []segmen
 	}
 	// Like GNU tar, end the map with an empty segment at the real size when
 	// the file ends in a hole, or GNU tar extracts it short.
-	if len(segs) == 0 || segs[len(segs)-1].off+segs[len(segs)-1].len < size {
-		segs = append(segs, segment{size, 0})
+	if len(segs) == 0 || segs[len(segs)-1].Off+segs[len(segs)-1].Len < size {
+		segs = append(segs, segment{Off: size})
 	}
 	var mp bytes.Buffer
 	fmt.Fprintf(&mp, "%d\n", len(segs))
 	var dataLen int64
 	for _, s := range segs {
-		fmt.Fprintf(&mp, "%d\n%d\n", s.off, s.len)
-		dataLen += s.len
+		fmt.Fprintf(&mp, "%d\n%d\n", s.Off, s.Len)
+		dataLen += s.Len
 	}
 	mp.Write(make([]byte, pad512(int64(mp.Len()))))
 	payload := int64(mp.Len()) + dataLen
@@ -115,12 +84,12 @@ func (t *tarWriter) writeSparseMember(hdr *tar.Header, f *os.File, segs []segmen
 		}
 	}
 	for _, s := range segs {
-		n, err := io.CopyBuffer(t.w, io.NewSectionReader(&ctxReaderAt{t: t, f: f}, s.off, s.len), t.buf)
+		n, err := io.CopyBuffer(t.w, io.NewSectionReader(&ctxReaderAt{t: t, f: f}, s.Off, s.Len), t.buf)
 		if err != nil {
 			return err
 		}
-		if n < s.len { // truncated while we read it: keep the archive valid
-			if _, err := io.CopyBuffer(t.w, io.LimitReader(zeroReader{}, s.len-n), t.buf); err != nil {
+		if n < s.Len { // truncated while we read it: keep the archive valid
+			if _, err := io.CopyBuffer(t.w, io.LimitReader(zeroReader{}, s.Len-n), t.buf); err != nil {
 				return err
 			}
 		}

@@ -2,12 +2,14 @@ package repo
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -341,18 +343,8 @@ func sortedXattrs(m map[string][]byte) []Xattr {
 	for k, v := range m {
 		out = append(out, Xattr{Name: k, Value: v})
 	}
-	slices.SortFunc(out, func(a, b Xattr) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Xattr) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // walk fills d.tree with the entries of the directory dirfd, recursing
@@ -426,7 +418,7 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, 
 		}
 	}
 	for _, sub := range d.subs {
-		fd, err := unix.Openat(dirfd, path1(sub.rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dirfd, path.Base(sub.rel), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("open directory /%s: %w", sub.rel, err)
 		}
@@ -437,14 +429,6 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, 
 		}
 	}
 	return nil
-}
-
-// path1 returns the last component of a relative path.
-func path1(rel string) string {
-	if i := bytes.LastIndexByte([]byte(rel), '/'); i >= 0 {
-		return rel[i+1:]
-	}
-	return rel
 }
 
 func joinRel(dir, name string) string {
@@ -469,7 +453,7 @@ func readDirNames(dirfd int) ([]string, error) {
 // and hands new chunks to the encoders.
 func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob) error {
 	// Big files first, so the tail of the push is not one big file alone.
-	slices.SortStableFunc(jobs, func(a, b readJob) int { return cmpInt64(b.node.Size, a.node.Size) })
+	slices.SortStableFunc(jobs, func(a, b readJob) int { return cmp.Compare(b.node.Size, a.node.Size) })
 	g, gctx := errgroup.WithContext(ctx)
 	next := make(chan readJob)
 	// More readers than cores: reads from a cold page cache overlap.
@@ -502,16 +486,6 @@ func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob)
 		return nil
 	})
 	return g.Wait()
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // readFile chunks one file's data regions.
@@ -617,35 +591,16 @@ func (c *countReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// dataExtents maps the data regions of fd with SEEK_DATA/SEEK_HOLE;
+// dataExtents maps the data regions of fd (fsutil.DataRegions);
 // sparse is false when the file has no hole.
 func dataExtents(fd int, size int64) (exts []Extent, sparse bool, err error) {
-	var off, total int64
-	for off < size {
-		start, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break
-		}
-		if err != nil {
-			return nil, false, nil // no SEEK_DATA: dense
-		}
-		end, err := unix.Seek(fd, start, unix.SEEK_HOLE)
-		if err != nil {
-			return nil, false, nil
-		}
-		end = min(end, size)
-		if end <= start {
-			break
-		}
-		exts = append(exts, Extent{Off: start, Len: end - start})
-		total += end - start
-		off = end
-	}
-	if _, err := unix.Seek(fd, 0, io.SeekStart); err != nil {
+	regions, sparse, err := fsutil.DataRegions(fd, size)
+	if err != nil || !sparse {
 		return nil, false, err
 	}
-	if total == size {
-		return nil, false, nil
+	exts = make([]Extent, len(regions))
+	for i, r := range regions {
+		exts[i] = Extent{Off: r.Off, Len: r.Len}
 	}
 	return exts, true, nil
 }

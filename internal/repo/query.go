@@ -16,7 +16,7 @@ import (
 // Node returns the entry at a slash-separated path of manifest id ("" or
 // "/": the root). errs.ErrNotFound if the path is not in the snapshot.
 func (s *Scope) Node(ctx context.Context, id seal.ID, path string) (*Node, error) {
-	if err := s.loadIndex(ctx); err != nil {
+	if err := s.ensureIndex(ctx); err != nil {
 		return nil, err
 	}
 	m, err := s.Manifest(ctx, id)

@@ -448,6 +448,19 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 	return nil
 }
 
+// ensureIndex loads the index once; lookups of many paths (file history)
+// then do not list the index files again. Push, restore, check and prune
+// reload it (another writer may have added files).
+func (s *Scope) ensureIndex(ctx context.Context) error {
+	s.mu.Lock()
+	loaded := s.loadedIdx
+	s.mu.Unlock()
+	if loaded {
+		return nil
+	}
+	return s.loadIndex(ctx)
+}
+
 // lookup returns where a blob is stored.
 func (s *Scope) lookup(id seal.ID) (blobLoc, bool) {
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -386,7 +387,7 @@ func (r *restorer) finish(ctx context.Context) error {
 	}
 	work := make([]*packWork, 0, len(byPack))
 	for _, pw := range byPack {
-		slices.SortFunc(pw.blobs, func(a, b pack.Blob) int { return cmpInt64(int64(a.Offset), int64(b.Offset)) })
+		slices.SortFunc(pw.blobs, func(a, b pack.Blob) int { return cmp.Compare(a.Offset, b.Offset) })
 		work = append(work, pw)
 	}
 	slices.SortFunc(work, func(a, b *packWork) int { return strings.Compare(a.id.String(), b.id.String()) })

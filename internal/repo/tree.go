@@ -221,3 +221,11 @@ func (s *Scope) findNode(ctx context.Context, root seal.ID, path string) (*Node,
 	}
 	return cur, nil
 }
+
+// Tree reads one directory tree blob of the scope (authenticated and validated).
+func (s *Scope) Tree(ctx context.Context, id seal.ID) (*Tree, error) {
+	if err := s.ensureIndex(ctx); err != nil {
+		return nil, err
+	}
+	return s.loadTree(ctx, id)
+}

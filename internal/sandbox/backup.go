@@ -687,16 +687,8 @@ func (s *Service) PruneRepo(ctx context.Context, tenant string, req client.Prune
 					ms = append(ms, m)
 				}
 			}
-			_, drop := j.p.Apply(ms, s.now())
-			ids := make([]seal.ID, len(drop))
-			for i, m := range drop {
-				ids[i] = m.ID
-				out.Forgotten = append(out.Forgotten, m.ID.String())
-			}
-			if !req.DryRun {
-				if err := sc.Forget(ctx, ids...); err != nil {
-					return nil, err
-				}
+			if err := s.forgetByPolicy(ctx, sc, ms, j.p, req.DryRun, &out); err != nil {
+				return nil, err
 			}
 		}
 		op.phase("prune")
@@ -713,6 +705,21 @@ func (s *Service) PruneRepo(ctx context.Context, tenant string, req client.Prune
 		}
 		return out, nil
 	})
+}
+
+// forgetByPolicy forgets (unless dryRun) the manifests of ms that p drops
+// and adds their ids to out.Forgotten.
+func (s *Service) forgetByPolicy(ctx context.Context, sc *repo.Scope, ms []*repo.Manifest, p repo.Policy, dryRun bool, out *client.RepoPruneResult) error {
+	_, drop := p.Apply(ms, s.now())
+	ids := make([]seal.ID, len(drop))
+	for i, m := range drop {
+		ids[i] = m.ID
+		out.Forgotten = append(out.Forgotten, m.ID.String())
+	}
+	if dryRun {
+		return nil
+	}
+	return sc.Forget(ctx, ids...)
 }
 
 // pruneVolumes applies req.Retention (when given) to each of the tenant's
@@ -746,16 +753,8 @@ func (s *Service) pruneVolumes(ctx context.Context, tenant string, req client.Pr
 			if err != nil {
 				return err
 			}
-			_, drop := p.Apply(ms, s.now())
-			ids := make([]seal.ID, len(drop))
-			for i, m := range drop {
-				ids[i] = m.ID
-				out.Forgotten = append(out.Forgotten, m.ID.String())
-			}
-			if !req.DryRun {
-				if err := sc.Forget(ctx, ids...); err != nil {
-					return err
-				}
+			if err := s.forgetByPolicy(ctx, sc, ms, p, req.DryRun, out); err != nil {
+				return err
 			}
 		}
 		st, err := sc.Prune(ctx, repo.PruneOptions{DryRun: req.DryRun})

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -252,9 +253,10 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 		var b [6]byte
 		rand.Read(b[:])
 		tmp := ".stead-restore-" + hex.EncodeToString(b[:])
+		removeTmp := func() { root.Remove(path.Join(path.Dir(to), tmp), true) }
 		op.phase("restore")
 		if err := fill(ctx, pfd, tmp); err != nil {
-			removeAt(pfd, tmp)
+			removeTmp()
 			return nil, err
 		}
 		res := client.RestorePathResult{Path: to, From: req.Snapshot}
@@ -262,14 +264,14 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 		switch {
 		case err == nil:
 			res.Replaced = true
-			removeAt(pfd, tmp) // what was there before
+			removeTmp() // what was there before
 		case errors.Is(err, unix.ENOENT):
 			if err := unix.Renameat2(pfd, tmp, pfd, name, unix.RENAME_NOREPLACE); err != nil {
-				removeAt(pfd, tmp)
+				removeTmp()
 				return nil, fmt.Errorf("restore-path: put %s in place: %w", to, err)
 			}
 		default:
-			removeAt(pfd, tmp)
+			removeTmp()
 			return nil, fmt.Errorf("restore-path: swap %s: %w", to, err)
 		}
 		unix.Fsync(pfd)
@@ -277,24 +279,6 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 		res.Seconds = time.Since(t0).Seconds()
 		return res, nil
 	})
-}
-
-// removeAt removes name inside dirfd, recursively, never following symlinks.
-func removeAt(dirfd int, name string) {
-	if err := unix.Unlinkat(dirfd, name, 0); err == nil || errors.Is(err, unix.ENOENT) {
-		return
-	}
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(fd), name)
-	names, _ := f.Readdirnames(-1)
-	for _, n := range names {
-		removeAt(fd, n)
-	}
-	f.Close()
-	unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
 }
 
 // copyFromSnapshot copies the entry at sandbox path p of a snapshot root to
