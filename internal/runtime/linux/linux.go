@@ -404,7 +404,7 @@ func (r *Runtime) config(spec steadrt.Spec, slot int) (*configs.Config, error) {
 		Namespaces:   configs.Namespaces(ns),
 		UIDMappings:  uids,
 		GIDMappings:  uids,
-		Cgroups: &cgroups.Cgroup{Name: spec.ID, Parent: r.opts.CgroupParent, Resources: res},
+		Cgroups:      &cgroups.Cgroup{Name: spec.ID, Parent: r.opts.CgroupParent, Resources: res},
 		MaskPaths: []string{
 			"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
