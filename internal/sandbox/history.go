@@ -229,10 +229,15 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 	if sb.State == store.StateArchived {
 		return client.Operation{}, fmt.Errorf("sandbox %s is archived: start it first: %w", sb.Name, errs.ErrConflict)
 	}
+	// One answer for an absent snapshot and for one the caller may not
+	// see, whichever kind.
 	notFound := fmt.Errorf("snapshot %s: %w", req.Snapshot, errs.ErrNotFound)
 	var fill func(ctx context.Context, dirfd int, tmp string) error
 	if strings.HasPrefix(req.Snapshot, snapshotPrefix) {
 		sn, err := s.st.GetSnapshot(ctx, tenant, req.Snapshot)
+		if errors.Is(err, errs.ErrNotFound) {
+			return client.Operation{}, notFound
+		}
 		if err != nil {
 			return client.Operation{}, fmt.Errorf("snapshot %s: %w", req.Snapshot, err)
 		}
@@ -253,6 +258,9 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			return client.Operation{}, err
 		}
 		m, err := sc.ResolveManifest(ctx, req.Snapshot)
+		if errors.Is(err, errs.ErrNotFound) {
+			return client.Operation{}, notFound
+		}
 		if err != nil {
 			return client.Operation{}, err
 		}
