@@ -220,6 +220,14 @@ func checkViews(t *testing.T, s sizeSeen) {
 	}
 }
 
+func sumLoad(load map[int]int) int {
+	n := 0
+	for _, l := range load {
+		n += l
+	}
+	return n
+}
+
 func hostMemTotalKB(t *testing.T) int64 {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
@@ -278,6 +286,13 @@ func TestMicroSandboxSeesItsOwnSize(t *testing.T) {
 	l := seeSize(t, r, "pv-large", 1000)
 	checkViews(t, l)
 	want := min(4, ncpu)
+	// The next start counts the cpusets of all three.
+	r.views.mu.Lock()
+	load := r.cpuLoad(r.hostCPUs(), "pv-next")
+	r.views.mu.Unlock()
+	if n := sumLoad(load); n != 2+want {
+		t.Errorf("CPU load seen by the next start %v (sum %d), want a sum of %d", load, n, 2+want)
+	}
 	if l.nproc != want || l.cpuinfo != want || l.statCPUs != want {
 		t.Errorf("large sees nproc %d, cpuinfo %d, stat %d; want %d", l.nproc, l.cpuinfo, l.statCPUs, want)
 	}
