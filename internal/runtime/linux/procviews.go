@@ -94,7 +94,7 @@ var procViewFiles = []string{
 // procViews is the runtime's view of lxcfs and of the host's CPUs. The zero
 // value is ready: lxcfs is found or started by the first sandbox start.
 type procViews struct {
-	mu sync.Mutex
+	mu sync.Mutex // guards the lxcfs fields (held while lxcfs starts)
 	// dir, bin, systemDir: where to mount lxcfs, which binary, and the
 	// system instance to fall back on; "" = the defaults (tests set them).
 	dir, bin, systemDir string
@@ -104,7 +104,8 @@ type procViews struct {
 	retryAt time.Time
 	warned  bool
 
-	cpus *hostCPUs
+	cpuMu sync.Mutex // guards cpus and recent
+	cpus  *hostCPUs
 	// recent holds cpusets handed out in the last seconds, whose cgroups
 	// may not exist yet (concurrent starts must not all take one CPU).
 	recent map[string]recentCpuset
@@ -145,7 +146,7 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 			lvl = slog.LevelDebug
 		}
 		v.warned = true
-		r.log.Log(context.Background(), lvl, "sandboxes start without /proc views of their own size (install lxcfs)", "err", err)
+		r.log.Log(context.Background(), lvl, "sandboxes start without /proc views of their own size: no lxcfs", "err", err)
 		return nil
 	}
 	for _, f := range procViewFiles {
@@ -312,6 +313,7 @@ type hostCPUs struct {
 // which the kernel keeps within its cpuset, so every CPU in it is allowed
 // below the daemon's cgroup), its memory nodes, and where libcontainer puts
 // the sandboxes' cpuset cgroups (relative to the daemon's own cgroup).
+// Called with views.cpuMu held.
 func (r *Runtime) hostCPUs() *hostCPUs {
 	v := &r.views
 	if v.cpus != nil {
@@ -370,8 +372,8 @@ func (r *Runtime) cpusetFor(id string, cpus float64, current string) (string, st
 		return "", ""
 	}
 	v := &r.views
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	v.cpuMu.Lock()
+	defer v.cpuMu.Unlock()
 	h := r.hostCPUs()
 	if !h.ok {
 		return "", ""
@@ -399,7 +401,8 @@ func (r *Runtime) cpusetFor(id string, cpus float64, current string) (string, st
 
 // cpuLoad counts, per CPU, the running sandboxes (other than id) whose
 // cpuset holds it: the cpuset.cpus of every cgroup under the sandboxes'
-// parent, plus cpusets handed out in the last seconds.
+// parent, plus cpusets handed out in the last seconds. Called with
+// views.cpuMu held.
 func (r *Runtime) cpuLoad(h *hostCPUs, id string) map[int]int {
 	load := map[int]int{}
 	seen := map[string]bool{id: true}

@@ -287,9 +287,9 @@ func TestMicroSandboxSeesItsOwnSize(t *testing.T) {
 	checkViews(t, l)
 	want := min(4, ncpu)
 	// The next start counts the cpusets of all three.
-	r.views.mu.Lock()
+	r.views.cpuMu.Lock()
 	load := r.cpuLoad(r.hostCPUs(), "pv-next")
-	r.views.mu.Unlock()
+	r.views.cpuMu.Unlock()
 	if n := sumLoad(load); n != 2+want {
 		t.Errorf("CPU load seen by the next start %v (sum %d), want a sum of %d", load, n, 2+want)
 	}
@@ -440,5 +440,36 @@ func TestSandboxStartsWithoutLXCFS(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "without /proc views"); n != 1 {
 		t.Fatalf("%d warnings for two starts without lxcfs, want 1:\n%s", n, logs.String())
+	}
+}
+
+func TestCpusetForSpreadsAndFollowsResizes(t *testing.T) {
+	r := newViewsRuntime(t, t.TempDir())
+	ncpu := hostCPUCount(t)
+	if cpus, mems := r.cpusetFor("pv-unlimited", 0, ""); cpus != "" || mems != "" {
+		t.Fatalf("no cpu limit gives cpuset %q/%q, want every CPU", cpus, mems)
+	}
+	a, mems := r.cpusetFor("pv-a", 0.5, "")
+	b, _ := r.cpusetFor("pv-b", 0.5, "")
+	if mems == "" {
+		t.Fatal("no cpuset.mems")
+	}
+	if ncpu > 1 && a == b {
+		t.Fatalf("two sandboxes starting together both get CPU %s of %d", a, ncpu)
+	}
+	if again, _ := r.cpusetFor("pv-a", 1, a); again != a {
+		t.Fatalf("a resize to the same CPU count moved the sandbox from %s to %s", a, again)
+	}
+	grown, _ := r.cpusetFor("pv-a", 1.5, a)
+	if set, _ := parseCPUList(grown); len(set) != min(2, ncpu) {
+		t.Fatalf("1.5 CPUs gives cpuset %q on %d CPUs", grown, ncpu)
+	}
+	all, _ := r.cpusetFor("pv-a", 64, grown)
+	if set, _ := parseCPUList(all); len(set) != ncpu {
+		t.Fatalf("64 CPUs gives cpuset %q on %d CPUs", all, ncpu)
+	}
+	shrunk, _ := r.cpusetFor("pv-a", 1, all)
+	if set, _ := parseCPUList(shrunk); len(set) != 1 {
+		t.Fatalf("shrink to 1 CPU gives cpuset %q", shrunk)
 	}
 }
