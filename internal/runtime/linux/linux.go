@@ -100,6 +100,7 @@ type Runtime struct {
 	containers map[string]*libcontainer.Container
 	slots      map[string]int   // sandbox id → user-namespace slot
 	userns     map[int]*os.File // slot → a user namespace with its mapping
+	views      procViews        // lxcfs and cpusets (procviews.go)
 }
 
 var _ steadrt.Runtime = (*Runtime)(nil)
@@ -375,7 +376,9 @@ func (r *Runtime) config(spec steadrt.Spec, slot int) (*configs.Config, error) {
 		}
 		mounts = append(mounts, &configs.Mount{Source: m.Source, Destination: m.Destination, Device: "bind", Flags: fl, IDMapping: idmap})
 	}
+	mounts = append(mounts, r.procViewMounts()...)
 	res := &cgroups.Resources{Devices: devRules}
+	res.CpusetCpus, res.CpusetMems = r.cpusetFor(spec.ID, spec.Limits.CPUs, "")
 	if spec.Limits.MemoryBytes > 0 {
 		res.Memory = spec.Limits.MemoryBytes
 		res.MemorySwap = spec.Limits.MemoryBytes
@@ -608,6 +611,7 @@ func (r *Runtime) Update(ctx context.Context, id string, l steadrt.Limits) error
 	if l.CPUs > 0 {
 		res.CpuPeriod = cpuPeriod
 		res.CpuQuota = int64(l.CPUs * cpuPeriod)
+		res.CpusetCpus, res.CpusetMems = r.cpusetFor(id, l.CPUs, res.CpusetCpus)
 	}
 	if l.MemoryBytes > 0 {
 		res.Memory, res.MemorySwap = l.MemoryBytes, l.MemoryBytes
