@@ -1,8 +1,6 @@
 package linux
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,9 +23,9 @@ import (
 // and a restore see exactly the ids the agent made, and a tree is the same
 // whichever slot the sandbox runs in next time.
 //
-// Slots are chosen at start (a hash of the sandbox id, then the next free
-// one), so two running sandboxes never share host ids; a new Runtime reads
-// the slots of running sandboxes back from libcontainer's state.
+// Slots are chosen at start (the lowest free one), so two running
+// sandboxes never share host ids; a new Runtime reads the slots of running
+// sandboxes back from libcontainer's state.
 
 const (
 	// IDRangeSize is the number of ids mapped into every sandbox (0..65535).
@@ -50,12 +48,11 @@ func (r *Runtime) hostID(slot int) int64 {
 	return int64(r.opts.IDBase) + int64(slot)*IDRangeSize
 }
 
-// allocSlot picks the slot of a sandbox about to start: its hash slot, or
-// the next one no other sandbox of this runtime holds. The caller holds no
-// lock.
+// allocSlot picks the slot of a sandbox about to start: the lowest one no
+// other sandbox of this runtime holds, so that slots (and the user
+// namespaces cached for their idmapped mounts) are reused as sandboxes
+// stop and start. The caller holds no lock.
 func (r *Runtime) allocSlot(id string) (int, error) {
-	h := sha256.Sum256([]byte(id))
-	start := int(binary.BigEndian.Uint32(h[:4]) % uint32(r.opts.IDSlots))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	used := make(map[int]bool, len(r.slots))
@@ -64,8 +61,7 @@ func (r *Runtime) allocSlot(id string) (int, error) {
 			used[s] = true
 		}
 	}
-	for i := range r.opts.IDSlots {
-		s := (start + i) % r.opts.IDSlots
+	for s := range r.opts.IDSlots {
 		if !used[s] {
 			r.slots[id] = s
 			return s, nil
