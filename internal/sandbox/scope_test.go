@@ -185,6 +185,7 @@ func TestSandboxTokenReachesOnlyItsOwnIDs(t *testing.T) {
 
 		{"task", http.MethodGet, baseA + "/tasks/{}", "", nil, b.task, http.StatusNotFound},
 		{"task state", http.MethodPost, baseA + "/tasks/{}/state", `{"state":"in_progress"}`, nil, b.task, http.StatusNotFound},
+		{"task cursor", http.MethodGet, baseA + "/tasks?after={}", "", nil, b.task, http.StatusBadRequest},
 
 		{"key", http.MethodGet, baseA + "/kv/{}", "", nil, esc(b.key), http.StatusNotFound},
 		{"delete key", http.MethodDelete, baseA + "/kv/{}", "", nil, esc(b.key), http.StatusNotFound},
