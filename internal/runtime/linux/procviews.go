@@ -150,6 +150,17 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 			l, err = sys, nil
 		}
 	}
+	var files []string
+	if err == nil {
+		err = l.answered(func() error {
+			for _, f := range procViewFiles {
+				if _, err := os.Stat(filepath.Join(l.dir, f)); err == nil {
+					files = append(files, f)
+				}
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		v.retryAt = time.Now().Add(lxcfsRetry)
 		lvl := slog.LevelWarn
@@ -160,17 +171,9 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 		r.log.Log(context.Background(), lvl, "sandboxes start without /proc views of their own size: no lxcfs", "err", err)
 		return nil
 	}
-	l.answered(func() error {
-		for _, f := range procViewFiles {
-			if _, err := os.Stat(filepath.Join(l.dir, f)); err == nil {
-				v.files = append(v.files, f)
-			}
-		}
-		return nil
-	})
-	v.inUse = l
-	r.log.Debug("sandbox /proc views from lxcfs", "dir", l.dir, "pid", pid, "files", len(v.files))
-	return viewMounts(l.dir, v.files)
+	v.inUse, v.files = l, files
+	r.log.Debug("sandbox /proc views from lxcfs", "dir", l.dir, "pid", pid, "files", len(files))
+	return viewMounts(l.dir, files)
 }
 
 // viewMounts binds each lxcfs file over its path in the sandbox. nosuid and
