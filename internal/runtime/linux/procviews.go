@@ -386,8 +386,8 @@ func (r *Runtime) hostCPUs() *hostCPUs {
 	}
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
 		for _, l := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(l, "Mems_allowed_list:"); ok {
-				h.mems = strings.TrimSpace(v)
+			if val, ok := strings.CutPrefix(l, "Mems_allowed_list:"); ok {
+				h.mems = strings.TrimSpace(val)
 			}
 		}
 	}
