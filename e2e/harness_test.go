@@ -171,7 +171,7 @@ func (d *daemon) teardown() {
 	if ents, err := os.ReadDir(filepath.Join(d.runDir, "containers")); err == nil && len(ents) > 0 {
 		d.t.Logf("sandboxes left at teardown: %d", len(ents))
 	}
-	linux.RemoveCgroupParent(filepath.Join(d.runDir, "containers"))
+	linux.RemoveHostState(filepath.Join(d.runDir, "containers"))
 	pool := filepath.Join(d.dataDir, "pool")
 	for i := 0; i < 50; i++ {
 		if err := syscall.Unmount(pool, 0); err != nil {

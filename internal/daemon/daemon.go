@@ -55,7 +55,10 @@ type Config struct {
 	Repo string
 	// RepoKeyFile holds the repository's master key (default DATA/repo.key).
 	RepoKeyFile string
-	Version     string
+	// NoUserNS runs sandboxes without user namespaces (root inside is
+	// root on the host): for measurements only.
+	NoUserNS bool
+	Version  string
 	Logger      *slog.Logger
 }
 
@@ -106,7 +109,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("find own binary: %w", err)
 	}
 	initBin := initBinary(exe, log)
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Logger: log})
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, NoUserNS: cfg.NoUserNS, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/fsutil"
@@ -188,20 +189,20 @@ func (s *Service) InitRepo(ctx context.Context) (client.RepoInfo, error) {
 	return s.RepoInfo(ctx, true)
 }
 
-// GetOperation returns one of the tenant's operations.
-func (s *Service) GetOperation(ctx context.Context, tenant, id string) (client.Operation, error) {
-	o, err := s.op(tenant, id)
+// GetOperation returns one of p's operations (see api.BackupBackend).
+func (s *Service) GetOperation(ctx context.Context, p api.Principal, id string) (client.Operation, error) {
+	o, err := s.op(p, id)
 	if err != nil {
 		return client.Operation{}, err
 	}
 	return o.snapshot(), nil
 }
 
-// WatchOperation sends the operation's current state, then each change
-// (at most every 200 ms), and closes the channel after the final state or
-// when ctx ends.
-func (s *Service) WatchOperation(ctx context.Context, tenant, id string) (<-chan client.Operation, error) {
-	o, err := s.op(tenant, id)
+// WatchOperation sends the current state of one of p's operations, then
+// each change (at most every 200 ms), and closes the channel after the
+// final state or when ctx ends.
+func (s *Service) WatchOperation(ctx context.Context, p api.Principal, id string) (<-chan client.Operation, error) {
+	o, err := s.op(p, id)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func newViewsRuntime(t *testing.T, dir string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { RemoveCgroupParent(filepath.Join(dir, "state")) })
+	t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
 	return r
 }
 
