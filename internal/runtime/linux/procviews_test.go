@@ -151,6 +151,7 @@ type sizeSeen struct {
 	uptime                   float64
 	online, allowed          string
 	loadavg                  string
+	uidMap                   string // first line of /proc/self/uid_map
 	views                    map[string]string // mount point -> "fstype opts"
 }
 
@@ -165,6 +166,7 @@ echo "uptime $(cut -d' ' -f1 /proc/uptime)"
 echo "online $(cat /sys/devices/system/cpu/online)"
 echo "allowed $(grep ^Cpus_allowed_list: /proc/self/status | cut -f2)"
 echo "loadavg $(cat /proc/loadavg)"
+echo "uidmap $(head -1 /proc/self/uid_map)"
 cat /proc/swaps /proc/diskstats >/dev/null || echo "unreadable swaps or diskstats"
 sed 's/^/mount /' /proc/self/mountinfo
 `
@@ -198,6 +200,8 @@ sed 's/^/mount /' /proc/self/mountinfo
 			s.allowed = f[1]
 		case "loadavg":
 			s.loadavg = strings.Join(f[1:], " ")
+		case "uidmap":
+			s.uidMap = strings.Join(f[1:], " ")
 		case "mount": // mount ID PARENT MAJ:MIN ROOT POINT OPTIONS ... - FSTYPE ...
 			if i := slices.Index(f, "-"); len(f) > 6 && i > 0 && i+1 < len(f) {
 				s.views[f[5]] = f[i+1] + " " + f[6]
@@ -269,6 +273,10 @@ func TestMicroSandboxSeesItsOwnSize(t *testing.T) {
 		if len(strings.Fields(s.loadavg)) != 5 {
 			t.Errorf("uid %d: loadavg %q", uid, s.loadavg)
 		}
+	}
+	// The views hold in a user namespace (uid 0 inside is not host root).
+	if s := seeSize(t, r, "pv-micro", 0); !r.opts.NoUserNS && (s.uidMap == "" || strings.HasPrefix(s.uidMap, "0 0 ")) {
+		t.Errorf("sandbox uid map %q: want a user namespace", s.uidMap)
 	}
 	if t.Failed() {
 		t.FailNow()
