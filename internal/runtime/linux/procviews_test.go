@@ -151,7 +151,7 @@ type sizeSeen struct {
 	uptime                   float64
 	online, allowed          string
 	loadavg                  string
-	uidMap                   string // first line of /proc/self/uid_map
+	uidMap                   string            // first line of /proc/self/uid_map
 	views                    map[string]string // mount point -> "fstype opts"
 }
 
