@@ -30,6 +30,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -62,6 +63,8 @@ const (
 	// (each try can take up to lxcfsStartTimeout of a create).
 	lxcfsRetry        = time.Minute
 	lxcfsStartTimeout = 10 * time.Second
+	// lxcfsAnswerTimeout bounds a check of a running lxcfs.
+	lxcfsAnswerTimeout = 5 * time.Second
 )
 
 // lxcfsFlags are the flags stead's lxcfs runs with (lxcfs 5.0):
@@ -95,11 +98,11 @@ var procViewFiles = []string{
 // value is ready: lxcfs is found or started by the first sandbox start.
 type procViews struct {
 	mu sync.Mutex // guards the lxcfs fields (held while lxcfs starts)
-	// dir, bin, systemDir: where to mount lxcfs, which binary, and the
-	// system instance to fall back on; "" = the defaults (tests set them).
-	dir, bin, systemDir string
-	// inUse is the lxcfs mount the views come from ("" = none yet).
-	inUse   string
+	// own and system: stead's lxcfs and the distribution's, to fall back
+	// on; zero fields are the defaults (tests set them).
+	own, system lxcfs
+	// inUse is the lxcfs the views come from (dir "" = none yet).
+	inUse   lxcfs
 	files   []string
 	retryAt time.Time
 	warned  bool
@@ -122,22 +125,41 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 	v := &r.views
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.inUse != "" {
-		err := lxcfsAlive(v.inUse)
+	if v.inUse.dir != "" {
+		err := v.inUse.alive()
 		if err == nil {
-			return viewMounts(v.inUse, v.files)
+			return viewMounts(v.inUse.dir, v.files)
 		}
-		r.log.Warn("lxcfs stopped answering; starting a new one (sandboxes already running keep broken /proc views until they restart)", "dir", v.inUse, "err", err)
-		v.inUse, v.files, v.retryAt = "", nil, time.Time{}
+		if errors.Is(err, errNoAnswer) {
+			r.log.Warn("lxcfs is hung; it is left alone, and sandboxes start without /proc views until it answers", "dir", v.inUse.dir, "err", err)
+		} else {
+			r.log.Warn("lxcfs is gone; sandboxes already running keep broken /proc views until they restart", "dir", v.inUse.dir, "err", err)
+		}
+		v.inUse, v.files, v.retryAt = lxcfs{}, nil, time.Time{}
 	}
 	if time.Now().Before(v.retryAt) {
 		return nil
 	}
-	dir := cmp.Or(v.dir, defaultLXCFSDir)
-	pid, err := ensureLXCFS(dir, v.bin, r.log)
-	if sys := cmp.Or(v.systemDir, systemLXCFSDir); err != nil && lxcfsHealthy(sys) == nil {
-		r.log.Info("using the system lxcfs for sandbox /proc views", "dir", sys, "err", err)
-		dir, err = sys, nil
+	l := v.own
+	l.dir = cmp.Or(l.dir, defaultLXCFSDir)
+	pid, err := l.ensure(r.log)
+	if sys := v.system; err != nil {
+		sys.dir = cmp.Or(sys.dir, systemLXCFSDir)
+		if sys.healthy() == nil {
+			r.log.Info("using the system lxcfs for sandbox /proc views", "dir", sys.dir, "err", err)
+			l, err = sys, nil
+		}
+	}
+	var files []string
+	if err == nil {
+		err = l.answered(func() error {
+			for _, f := range procViewFiles {
+				if _, err := os.Stat(filepath.Join(l.dir, f)); err == nil {
+					files = append(files, f)
+				}
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		v.retryAt = time.Now().Add(lxcfsRetry)
@@ -149,14 +171,9 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 		r.log.Log(context.Background(), lvl, "sandboxes start without /proc views of their own size: no lxcfs", "err", err)
 		return nil
 	}
-	for _, f := range procViewFiles {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			v.files = append(v.files, f)
-		}
-	}
-	v.inUse = dir
-	r.log.Debug("sandbox /proc views from lxcfs", "dir", dir, "pid", pid, "files", len(v.files))
-	return viewMounts(dir, v.files)
+	v.inUse, v.files = l, files
+	r.log.Debug("sandbox /proc views from lxcfs", "dir", l.dir, "pid", pid, "files", len(files))
+	return viewMounts(l.dir, files)
 }
 
 // viewMounts binds each lxcfs file over its path in the sandbox. nosuid and
@@ -174,42 +191,73 @@ func viewMounts(dir string, files []string) []*configs.Mount {
 	return ms
 }
 
-// lxcfsAlive is the cheap check of a mount known to be lxcfs: a statfs
-// goes to the FUSE daemon and fails with ENOTCONN once it is gone.
-func lxcfsAlive(dir string) error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", dir, err)
-	}
-	if st.Type != unix.FUSE_SUPER_MAGIC {
-		return fmt.Errorf("%s is not a FUSE mount", dir)
-	}
-	return nil
+// lxcfs is one lxcfs mount: stead's own, or the system's.
+type lxcfs struct {
+	dir string
+	// bin is the lxcfs binary ("" = lxcfs on PATH).
+	bin string
+	// answerTimeout bounds each check that goes to the FUSE daemon (0 =
+	// lxcfsAnswerTimeout): a hung lxcfs must not hang sandbox creates.
+	answerTimeout time.Duration
 }
 
-// lxcfsHealthy reports whether dir is an lxcfs mount that answers.
-func lxcfsHealthy(dir string) error {
-	if err := lxcfsAlive(dir); err != nil {
+// errNoAnswer is a live lxcfs that does not answer in time. It is left
+// alone: killing it would break every running sandbox's views for good.
+var errNoAnswer = errors.New("lxcfs does not answer")
+
+// answered runs a check that talks to the FUSE daemon, within the timeout.
+// On a timeout the goroutine stays blocked until lxcfs answers or dies.
+func (l lxcfs) answered(check func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- check() }()
+	d := cmp.Or(l.answerTimeout, lxcfsAnswerTimeout)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("%s: %w within %s", l.dir, errNoAnswer, d)
+	}
+}
+
+// alive is the cheap check of a mount known to be lxcfs: a statfs goes to
+// the FUSE daemon and fails with ENOTCONN once it is gone.
+func (l lxcfs) alive() error {
+	return l.answered(func() error {
+		var st unix.Statfs_t
+		if err := unix.Statfs(l.dir, &st); err != nil {
+			return fmt.Errorf("statfs %s: %w", l.dir, err)
+		}
+		if st.Type != unix.FUSE_SUPER_MAGIC {
+			return fmt.Errorf("%s is not a FUSE mount", l.dir)
+		}
+		return nil
+	})
+}
+
+// healthy reports whether dir is an lxcfs mount that answers.
+func (l lxcfs) healthy() error {
+	if err := l.alive(); err != nil {
 		return err
 	}
-	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(dir))
+	ms, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(l.dir))
 	if err != nil {
 		return fmt.Errorf("read mountinfo: %w", err)
 	}
 	if len(ms) == 0 || ms[len(ms)-1].FSType != "fuse.lxcfs" {
-		return fmt.Errorf("%s is not an lxcfs mount", dir)
+		return fmt.Errorf("%s is not an lxcfs mount", l.dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "proc/meminfo")); err != nil {
+	return l.answered(func() error {
+		_, err := os.Stat(filepath.Join(l.dir, "proc/meminfo"))
 		return err
-	}
-	return nil
+	})
 }
 
-// ensureLXCFS makes sure an lxcfs answers at dir and returns its pid (0 if
-// it was already there and not started by stead). It serializes with other
-// stead processes through dir.lock; a mount left by a dead lxcfs is
-// detached first.
-func ensureLXCFS(dir, bin string, log *slog.Logger) (int, error) {
+// ensure makes sure an lxcfs answers at dir and returns its pid (0 if
+// unknown). It serializes with other stead processes through dir.lock. A
+// mount left by a dead lxcfs is detached and a new lxcfs started; a live
+// one that does not answer is an error (errNoAnswer).
+func (l lxcfs) ensure(log *slog.Logger) (int, error) {
+	dir := l.dir
 	// 0711 as the daemon makes its run directory (/run/stead by default).
 	if err := os.MkdirAll(filepath.Dir(dir), 0o711); err != nil {
 		return 0, fmt.Errorf("create lxcfs dir: %w", err)
@@ -223,9 +271,14 @@ func ensureLXCFS(dir, bin string, log *slog.Logger) (int, error) {
 		return 0, fmt.Errorf("lock lxcfs: %w", err)
 	}
 	pidFile := dir + ".pid"
-	if lxcfsHealthy(dir) == nil {
+	err = l.healthy()
+	if err == nil {
 		return readPid(pidFile), nil
 	}
+	if errors.Is(err, errNoAnswer) {
+		return 0, err
+	}
+	bin := l.bin
 	if bin == "" {
 		if bin, err = exec.LookPath("lxcfs"); err != nil {
 			return 0, fmt.Errorf("lxcfs is not installed: %w", err)
@@ -263,7 +316,7 @@ func ensureLXCFS(dir, bin string, log *slog.Logger) (int, error) {
 	pid := cmd.Process.Pid
 	deadline := time.Now().Add(lxcfsStartTimeout)
 	for {
-		err := lxcfsHealthy(dir)
+		err := l.healthy()
 		if err == nil {
 			break
 		}
@@ -333,8 +386,8 @@ func (r *Runtime) hostCPUs() *hostCPUs {
 	}
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
 		for _, l := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(l, "Mems_allowed_list:"); ok {
-				h.mems = strings.TrimSpace(v)
+			if val, ok := strings.CutPrefix(l, "Mems_allowed_list:"); ok {
+				h.mems = strings.TrimSpace(val)
 			}
 		}
 	}

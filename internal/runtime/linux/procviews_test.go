@@ -29,7 +29,7 @@ const lxcfsHelperEnv = "STEAD_TEST_LXCFS_HELPER"
 
 func init() {
 	if dir := os.Getenv(lxcfsHelperEnv); dir != "" {
-		pid, err := ensureLXCFS(dir, "", slog.New(slog.NewTextHandler(os.Stderr, nil)))
+		pid, err := (lxcfs{dir: dir}).ensure(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -151,6 +151,7 @@ type sizeSeen struct {
 	uptime                   float64
 	online, allowed          string
 	loadavg                  string
+	uidMap                   string            // first line of /proc/self/uid_map
 	views                    map[string]string // mount point -> "fstype opts"
 }
 
@@ -165,6 +166,7 @@ echo "uptime $(cut -d' ' -f1 /proc/uptime)"
 echo "online $(cat /sys/devices/system/cpu/online)"
 echo "allowed $(grep ^Cpus_allowed_list: /proc/self/status | cut -f2)"
 echo "loadavg $(cat /proc/loadavg)"
+echo "uidmap $(head -1 /proc/self/uid_map)"
 cat /proc/swaps /proc/diskstats >/dev/null || echo "unreadable swaps or diskstats"
 sed 's/^/mount /' /proc/self/mountinfo
 `
@@ -198,6 +200,8 @@ sed 's/^/mount /' /proc/self/mountinfo
 			s.allowed = f[1]
 		case "loadavg":
 			s.loadavg = strings.Join(f[1:], " ")
+		case "uidmap":
+			s.uidMap = strings.Join(f[1:], " ")
 		case "mount": // mount ID PARENT MAJ:MIN ROOT POINT OPTIONS ... - FSTYPE ...
 			if i := slices.Index(f, "-"); len(f) > 6 && i > 0 && i+1 < len(f) {
 				s.views[f[5]] = f[i+1] + " " + f[6]
@@ -269,6 +273,10 @@ func TestMicroSandboxSeesItsOwnSize(t *testing.T) {
 		if len(strings.Fields(s.loadavg)) != 5 {
 			t.Errorf("uid %d: loadavg %q", uid, s.loadavg)
 		}
+	}
+	// The views hold in a user namespace (uid 0 inside is not host root).
+	if s := seeSize(t, r, "pv-micro", 0); !r.opts.NoUserNS && (s.uidMap == "" || strings.HasPrefix(s.uidMap, "0 0 ")) {
+		t.Errorf("sandbox uid map %q: want a user namespace", s.uidMap)
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -380,7 +388,7 @@ func TestLXCFSOutlivesKilledDaemon(t *testing.T) {
 	helper.Process.Kill()
 	helper.Wait()
 	time.Sleep(100 * time.Millisecond)
-	if err := lxcfsHealthy(dir); err != nil {
+	if err := (lxcfs{dir: dir}).healthy(); err != nil {
 		t.Fatalf("lxcfs died with the daemon: %v", err)
 	}
 	if sid, _ := unix.Getsid(pid); sid != pid {
@@ -395,7 +403,7 @@ func TestLXCFSOutlivesKilledDaemon(t *testing.T) {
 
 	// The next daemon reuses the healthy mount.
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	again, err := ensureLXCFS(dir, "", log)
+	again, err := (lxcfs{dir: dir}).ensure(log)
 	if err != nil || again != pid {
 		t.Fatalf("second ensure: pid %d (want %d) %v", again, pid, err)
 	}
@@ -405,17 +413,17 @@ func TestLXCFSOutlivesKilledDaemon(t *testing.T) {
 
 	// A dead lxcfs (its mount answers ENOTCONN) is replaced.
 	unix.Kill(pid, unix.SIGKILL)
-	for i := 0; lxcfsAlive(dir) == nil; i++ {
+	for i := 0; (lxcfs{dir: dir}).alive() == nil; i++ {
 		if i == 500 {
 			t.Fatal("mount of a killed lxcfs still answers")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	fresh, err := ensureLXCFS(dir, "", log)
+	fresh, err := (lxcfs{dir: dir}).ensure(log)
 	if err != nil || fresh == pid || fresh == 0 {
 		t.Fatalf("ensure after lxcfs died: pid %d %v", fresh, err)
 	}
-	if err := lxcfsHealthy(dir); err != nil {
+	if err := (lxcfs{dir: dir}).healthy(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -425,9 +433,9 @@ func TestSandboxStartsWithoutLXCFS(t *testing.T) {
 	r := newViewsRuntime(t, dir)
 	var logs bytes.Buffer
 	r.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r.views.dir = filepath.Join(dir, "lxcfs")
-	r.views.bin = filepath.Join(dir, "no-such-lxcfs")
-	r.views.systemDir = filepath.Join(dir, "no-system-lxcfs")
+	r.views.own.dir = filepath.Join(dir, "lxcfs")
+	r.views.own.bin = filepath.Join(dir, "no-such-lxcfs")
+	r.views.system.dir = filepath.Join(dir, "no-system-lxcfs")
 	startViews(t, r, "pv-noviews", steadrt.Limits{CPUs: 0.5, MemoryBytes: 512 << 20})
 	startViews(t, r, "pv-noviews2", steadrt.Limits{CPUs: 0.5, MemoryBytes: 512 << 20})
 	s := seeSize(t, r, "pv-noviews", 1000)
@@ -471,5 +479,45 @@ func TestCpusetForSpreadsAndFollowsResizes(t *testing.T) {
 	shrunk, _ := r.cpusetFor("pv-a", 1, all)
 	if set, _ := parseCPUList(shrunk); len(set) != 1 {
 		t.Fatalf("shrink to 1 CPU gives cpuset %q", shrunk)
+	}
+}
+
+func TestHungLXCFSDoesNotHangCreates(t *testing.T) {
+	dir := privateLXCFS(t)
+	r := newViewsRuntime(t, t.TempDir())
+	var logs bytes.Buffer
+	r.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r.views.own = lxcfs{dir: dir, answerTimeout: 300 * time.Millisecond}
+	r.views.system.dir = filepath.Join(t.TempDir(), "no-system-lxcfs")
+	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
+		t.Fatalf("views: %d mounts", len(ms))
+	}
+	pids := startedLXCFS(t, dir)
+	if len(pids) != 1 {
+		t.Fatalf("lxcfs processes for %s: %v", dir, pids)
+	}
+	// A stopped lxcfs never answers, as a hung one would.
+	unix.Kill(pids[0], unix.SIGSTOP)
+	defer unix.Kill(pids[0], unix.SIGCONT)
+	t0 := time.Now()
+	if ms := r.procViewMounts(); ms != nil {
+		t.Fatalf("views from a hung lxcfs: %d mounts", len(ms))
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Fatalf("a hung lxcfs held the create up for %s", d)
+	}
+	if !strings.Contains(logs.String(), "does not answer") {
+		t.Fatalf("no warning about the hung lxcfs:\n%s", logs.String())
+	}
+	if now := startedLXCFS(t, dir); len(now) != 1 || now[0] != pids[0] {
+		t.Fatalf("the hung lxcfs was replaced or killed: %v (was %v)", now, pids)
+	}
+	// It recovers: the next try after the retry delay gets the views back.
+	unix.Kill(pids[0], unix.SIGCONT)
+	r.views.mu.Lock()
+	r.views.retryAt = time.Time{}
+	r.views.mu.Unlock()
+	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
+		t.Fatalf("views after lxcfs answers again: %d mounts", len(ms))
 	}
 }
