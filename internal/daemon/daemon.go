@@ -59,7 +59,7 @@ type Config struct {
 	// root on the host): for measurements only.
 	NoUserNS bool
 	Version  string
-	Logger      *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Run runs the daemon until ctx ends. Sandboxes keep running after it

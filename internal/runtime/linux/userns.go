@@ -142,16 +142,10 @@ func (r *Runtime) usernsFile(slot int) (*os.File, error) {
 // stops setuid gains; nodev keeps a restored device node unusable).
 const idmapMountFlags = unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID
 
-// rootfsMount is where the idmapped root of sandbox id is mounted on the
-// host while it starts: <RootfsDir>/<id>/root. <id> is mode 0700 and owned
+// mountRootfs makes the idmapped mount of src for sandbox id in slot at
+// <RootfsDir>/<id>/root and returns that path. <id> is mode 0700 and owned
 // by the sandbox's root, so its setup (which resolves the path as that
 // unprivileged host id) can reach it and no other host user can.
-func (r *Runtime) rootfsMount(id string) string {
-	return filepath.Join(r.opts.RootfsDir, id, "root")
-}
-
-// mountRootfs makes the idmapped mount of src for sandbox id in slot and
-// returns its path.
 func (r *Runtime) mountRootfs(id, src string, slot int) (string, error) {
 	ns, err := r.usernsFile(slot)
 	if err != nil {
