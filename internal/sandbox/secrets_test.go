@@ -242,3 +242,89 @@ func TestEnvironmentReachesSandboxesSealedAtRest(t *testing.T) {
 		t.Fatalf("environment after Reconcile sealed the row: %q, want %q", got, want)
 	}
 }
+
+// TestPushedEnvironmentComesBackOnAReplacementDaemon: a push carries the
+// environment inside its sealed manifest (never in the repository's bytes
+// in plaintext, never in the remote snapshot view), so a restore, on this
+// daemon or on a replacement with another secrets key, gets it back and
+// seals it again; a pull keeps it sealed in the local snapshot record.
+func TestPushedEnvironmentComesBackOnAReplacementDaemon(t *testing.T) {
+	s := newService(t)
+	s.secrets = &secretKey{path: filepath.Join(t.TempDir(), "secrets.key")}
+	repoDir := t.TempDir()
+	withRepo(t, s, repoDir)
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "pushed", Env: map[string]string{"OPENAI_API_KEY": testSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr client.PushResult
+	op, err := s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, &pr)
+	filepath.WalkDir(repoDir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), testSecret) {
+				t.Errorf("repository file %s holds the value", p)
+			}
+		}
+		return nil
+	})
+	remote, err := s.ListRemoteSnapshots(ctx, tn, sb.ID)
+	if err != nil || len(remote) != 1 {
+		t.Fatalf("remote: %+v %v", remote, err)
+	}
+	if out, _ := json.Marshal(remote); strings.Contains(string(out), testSecret) || !strings.Contains(string(out), "OPENAI_API_KEY") {
+		t.Fatalf("remote snapshot view: %s", out)
+	}
+
+	printenv := func(s *Service, id string) string {
+		t.Helper()
+		res, err := s.Exec(ctx, tn, id, client.ExecRequest{Command: []string{"printenv", "OPENAI_API_KEY"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(res.Stdout))
+	}
+	sealedRow := func(s *Service, id string) {
+		t.Helper()
+		row, err := s.st.GetSandbox(ctx, tn, id)
+		if err != nil || strings.Contains(string(row.Spec), testSecret) || !strings.Contains(string(row.Spec), `"secrets":"v1:`) {
+			t.Fatalf("stored spec of %s: %s %v", id, row.Spec, err)
+		}
+	}
+	var rr client.RestoreResult
+	op, err = s.RestoreRemote(ctx, tn, client.RestoreRequest{Snapshot: pr.RemoteSnapshot.ID, Name: "here", Wait: true})
+	opDone(t, op, err, &rr)
+	sealedRow(s, rr.Sandbox.ID)
+	if got := printenv(s, rr.Sandbox.ID); got != testSecret {
+		t.Fatalf("restored here: %q", got)
+	}
+	op, err = s.PullRemote(ctx, tn, client.PullRequest{Snapshot: pr.RemoteSnapshot.ID, Wait: true})
+	opDone(t, op, err, &rr)
+	sn, err := s.st.GetSnapshot(ctx, tn, rr.Snapshot.ID)
+	if err != nil || strings.Contains(string(sn.Spec), testSecret) || !strings.Contains(string(sn.Spec), `"secrets":"v1:`) {
+		t.Fatalf("pulled snapshot record: %s %v", sn.Spec, err)
+	}
+	forks, err := s.Fork(ctx, tn, sn.ID, client.ForkRequest{})
+	if err != nil || len(forks) != 1 {
+		t.Fatalf("fork of the pulled snapshot: %v %v", forks, err)
+	}
+	if got := printenv(s, forks[0].ID); got != testSecret {
+		t.Fatalf("fork of the pulled snapshot: %q", got)
+	}
+
+	// A replacement daemon: its own store, pool and secrets key.
+	s2 := newService(t)
+	s2.secrets = &secretKey{path: filepath.Join(t.TempDir(), "secrets.key")}
+	withRepo(t, s2, repoDir)
+	op, err = s2.RestoreRemote(ctx, tn, client.RestoreRequest{Snapshot: pr.RemoteSnapshot.ID, Name: "there", Wait: true})
+	opDone(t, op, err, &rr)
+	sealedRow(s2, rr.Sandbox.ID)
+	if got := printenv(s2, rr.Sandbox.ID); got != testSecret {
+		t.Fatalf("restored on the replacement: %q", got)
+	}
+}
