@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,7 +19,10 @@ import (
 // agentSockets serves the API on one unix socket per running sandbox,
 // <dir>/<id>/api.sock, mounted read-only at /run/stead in the sandbox.
 // The directory (not the socket) is mounted, so a daemon restart can
-// replace the socket and the sandbox sees the new one.
+// replace the socket and the sandbox sees the new one. dir is 0700: no
+// host user but root reaches <id>; inside, the mount's root is <id>
+// itself (0755), where any user of the sandbox may connect and read the
+// token.
 type agentSockets struct {
 	dir string
 	log *slog.Logger
@@ -48,10 +53,15 @@ func (a *agentSockets) Open(id string) (string, error) {
 	if a.srv == nil {
 		return "", fmt.Errorf("agent socket for %s: the API server is not ready", id)
 	}
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
 	}
-	os.Chmod(a.dir, 0o711)
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
 	sock := filepath.Join(d, "api.sock")
 	f, err := guest.Listen(sock)
 	if err != nil {

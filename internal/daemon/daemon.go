@@ -72,10 +72,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.PolicyInterval == 0 {
 		cfg.PolicyInterval = 15 * time.Second
 	}
-	for _, d := range []string{cfg.DataDir, cfg.RunDir} {
-		if err := os.MkdirAll(d, 0o711); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
+	if err := prepareDirs(cfg, log); err != nil {
+		return err
 	}
 	// One daemon per data dir: a second would fight over sandboxes.
 	lock, err := os.OpenFile(filepath.Join(cfg.DataDir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
@@ -132,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
-		Repo: repoCfg,
+		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"),
 	})
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe))
@@ -155,27 +153,26 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	errc := make(chan error, 2)
-	var listeners []net.Listener
+	listeners := map[string]net.Listener{}
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		listeners = append(listeners, ln)
+		listeners[ln.Addr().String()] = ln
 	}
 	if cfg.Socket != "" {
-		os.MkdirAll(filepath.Dir(cfg.Socket), 0o755)
-		os.Remove(cfg.Socket)
-		ln, err := net.Listen("unix", cfg.Socket)
+		// Root only: the socket is 0660 and group root.
+		ln, err := listenUnixPrivate(cfg.Socket)
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Socket, err)
+			return err
 		}
-		os.Chmod(cfg.Socket, 0o660)
-		listeners = append(listeners, ln)
+		defer os.Remove(cfg.Socket)
+		listeners[cfg.Socket] = ln
 	}
-	for _, ln := range listeners {
+	for addr, ln := range listeners {
 		go func(ln net.Listener) { errc <- srv.Serve(ln) }(ln)
-		log.Info("listening", "addr", ln.Addr().String())
+		log.Info("listening", "addr", addr)
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()

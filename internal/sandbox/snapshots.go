@@ -241,6 +241,10 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	if err := json.Unmarshal(sn.Spec, &sp); err != nil {
 		return nil, fmt.Errorf("spec of snapshot %s: %w", sn.ID, err)
 	}
+	// Opened here, sealed again for each new sandbox by materialize.
+	if err := s.openEnv(sn.SandboxID, &sp); err != nil {
+		return nil, fmt.Errorf("spec of snapshot %s: %w", sn.ID, err)
+	}
 	sp.Origin = sn.ID
 	specJSON, _ := json.Marshal(sp)
 	// The new sandboxes are made a few at a time: starts overlap well.
