@@ -287,6 +287,13 @@ func TestVolumeSubPathIsARootOfItsOwn(t *testing.T) {
 	if l, err := d.c.ListFiles(ctx, a1.ID, "/data"); err != nil || len(l) != 3 {
 		t.Fatalf("list of the mounted sub-path: %+v %v", l, err)
 	}
+	// The sandbox's mount table names no host path of the daemon's.
+	mi := d.sh(ctx, a1.ID, "agent", "cat /proc/self/mountinfo")
+	for _, host := range []string{d.runDir, d.dataDir, filepath.Dir(d.bin)} {
+		if strings.Contains(mi, host) {
+			t.Errorf("mountinfo inside names %s:\n%s", host, mi)
+		}
+	}
 }
 
 // TestAgentRequestsActWithTheAgentsPermissions: with its token, the agent
