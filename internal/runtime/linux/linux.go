@@ -240,6 +240,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	}
 	defer cfgFile.Close()
 	slot := -1
+	var rootfsDur time.Duration
 	if !r.opts.NoUserNS {
 		if slot, err = r.allocSlot(spec.ID); err != nil {
 			return err
@@ -249,12 +250,22 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 				r.freeSlot(spec.ID)
 			}
 		}()
+		tm := time.Now()
 		root, err := r.mountRootfs(spec.ID, spec.Rootfs, slot)
-		// The sandbox holds its own copy of the mount once it runs.
-		defer r.unmountRootfs(spec.ID)
+		rootfsDur = time.Since(tm)
 		if err != nil {
 			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 		}
+		// The sandbox holds its own copy of the mount once it runs; the
+		// host's goes after the start, off its path (an unmount waits for
+		// an RCU grace period).
+		defer func() {
+			if retErr != nil {
+				releaseRootfs(root)
+				return
+			}
+			go releaseRootfs(root)
+		}()
 		spec.Rootfs = root
 	}
 	cfg, err := r.config(spec, slot)
@@ -320,7 +331,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 			return err
 		}
 	}
-	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
+	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
 }
 

@@ -143,53 +143,64 @@ func (r *Runtime) usernsFile(slot int) (*os.File, error) {
 const idmapMountFlags = unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID
 
 // mountRootfs makes the idmapped mount of src for sandbox id in slot at
-// <RootfsDir>/<id>/root and returns that path. <id> is mode 0700 and owned
-// by the sandbox's root, so its setup (which resolves the path as that
-// unprivileged host id) can reach it and no other host user can.
+// <RootfsDir>/<id>/<nonce> and returns that path (one mount point per start,
+// so the release of one start never meets the next). <id> is mode 0700 and
+// owned by the sandbox's root, so its setup (which resolves the path as
+// that unprivileged host id) can reach it and no other host user can.
 func (r *Runtime) mountRootfs(id, src string, slot int) (string, error) {
 	ns, err := r.usernsFile(slot)
 	if err != nil {
 		return "", err
 	}
-	r.unmountRootfs(id)
 	dir := filepath.Join(r.opts.RootfsDir, id)
-	target := filepath.Join(dir, "root")
-	if err := os.MkdirAll(target, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("rootfs mount point: %w", err)
 	}
 	host := int(r.hostID(slot))
 	if err := os.Chown(dir, host, host); err != nil {
 		return "", fmt.Errorf("rootfs mount point: %w", err)
 	}
+	target, err := os.MkdirTemp(dir, "root-")
+	if err != nil {
+		return "", fmt.Errorf("rootfs mount point: %w", err)
+	}
 	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
+		os.Remove(target)
 		return "", fmt.Errorf("clone rootfs mount %s: %w", src, err)
 	}
 	defer unix.Close(fd)
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{
 		Attr_set: idmapMountFlags, Userns_fd: uint64(ns.Fd())}); err != nil {
+		os.Remove(target)
 		if errors.Is(err, unix.EINVAL) {
 			err = fmt.Errorf("%w (the file system of %s does not support idmapped mounts on this kernel)", err, src)
 		}
 		return "", fmt.Errorf("idmap rootfs %s: %w", src, err)
 	}
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		os.Remove(target)
 		return "", fmt.Errorf("attach rootfs mount %s: %w", target, err)
 	}
 	return target, nil
 }
 
-// unmountRootfs removes the host-side rootfs mount of id and its mount
-// point (the sandbox keeps its own copy of the mount). Idempotent.
+// releaseRootfs removes one start's host-side rootfs mount (the sandbox
+// keeps its own copy of the mount) and its mount point, and <id> when it
+// is empty.
+func releaseRootfs(target string) {
+	unix.Unmount(target, unix.MNT_DETACH)
+	os.Remove(target)
+	os.Remove(filepath.Dir(target)) // fails while another start's is there
+}
+
+// unmountRootfs removes every host-side rootfs mount of id. Idempotent.
 func (r *Runtime) unmountRootfs(id string) {
 	dir := filepath.Join(r.opts.RootfsDir, id)
-	target := filepath.Join(dir, "root")
-	for range 8 {
-		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
-			break
-		}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		releaseRootfs(filepath.Join(dir, e.Name()))
 	}
-	os.Remove(target)
 	os.Remove(dir)
 }
 
