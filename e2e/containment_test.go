@@ -421,3 +421,49 @@ func TestSetuidAndDevicesFromSandboxRootNeverReachTheHost(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeSubPathMountUnderAttack: while a sandbox that mounts a whole
+// volume swaps one of its sub-directories for a symlink to a host
+// directory as fast as it can, another sandbox mounting that sub-path is
+// started and stopped again and again; each start either mounts the real
+// sub-directory or is refused, and nothing lands on the host.
+func TestVolumeSubPathMountUnderAttack(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	can := newHostCanary(t)
+	if _, err := d.c.CreateVolume(ctx, client.CreateVolumeRequest{Name: "team", SizeBytes: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	mover, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "mover", Volumes: []client.VolumeMount{{Volume: "team", Path: "/vol"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sh(ctx, mover.ID, "root", "mkdir -p /vol/agents/a1 && chown 1000:1000 /vol/agents/a1")
+	victim, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "victim", NoStart: true,
+		Volumes: []client.VolumeMount{{Volume: "team", SubPath: "agents/a1", Path: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.adversary(ctx, mover.ID, `
+while :; do
+  mv -T /vol/agents/a1 /vol/agents/a1.x 2>/dev/null; ln -sfn `+can.dir+` /vol/agents/a1
+  rm -f /vol/agents/a1; mv -T /vol/agents/a1.x /vol/agents/a1 2>/dev/null
+done`)
+	started := 0
+	for range 25 {
+		if _, err := d.c.StartSandbox(ctx, victim.ID); err != nil {
+			continue // refused: the sub-path was a symlink at that instant
+		}
+		started++
+		d.c.Exec(ctx, victim.ID, client.ExecRequest{Command: []string{"sh", "-c", "echo x > /data/marker-$$"}})
+		can.check(t, "sub-path mount")
+		if _, err := d.c.StopSandbox(ctx, victim.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	can.check(t, "sub-path mount")
+	if started == 0 {
+		t.Fatal("no start succeeded: the test proves nothing")
+	}
+	t.Logf("%d of 25 starts mounted the sub-path under attack", started)
+}
