@@ -194,7 +194,10 @@ func TestSandboxTokenFindsOnlyItsOwnSnapshots(t *testing.T) {
 	if _, err := d.c.InitRepo(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "a"})
+	if _, err := d.c.CreateVolume(ctx, client.CreateVolumeRequest{Name: "mine", SizeBytes: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "a", Volumes: []client.VolumeMount{{Volume: "mine", SubPath: "agents/a", Path: "/data"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +241,22 @@ func TestSandboxTokenFindsOnlyItsOwnSnapshots(t *testing.T) {
 	}
 	if _, err := d.c.StatFile(ctx, a.ID, "/workspace/s"); err == nil {
 		t.Fatal("b's file reached a")
+	}
+	// A snapshot of a volume a mounts: its own sub-path, and only that.
+	d.sh(ctx, a.ID, "agent", "echo mine > /data/f")
+	mSnap, err := d.c.CreateVolumeSnapshot(ctx, "mine", client.CreateSnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sh(ctx, a.ID, "agent", "rm /data/f")
+	op, err = ac.RestorePath(ctx, a.ID, client.RestorePathRequest{Path: "/data/f", Snapshot: mSnap.ID, Wait: true})
+	opResult(t, op, err, nil)
+	if got := d.sh(ctx, a.ID, "agent", "cat /data/f"); got != "mine\n" {
+		t.Fatalf("restored from the mounted volume's snapshot: %q", got)
+	}
+	// ... but not for a path outside that mount.
+	if got := answer(mSnap.ID); got != absentLocal {
+		t.Errorf("the mounted volume's snapshot for a path outside the mount: %q, an absent id: %q", got, absentLocal)
 	}
 	if h, err := ac.FileHistory(ctx, a.ID, "/workspace/s"); err == nil {
 		t.Fatalf("a's history shows b's versions: %+v", h)

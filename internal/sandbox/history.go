@@ -241,7 +241,26 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 		if err != nil {
 			return client.Operation{}, fmt.Errorf("snapshot %s: %w", req.Snapshot, err)
 		}
-		if agent && sn.SandboxID != sb.ID {
+		// A sandbox's own snapshot, or a snapshot of a volume it mounts
+		// for a path under that mount (read inside the mounted sub-path).
+		srcPath, sub := src, ""
+		switch {
+		case sn.Kind == "volume":
+			m, ok, err := s.mountOf(sb, sn.SandboxID, src)
+			if err != nil {
+				return client.Operation{}, err
+			}
+			if !ok {
+				if agent {
+					return client.Operation{}, notFound
+				}
+				return client.Operation{}, fmt.Errorf("snapshot %s is of volume %s, which sandbox %s does not mount at %s: %w", sn.ID, sn.SandboxName, sb.Name, src, errs.ErrInvalid)
+			}
+			if srcPath = strings.TrimPrefix(src, m.Path); srcPath == "" {
+				srcPath = "/"
+			}
+			sub = m.SubPath
+		case agent && sn.SandboxID != sb.ID:
 			return client.Operation{}, notFound
 		}
 		fill = func(ctx context.Context, dirfd int, tmp string) error {
@@ -249,8 +268,16 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			if err != nil {
 				return err
 			}
+			if sub != "" {
+				subRoot, err := root.OpenSubRoot("/" + sub)
+				root.Close()
+				if err != nil {
+					return err
+				}
+				root = subRoot
+			}
 			defer root.Close()
-			return s.asCaller(agent, func() error { return root.CopyTree(ctx, src, dirfd, tmp) })
+			return s.asCaller(agent, func() error { return root.CopyTree(ctx, srcPath, dirfd, tmp) })
 		}
 	} else {
 		sc, err := s.scope(ctx, tenant, false)
@@ -337,6 +364,21 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 		res.Seconds = time.Since(t0).Seconds()
 		return res, nil
 	})
+}
+
+// mountOf returns the mount of volume vol in sandbox sb under which the
+// sandbox path p lies, if any.
+func (s *Service) mountOf(sb store.Sandbox, vol, p string) (client.VolumeMount, bool, error) {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return client.VolumeMount{}, false, err
+	}
+	for _, m := range sp.Volumes {
+		if m.Volume == vol && (p == m.Path || strings.HasPrefix(p, m.Path+"/")) {
+			return m, true, nil
+		}
+	}
+	return client.VolumeMount{}, false, nil
 }
 
 // mayRead reports whether uid/gid could read path p of pushed snapshot id
