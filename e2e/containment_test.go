@@ -53,6 +53,15 @@ func (c hostCanary) check(t *testing.T, what string, got ...string) {
 	}
 }
 
+// newRepoDaemon is a daemon with an initialised repository in a directory.
+func newRepoDaemon(t *testing.T) *daemon {
+	d := newDaemon(t, "--repo", filepath.Join(t.TempDir(), "repo"))
+	if _, err := d.c.InitRepo(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // agentClient is a client holding a sandbox's own token (what the agent
 // finds in $STEAD_TOKEN), talking to the daemon's TCP listener.
 func agentClient(t *testing.T, d *daemon, id string) *client.Client {
@@ -80,11 +89,8 @@ func (d *daemon) adversary(ctx context.Context, id, script string) {
 // both directions; push and restore). Nothing is written outside the tree
 // and nothing of the host is read, on every iteration.
 func TestHostSideTreeOperationsNeverLeaveTheSandbox(t *testing.T) {
-	d := newDaemon(t, "--repo", filepath.Join(t.TempDir(), "repo"))
+	d := newRepoDaemon(t)
 	ctx := ctxT(t)
-	if _, err := d.c.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
 	can := newHostCanary(t)
 	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "victim"})
 	if err != nil {
@@ -189,11 +195,8 @@ func tarOf(t *testing.T, name, body string) io.Reader {
 // asking for another sandbox's snapshot or push, or a snapshot of a volume
 // it does not mount, gets exactly what an absent id gets.
 func TestSandboxTokenFindsOnlyItsOwnSnapshots(t *testing.T) {
-	d := newDaemon(t, "--repo", filepath.Join(t.TempDir(), "repo"))
+	d := newRepoDaemon(t)
 	ctx := ctxT(t)
-	if _, err := d.c.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := d.c.CreateVolume(ctx, client.CreateVolumeRequest{Name: "mine", SizeBytes: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,11 +323,8 @@ func TestVolumeSubPathIsARootOfItsOwn(t *testing.T) {
 // history, restore-path from a local snapshot or a push), not
 // /etc/profile.d (root's on the next login shell).
 func TestAgentRequestsActWithTheAgentsPermissions(t *testing.T) {
-	d := newDaemon(t, "--repo", filepath.Join(t.TempDir(), "repo"))
+	d := newRepoDaemon(t)
 	ctx := ctxT(t)
-	if _, err := d.c.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
 	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "perm"})
 	if err != nil {
 		t.Fatal(err)
@@ -378,11 +378,8 @@ func TestAgentRequestsActWithTheAgentsPermissions(t *testing.T) {
 // snapshot → fork, archive → hydrate), no copy runs as host root for a host
 // user, and inside it gives no privilege.
 func TestSetuidAndDevicesFromSandboxRootNeverReachTheHost(t *testing.T) {
-	d := newDaemon(t, "--repo", filepath.Join(t.TempDir(), "repo"))
+	d := newRepoDaemon(t)
 	ctx := ctxT(t)
-	if _, err := d.c.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
 	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "suid"})
 	if err != nil {
 		t.Fatal(err)

@@ -149,14 +149,10 @@ func (c *copier) dir(sdir int, sname string, ddir int, dname, rel, p string, dep
 		return opErr("copy", p, err)
 	}
 	defer unix.Close(dfd)
-	names, err := readNames(sfd)
-	if err != nil {
-		return opErr("copy", p, err)
-	}
-	for _, n := range names {
-		if err := c.entry(sfd, n, dfd, n, rel+"/"+n, path.Join(p, n), depth+1); err != nil {
-			return err
-		}
+	if err := eachName(sfd, p, func(n string) error {
+		return c.entry(sfd, n, dfd, n, rel+"/"+n, path.Join(p, n), depth+1)
+	}); err != nil {
+		return err
 	}
 	if err := c.meta(sfd, dfd, &st, p); err != nil {
 		return err
@@ -164,15 +160,26 @@ func (c *copier) dir(sdir int, sname string, ddir int, dname, rel, p string, dep
 	return nil
 }
 
-// readNames lists a directory open as fd (without . and ..).
-func readNames(fd int) ([]string, error) {
+// eachName calls fn with the name of every entry (but . and ..) of the
+// directory p open as fd, stopping at fn's first error, which it returns
+// as is.
+func eachName(fd int, p string, fn func(string) error) error {
 	d, err := unix.Dup(fd)
 	if err != nil {
-		return nil, err
+		return opErr("read directory", p, err)
 	}
 	f := os.NewFile(uintptr(d), "dir")
-	defer f.Close()
-	return f.Readdirnames(-1)
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return opErr("read directory", p, err)
+	}
+	for _, n := range names {
+		if err := fn(n); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *copier) file(sdir int, sname string, ddir int, dname, rel, p string, lst *unix.Stat_t) error {
@@ -363,14 +370,5 @@ func chownTree(ctx context.Context, dirfd int, name string, uid, gid, depth int)
 		return opErr("chown", name, err)
 	}
 	defer unix.Close(fd)
-	names, err := readNames(fd)
-	if err != nil {
-		return opErr("chown", name, err)
-	}
-	for _, n := range names {
-		if err := chownTree(ctx, fd, n, uid, gid, depth+1); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachName(fd, name, func(n string) error { return chownTree(ctx, fd, n, uid, gid, depth+1) })
 }
