@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -94,6 +95,9 @@ func (c *copier) entry(sdir int, sname string, ddir int, dname, rel, p string, d
 			return opErr("copy", p, err)
 		}
 		if err := unix.Symlinkat(target, ddir, dname); err != nil {
+			return opErr("copy", p, err)
+		}
+		if err := copyLinkXattrs(sdir, sname, ddir, dname); err != nil {
 			return opErr("copy", p, err)
 		}
 		if err := ignorePerm(unix.Fchownat(ddir, dname, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)); err != nil {
@@ -297,11 +301,32 @@ func futimensBoth(fd int, atime, mtime unix.Timespec) error {
 	return unix.UtimesNanoAt(fd, "", []unix.Timespec{atime, mtime}, unix.AT_EMPTY_PATH)
 }
 
-// copyXattrs copies every extended attribute of sfd to dfd; attributes
-// the caller may not set (trusted.*, security.capability for a user) and
-// file systems without them are skipped.
+// copyXattrs copies every extended attribute of sfd to dfd.
 func copyXattrs(sfd, dfd int) error {
-	sz, err := unix.Flistxattr(sfd, nil)
+	return copyXattrsWith(
+		func(b []byte) (int, error) { return unix.Flistxattr(sfd, b) },
+		func(n string, b []byte) (int, error) { return unix.Fgetxattr(sfd, n, b) },
+		func(n string, b []byte) error { return unix.Fsetxattr(dfd, n, b, 0) })
+}
+
+// copyLinkXattrs copies the extended attributes of the symlink sname in
+// sdir to dname in ddir (trusted.* and security.* may sit on a symlink).
+// The names are reached through the directories' descriptors, and the l*
+// calls do not follow the final component.
+func copyLinkXattrs(sdir int, sname string, ddir int, dname string) error {
+	sp := "/proc/self/fd/" + strconv.Itoa(sdir) + "/" + sname
+	dp := "/proc/self/fd/" + strconv.Itoa(ddir) + "/" + dname
+	return copyXattrsWith(
+		func(b []byte) (int, error) { return unix.Llistxattr(sp, b) },
+		func(n string, b []byte) (int, error) { return unix.Lgetxattr(sp, n, b) },
+		func(n string, b []byte) error { return unix.Lsetxattr(dp, n, b, 0) })
+}
+
+// copyXattrsWith copies every attribute list names from get to set;
+// attributes the caller may not set (trusted.*, security.capability for a
+// user) and file systems without them are skipped.
+func copyXattrsWith(list func([]byte) (int, error), get func(string, []byte) (int, error), set func(string, []byte) error) error {
+	sz, err := list(nil)
 	if err != nil || sz == 0 {
 		if errors.Is(err, unix.ENOTSUP) {
 			return nil
@@ -309,22 +334,22 @@ func copyXattrs(sfd, dfd int) error {
 		return err
 	}
 	buf := make([]byte, sz)
-	if sz, err = unix.Flistxattr(sfd, buf); err != nil {
+	if sz, err = list(buf); err != nil {
 		return err
 	}
 	for _, name := range strings.Split(strings.TrimRight(string(buf[:sz]), "\x00"), "\x00") {
 		if name == "" {
 			continue
 		}
-		vsz, err := unix.Fgetxattr(sfd, name, nil)
+		vsz, err := get(name, nil)
 		if err != nil {
 			continue // gone, or not readable by this caller
 		}
 		val := make([]byte, vsz)
-		if vsz, err = unix.Fgetxattr(sfd, name, val); err != nil {
+		if vsz, err = get(name, val); err != nil {
 			continue
 		}
-		if err := unix.Fsetxattr(dfd, name, val[:vsz], 0); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) {
+		if err := set(name, val[:vsz]); err != nil && !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOTSUP) {
 			return fmt.Errorf("xattr %s: %w", name, err)
 		}
 	}
