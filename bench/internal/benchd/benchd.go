@@ -14,7 +14,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
+
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/runtime/linux"
 )
 
 // Daemon is a running `stead serve` on fresh directories.
@@ -83,6 +86,13 @@ func (d *Daemon) Close() {
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	d.cmd.Wait()
 	syscall.Unmount(filepath.Join(d.data, "pool"), 0)
+	// Agent socket tmpfs mounts of sandboxes the purge did not reach.
+	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(d.base)); err == nil {
+		for _, m := range mounts {
+			syscall.Unmount(m.Mountpoint, syscall.MNT_DETACH)
+		}
+	}
+	linux.RemoveHostState(filepath.Join(d.base, "run", "containers"))
 	os.RemoveAll(d.base)
 }
 

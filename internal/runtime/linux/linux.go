@@ -138,7 +138,7 @@ func New(opts Options) (*Runtime, error) {
 		}
 	}
 	if !opts.NoUserNS {
-		if err := privateRootfsDir(opts.RootfsDir); err != nil {
+		if err := makeRootfsDir(opts.RootfsDir); err != nil {
 			return nil, err
 		}
 		if !searchable(opts.RootfsDir) {
@@ -424,9 +424,13 @@ func (r *Runtime) config(spec steadrt.Spec, slot int) (*configs.Config, error) {
 			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
 			"/sys/firmware", "/sys/devices/virtual/powercap",
 		},
-		ReadonlyPaths:   []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
-		Devices:         specconv.AllowedDevices,
-		Hostname:        hostname,
+		ReadonlyPaths: []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
+		Devices:       specconv.AllowedDevices,
+		Hostname:      hostname,
+		// Private, not the default rslave: nothing the host mounts or
+		// unmounts later (a start's rootfs mount, a volume's staging)
+		// reaches a running sandbox.
+		RootPropagation: unix.MS_PRIVATE | unix.MS_REC,
 		Mounts:          mounts,
 		Networks:        []*configs.Network{{Type: "loopback", Address: "127.0.0.1/0", Gateway: "localhost"}},
 		NoNewPrivileges: true,
@@ -764,11 +768,7 @@ func RemoveHostState(stateDir string) {
 	for _, d := range dirs {
 		os.Remove(d)
 	}
-	rd := rootfsDirFor(stateDir)
-	if ents, err := os.ReadDir(rd); err == nil && len(ents) == 0 {
-		unix.Unmount(rd, unix.MNT_DETACH)
-		os.Remove(rd)
-	}
+	os.Remove(rootfsDirFor(stateDir)) // if empty
 }
 
 // rootfsDirFor names the rootfs directory of the runtime whose state lives

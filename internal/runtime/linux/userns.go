@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/moby/sys/mountinfo"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
 )
@@ -204,27 +203,15 @@ func (r *Runtime) unmountRootfs(id string) {
 	os.Remove(dir)
 }
 
-// privateRootfsDir makes RootfsDir a private mount of its own, so the
-// mounts made and removed below it never propagate into (or out of) a
-// sandbox's mount namespace, whatever the host's propagation.
-func privateRootfsDir(dir string) error {
+// makeRootfsDir creates RootfsDir, searchable by the sandboxes' roots.
+// Mounts made and released below it never reach a sandbox: each sandbox's
+// mounts are private (Config.RootPropagation), not slaves of the host's.
+func makeRootfsDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return fmt.Errorf("create rootfs dir: %w", err)
 	}
 	if err := os.Chmod(dir, 0o711); err != nil {
 		return fmt.Errorf("rootfs dir: %w", err)
-	}
-	mounted, err := mountinfo.Mounted(dir)
-	if err != nil {
-		return fmt.Errorf("rootfs dir: %w", err)
-	}
-	if !mounted {
-		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("bind rootfs dir: %w", err)
-		}
-	}
-	if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make rootfs dir private: %w", err)
 	}
 	return nil
 }
