@@ -243,6 +243,14 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	}
 	sp.Origin = sn.ID
 	specJSON, _ := json.Marshal(sp)
+	if n > 1 {
+		// All or none where the pool can tell: n forks promise n quotas.
+		release, err := s.admitDisk(ctx, fmt.Sprintf("disk quotas of %d forks of %s", n, sn.ID), sp.Limits.DiskBytes, int64(n)*sp.Limits.DiskBytes)
+		if err != nil {
+			return nil, err
+		}
+		release()
+	}
 	// The new sandboxes are made a few at a time: starts overlap well.
 	out := make([]client.Sandbox, n)
 	errsByIdx := make([]error, n)
