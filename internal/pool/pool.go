@@ -122,17 +122,38 @@ type Capacity struct {
 // reserve, and never below 0.
 func (c Capacity) Usable() int64 { return max(c.SizeBytes-c.ReserveBytes, 0) }
 
-// Fill is how full the pool is, from 0 to 1 (or more): the larger of the
-// datasets' share of their limit and the file system's share in use.
+// fullSlack is how close to its bound a pool counts as full: a qgroup
+// stops writes a few blocks short of its limit.
+const fullSlack = 1 << 20
+
+// enforced reports whether the fill level comes from the datasets' own
+// accounting (the pool enforces a limit and knows their bytes).
+func (c Capacity) enforced() bool { return c.LimitBytes > 0 && c.DatasetsBytes >= 0 }
+
+// Full reports whether the datasets have reached their limit (less than
+// 1 MiB left) or, where the pool enforces none, its file system is full.
+func (c Capacity) Full() bool {
+	if c.enforced() {
+		return c.LimitBytes-c.DatasetsBytes < fullSlack
+	}
+	return c.SizeBytes > 0 && c.SizeBytes-c.UsedBytes < fullSlack
+}
+
+// Fill is how full the pool is, from 0 to 1 (1 when Full): the datasets'
+// share of their limit where the pool enforces one, else the share of the
+// file system in use. (btrfs's statfs can report nothing available for a
+// moment while metadata chunks are being allocated, with room left: it is
+// not a fill level to act on.)
 func (c Capacity) Fill() float64 {
-	f := 0.0
-	if c.SizeBytes > 0 {
-		f = float64(c.UsedBytes) / float64(c.SizeBytes)
+	switch {
+	case c.Full():
+		return 1
+	case c.enforced():
+		return min(float64(c.DatasetsBytes)/float64(c.LimitBytes), 1)
+	case c.SizeBytes > 0:
+		return min(float64(c.UsedBytes)/float64(c.SizeBytes), 1)
 	}
-	if c.LimitBytes > 0 && c.DatasetsBytes >= 0 {
-		f = max(f, float64(c.DatasetsBytes)/float64(c.LimitBytes))
-	}
-	return f
+	return 0
 }
 
 // MinReserve is the smallest reserve DefaultReserve gives.

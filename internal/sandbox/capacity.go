@@ -114,7 +114,7 @@ func (s *Service) admitDisk(ctx context.Context, what string, size, more int64) 
 		return nil, err
 	}
 	bytes := max(more, 0)
-	if c.Fill() >= 1 {
+	if c.Full() {
 		return nil, fmt.Errorf("%s: the storage pool is full (%s); free room first (delete files in sandboxes, purge deleted sandboxes and volumes, delete snapshots): %w",
 			what, fillSummary(c), errs.ErrConflict)
 	}

@@ -155,6 +155,9 @@ func Open(ctx context.Context, opts Options) (*Pool, error) {
 		return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
 	}
 	p.enableQuota()
+	if p.managed {
+		p.enableReclaim()
+	}
 	if p.quota {
 		if err := p.setupGroup(); err != nil {
 			p.log.Warn("set up the pool-wide qgroup; the datasets together are not bounded", "err", err)
@@ -393,6 +396,34 @@ func (p *Pool) enableQuota() {
 		p.log.Warn("wait for qgroup rescan", "err", err)
 	}
 	p.quota = true
+}
+
+// enableReclaim turns on btrfs's dynamic and periodic reclaim of data
+// block groups (kernel >= 6.10; not kept across mounts, so every Open
+// sets it). Without it, data block groups that agents filled and then
+// partly emptied keep the file system's unallocated space, and metadata
+// (many small files) fails with ENOSPC while bytes are free and the
+// datasets are below their limit. With it, btrfs relocates sparse data
+// block groups as unallocated space runs low. Only for a pool image
+// stead owns: a file system of the host's is left as it is.
+func (p *Pool) enableReclaim() {
+	fd, err := openDir(p.dir)
+	if err != nil {
+		return
+	}
+	uuid, err := fsUUID(fd)
+	unix.Close(fd)
+	if err != nil {
+		p.log.Warn("find the pool's file system id; data block groups are not reclaimed", "err", err)
+		return
+	}
+	for _, knob := range []string{"dynamic_reclaim", "periodic_reclaim"} {
+		path := filepath.Join("/sys/fs/btrfs", uuid, "allocation", "data", knob)
+		if err := os.WriteFile(path, []byte("1"), 0); err != nil {
+			p.log.Warn("enable btrfs reclaim of data block groups (kernel 6.10 or later); a pool that filled and emptied may run out of metadata space", "knob", knob, "err", err)
+			return
+		}
+	}
 }
 
 // setupGroup makes GroupQgroup, puts every dataset in it and limits it

@@ -129,6 +129,7 @@ func TestIoctlABISizes(t *testing.T) {
 		"QGROUP_CREATE":     {ioctlQgroupCreate, 0x4010942a},
 		"QUOTA_RESCAN":      {ioctlQuotaRescan, 0x4040942c},
 		"SPACE_INFO":        {ioctlSpaceInfo, 0xc0109414},
+		"FS_INFO":           {ioctlFSInfo, 0x8400941f},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("BTRFS_IOC_%s = %#x, want %#x", name, c[0], c[1])
@@ -680,6 +681,22 @@ func TestBtrfsOpenSizesAndBoundsNewImages(t *testing.T) {
 	}
 	if dup, err := metadataDup(mustOpenDir(t, p.dir)); err != nil || dup {
 		t.Fatalf("new image has DUP metadata (%v): the qgroups would count half of it", err)
+	}
+	// Reclaim of data block groups is on (the btrfs CLI names the same
+	// file system id).
+	uuid, err := fsUUID(mustOpenDir(t, p.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("btrfs", "filesystem", "show", p.dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), uuid) {
+		t.Fatalf("fs id %s not in btrfs filesystem show: %v %s", uuid, err, out)
+	}
+	for _, knob := range []string{"dynamic_reclaim", "periodic_reclaim"} {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/btrfs", uuid, "allocation", "data", knob))
+		if err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("%s: %q %v", knob, b, err)
+		}
 	}
 }
 

@@ -140,6 +140,7 @@ var (
 	ioctlQgroupCreate    = ioc(iocWrite, 42, unsafe.Sizeof(qgroupCreateArgs{}))
 	ioctlQuotaRescan     = ioc(iocWrite, 44, unsafe.Sizeof(quotaRescanArgs{}))
 	ioctlSpaceInfo       = ioc(iocWrite|iocRead, 20, 16) // sizeof(btrfs_ioctl_space_args) without spaces[]
+	ioctlFSInfo          = ioc(iocRead, 31, 1024)        // sizeof(btrfs_ioctl_fs_info_args)
 	ioctlSubvolGetFlags  = ioc(iocRead, 25, 8)
 	ioctlSubvolSetFlags  = ioc(iocWrite, 26, 8)
 	ioctlQuotaCtl        = ioc(iocWrite|iocRead, 40, unsafe.Sizeof(quotaCtlArgs{}))
@@ -355,6 +356,17 @@ func metadataDup(fd int) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// fsUUID returns the file system id of fd's btrfs, as /sys/fs/btrfs names
+// it (btrfs_ioctl_fs_info_args.fsid).
+func fsUUID(fd int) (string, error) {
+	var a [1024]byte
+	if err := ioctl(fd, ioctlFSInfo, unsafe.Pointer(&a[0])); err != nil {
+		return "", err
+	}
+	id := a[16:32]
+	return fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16]), nil
 }
 
 // subvolID returns the id of the subvolume that fd lives in.
