@@ -128,8 +128,12 @@ func (s *Service) admitDisk(ctx context.Context, what string, size, more int64) 
 	bound := int64(math.Min(ratio*float64(c.Usable()), math.MaxInt64/2))
 	committed := addSat(addSat(sbs, vols), s.disk.pending)
 	if addSat(committed, bytes) > bound {
+		asked := pool.FormatBytes(bytes)
+		if bytes != size {
+			asked = "+" + asked
+		}
 		return nil, fmt.Errorf("%s (%s) would over-commit the storage pool: %s is promised already (%s to sandboxes, %s to volumes), and at most %g x %s usable = %s may be (stead serve --pool-overcommit %g); delete or purge sandboxes and volumes, resize them smaller, or raise --pool-overcommit: %w",
-			what, pool.FormatBytes(bytes), pool.FormatBytes(committed), pool.FormatBytes(sbs), pool.FormatBytes(vols),
+			what, asked, pool.FormatBytes(committed), pool.FormatBytes(sbs), pool.FormatBytes(vols),
 			ratio, pool.FormatBytes(c.Usable()), pool.FormatBytes(bound), ratio, errs.ErrConflict)
 	}
 	s.disk.pending += bytes

@@ -43,6 +43,19 @@ func (b *syncBuffer) String() string {
 // of imageSize bytes (loop device), SQLite and libcontainer. The service's
 // log goes to the returned buffer (and the test's output).
 func newBtrfsService(t *testing.T, imageSize int64, opts Options) (*Service, *btrfs.Pool, *syncBuffer) {
+	e := newBtrfsEnv(t, imageSize, opts)
+	return e.s, e.pool, e.logs
+}
+
+// btrfsEnv is a service on a btrfs pool with its admin key.
+type btrfsEnv struct {
+	s      *Service
+	pool   *btrfs.Pool
+	logs   *syncBuffer
+	secret string
+}
+
+func newBtrfsEnv(t *testing.T, imageSize int64, opts Options) *btrfsEnv {
 	t.Helper()
 	testutil.RequireRoot(t)
 	ctx := context.Background()
@@ -65,7 +78,8 @@ func newBtrfsService(t *testing.T, imageSize int64, opts Options) (*Service, *bt
 	opts.Store, opts.Pool, opts.Runtime, opts.Logger = st, pl, rt, log
 	opts.StageDir = filepath.Join(base, "stage")
 	s := New(opts)
-	if _, err := s.Bootstrap(ctx, nil); err != nil {
+	secret, err := s.Bootstrap(ctx, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -78,7 +92,7 @@ func newBtrfsService(t *testing.T, imageSize int64, opts Options) (*Service, *bt
 			t.Errorf("unmount the pool: %v", err)
 		}
 	})
-	return s, pl, logs
+	return &btrfsEnv{s: s, pool: pl, logs: logs, secret: secret}
 }
 
 type teeWriter struct {
