@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -115,7 +116,8 @@ func sh(t *testing.T, s *Service, id, cmd string) (string, int) {
 }
 
 // fillTo writes into the sandbox until the pool's datasets hold at
-// least fraction of their limit (or a write fails), then commits so the
+// least fraction of their limit (or a write fails with EDQUOT: ENOSPC,
+// the file system itself full, fails the test), then commits so the
 // pool's accounting shows it.
 func fillTo(t *testing.T, s *Service, id, file string, fraction float64) pool.Capacity {
 	t.Helper()
@@ -127,9 +129,15 @@ func fillTo(t *testing.T, s *Service, id, file string, fraction float64) pool.Ca
 	need := int64(fraction*float64(c.LimitBytes)) - c.DatasetsBytes
 	if need > 0 {
 		mib := need>>20 + 1
-		out, code := sh(t, s, id, fmt.Sprintf("dd if=/dev/zero of=%s bs=1M count=%d oflag=append conv=notrunc 2>&1; sync", file, mib))
+		out, code := sh(t, s, id, fmt.Sprintf("dd if=/dev/zero of=%s bs=1M count=%d oflag=append conv=notrunc 2>&1", file, mib))
 		if code != 0 {
 			t.Logf("dd of %d MiB to %s: %s", mib, file, out)
+			if strings.Contains(out, "No space left on device") {
+				// The file system filled beneath the datasets' limit (btrfs
+				// metadata with no room to grow): the reserve did not hold.
+				usage, _ := exec.Command("btrfs", "filesystem", "usage", "-b", filepath.Dir(filepath.Dir(s.pool.Path(datasetName(id))))).CombinedOutput()
+				t.Fatalf("ENOSPC below the pool's limit (%+v):\n%s", c, usage)
+			}
 		}
 	}
 	sh(t, s, id, "sync")

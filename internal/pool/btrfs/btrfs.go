@@ -345,13 +345,11 @@ func (p *Pool) ensureFS(ctx context.Context, f *os.File, size int64) error {
 			return fmt.Errorf("image %s holds something other than btrfs: %w", p.image, errs.ErrInvalid)
 		}
 	}
+	if fi, err = f.Stat(); err != nil {
+		return fmt.Errorf("stat image: %w", err)
+	}
 	start := time.Now()
-	// -K: the file is sparse already, so skip the discard pass. -m single:
-	// one copy of the metadata (a second copy in the same file on the same
-	// disk protects from little), so that what the qgroups account is what
-	// the disk holds; with DUP metadata many small files fill the file
-	// system while the datasets are far below their limit.
-	out, err := exec.CommandContext(ctx, "mkfs.btrfs", "-q", "-f", "-K", "-m", "single", "-L", "stead", p.image).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "mkfs.btrfs", mkfsArgs(fi.Size(), p.image)...).CombinedOutput()
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
 			return fmt.Errorf("format image %s: mkfs.btrfs not found (install btrfs-progs): %w", p.image, err)
@@ -378,6 +376,33 @@ func (p *Pool) newImageSize(size int64) (int64, error) {
 			pool.FormatBytes(size), pool.FormatBytes(free), filepath.Dir(p.image), errs.ErrInvalid)
 	}
 	return size, nil
+}
+
+// MixedBelow is the image size under which new images use mixed block
+// groups.
+const MixedBelow int64 = 10 << 30
+
+// mkfsArgs are mkfs.btrfs's arguments for a new image of size bytes.
+//
+//   - -K: the file is sparse already, so skip the discard pass.
+//   - single metadata: one copy (a second copy in the same file on the same
+//     disk protects from little), so that what the qgroups account is what
+//     the disk holds. With DUP, a million small files filled a 3 GiB file
+//     system (ENOSPC for everyone) while the datasets held 1.5 GiB of their
+//     2.7 GiB limit.
+//   - --mixed below MixedBelow: data and metadata share block groups. On a
+//     small file system a data chunk is a tenth of it, not a multiple of
+//     btrfs's 128 MiB extents, so big writes take a new chunk for each
+//     extent until the whole device is allocated (a 2 GiB pool: 1.97 GiB of
+//     data chunks for 1.07 GiB of data), and metadata, which can no longer
+//     grow, fails with ENOSPC below the datasets' limit. From 10 GiB data
+//     chunks are 1 GiB, eight extents each.
+func mkfsArgs(size int64, image string) []string {
+	args := []string{"-q", "-f", "-K", "-L", "stead", "-m", "single"}
+	if size < MixedBelow {
+		args = append(args, "--mixed", "-d", "single")
+	}
+	return append(args, image)
 }
 
 // enableQuota turns qgroups on. It waits for the initial rescan, which is
@@ -417,8 +442,12 @@ func (p *Pool) enableReclaim() {
 		p.log.Warn("find the pool's file system id; data block groups are not reclaimed", "err", err)
 		return
 	}
+	space := filepath.Join("/sys/fs/btrfs", uuid, "allocation", "data")
+	if _, err := os.Stat(space); err != nil {
+		space = filepath.Join("/sys/fs/btrfs", uuid, "allocation", "mixed") // mixed block groups
+	}
 	for _, knob := range []string{"dynamic_reclaim", "periodic_reclaim"} {
-		path := filepath.Join("/sys/fs/btrfs", uuid, "allocation", "data", knob)
+		path := filepath.Join(space, knob)
 		if err := os.WriteFile(path, []byte("1"), 0); err != nil {
 			p.log.Warn("enable btrfs reclaim of data block groups (kernel 6.10 or later); a pool that filled and emptied may run out of metadata space", "knob", knob, "err", err)
 			return

@@ -644,6 +644,15 @@ func TestBtrfsOpenSizesAndBoundsNewImages(t *testing.T) {
 	if _, err := Open(t.Context(), Options{Dir: filepath.Join(tmp, "mnt"), Image: filepath.Join(tmp, "pool.img"), Reserve: -1}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("negative reserve: %v", err)
 	}
+	for _, c := range []struct {
+		size  int64
+		mixed bool
+	}{{1 << 30, true}, {9 << 30, true}, {10 << 30, false}, {100 << 30, false}} {
+		args := strings.Join(mkfsArgs(c.size, "img"), " ")
+		if strings.Contains(args, "--mixed") != c.mixed || !strings.Contains(args, "-m single") {
+			t.Errorf("mkfs args for %d bytes: %s", c.size, args)
+		}
+	}
 	for _, c := range []struct{ free, want int64 }{
 		{0, MinImageSize},
 		{4 << 30, MinImageSize},
@@ -693,7 +702,7 @@ func TestBtrfsOpenSizesAndBoundsNewImages(t *testing.T) {
 		t.Fatalf("fs id %s not in btrfs filesystem show: %v %s", uuid, err, out)
 	}
 	for _, knob := range []string{"dynamic_reclaim", "periodic_reclaim"} {
-		b, err := os.ReadFile(filepath.Join("/sys/fs/btrfs", uuid, "allocation", "data", knob))
+		b, err := os.ReadFile(filepath.Join("/sys/fs/btrfs", uuid, "allocation", "mixed", knob)) // a 1 GiB image: mixed block groups
 		if err != nil || strings.TrimSpace(string(b)) != "1" {
 			t.Errorf("%s: %q %v", knob, b, err)
 		}
