@@ -101,6 +101,10 @@ func TestHostileInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"exec as gid -1", "POST", "/v1/sandboxes/runner/exec", `{"command":["sh","-c","touch /workspace/ran9"],"user":"1:-1"}`, nil, 400, ""},
 		{"pty command with NUL", "GET", "/v1/sandboxes/runner/pty?cmd=" + url.QueryEscape("/bin/touch\x00") + "&cmd=/workspace/ran10", "", map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, 400, "NUL"},
 		{"pty cwd with NUL", "GET", "/v1/sandboxes/runner/pty?cwd=" + url.QueryEscape("/\x00"), "", map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, 400, "NUL"},
+		{"file read with NUL in the path", "GET", "/v1/sandboxes/runner/files/content?path=" + url.QueryEscape("/etc/hostname\x00x"), "", nil, 0, ""},
+		{"file write with NUL in the path", "PUT", "/v1/sandboxes/runner/files/content?path=" + url.QueryEscape("/workspace/ran10\x00x"), "data", map[string]string{"Content-Type": "application/octet-stream"}, 0, ""},
+		{"orient with NUL in a file", "GET", "/v1/sandboxes/runner/orient?files=" + url.QueryEscape("/etc/hostname\x00"), "", nil, 0, ""},
+		{"template source with NUL", "POST", "/v1/templates", `{"id":"nul","source":"docker-archive:/tmp/x\u0000y"}`, nil, 0, ""},
 		// Other numbers.
 		{"resize cpus 1e9", "POST", "/v1/sandboxes/stopped/resize", `{"cpus":1e9}`, nil, 400, "cpus"},
 		{"resize cpus 0.001", "POST", "/v1/sandboxes/stopped/resize", `{"cpus":0.001}`, nil, 400, "cpus"},

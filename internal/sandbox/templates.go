@@ -123,6 +123,9 @@ func (s *Service) ImportTemplate(ctx context.Context, tenant string, req client.
 	if req.Source == "" {
 		return client.Template{}, fmt.Errorf("template source is empty: %w", errs.ErrInvalid)
 	}
+	if err := checkStrings("template source", req.Source); err != nil {
+		return client.Template{}, err // it names a path or a registry: no NUL byte
+	}
 	unlock := s.lock("template/" + tenant + "/" + req.ID)
 	defer unlock()
 	if _, err := s.st.GetTemplate(ctx, tenant, req.ID); err == nil {
