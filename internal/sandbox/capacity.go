@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
@@ -29,7 +31,10 @@ import (
 //
 // The check and the record that makes a promise are not one transaction:
 // an admitted promise is held in memory (pending) until its record is
-// stored, so two concurrent creates cannot both take the last room.
+// stored, and what was released while the store was being read is added
+// to what it read, so two concurrent creates cannot both take the last
+// room. (One daemon owns its pool; when nodes share a store, the count
+// will have to be of this node's sandboxes.)
 
 // DefaultPoolOvercommit is the default of Options.PoolOvercommit.
 const DefaultPoolOvercommit = 2.0
@@ -40,6 +45,22 @@ var fillWarnLevels = []float64{0.85, 0.95, 1}
 type diskAdmission struct {
 	mu      sync.Mutex
 	pending int64
+	// released counts every byte ever released (never decreases). A
+	// promise is released once its record is stored, so a scan of the
+	// store sees every promise released before the scan began; one
+	// released since may be missing from it and is added to it (maybe
+	// twice: the bound errs on the safe side). Promises not yet released
+	// are in pending.
+	released int64
+	// The last scan: what it found, and released when it began. Every
+	// promise is made through admitDisk, so a scan of any age plus what
+	// was released since plus pending is never below the truth (deletes it
+	// has not seen only make it stricter): creates in a burst reuse it,
+	// and a refusal is only made on a fresh one.
+	scanAt       time.Time
+	scanSbs      int64
+	scanVols     int64
+	scanReleased int64
 	// level is the highest warn level the fill has crossed (an index
 	// into fillWarnLevels, -1 for none); guarded by mu.
 	level int
@@ -63,7 +84,12 @@ func (s *Service) committedDisk(ctx context.Context) (sandboxes, volumes int64, 
 		if sb.State == store.StateArchived || sb.State == store.StateDeleted {
 			continue
 		}
-		if sp, err := decodeSpec(sb); err == nil {
+		var sp struct {
+			Limits struct {
+				DiskBytes int64 `json:"disk_bytes"`
+			} `json:"limits"`
+		}
+		if err := json.Unmarshal(sb.Spec, &sp); err == nil {
 			sandboxes = addSat(sandboxes, sp.Limits.DiskBytes)
 		}
 	}
@@ -118,16 +144,29 @@ func (s *Service) admitDisk(ctx context.Context, what string, size, more int64) 
 		return nil, fmt.Errorf("%s: the storage pool is full (%s); free room first (delete files in sandboxes, purge deleted sandboxes and volumes, delete snapshots): %w",
 			what, fillSummary(c), errs.ErrConflict)
 	}
-	s.disk.mu.Lock()
-	defer s.disk.mu.Unlock()
-	sbs, vols, err := s.committedDisk(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: count the disk promised: %w", what, err)
-	}
 	ratio := s.overcommit()
 	bound := int64(math.Min(ratio*float64(c.Usable()), math.MaxInt64/2))
-	committed := addSat(addSat(sbs, vols), s.disk.pending)
-	if addSat(committed, bytes) > bound {
+	for fresh := false; ; fresh = true {
+		sbs, vols, released0, cached, err := s.scanPromises(ctx, fresh)
+		if err != nil {
+			return nil, fmt.Errorf("%s: count the disk promised: %w", what, err)
+		}
+		s.disk.mu.Lock()
+		committed := addSat(addSat(addSat(sbs, vols), s.disk.pending), s.disk.released-released0)
+		if addSat(committed, bytes) <= bound {
+			s.disk.pending += bytes
+			s.disk.mu.Unlock()
+			return sync.OnceFunc(func() {
+				s.disk.mu.Lock()
+				s.disk.pending -= bytes
+				s.disk.released += bytes
+				s.disk.mu.Unlock()
+			}), nil
+		}
+		s.disk.mu.Unlock()
+		if cached {
+			continue // refuse on a fresh count only
+		}
 		asked := pool.FormatBytes(bytes)
 		if bytes != size {
 			asked = "+" + asked
@@ -136,12 +175,33 @@ func (s *Service) admitDisk(ctx context.Context, what string, size, more int64) 
 			what, asked, pool.FormatBytes(committed), pool.FormatBytes(sbs), pool.FormatBytes(vols),
 			ratio, pool.FormatBytes(c.Usable()), pool.FormatBytes(bound), ratio, errs.ErrConflict)
 	}
-	s.disk.pending += bytes
-	return sync.OnceFunc(func() {
-		s.disk.mu.Lock()
-		s.disk.pending -= bytes
-		s.disk.mu.Unlock()
-	}), nil
+}
+
+// promiseScanTTL is how long a scan of the store serves admissions.
+const promiseScanTTL = 2 * time.Second
+
+// scanPromises returns what live sandboxes and volumes promise and the
+// released count when that was read: the last scan if it is recent and
+// fresh is false (cached true), else a new one. The store is read
+// outside the lock: it costs milliseconds with hundreds of sandboxes.
+func (s *Service) scanPromises(ctx context.Context, fresh bool) (sbs, vols, released0 int64, cached bool, err error) {
+	s.disk.mu.Lock()
+	if !fresh && !s.disk.scanAt.IsZero() && time.Since(s.disk.scanAt) < promiseScanTTL {
+		defer s.disk.mu.Unlock()
+		return s.disk.scanSbs, s.disk.scanVols, s.disk.scanReleased, true, nil
+	}
+	released0 = s.disk.released
+	s.disk.mu.Unlock()
+	start := time.Now()
+	if sbs, vols, err = s.committedDisk(ctx); err != nil {
+		return 0, 0, 0, false, err
+	}
+	s.disk.mu.Lock()
+	if start.After(s.disk.scanAt) {
+		s.disk.scanAt, s.disk.scanSbs, s.disk.scanVols, s.disk.scanReleased = start, sbs, vols, released0
+	}
+	s.disk.mu.Unlock()
+	return sbs, vols, released0, false, nil
 }
 
 func fillSummary(c pool.Capacity) string {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/pool/btrfs"
+	"github.com/stead-dev/stead/internal/pool/dir"
 	"github.com/stead-dev/stead/internal/runtime/linux"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/store/sqlite"
@@ -270,5 +272,99 @@ func TestFullPoolLeavesOthersWritingAndTheDaemonWorking(t *testing.T) {
 	out, code = sh(t, s, neighbour.ID, "echo again > /workspace/notes/again && cat /workspace/notes/again")
 	if code != 0 || out != "again\n" {
 		t.Fatalf("a small write once room was made: %d %q", code, out)
+	}
+}
+
+// BenchmarkAdmitDisk measures a create's disk admission with 500 sandboxes
+// and 100 volumes promised (a scan of the store under the admission lock).
+func BenchmarkAdmitDisk(b *testing.B) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "stead.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	pl, err := dir.Open(ctx, filepath.Join(b.TempDir(), "pool"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Options{Store: st, Pool: pl})
+	now := s.now()
+	spec, _ := json.Marshal(spec{InstanceType: "micro", Limits: client.Limits{DiskBytes: 64 << 20}})
+	for i := 0; i < 500; i++ {
+		if _, err := s.st.CreateSandbox(ctx, store.Sandbox{ID: fmt.Sprintf("sb-bench%03d", i), TenantID: store.DefaultTenant, Name: fmt.Sprintf("bench%03d", i),
+			TemplateID: "host", State: store.StateStopped, Spec: spec, CreatedAt: now, UpdatedAt: now}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; i < 100; i++ {
+		if err := s.st.CreateVolume(ctx, store.Volume{ID: fmt.Sprintf("vol-bench%03d", i), TenantID: store.DefaultTenant, Name: fmt.Sprintf("v%03d", i),
+			SizeBytes: 64 << 20, State: "available", CreatedAt: now}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		release, err := s.admitDisk(ctx, "bench", 64<<20, 64<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		release()
+	}
+}
+
+// TestConcurrentAdmissionsNeverPassTheBound: fifty admissions race for
+// room (each storing its record, as a create does, then releasing): the
+// ones admitted never add up to more than the bound, and the bound is
+// reached.
+func TestConcurrentAdmissionsNeverPassTheBound(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pl, err := dir.Open(ctx, filepath.Join(t.TempDir(), "pool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Store: st, Pool: pl, PoolOvercommit: 0.05})
+	c, err := pl.Capacity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := int64(0.05 * float64(c.Usable()))
+	each := bound / 20 // room for 20 of the 50
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			release, err := s.admitDisk(ctx, "race", each, each)
+			if err != nil {
+				if !errors.Is(err, errs.ErrConflict) {
+					t.Error(err)
+				}
+				return
+			}
+			defer release()
+			if err := st.CreateVolume(ctx, store.Volume{ID: fmt.Sprintf("vol-race%02d", i), TenantID: store.DefaultTenant,
+				Name: fmt.Sprintf("race%02d", i), SizeBytes: each, State: "available", CreatedAt: s.now()}); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			admitted++
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	if admitted != 20 {
+		t.Fatalf("%d admissions of %d bytes under a bound of %d bytes, want 20", admitted, each, bound)
+	}
+	_, vols, err := s.committedDisk(ctx)
+	if err != nil || vols > bound {
+		t.Fatalf("promised %d bytes, bound %d (%v)", vols, bound, err)
 	}
 }
