@@ -25,7 +25,15 @@ type Sandbox struct {
 	StoppedAt    *time.Time    `json:"stopped_at,omitempty"`
 	DeletedAt    *time.Time    `json:"deleted_at,omitempty"`
 	PurgeAt      *time.Time    `json:"purge_at,omitempty"`
+
+	// Env names the environment variables given at create. Their values
+	// are secrets: shown as SecretMask, like the service's.
+	Env map[string]string `json:"env,omitempty" doc:"Environment given at create: names, values masked"`
 }
+
+// SecretMask stands for an environment value given at create wherever
+// the API shows one: the values are kept sealed and never shown.
+const SecretMask = "********"
 
 // Limits are a sandbox's resource limits.
 type Limits struct {

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
+
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/runtime/linux"
 	"github.com/stead-dev/stead/internal/testutil"
@@ -175,7 +177,13 @@ func (d *daemon) teardown() {
 	if ents, err := os.ReadDir(filepath.Join(d.runDir, "containers")); err == nil && len(ents) > 0 {
 		d.t.Logf("sandboxes left at teardown: %d", len(ents))
 	}
-	linux.RemoveCgroupParent(filepath.Join(d.runDir, "containers"))
+	linux.RemoveHostState(filepath.Join(d.runDir, "containers"))
+	// Per-sandbox mounts a killed daemon could not take down.
+	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(d.runDir)); err == nil {
+		for _, m := range mounts {
+			syscall.Unmount(m.Mountpoint, syscall.MNT_DETACH)
+		}
+	}
 	pool := filepath.Join(d.dataDir, "pool")
 	for i := 0; i < 50; i++ {
 		if err := syscall.Unmount(pool, 0); err != nil {

@@ -16,6 +16,11 @@ command -v python3    >/dev/null || need+=(python3)
 [ -x /usr/bin/sqlite3 ] || need+=(sqlite3)   # used inside sandboxes by the volume locking test
 [ -x /usr/bin/perl ]    || need+=(perl)
 [ -x /usr/bin/curl ]    || need+=(curl)      # the agent's API socket is exercised with curl inside a sandbox
+command -v strace >/dev/null || need+=(strace)   # ptrace inside a sandbox (user namespaces)
+command -v gdb    >/dev/null || need+=(gdb)
+# lxcfs gives each sandbox /proc views of its own size; stead starts it itself
+# (never through systemd or the package's service).
+command -v lxcfs      >/dev/null || need+=(lxcfs)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -101,6 +101,19 @@ func run(n int, bin, poolKind string) error {
 		return err
 	}
 
+	// The same daemon binary without user namespaces, measured interleaved
+	// with the one above so that drift hits both alike.
+	if nu, err := benchd.Start(ctx, bin, poolKind, 8, "--insecure-no-userns"); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: no user-namespace daemon: %v\n", err)
+	} else {
+		pairs, err := userNSPairs(ctx, n, c, nu.Client)
+		nu.Close()
+		if err != nil {
+			return err
+		}
+		results = append(results, pairs...)
+	}
+
 	// Peers on the same root filesystem: the host template's skeleton with
 	// the host's /usr bound read-only, exactly what a stead sandbox sees.
 	rootfs := filepath.Join(data, "pool", "templates", "host")
@@ -161,6 +174,56 @@ func run(n int, bin, poolKind string) error {
 	tw.Flush()
 	fmt.Printf("\nstead daemon RSS with one idle sandbox: %.1f MiB\n", float64(idleRSS)/(1<<20))
 	return nil
+}
+
+// userNSPairs measures create → first exec and stop → start → first exec
+// on two daemons, with (a) and without (b) user namespaces, alternating
+// one iteration on each.
+func userNSPairs(ctx context.Context, n int, a, b *client.Client) ([]benchd.Series, error) {
+	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
+	var createA, createB, cycleA, cycleB []time.Duration
+	for _, c := range []*client.Client{a, b} { // warm the host template
+		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+		if err != nil {
+			return nil, err
+		}
+		c.DeleteSandbox(ctx, sb.ID, true)
+	}
+	for i := 0; i < n; i++ {
+		for _, side := range []struct {
+			c             *client.Client
+			create, cycle *[]time.Duration
+		}{{a, &createA, &cycleA}, {b, &createB, &cycleB}} {
+			t0 := time.Now()
+			sb, err := side.c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+			if err != nil {
+				return nil, err
+			}
+			if _, err := side.c.Exec(ctx, sb.ID, trueCmd); err != nil {
+				return nil, err
+			}
+			*side.create = append(*side.create, time.Since(t0))
+			if _, err := side.c.StopSandbox(ctx, sb.ID); err != nil {
+				return nil, err
+			}
+			t0 = time.Now()
+			if _, err := side.c.StartSandbox(ctx, sb.ID); err != nil {
+				return nil, err
+			}
+			if _, err := side.c.Exec(ctx, sb.ID, trueCmd); err != nil {
+				return nil, err
+			}
+			*side.cycle = append(*side.cycle, time.Since(t0))
+			side.c.DeleteSandbox(ctx, sb.ID, true)
+		}
+	}
+	sa, sb := benchd.Series{Name: "stead create → first exec, user namespace (interleaved)", D: createA},
+		benchd.Series{Name: "stead create → first exec, no user namespace (interleaved)", D: createB}
+	ca, cb := benchd.Series{Name: "stead start → first exec, user namespace (interleaved)", D: cycleA},
+		benchd.Series{Name: "stead start → first exec, no user namespace (interleaved)", D: cycleB}
+	fmt.Fprintf(os.Stderr, "user namespace cost: create p50 %.2fx, start p50 %.2fx\n",
+		float64(sa.Pct(0.5))/float64(sb.Pct(0.5)), float64(ca.Pct(0.5))/float64(cb.Pct(0.5)))
+	return []benchd.Series{sa, sb, ca, cb}, nil
 }
 
 // writeBundle writes an OCI bundle whose config matches a stead sandbox:

@@ -102,7 +102,7 @@ func (b *backupBackend) InitRepo(context.Context) (client.RepoInfo, error) {
 	return client.RepoInfo{}, fmt.Errorf("init repository: already initialised: %w", errs.ErrConflict)
 }
 
-func (b *backupBackend) GetOperation(_ context.Context, _, id string) (client.Operation, error) {
+func (b *backupBackend) GetOperation(_ context.Context, _ api.Principal, id string) (client.Operation, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	final, ok := b.ops[id]
@@ -112,8 +112,8 @@ func (b *backupBackend) GetOperation(_ context.Context, _, id string) (client.Op
 	return final, nil
 }
 
-func (b *backupBackend) WatchOperation(ctx context.Context, tenant, id string) (<-chan client.Operation, error) {
-	final, err := b.GetOperation(ctx, tenant, id)
+func (b *backupBackend) WatchOperation(ctx context.Context, p api.Principal, id string) (<-chan client.Operation, error) {
+	final, err := b.GetOperation(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}

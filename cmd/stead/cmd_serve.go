@@ -86,6 +86,8 @@ start adopts them.`,
 	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://ACCESS:SECRET@host:port/bucket/prefix (env STEAD_REPO; S3 keys also from STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY)")
 	f.StringVar(&cfg.RepoKeyFile, "repo-key-file", os.Getenv("STEAD_REPO_KEY_FILE"), "the repository's master key file (default DATA/repo.key; keep a copy off this machine)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
+	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")
+	f.MarkHidden("insecure-no-userns")
 	return cmd
 }
 

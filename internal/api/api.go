@@ -89,6 +89,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	s := &server{b: b, log: logger, ver: version}
 	s.api = humago.New(mux, cfg)
+	// Before any route is registered: huma binds a route's middlewares at
+	// registration.
+	s.api.UseMiddleware(s.sandboxScope)
 
 	s.registerHealth()
 	s.registerMisc()
@@ -216,9 +219,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			info.tenant = p.TenantID
 		}
 		if p.Sandbox != "" && !sandboxScopeAllows(p.Sandbox, r.URL.Path) {
-			s.writeProblem(w, r, "authenticate", fmt.Errorf(
-				"this token belongs to sandbox %s and reaches only /v1/sandboxes/%s/{%s}: %w",
-				p.Sandbox, p.Sandbox, strings.Join(sandboxScopedAreas, ","), errs.ErrForbidden))
+			s.writeProblem(w, r, "authenticate", sandboxTokenRefusal(p.Sandbox))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
@@ -300,30 +301,4 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, op string,
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
-}
-
-// sandboxScopedAreas are what a sandbox-scoped token may reach under
-// /v1/sandboxes/{its id}/: agent state, never lifecycle, exec or files;
-// and its file history and restore-path (the agent's undo for a file).
-var sandboxScopedAreas = []string{"checkpoints", "threads", "runs", "orient", "tasks", "observations", "kv",
-	"history", "restore-path"}
-
-// sandboxScopeAllows reports whether a token scoped to sandbox id may
-// request path: /v1/sandboxes/<id>/<area>[/...] for an allowed area. The
-// id must be given literally (not the sandbox's name).
-func sandboxScopeAllows(id, path string) bool {
-	if sandboxTokenOperationPath(path) {
-		return true // the routes show it only its own sandbox's operations
-	}
-	rest, ok := strings.CutPrefix(path, "/v1/sandboxes/"+id+"/")
-	if !ok {
-		return false
-	}
-	area, _, _ := strings.Cut(rest, "/")
-	for _, a := range sandboxScopedAreas {
-		if area == a {
-			return !strings.Contains(rest, "..")
-		}
-	}
-	return false
 }

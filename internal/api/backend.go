@@ -15,9 +15,10 @@ type Principal struct {
 	TenantID string
 	KeyID    string
 	Admin    bool
-	// Sandbox, when set, confines the principal to that sandbox's agent
-	// state: its checkpoint documents, session log and orient, nothing
-	// else (the token handed to the agent inside the sandbox).
+	// Sandbox, when set, confines the principal to that sandbox's own
+	// things (the token handed to the agent inside the sandbox): the
+	// routes opened to it (its agent state, file history and undo, and the
+	// operations on it), with ids of that sandbox only. See scope.go.
 	Sandbox string
 }
 
@@ -119,7 +120,9 @@ type CheckpointWrite struct {
 // implements this interface. As with Backend, every method gets the
 // caller's tenant (in p for writes, whose p.KeyID is recorded as
 // provenance) and treats another tenant's sandbox as absent
-// (errs.ErrNotFound); sandbox may be an id or a name.
+// (errs.ErrNotFound); sandbox may be an id or a name. Documents are the
+// sandbox's own: a document of another sandbox is absent, exactly as one
+// that never existed (the agent token relies on it, see scope.go).
 type CheckpointBackend interface {
 	// PutCheckpoint writes the document's next version. A body that is not
 	// JSON, is too large or fails the document's schema is errs.ErrInvalid;

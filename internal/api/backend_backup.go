@@ -33,12 +33,16 @@ type BackupBackend interface {
 	// errs.ErrConflict.
 	InitRepo(ctx context.Context) (client.RepoInfo, error)
 
-	// GetOperation returns one of the tenant's operations.
-	GetOperation(ctx context.Context, tenant, id string) (client.Operation, error)
-	// WatchOperation sends the operation's current state, then each change
-	// (at most every 200 ms), and closes the channel after the final state
-	// or when ctx ends.
-	WatchOperation(ctx context.Context, tenant, id string) (<-chan client.Operation, error)
+	// GetOperation returns one of p's operations: one of p.TenantID's
+	// and, when p.Sandbox is set (a sandbox-scoped token), one that acts on
+	// that sandbox (a push, archive, hydrate, drill or restore-path of it).
+	// Any other id, another tenant's or another sandbox's, is
+	// errs.ErrNotFound, with the same error as an id that never existed.
+	GetOperation(ctx context.Context, p Principal, id string) (client.Operation, error)
+	// WatchOperation checks the id as GetOperation does, then sends the
+	// operation's current state, then each change (at most every 200 ms),
+	// and closes the channel after the final state or when ctx ends.
+	WatchOperation(ctx context.Context, p Principal, id string) (<-chan client.Operation, error)
 
 	// PushSandbox pushes a sandbox (a new snapshot of it, or req.Snapshot).
 	PushSandbox(ctx context.Context, tenant, id string, req client.PushRequest) (client.Operation, error)
@@ -73,11 +77,14 @@ type BackupBackend interface {
 	ArchiveSandbox(ctx context.Context, tenant, id string, wait bool) (client.Operation, error)
 
 	// FileHistory lists the versions of one path across the sandbox's
-	// local and pushed snapshots, newest first.
+	// local and pushed snapshots, newest first. The sandbox's agent token
+	// calls it (see scope.go): it lists that sandbox's snapshots only.
 	FileHistory(ctx context.Context, tenant, id, path string) ([]client.FileVersion, error)
 	// RestorePath brings back one path of a snapshot into the sandbox. The
-	// operation's Target is the sandbox's id, which is how a sandbox-scoped
-	// token is allowed to follow it.
+	// sandbox's agent token calls it (see scope.go): req.Snapshot must be
+	// one of the sandbox's own snapshots (or of a volume it mounts), any
+	// other is errs.ErrNotFound as an absent one. The operation acts on the
+	// sandbox, so its agent token may follow it (GetOperation).
 	RestorePath(ctx context.Context, tenant, id string, req client.RestorePathRequest) (client.Operation, error)
 
 	// HydrateSandbox brings an archived sandbox's root back from the

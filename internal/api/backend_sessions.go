@@ -12,8 +12,9 @@ import (
 // /v1/sandboxes/{id}/threads routes only when its Backend also implements
 // this interface. As with Backend, every method gets the caller's tenant
 // (in p for writes) and treats another tenant's sandbox, and the threads
-// and runs of another sandbox, as absent (errs.ErrNotFound); sandbox may be
-// an id or a name, thread an id or a name, run an id.
+// and runs of another sandbox, as absent (errs.ErrNotFound, exactly as ids
+// that never existed: the agent token relies on it, see scope.go); sandbox
+// may be an id or a name, thread an id or a name, run an id.
 type SessionBackend interface {
 	// CreateThread creates a thread; a taken name is errs.ErrConflict.
 	CreateThread(ctx context.Context, p Principal, sandbox string, req client.CreateThreadRequest) (client.Thread, error)

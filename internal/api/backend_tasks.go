@@ -12,7 +12,10 @@ import (
 // .../kv routes only when its Backend also implements this interface. As
 // with Backend, every method gets the caller's tenant (in p for writes) and
 // treats another tenant's sandbox as absent (errs.ErrNotFound); sandbox may
-// be an id or a name. A write to a soft-deleted sandbox is
+// be an id or a name. Task ids, keys, observation seqs and cursors are
+// resolved within the sandbox: another sandbox's are absent, answered
+// exactly as ids that never existed (the agent token relies on it, see
+// scope.go). A write to a soft-deleted sandbox is
 // errs.ErrConflict; a payload or value that is not JSON, or is over 256
 // KiB, is errs.ErrInvalid. Every write is one durable transaction.
 type TaskBackend interface {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -54,19 +53,6 @@ func opAnswer(op client.Operation) *opOut {
 
 // isAdmin reports whether p holds an admin key (never a sandbox token).
 func isAdmin(p Principal) bool { return p.Admin && p.Sandbox == "" }
-
-// sandboxTokenOperationPath reports whether path is one of the operation
-// routes a sandbox-scoped token may request: GET /v1/operations/{id} and
-// .../events. The routes then show it only the operations of its own
-// sandbox (those whose target is its sandbox id); any other is 404.
-func sandboxTokenOperationPath(path string) bool {
-	rest, ok := strings.CutPrefix(path, "/v1/operations/")
-	if !ok || strings.Contains(rest, "..") {
-		return false
-	}
-	id, tail, _ := strings.Cut(rest, "/")
-	return id != "" && (tail == "" || tail == "events")
-}
 
 // registerBackup adds the off-box backup routes.
 func (s *server) registerBackup(b BackupBackend) {
@@ -322,19 +308,6 @@ func (s *server) registerRepo(b BackupBackend) {
 	})
 }
 
-// ownOperation returns the tenant's operation id, refusing (as absent) one
-// a sandbox token may not see: any whose target is not its sandbox.
-func (s *server) ownOperation(ctx context.Context, b BackupBackend, p Principal, id string) (client.Operation, error) {
-	o, err := b.GetOperation(ctx, p.TenantID, id)
-	if err != nil {
-		return client.Operation{}, err
-	}
-	if p.Sandbox != "" && o.Target != p.Sandbox {
-		return client.Operation{}, fmt.Errorf("operation %s: %w", id, errs.ErrNotFound)
-	}
-	return o, nil
-}
-
 // registerOperations adds GET /v1/operations/{id} and its event stream.
 func (s *server) registerOperations(b BackupBackend) {
 	const tag = "operations"
@@ -342,7 +315,7 @@ func (s *server) registerOperations(b BackupBackend) {
 		"restore-path) the daemon runs in the background; it is kept in the daemon's memory until an hour after " +
 		"it ended and is lost on a restart (its effects are not). A sandbox token sees only its own sandbox's. "
 
-	get := s.op(http.MethodGet, "/v1/operations/{id}", "get-operation", "Describe an operation: state, progress, result", tag, 0)
+	get := s.agentOp(agentScopedByBackend, http.MethodGet, "/v1/operations/{id}", "get-operation", "Describe an operation: state, progress, result", tag, 0)
 	get.Description = intro + "State is running, succeeded or failed; progress has the phase, files and bytes " +
 		"done of total, and the stored bytes moved; result is kind-specific (PushResult, RestoreResult, " +
 		"CheckResult, RepoPruneResult, Drill)."
@@ -352,7 +325,7 @@ func (s *server) registerOperations(b BackupBackend) {
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
-		o, err := s.ownOperation(ctx, b, p, in.ID)
+		o, err := b.GetOperation(ctx, p, in.ID)
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
@@ -360,7 +333,7 @@ func (s *server) registerOperations(b BackupBackend) {
 	})
 
 	reg := s.api.OpenAPI().Components.Schemas
-	ev := s.op(http.MethodGet, "/v1/operations/{id}/events", "watch-operation", "Follow an operation as Server-Sent Events", tag, http.StatusOK)
+	ev := s.agentOp(agentScopedByBackend, http.MethodGet, "/v1/operations/{id}/events", "watch-operation", "Follow an operation as Server-Sent Events", tag, http.StatusOK)
 	ev.Description = intro + "A text/event-stream of `event: operation` messages whose data is the Operation as " +
 		"JSON: its current state at once, then each change (at most about five a second); the stream closes " +
 		"after the message with the final state. Comment lines keep the connection alive."
@@ -378,12 +351,7 @@ func (s *server) registerOperations(b BackupBackend) {
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
-		if p.Sandbox != "" {
-			if _, err := s.ownOperation(ctx, b, p, in.ID); err != nil {
-				return nil, s.fail(ctx, op, err)
-			}
-		}
-		ch, err := b.WatchOperation(ctx, p.TenantID, in.ID)
+		ch, err := b.WatchOperation(ctx, p, in.ID)
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
@@ -654,7 +622,7 @@ func (s *server) registerDrillArchive(b BackupBackend) {
 func (s *server) registerFileHistory(b BackupBackend) {
 	const tag = "backup"
 
-	hist := s.op(http.MethodGet, "/v1/sandboxes/{id}/history", "file-history", "List the versions of a path across snapshots", tag, 0)
+	hist := s.agentOp(agentOwnSandbox, http.MethodGet, "/v1/sandboxes/{id}/history", "file-history", "List the versions of a path across snapshots", tag, 0)
 	hist.Description = "Lists the versions of one path found in the sandbox's local snapshots and pushed " +
 		"snapshots, newest first, each with its content digest and whether it differs from the next older one. " +
 		"Bring one back with restore-path. The sandbox's own token may call this."
@@ -683,6 +651,7 @@ func (s *server) registerFileHistory(b BackupBackend) {
 		"Copies path from a local snapshot (snap-...) or a pushed snapshot (id or prefix) into the running or "+
 			"stopped sandbox, at to (default: path itself, replacing what is there atomically). The sandbox's own "+
 			"token may call this and follow the operation.")
+	rp = withAgentAccess(rp, agentOwnSandbox)
 	huma.Register(s.api, rp, func(ctx context.Context, in *struct {
 		SandboxRef
 		Body client.RestorePathRequest

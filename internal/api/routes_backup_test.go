@@ -43,8 +43,8 @@ type backupFake struct {
 	restoreP   client.RestorePathRequest
 	listSB     string
 
-	GetOperationFunc   func(ctx context.Context, tenant, id string) (client.Operation, error)
-	WatchOperationFunc func(ctx context.Context, tenant, id string) (<-chan client.Operation, error)
+	GetOperationFunc   func(ctx context.Context, p Principal, id string) (client.Operation, error)
+	WatchOperationFunc func(ctx context.Context, p Principal, id string) (<-chan client.Operation, error)
 }
 
 var _ BackupBackend = (*backupFake)(nil)
@@ -91,20 +91,20 @@ func (f *backupFake) InitRepo(context.Context) (client.RepoInfo, error) {
 	return client.RepoInfo{Configured: true, Initialized: true, KeyFile: "/var/lib/stead/repo.key"}, f.Err
 }
 
-func (f *backupFake) GetOperation(ctx context.Context, tenant, id string) (client.Operation, error) {
-	f.record("GetOperation", tenant, id)
+func (f *backupFake) GetOperation(ctx context.Context, p Principal, id string) (client.Operation, error) {
+	f.record("GetOperation", p.TenantID, id)
 	if f.GetOperationFunc != nil {
-		return f.GetOperationFunc(ctx, tenant, id)
+		return f.GetOperationFunc(ctx, p, id)
 	}
 	o, err := f.op("push", "sb-1")
 	o.ID = id
 	return o, err
 }
 
-func (f *backupFake) WatchOperation(ctx context.Context, tenant, id string) (<-chan client.Operation, error) {
-	f.record("WatchOperation", tenant, id)
+func (f *backupFake) WatchOperation(ctx context.Context, p Principal, id string) (<-chan client.Operation, error) {
+	f.record("WatchOperation", p.TenantID, id)
 	if f.WatchOperationFunc != nil {
-		return f.WatchOperationFunc(ctx, tenant, id)
+		return f.WatchOperationFunc(ctx, p, id)
 	}
 	if f.Err != nil {
 		return nil, f.Err
@@ -656,14 +656,14 @@ func TestBackupListsOfNoneAreEmptyArrays(t *testing.T) {
 
 func TestOperationsOfAnotherTenantAre404(t *testing.T) {
 	f := newBackupFake()
-	f.GetOperationFunc = func(_ context.Context, tenant, id string) (client.Operation, error) {
-		if tenant != "t-alice" {
+	f.GetOperationFunc = func(_ context.Context, p Principal, id string) (client.Operation, error) {
+		if p.TenantID != "t-alice" {
 			return client.Operation{}, fmt.Errorf("operation %s: %w", id, errs.ErrNotFound)
 		}
 		return client.Operation{ID: id, State: client.OperationSucceeded}, nil
 	}
-	f.WatchOperationFunc = func(_ context.Context, tenant, id string) (<-chan client.Operation, error) {
-		if tenant != "t-alice" {
+	f.WatchOperationFunc = func(_ context.Context, p Principal, id string) (<-chan client.Operation, error) {
+		if p.TenantID != "t-alice" {
 			return nil, fmt.Errorf("operation %s: %w", id, errs.ErrNotFound)
 		}
 		ch := make(chan client.Operation, 1)
@@ -693,7 +693,7 @@ func TestOperationsOfAnotherTenantAre404(t *testing.T) {
 func TestOperationEventsStreamEachStateUntilTheFinalOne(t *testing.T) {
 	f := newBackupFake()
 	release := make(chan struct{})
-	f.WatchOperationFunc = func(ctx context.Context, _, id string) (<-chan client.Operation, error) {
+	f.WatchOperationFunc = func(ctx context.Context, _ Principal, id string) (<-chan client.Operation, error) {
 		ch := make(chan client.Operation)
 		go func() {
 			defer close(ch)
@@ -765,14 +765,14 @@ func TestOperationEventsStreamEachStateUntilTheFinalOne(t *testing.T) {
 
 func TestWatchOperationAsksAgainWhenTheStreamEndsEarly(t *testing.T) {
 	f := newBackupFake()
-	f.WatchOperationFunc = func(context.Context, string, string) (<-chan client.Operation, error) {
+	f.WatchOperationFunc = func(context.Context, Principal, string) (<-chan client.Operation, error) {
 		ch := make(chan client.Operation, 1)
 		ch <- client.Operation{ID: "op-1", State: client.OperationRunning}
 		close(ch) // e.g. the daemon shutting down
 		return ch, nil
 	}
 	var done atomic.Bool
-	f.GetOperationFunc = func(_ context.Context, _, id string) (client.Operation, error) {
+	f.GetOperationFunc = func(_ context.Context, _ Principal, id string) (client.Operation, error) {
 		if done.Load() {
 			return client.Operation{ID: id, State: client.OperationSucceeded}, nil
 		}
@@ -835,12 +835,32 @@ func TestSandboxTokenReachesOnlyItsFileUndoAndItsOperations(t *testing.T) {
 	f.AuthenticateFunc = func(context.Context, string) (Principal, error) {
 		return Principal{TenantID: "t-alice", KeyID: "sandbox:sb-1", Sandbox: "sb-1", Admin: true}, nil
 	}
-	f.GetOperationFunc = func(_ context.Context, _, id string) (client.Operation, error) {
-		target := "sb-1"
-		if id == "op-other" {
-			target = "sb-2"
+	// The backend confines operations to the principal it is given (as
+	// the service does); the routes must hand it the token's principal.
+	var principals []Principal
+	var mu sync.Mutex
+	scoped := func(p Principal, id string) error {
+		mu.Lock()
+		principals = append(principals, p)
+		mu.Unlock()
+		if id == "op-other" && p.Sandbox != "" {
+			return fmt.Errorf("operation %s: %w", id, errs.ErrNotFound)
 		}
-		return client.Operation{ID: id, Target: target, State: client.OperationSucceeded}, nil
+		return nil
+	}
+	f.GetOperationFunc = func(_ context.Context, p Principal, id string) (client.Operation, error) {
+		if err := scoped(p, id); err != nil {
+			return client.Operation{}, err
+		}
+		return client.Operation{ID: id, Target: "sb-1", State: client.OperationSucceeded}, nil
+	}
+	f.WatchOperationFunc = func(_ context.Context, p Principal, id string) (<-chan client.Operation, error) {
+		if err := scoped(p, id); err != nil {
+			return nil, err
+		}
+		ch := make(chan client.Operation, 1)
+		ch <- client.Operation{ID: id, Target: "sb-1", State: client.OperationSucceeded}
+		return ch, nil
 	}
 	_, srv := newTestServer(t, f, aliceKey)
 
@@ -876,13 +896,14 @@ func TestSandboxTokenReachesOnlyItsFileUndoAndItsOperations(t *testing.T) {
 			if call.ID != "sb-1" {
 				t.Errorf("%s reached sandbox %s", call.Method, call.ID)
 			}
-		case "WatchOperation":
-			if call.ID != "op-mine" {
-				t.Errorf("another sandbox's operation %s was watched", call.ID)
-			}
-		case "GetOperation":
+		case "GetOperation", "WatchOperation":
 		default:
 			t.Errorf("a sandbox token reached %s", call.Method)
+		}
+	}
+	for _, p := range principals {
+		if p.Sandbox != "sb-1" || p.TenantID != "t-alice" {
+			t.Errorf("the operation backend was asked with principal %+v, not the token's", p)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 	const tag = "checkpoints"
 	const base = "/v1/sandboxes/{id}/checkpoints"
 
-	put := s.op(http.MethodPut, base+"/{name}", "put-checkpoint",
+	put := s.agentOp(agentOwnSandbox, http.MethodPut, base+"/{name}", "put-checkpoint",
 		"Write a checkpoint document's next version (atomic; optimistic concurrency with If-Match)", tag, 0)
 	put.Description = "The body is the JSON document (at most 1 MiB). It must pass the document's JSON Schema, if one is set. " +
 		"With If-Match: N the write succeeds only if the latest version is N (0: the document must not exist), else 409 and nothing changes. " +
@@ -86,7 +86,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 		return &checkpointOut{ETag: etag(c.Version), Body: c}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodGet, base+"/{name}", "get-checkpoint",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/{name}", "get-checkpoint",
 		"Read a checkpoint document: the latest version, or ?version=N, with its provenance", tag, 0),
 		func(ctx context.Context, in *struct {
 			CheckpointRef
@@ -109,7 +109,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			return &checkpointOut{ETag: etag(c.Version), Body: c}, nil
 		})
 
-	huma.Register(s.api, s.op(http.MethodGet, base, "list-checkpoints",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base, "list-checkpoints",
 		"List a sandbox's checkpoint documents (every agent)", tag, 0),
 		func(ctx context.Context, in *SandboxRef) (*out[[]client.CheckpointInfo], error) {
 			const op = "list checkpoints"
@@ -127,7 +127,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			return &out[[]client.CheckpointInfo]{Body: list}, nil
 		})
 
-	huma.Register(s.api, s.op(http.MethodGet, base+"/{name}/versions", "list-checkpoint-versions",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/{name}/versions", "list-checkpoint-versions",
 		"List the kept versions of a checkpoint document, oldest first (without bodies)", tag, 0),
 		func(ctx context.Context, in *CheckpointRef) (*out[[]client.Checkpoint], error) {
 			const op = "list checkpoint versions"
@@ -150,7 +150,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			return &out[[]client.Checkpoint]{Body: list}, nil
 		})
 
-	rb := s.op(http.MethodPost, base+"/{name}/rollback", "rollback-checkpoint",
+	rb := s.agentOp(agentOwnSandbox, http.MethodPost, base+"/{name}/rollback", "rollback-checkpoint",
 		"Roll a checkpoint document back: write version N's body as a new version", tag, 0)
 	rb.Description = "History is never rewritten: the new version records \"rollback from N\" as provenance. " +
 		"The body must pass the document's current schema."
@@ -171,7 +171,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 		return &checkpointOut{ETag: etag(c.Version), Body: c}, nil
 	})
 
-	setSchema := s.op(http.MethodPut, base+"/{name}/schema", "set-checkpoint-schema",
+	setSchema := s.agentOp(agentOwnSandbox, http.MethodPut, base+"/{name}/schema", "set-checkpoint-schema",
 		"Set a checkpoint document's JSON Schema (every later write must pass it)", tag, 0)
 	setSchema.Description = "The body is a JSON Schema (draft 2020-12 unless it says otherwise in $schema); " +
 		"references to other documents are not loaded. The document is created, without versions, if it does not exist."
@@ -192,7 +192,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 		return &out[client.CheckpointInfo]{Body: info}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodDelete, base+"/{name}/schema", "remove-checkpoint-schema",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodDelete, base+"/{name}/schema", "remove-checkpoint-schema",
 		"Remove a checkpoint document's JSON Schema", tag, 0),
 		func(ctx context.Context, in *CheckpointRef) (*out[client.CheckpointInfo], error) {
 			const op = "remove checkpoint schema"
@@ -207,7 +207,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			return &out[client.CheckpointInfo]{Body: info}, nil
 		})
 
-	pol := s.op(http.MethodPut, base+"/{name}/policy", "set-checkpoint-policy",
+	pol := s.agentOp(agentOwnSandbox, http.MethodPut, base+"/{name}/policy", "set-checkpoint-policy",
 		"Set a checkpoint document's governance: who may write, who may read, mutability and history depth", tag, 0)
 	pol.Description = "Replaces the policy; empty fields take their defaults (write and read: any principal of the tenant; mutable). " +
 		"keep > 0 sets the history depth (1: no history) and deletes older versions at once; 0 leaves it. " +
@@ -231,7 +231,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 		return &out[client.CheckpointInfo]{Body: info}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodDelete, base+"/{name}", "delete-checkpoint",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodDelete, base+"/{name}", "delete-checkpoint",
 		"Delete a checkpoint document with every version and its schema", tag, http.StatusNoContent),
 		func(ctx context.Context, in *CheckpointRef) (*struct{}, error) {
 			const op = "delete checkpoint"

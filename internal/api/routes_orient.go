@@ -17,7 +17,7 @@ func (s *server) registerOrientRoutes(b Backend) {
 	if !ok {
 		return
 	}
-	o := s.op(http.MethodGet, "/v1/sandboxes/{id}/orient", "orient",
+	o := s.agentOp(agentOwnSandbox, http.MethodGet, "/v1/sandboxes/{id}/orient", "orient",
 		"What a resuming agent must read first", "sessions", http.StatusOK)
 	o.Description = "One call for an agent that starts again: why and when the sandbox last stopped, " +
 		"its latest checkpoint documents, the tails of its workspace notes (decisions.md and plan.md " +

@@ -52,7 +52,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 	const tag = "sessions"
 	const base = "/v1/sandboxes/{id}/threads"
 
-	ct := s.op(http.MethodPost, base, "create-thread", "Create a session-log thread in a sandbox", tag, http.StatusCreated)
+	ct := s.agentOp(agentOwnSandbox, http.MethodPost, base, "create-thread", "Create a session-log thread in a sandbox", tag, http.StatusCreated)
 	ct.Description = "A thread is a named conversation of an agent: a sequence of runs, each an append-only event log. " +
 		"The retention (keep_last events per run and/or keep_within_seconds) is applied on every append; " +
 		"a run's newest event, newest checkpoint event and in-doubt tool intents are always kept."
@@ -73,7 +73,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 		return &out[client.Thread]{Body: t}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodGet, base, "list-threads", "List a sandbox's session-log threads, oldest first", tag, 0),
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base, "list-threads", "List a sandbox's session-log threads, oldest first", tag, 0),
 		func(ctx context.Context, in *SandboxRef) (*out[[]client.Thread], error) {
 			const op = "list threads"
 			p, err := principal(ctx)
@@ -90,7 +90,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			return &out[[]client.Thread]{Body: list}, nil
 		})
 
-	huma.Register(s.api, s.op(http.MethodPut, base+"/{thread}/retention", "set-thread-retention",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodPut, base+"/{thread}/retention", "set-thread-retention",
 		"Replace a thread's event retention (applied from the next append or prune on)", tag, 0),
 		func(ctx context.Context, in *struct {
 			ThreadRef
@@ -108,7 +108,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			return &out[client.Thread]{Body: t}, nil
 		})
 
-	huma.Register(s.api, s.op(http.MethodPost, base+"/{thread}/prune", "prune-thread",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodPost, base+"/{thread}/prune", "prune-thread",
 		"Apply a thread's retention to all its runs now", tag, 0),
 		func(ctx context.Context, in *ThreadRef) (*out[client.PruneResult], error) {
 			const op = "prune thread"
@@ -123,7 +123,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			return &out[client.PruneResult]{Body: res}, nil
 		})
 
-	huma.Register(s.api, s.op(http.MethodPost, base+"/{thread}/runs", "start-run", "Start a run of a thread", tag, http.StatusCreated),
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodPost, base+"/{thread}/runs", "start-run", "Start a run of a thread", tag, http.StatusCreated),
 		func(ctx context.Context, in *ThreadRef) (*out[client.Run], error) {
 			const op = "start run"
 			p, err := principal(ctx)
@@ -137,7 +137,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			return &out[client.Run]{Body: r}, nil
 		})
 
-	huma.Register(s.api, s.op(http.MethodGet, base+"/{thread}/runs", "list-runs", "List a thread's runs, oldest first", tag, 0),
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/{thread}/runs", "list-runs", "List a thread's runs, oldest first", tag, 0),
 		func(ctx context.Context, in *ThreadRef) (*out[[]client.Run], error) {
 			const op = "list runs"
 			p, err := principal(ctx)
@@ -154,7 +154,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			return &out[[]client.Run]{Body: list}, nil
 		})
 
-	ap := s.op(http.MethodPost, base+"/runs/{run}/events", "append-events",
+	ap := s.agentOp(agentOwnSandbox, http.MethodPost, base+"/runs/{run}/events", "append-events",
 		"Append events to a run: one, or a batch stored all or nothing; returns them with their seqs", tag, 0)
 	ap.Description = "The body is one event ({\"type\": ..., \"payload\": ...}) or a batch ({\"events\": [...]}, at most 1000). " +
 		"A batch is one durable transaction: every event is stored, numbered with the run's next seqs, or none is. " +
@@ -189,7 +189,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 		return &out[client.AppendEventsResult]{Body: client.AppendEventsResult{Events: stored}}, nil
 	})
 
-	le := s.op(http.MethodGet, base+"/runs/{run}/events", "list-events",
+	le := s.agentOp(agentOwnSandbox, http.MethodGet, base+"/runs/{run}/events", "list-events",
 		"Read a run's events after a cursor; with follow=true, stream them live (SSE)", tag, http.StatusOK)
 	le.Description = "Without follow: a page of at most limit events with seq > after, and next, the cursor of the following page. " +
 		"With follow=true: a text/event-stream of every event with seq > after (or > Last-Event-ID), then each new one as it is appended; " +
@@ -249,7 +249,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 		}}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodGet, base+"/runs/{run}/resume", "resume-run",
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/runs/{run}/resume", "resume-run",
 		"Where a resuming harness stands: the last safe point and every in-doubt tool intent", tag, 0),
 		func(ctx context.Context, in *RunRef) (*out[client.RunResume], error) {
 			const op = "resume run"
@@ -264,7 +264,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			return &out[client.RunResume]{Body: res}, nil
 		})
 
-	end := s.op(http.MethodPost, base+"/runs/{run}/end", "end-run", "End a run (completed by default); it then takes no more events", tag, 0)
+	end := s.agentOp(agentOwnSandbox, http.MethodPost, base+"/runs/{run}/end", "end-run", "End a run (completed by default); it then takes no more events", tag, 0)
 	end.Errors = append(end.Errors, http.StatusConflict)
 	huma.Register(s.api, end, func(ctx context.Context, in *struct {
 		RunRef

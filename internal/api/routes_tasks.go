@@ -50,7 +50,7 @@ func (s *server) registerTasks(tb TaskBackend) {
 	const tag = "tasks"
 	const base = "/v1/sandboxes/{id}/tasks"
 
-	ct := s.op(http.MethodPost, base, "create-task", "Create an open task in a sandbox", tag, http.StatusCreated)
+	ct := s.agentOp(agentOwnSandbox, http.MethodPost, base, "create-task", "Create an open task in a sandbox", tag, http.StatusCreated)
 	ct.Description = "A task has an id (given, or generated as task-...), a state and a JSON payload (at most 256 KiB). " +
 		"It is created open and moves open → in_progress → done | failed | cancelled; a finished task may be reopened. " +
 		"A taken id is 409."
@@ -71,7 +71,7 @@ func (s *server) registerTasks(tb TaskBackend) {
 		return &out[client.Task]{Body: t}, nil
 	})
 
-	lt := s.op(http.MethodGet, base, "list-tasks", "List a sandbox's tasks: open ones, by state, created after a time", tag, 0)
+	lt := s.agentOp(agentOwnSandbox, http.MethodGet, base, "list-tasks", "List a sandbox's tasks: open ones, by state, created after a time", tag, 0)
 	lt.Description = "Tasks are ordered by creation time, then id. open=true selects open and in_progress tasks; " +
 		"state selects one or more states (comma-separated); created_after selects tasks created strictly after an RFC 3339 time. " +
 		"Pass a page's next as after to read the following page."
@@ -105,7 +105,7 @@ func (s *server) registerTasks(tb TaskBackend) {
 		return &out[client.TaskPage]{Body: page}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodGet, base+"/{task}", "get-task", "Read a task", tag, 0),
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/{task}", "get-task", "Read a task", tag, 0),
 		func(ctx context.Context, in *TaskRef) (*out[client.Task], error) {
 			const op = "get task"
 			p, err := principal(ctx)
@@ -119,7 +119,7 @@ func (s *server) registerTasks(tb TaskBackend) {
 			return &out[client.Task]{Body: t}, nil
 		})
 
-	st := s.op(http.MethodPost, base+"/{task}/state", "set-task-state", "Move a task to another state (optionally only from an expected state)", tag, 0)
+	st := s.agentOp(agentOwnSandbox, http.MethodPost, base+"/{task}/state", "set-task-state", "Move a task to another state (optionally only from an expected state)", tag, 0)
 	st.Description = "Legal moves: open → in_progress; in_progress → done, failed or cancelled; done, failed or cancelled → open. " +
 		"Any other move is 409, as is an if_state the task is not in; nothing changes then. " +
 		"A payload replaces the task's payload in the same transaction."
@@ -146,7 +146,7 @@ func (s *server) registerObservations(tb TaskBackend) {
 	const tag = "observations"
 	const base = "/v1/sandboxes/{id}/observations"
 
-	ao := s.op(http.MethodPost, base, "append-observation", "Append an observation to a sandbox's append-only log", tag, http.StatusCreated)
+	ao := s.agentOp(agentOwnSandbox, http.MethodPost, base, "append-observation", "Append an observation to a sandbox's append-only log", tag, http.StatusCreated)
 	ao.Description = "Observations have a seq (1, 2, 3 ... per sandbox), the server's time, a kind, the API key that appended them " +
 		"and a JSON payload (at most 256 KiB). They cannot be changed or deleted."
 	ao.Errors = append(ao.Errors, http.StatusConflict)
@@ -166,7 +166,7 @@ func (s *server) registerObservations(tb TaskBackend) {
 		return &out[client.Observation]{Body: o}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodGet, base, "list-observations", "Read a sandbox's observations after a cursor, by seq", tag, 0),
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base, "list-observations", "Read a sandbox's observations after a cursor, by seq", tag, 0),
 		func(ctx context.Context, in *struct {
 			SandboxRef
 			After int64  `query:"after" minimum:"0" doc:"Cursor: observations with seq greater than this (0: from the start)"`
@@ -194,7 +194,7 @@ func (s *server) registerKV(tb TaskBackend) {
 	const tag = "kv"
 	const base = "/v1/sandboxes/{id}/kv"
 
-	put := s.op(http.MethodPut, base+"/{key}", "put-kv", "Store a JSON value under a key (optimistic concurrency with If-Match)", tag, 0)
+	put := s.agentOp(agentOwnSandbox, http.MethodPut, base+"/{key}", "put-kv", "Store a JSON value under a key (optimistic concurrency with If-Match)", tag, 0)
 	put.Description = "The body is the JSON value (at most 256 KiB). The entry's version is 1 on creation and grows by one per put. " +
 		"With If-Match: N the put succeeds only if the entry is at version N (0: the key must not exist), else 409 and nothing changes."
 	put.Errors = append(put.Errors, http.StatusConflict, http.StatusRequestEntityTooLarge)
@@ -219,7 +219,7 @@ func (s *server) registerKV(tb TaskBackend) {
 		return &kvOut{ETag: etag(e.Version), Body: e}, nil
 	})
 
-	huma.Register(s.api, s.op(http.MethodGet, base+"/{key}", "get-kv", "Read the value under a key", tag, 0),
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/{key}", "get-kv", "Read the value under a key", tag, 0),
 		func(ctx context.Context, in *KVRef) (*kvOut, error) {
 			const op = "get key"
 			p, err := principal(ctx)
@@ -233,7 +233,7 @@ func (s *server) registerKV(tb TaskBackend) {
 			return &kvOut{ETag: etag(e.Version), Body: e}, nil
 		})
 
-	huma.Register(s.api, s.op(http.MethodGet, base, "list-kv", "List a sandbox's key-value entries by key, optionally under a prefix", tag, 0),
+	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base, "list-kv", "List a sandbox's key-value entries by key, optionally under a prefix", tag, 0),
 		func(ctx context.Context, in *struct {
 			SandboxRef
 			Prefix string `query:"prefix" maxLength:"256" doc:"Only keys starting with this (literally)"`
@@ -255,7 +255,7 @@ func (s *server) registerKV(tb TaskBackend) {
 			return &out[client.KVPage]{Body: page}, nil
 		})
 
-	del := s.op(http.MethodDelete, base+"/{key}", "delete-kv", "Delete a key (optionally only at an expected version)", tag, http.StatusNoContent)
+	del := s.agentOp(agentOwnSandbox, http.MethodDelete, base+"/{key}", "delete-kv", "Delete a key (optionally only at an expected version)", tag, http.StatusNoContent)
 	del.Errors = append(del.Errors, http.StatusConflict)
 	huma.Register(s.api, del, func(ctx context.Context, in *struct {
 		KVRef

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,14 +12,22 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/guest"
 )
 
 // agentSockets serves the API on one unix socket per running sandbox,
 // <dir>/<id>/api.sock, mounted read-only at /run/stead in the sandbox.
+// <dir>/<id> is a small tmpfs of its own, so the sandbox's mount table
+// shows "/" as the mount's root, not a host path.
 // The directory (not the socket) is mounted, so a daemon restart can
-// replace the socket and the sandbox sees the new one.
+// replace the socket and the sandbox sees the new one. dir is 0700: no
+// host user but root reaches <id>; inside, the mount's root is <id>
+// itself (0755), where any user of the sandbox may connect and read the
+// token.
 type agentSockets struct {
 	dir string
 	log *slog.Logger
@@ -48,10 +58,22 @@ func (a *agentSockets) Open(id string) (string, error) {
 	if a.srv == nil {
 		return "", fmt.Errorf("agent socket for %s: the API server is not ready", id)
 	}
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
 	}
-	os.Chmod(a.dir, 0o711)
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
+	if mounted, err := mountinfo.Mounted(d); err != nil {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	} else if !mounted {
+		if err := unix.Mount("stead-agent", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64"); err != nil {
+			return "", fmt.Errorf("agent socket for %s: mount: %w", id, err)
+		}
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
 	sock := filepath.Join(d, "api.sock")
 	f, err := guest.Listen(sock)
 	if err != nil {
@@ -78,7 +100,9 @@ func (a *agentSockets) Close(id string) {
 	if ok {
 		ln.Close()
 	}
-	os.RemoveAll(filepath.Join(a.dir, id))
+	d := filepath.Join(a.dir, id)
+	unix.Unmount(d, unix.MNT_DETACH)
+	os.RemoveAll(d)
 }
 
 // closeAll stops listening (the directories stay for the next daemon).

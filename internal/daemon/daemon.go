@@ -62,8 +62,11 @@ type Config struct {
 	Repo string
 	// RepoKeyFile holds the repository's master key (default DATA/repo.key).
 	RepoKeyFile string
-	Version     string
-	Logger      *slog.Logger
+	// NoUserNS runs sandboxes without user namespaces (root inside is
+	// root on the host): for measurements only.
+	NoUserNS bool
+	Version  string
+	Logger   *slog.Logger
 }
 
 // Run runs the daemon until ctx ends. Sandboxes keep running after it
@@ -76,10 +79,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.PolicyInterval == 0 {
 		cfg.PolicyInterval = 15 * time.Second
 	}
-	for _, d := range []string{cfg.DataDir, cfg.RunDir} {
-		if err := os.MkdirAll(d, 0o711); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
+	if err := prepareDirs(cfg, log); err != nil {
+		return err
 	}
 	// One daemon per data dir: a second would fight over sandboxes.
 	lock, err := os.OpenFile(filepath.Join(cfg.DataDir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
@@ -115,7 +116,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("find own binary: %w", err)
 	}
 	initBin := initBinary(exe, log)
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Logger: log})
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, NoUserNS: cfg.NoUserNS, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
-		Repo: repoCfg, PoolOvercommit: cfg.PoolOvercommit,
+		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
 	})
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe))
@@ -162,27 +163,26 @@ func Run(ctx context.Context, cfg Config) error {
 	svc.CheckPoolFill(ctx)
 
 	errc := make(chan error, 2)
-	var listeners []net.Listener
+	listeners := map[string]net.Listener{}
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		listeners = append(listeners, ln)
+		listeners[ln.Addr().String()] = ln
 	}
 	if cfg.Socket != "" {
-		os.MkdirAll(filepath.Dir(cfg.Socket), 0o755)
-		os.Remove(cfg.Socket)
-		ln, err := net.Listen("unix", cfg.Socket)
+		// Root only: the socket is 0660 and group root.
+		ln, err := listenUnixPrivate(cfg.Socket)
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.Socket, err)
+			return err
 		}
-		os.Chmod(cfg.Socket, 0o660)
-		listeners = append(listeners, ln)
+		defer os.Remove(cfg.Socket)
+		listeners[cfg.Socket] = ln
 	}
-	for _, ln := range listeners {
+	for addr, ln := range listeners {
 		go func(ln net.Listener) { errc <- srv.Serve(ln) }(ln)
-		log.Info("listening", "addr", ln.Addr().String())
+		log.Info("listening", "addr", addr)
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -490,3 +490,13 @@ func (r *Root) Rename(from, to string) error {
 	}
 	return nil
 }
+
+// RemoveAt removes name in the directory dirfd and everything below it,
+// never following a symlink (as Remove with recursive does below a path).
+// A missing name is not an error.
+func RemoveAt(dirfd int, name string) error {
+	if err := removeAllAt(dirfd, name, 0); err != nil && err != unix.ENOENT {
+		return opErr("remove", name, err)
+	}
+	return nil
+}

@@ -216,3 +216,20 @@ func (r *Root) OpenParent(p string) (int, string, error) {
 	}
 	return fd, name, nil
 }
+
+// OpenSubRoot opens the directory at sandbox path p inside r as a root of
+// its own (a volume's mounted sub-path): p is resolved without following
+// any symlink, so it is the directory a bind mount of it would show, and
+// nothing resolved in the new root can climb out of it into r.
+func (r *Root) OpenSubRoot(p string) (*Root, error) {
+	p, err := CleanPath(p)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := openat2(r.fd, rel(p), unix.O_PATH|unix.O_DIRECTORY,
+		unix.RESOLVE_IN_ROOT|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS|unix.RESOLVE_NO_XDEV)
+	if err != nil {
+		return nil, opErr("open sub-root", p, err)
+	}
+	return &Root{fd: fd, path: r.path + p}, nil
+}

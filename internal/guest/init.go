@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -54,10 +55,14 @@ type initProc struct {
 }
 
 func newInit(logger *slog.Logger) (*initProc, error) {
-	b, err := os.ReadFile(filepath.Join(RunDir, ConfigName))
+	cf := os.NewFile(ConfigFD, "config")
+	b, err := io.ReadAll(cf)
+	cf.Close()
 	if err != nil {
-		return nil, fmt.Errorf("read init config: %w", err)
+		return nil, fmt.Errorf("read init config (fd %d from the runtime): %w", ConfigFD, err)
 	}
+	// Init's own binary is not for the processes it starts.
+	unix.Close(BinaryFD)
 	in := &initProc{log: logger, waiters: map[int]chan exitStatus{}, stopping: make(chan struct{})}
 	if err := json.Unmarshal(b, &in.cfg); err != nil {
 		return nil, fmt.Errorf("decode init config: %w", err)

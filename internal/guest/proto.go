@@ -1,6 +1,6 @@
 // Package guest is stead's init: the process that runs as PID 1 inside every
-// sandbox (the stead binary, bind-mounted read-only at /.stead/stead), and the
-// daemon's client for it.
+// sandbox (the stead binary, exec'd from a descriptor of a read-only clone:
+// nothing of the host is mounted for it), and the daemon's client for it.
 //
 // Init reaps orphans, runs the supervised agent service, and serves exec and
 // PTY requests from the daemon over a unix socket by fork+exec inside the
@@ -28,24 +28,25 @@ import (
 
 // Paths inside the sandbox.
 const (
-	// BinaryPath is where the stead binary is bind-mounted.
-	BinaryPath = "/.stead/stead"
-	// RunDir is the per-sandbox run directory (bind of the host's run dir).
-	RunDir = "/.stead/run"
-	// SocketName is the init socket's name within RunDir.
+	// SocketName is the init socket's name within the host's per-sandbox
+	// run directory.
 	SocketName = "init.sock"
-	// ConfigName is the init configuration's name within RunDir.
-	ConfigName = "config.json"
 	// ListenFD is the descriptor on which init finds its listening socket,
 	// created on the host by the runtime (the first of Process.ExtraFiles).
 	ListenFD = 3
+	// ConfigFD is the descriptor on which init reads its Config (JSON, a
+	// sealed memory file); init closes it.
+	ConfigFD = 4
+	// BinaryFD is the descriptor of init's own binary (the runtime execs
+	// /proc/self/fd/BinaryFD); init closes it.
+	BinaryFD = 5
 	// AgentLog is the supervised service's log, kept in the sandbox root.
 	AgentLog = "/var/log/agent.log"
 	// ExecLogDir holds the output of background execs.
 	ExecLogDir = "/var/log/stead"
 )
 
-// Config is what the daemon tells init at start (RunDir/config.json).
+// Config is what the daemon tells init at start (on ConfigFD).
 type Config struct {
 	// Env is the base environment of every process.
 	Env []string `json:"env"`

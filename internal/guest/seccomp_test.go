@@ -51,6 +51,7 @@ func TestSeccompFilterDecisions(t *testing.T) {
 	}{
 		{"read allowed", unix.SYS_READ, nil, seccompRetAllow},
 		{"mount denied", unix.SYS_MOUNT, nil, eperm},
+		{"ptrace allowed (own user and pid namespaces)", unix.SYS_PTRACE, nil, seccompRetAllow},
 		{"unshare denied", unix.SYS_UNSHARE, nil, eperm},
 		{"plain ioctl allowed", unix.SYS_IOCTL, []uint64{1, unix.TCGETS}, seccompRetAllow},
 		{"btrfs subvolume create denied", unix.SYS_IOCTL, []uint64{3, 0x5000940e}, eperm},

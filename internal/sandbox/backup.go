@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/fsutil"
@@ -188,20 +190,20 @@ func (s *Service) InitRepo(ctx context.Context) (client.RepoInfo, error) {
 	return s.RepoInfo(ctx, true)
 }
 
-// GetOperation returns one of the tenant's operations.
-func (s *Service) GetOperation(ctx context.Context, tenant, id string) (client.Operation, error) {
-	o, err := s.op(tenant, id)
+// GetOperation returns one of p's operations (see api.BackupBackend).
+func (s *Service) GetOperation(ctx context.Context, p api.Principal, id string) (client.Operation, error) {
+	o, err := s.op(p, id)
 	if err != nil {
 		return client.Operation{}, err
 	}
 	return o.snapshot(), nil
 }
 
-// WatchOperation sends the operation's current state, then each change
-// (at most every 200 ms), and closes the channel after the final state or
-// when ctx ends.
-func (s *Service) WatchOperation(ctx context.Context, tenant, id string) (<-chan client.Operation, error) {
-	o, err := s.op(tenant, id)
+// WatchOperation sends the current state of one of p's operations, then
+// each change (at most every 200 ms), and closes the channel after the
+// final state or when ctx ends.
+func (s *Service) WatchOperation(ctx context.Context, p api.Principal, id string) (<-chan client.Operation, error) {
+	o, err := s.op(p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +240,10 @@ func (s *Service) WatchOperation(ctx context.Context, tenant, id string) (<-chan
 func remoteView(m *repo.Manifest) client.RemoteSnapshot {
 	v := client.RemoteSnapshot{ID: m.ID.String(), Scope: m.Scope, Source: m.Source, Time: m.Time,
 		Files: m.Stats.Files, Bytes: m.Stats.Bytes, DataBytes: m.Stats.DataBytes, Labels: m.Labels}
+	if spec, ok := m.Labels["spec"]; ok {
+		v.Labels = maps.Clone(m.Labels)
+		v.Labels["spec"] = maskedSpecJSON(spec)
+	}
 	if !m.Parent.IsZero() {
 		v.Parent = m.Parent.String()
 	}
@@ -328,8 +334,15 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 	} else if !errors.Is(err, errs.ErrNotFound) {
 		return client.PushResult{}, nil, err
 	}
+	// The spec goes with its environment opened: the repository seals the
+	// manifest with the tenant's key, and a restore on another machine
+	// (which has not this daemon's secrets key) seals it again.
+	pushSpec, err := s.openSpec(sn.SandboxID, sn.Spec)
+	if err != nil {
+		return client.PushResult{}, nil, err
+	}
 	labels := map[string]string{"sandbox_name": sb.Name, "template": sb.TemplateID, "local_snapshot": sn.ID,
-		"spec": string(sn.Spec)}
+		"spec": string(pushSpec)}
 	m, st, err := sc.Push(ctx, s.pool.Path(snapshotDataset(sn.ID)), repo.PushOptions{Parent: parent, Source: source,
 		Tenant: tenant, Labels: labels, Progress: op.progress("push")})
 	if err != nil {
@@ -511,6 +524,10 @@ func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Sc
 	// Volumes are not part of a sandbox's push; the restored sandbox starts
 	// without the mounts (restore the volumes and attach them anew).
 	sp.Volumes, sp.Origin = nil, ""
+	// Pushed specs carry their environment opened (materialize seals it).
+	if err := s.openEnv(strings.TrimPrefix(m.Source, "sandbox/"), &sp); err != nil {
+		return client.Sandbox{}, rs, fmt.Errorf("snapshot %s: %w", m.ID, err)
+	}
 	specJSON, _ = json.Marshal(sp)
 	id := newID()
 	if name == "" {
@@ -547,9 +564,13 @@ func (s *Service) PullRemote(ctx context.Context, tenant string, req client.Pull
 	}
 	return s.startOp(ctx, tenant, "pull", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		sn := store.Snapshot{ID: newSnapshotID(), TenantID: tenant, SandboxID: sb.ID, SandboxName: sb.Name,
-			Label: "pulled " + m.ID.String()[:12], Kind: "pull", TemplateID: sb.TemplateID, Spec: []byte(m.Labels["spec"])}
-		if len(sn.Spec) == 0 {
-			sn.Spec = sb.Spec
+			Label: "pulled " + m.ID.String()[:12], Kind: "pull", TemplateID: sb.TemplateID, Spec: sb.Spec}
+		if label := m.Labels["spec"]; label != "" {
+			// Pushed specs carry their environment opened: sealed again here.
+			var err error
+			if sn.Spec, err = s.resealSpec(sb.ID, sb.ID, []byte(label)); err != nil {
+				return nil, fmt.Errorf("spec of %s: %w", m.ID, err)
+			}
 		}
 		ds := snapshotDataset(sn.ID)
 		if err := s.pool.Create(ctx, ds); err != nil {

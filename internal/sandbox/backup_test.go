@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
@@ -90,7 +91,7 @@ func TestPushRestoreArchiveHydratePrune(t *testing.T) {
 	if other, _ := s.ListRemoteSnapshots(ctx, "tenant-b", ""); len(other) != 0 {
 		t.Fatalf("another tenant sees %d pushes", len(other))
 	}
-	if _, err := s.GetOperation(ctx, "tenant-b", op.ID); !errors.Is(err, errs.ErrNotFound) {
+	if _, err := s.GetOperation(ctx, api.Principal{TenantID: "tenant-b"}, op.ID); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("another tenant's operation: %v", err)
 	}
 

@@ -90,7 +90,7 @@ func newBtrfsEnv(t *testing.T, imageSize int64, opts Options) *btrfsEnv {
 		for _, sb := range list {
 			rt.Kill(ctx, sb.ID)
 		}
-		linux.RemoveCgroupParent(filepath.Join(base, "state"))
+		linux.RemoveHostState(filepath.Join(base, "state"))
 		if err := pl.Unmount(ctx); err != nil {
 			t.Errorf("unmount the pool: %v", err)
 		}

@@ -23,23 +23,22 @@ const agentUID = 1000
 type fsView struct {
 	root  *files.Root
 	inner string // the path within root
-	// Paths under innerBase in root appear under outerBase in the sandbox.
-	innerBase, outerBase string
-	readOnly             bool
+	// outerBase is where root appears in the sandbox ("" for its root).
+	outerBase string
+	readOnly  bool
 }
 
 func (v *fsView) close() { v.root.Close() }
 
 // out maps a path within the root back to the sandbox's view.
 func (v *fsView) out(p string) string {
-	if v.innerBase == "" && v.outerBase == "" {
+	switch {
+	case v.outerBase == "":
 		return p
-	}
-	rest := strings.TrimPrefix(p, v.innerBase)
-	if rest == "" {
+	case p == "/":
 		return v.outerBase
 	}
-	return strings.TrimSuffix(v.outerBase, "/") + rest
+	return v.outerBase + p
 }
 
 func (v *fsView) info(fi files.FileInfo) client.FileInfo {
@@ -77,25 +76,38 @@ func (s *Service) fsFor(ctx context.Context, tenant, id, p string, touch, write 
 		if write && m.ReadOnly {
 			return nil, sb, fmt.Errorf("%s is on a volume mounted read-only: %w", clean, errs.ErrForbidden)
 		}
-		r, err := files.OpenRoot(s.pool.Path(volumeDataset(m.Volume)))
+		r, err := s.volumeRoot(m)
 		if err != nil {
 			return nil, sb, err
 		}
-		base := "/" + m.SubPath
-		if m.SubPath == "" {
-			base = "/"
-		}
-		inner := strings.TrimSuffix(base, "/") + strings.TrimPrefix(clean, m.Path)
+		inner := strings.TrimPrefix(clean, m.Path)
 		if inner == "" {
 			inner = "/"
 		}
-		return &fsView{root: r, inner: inner, innerBase: strings.TrimSuffix(base, "/"), outerBase: m.Path, readOnly: m.ReadOnly}, sb, nil
+		return &fsView{root: r, inner: inner, outerBase: m.Path, readOnly: m.ReadOnly}, sb, nil
 	}
 	r, err := files.OpenRoot(s.pool.Path(datasetName(sb.ID)))
 	if err != nil {
 		return nil, sb, err
 	}
 	return &fsView{root: r, inner: clean}, sb, nil
+}
+
+// volumeRoot opens what a volume mount shows as a root of its own: the
+// volume's dataset, or its sub-path (resolved without following symlinks,
+// as the bind mount is made), so a symlink planted in a mounted sub-path
+// resolves inside that sub-path, never in a sibling's.
+func (s *Service) volumeRoot(m client.VolumeMount) (*files.Root, error) {
+	r, err := files.OpenRoot(s.pool.Path(volumeDataset(m.Volume)))
+	if err != nil || m.SubPath == "" {
+		return r, err
+	}
+	defer r.Close()
+	sub, err := r.OpenSubRoot("/" + m.SubPath)
+	if err != nil {
+		return nil, fmt.Errorf("volume %s sub-path %s: %w", m.Volume, m.SubPath, err)
+	}
+	return sub, nil
 }
 
 func fileView(fi files.FileInfo) client.FileInfo {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"slices"
 	"strings"
@@ -18,9 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/files"
 	"github.com/stead-dev/stead/internal/repo"
+	"github.com/stead-dev/stead/internal/repo/seal"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -46,13 +47,17 @@ func (s *Service) FileHistory(ctx context.Context, tenant, id, path string) ([]c
 		return nil, err
 	}
 	sc, _ := s.scope(ctx, tenant, false) // nil without a repository or pushes
+	agent := agentRequest(ctx)
 	var out []client.FileVersion
 	snaps, err := s.st.ListSnapshots(ctx, tenant, sbID)
 	if err != nil {
 		return nil, err
 	}
 	for _, sn := range snaps {
-		v, ok, err := s.localVersion(sc, sn, p)
+		var v client.FileVersion
+		var ok bool
+		// The agent sees what it could stat and read itself.
+		err := s.asCaller(agent, func() (err error) { v, ok, err = s.localVersion(sc, sn, p); return err })
 		if err != nil {
 			return nil, err
 		}
@@ -75,6 +80,11 @@ func (s *Service) FileHistory(ctx context.Context, tenant, id, path string) ([]c
 			}
 			if err != nil {
 				return nil, err
+			}
+			if agent {
+				if err := mayRead(ctx, sc, m.ID, p, agentUID, agentUID, false); err != nil {
+					return nil, err
+				}
 			}
 			v := client.FileVersion{Source: "remote", Snapshot: m.ID.String(), Time: m.Time, Type: n.Type,
 				Size: n.Size, Mode: n.Mode, MTime: time.Unix(0, n.MtimeNs).UTC()}
@@ -189,7 +199,13 @@ func otherType(m os.FileMode) string {
 // RestorePath brings back one path of a snapshot into the sandbox: it is
 // written beside the destination under a temporary name, then swapped in
 // atomically (renameat2 RENAME_EXCHANGE when something is there), and what
-// it replaced is removed.
+// it replaced is removed. Everything is done on descriptors opened inside
+// the sandbox's root and the snapshot's (files.Root.CopyTree; the
+// repository's restorer), never by host path, so a sandbox swapping
+// symlinks meanwhile cannot lead it out. Asked with a sandbox's own token,
+// only that sandbox's snapshots and pushes are found, and the copy is made
+// with the agent user's permissions (what it could not read or write
+// itself is refused).
 func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client.RestorePathRequest) (client.Operation, error) {
 	src, err := files.CleanPath(req.Path)
 	if err != nil {
@@ -209,17 +225,59 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 	if err != nil {
 		return client.Operation{}, err
 	}
+	agent := agentRequest(ctx)
 	if sb.State == store.StateArchived {
 		return client.Operation{}, fmt.Errorf("sandbox %s is archived: start it first: %w", sb.Name, errs.ErrConflict)
 	}
+	// One answer for an absent snapshot and for one the caller may not
+	// see, whichever kind.
+	notFound := fmt.Errorf("snapshot %s: %w", req.Snapshot, errs.ErrNotFound)
 	var fill func(ctx context.Context, dirfd int, tmp string) error
 	if strings.HasPrefix(req.Snapshot, snapshotPrefix) {
 		sn, err := s.st.GetSnapshot(ctx, tenant, req.Snapshot)
+		if errors.Is(err, errs.ErrNotFound) {
+			return client.Operation{}, notFound
+		}
 		if err != nil {
 			return client.Operation{}, fmt.Errorf("snapshot %s: %w", req.Snapshot, err)
 		}
+		// A sandbox's own snapshot, or a snapshot of a volume it mounts
+		// for a path under that mount (read inside the mounted sub-path).
+		srcPath, sub := src, ""
+		switch {
+		case sn.Kind == "volume":
+			m, ok, err := s.mountOf(sb, sn.SandboxID, src)
+			if err != nil {
+				return client.Operation{}, err
+			}
+			if !ok {
+				if agent {
+					return client.Operation{}, notFound
+				}
+				return client.Operation{}, fmt.Errorf("snapshot %s is of volume %s, which sandbox %s does not mount at %s: %w", sn.ID, sn.SandboxName, sb.Name, src, errs.ErrInvalid)
+			}
+			if srcPath = strings.TrimPrefix(src, m.Path); srcPath == "" {
+				srcPath = "/"
+			}
+			sub = m.SubPath
+		case agent && sn.SandboxID != sb.ID:
+			return client.Operation{}, notFound
+		}
 		fill = func(ctx context.Context, dirfd int, tmp string) error {
-			return copyFromSnapshot(ctx, s.pool.Path(snapshotDataset(sn.ID)), src, dirfd, tmp)
+			root, err := files.OpenRoot(s.pool.Path(snapshotDataset(sn.ID)))
+			if err != nil {
+				return err
+			}
+			if sub != "" {
+				subRoot, err := root.OpenSubRoot("/" + sub)
+				root.Close()
+				if err != nil {
+					return err
+				}
+				root = subRoot
+			}
+			defer root.Close()
+			return s.asCaller(agent, func() error { return root.CopyTree(ctx, srcPath, dirfd, tmp) })
 		}
 	} else {
 		sc, err := s.scope(ctx, tenant, false)
@@ -227,52 +285,79 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			return client.Operation{}, err
 		}
 		m, err := sc.ResolveManifest(ctx, req.Snapshot)
+		if errors.Is(err, errs.ErrNotFound) {
+			return client.Operation{}, notFound
+		}
 		if err != nil {
 			return client.Operation{}, err
 		}
 		if m.Source != "sandbox/"+sb.ID {
+			if agent {
+				return client.Operation{}, notFound
+			}
 			s.log.Info("restoring a path from another sandbox's push", "sandbox", sb.ID, "source", m.Source)
 		}
+		if agent {
+			if err := mayRead(ctx, sc, m.ID, src, agentUID, agentUID, true); err != nil {
+				return client.Operation{}, err
+			}
+		}
 		fill = func(ctx context.Context, dirfd int, tmp string) error {
-			_, err := sc.Restore(ctx, m.ID, fmt.Sprintf("/proc/self/fd/%d/%s", dirfd, tmp), repo.RestoreOptions{Path: src})
-			return err
+			// The restorer creates only below dirfd, never following a
+			// symlink; the agent's copy is then handed to the agent.
+			if _, err := sc.Restore(ctx, m.ID, fmt.Sprintf("/proc/self/fd/%d/%s", dirfd, tmp), repo.RestoreOptions{Path: src}); err != nil {
+				return err
+			}
+			if agent {
+				return files.ChownTree(ctx, dirfd, tmp, agentUID, agentUID)
+			}
+			return nil
 		}
 	}
+	v, _, err := s.fsFor(ctx, tenant, sb.ID, to, false, true)
+	if err != nil {
+		return client.Operation{}, err
+	}
 	return s.startOp(ctx, tenant, "restore-path", sb.ID, req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		defer v.close()
 		t0 := time.Now()
-		root, err := files.OpenRoot(s.pool.Path(datasetName(sb.ID)))
-		if err != nil {
-			return nil, err
-		}
-		defer root.Close()
-		pfd, name, err := root.OpenParent(to)
-		if err != nil {
+		var pfd int
+		var name string
+		if err := s.asCaller(agent, func() (err error) { pfd, name, err = v.root.OpenParent(v.inner); return err }); err != nil {
 			return nil, err
 		}
 		defer unix.Close(pfd)
 		var b [6]byte
 		rand.Read(b[:])
 		tmp := ".stead-restore-" + hex.EncodeToString(b[:])
-		removeTmp := func() { root.Remove(path.Join(path.Dir(to), tmp), true) }
+		removeTmp := func() {
+			// As the caller, inside the parent's descriptor (wherever the
+			// sandbox moved it meanwhile).
+			s.asCaller(agent, func() error { return files.RemoveAt(pfd, tmp) })
+		}
 		op.phase("restore")
 		if err := fill(ctx, pfd, tmp); err != nil {
 			removeTmp()
 			return nil, err
 		}
 		res := client.RestorePathResult{Path: to, From: req.Snapshot}
-		err = unix.Renameat2(pfd, tmp, pfd, name, unix.RENAME_EXCHANGE)
-		switch {
-		case err == nil:
-			res.Replaced = true
-			removeTmp() // what was there before
-		case errors.Is(err, unix.ENOENT):
-			if err := unix.Renameat2(pfd, tmp, pfd, name, unix.RENAME_NOREPLACE); err != nil {
-				removeTmp()
-				return nil, fmt.Errorf("restore-path: put %s in place: %w", to, err)
+		err := s.asCaller(agent, func() error {
+			err := unix.Renameat2(pfd, tmp, pfd, name, unix.RENAME_EXCHANGE)
+			switch {
+			case err == nil:
+				res.Replaced = true
+				return nil
+			case errors.Is(err, unix.ENOENT):
+				if err := unix.Renameat2(pfd, tmp, pfd, name, unix.RENAME_NOREPLACE); err != nil {
+					return fmt.Errorf("restore-path: put %s in place: %w", to, err)
+				}
+				return nil
 			}
-		default:
-			removeTmp()
-			return nil, fmt.Errorf("restore-path: swap %s: %w", to, err)
+			return fmt.Errorf("restore-path: swap %s: %w", to, err)
+		})
+		removeTmp() // what was there before, or the copy that could not be put in place
+		if err != nil {
+			return nil, err
 		}
 		unix.Fsync(pfd)
 		s.act.touch(sb.ID, s.now())
@@ -281,42 +366,108 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 	})
 }
 
-// copyFromSnapshot copies the entry at sandbox path p of a snapshot root to
-// tmp inside dirfd with cp -a (reflinks where the pool can). Both ends are
-// handed to cp as descriptors, so no path is resolved outside the roots.
-func copyFromSnapshot(ctx context.Context, snapRoot, p string, dirfd int, tmp string) error {
-	root, err := files.OpenRoot(snapRoot)
+// mountOf returns the mount of volume vol in sandbox sb under which the
+// sandbox path p lies, if any.
+func (s *Service) mountOf(sb store.Sandbox, vol, p string) (client.VolumeMount, bool, error) {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return client.VolumeMount{}, false, err
+	}
+	for _, m := range sp.Volumes {
+		if m.Volume == vol && (p == m.Path || strings.HasPrefix(p, m.Path+"/")) {
+			return m, true, nil
+		}
+	}
+	return client.VolumeMount{}, false, nil
+}
+
+// mayRead reports whether uid/gid could read path p of pushed snapshot id
+// as the sandbox would let it: search permission on every directory above
+// it and read permission on it; with deep, also on everything below (and
+// search on every directory; device nodes it could not make). It answers
+// errs.ErrForbidden naming the first path that fails.
+func mayRead(ctx context.Context, sc *repo.Scope, id seal.ID, p string, uid, gid int, deep bool) error {
+	dirs := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	for i := range dirs {
+		above := "/" + strings.Join(dirs[:i], "/")
+		n, err := sc.Node(ctx, id, above)
+		if err != nil {
+			return err
+		}
+		if !permits(n, uid, gid, 1) {
+			return fmt.Errorf("%s: permission denied for uid %d: %w", above, uid, errs.ErrForbidden)
+		}
+	}
+	n, err := sc.Node(ctx, id, p)
 	if err != nil {
 		return err
 	}
-	defer root.Close()
-	sfd, sname, err := root.OpenParent(p)
-	if err != nil {
-		return err
+	if !deep {
+		if n.Type == repo.TypeSymlink || permits(n, uid, gid, 4) {
+			return nil
+		}
+		return fmt.Errorf("%s: permission denied for uid %d: %w", p, uid, errs.ErrForbidden)
 	}
-	defer unix.Close(sfd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(sfd, sname, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return fmt.Errorf("%s in the snapshot: %w", p, errs.ErrNotFound)
+	budget := 1_000_000
+	var walk func(n *repo.Node, at string) error
+	walk = func(n *repo.Node, at string) error {
+		if budget--; budget < 0 {
+			return fmt.Errorf("%s: more than a million entries to check: %w", p, errs.ErrInvalid)
+		}
+		switch n.Type {
+		case repo.TypeSymlink, repo.TypeFifo, repo.TypeSocket:
+			return nil
+		case repo.TypeChar, repo.TypeBlock:
+			return fmt.Errorf("%s: a device node: %w", at, errs.ErrForbidden)
+		case repo.TypeDir:
+			if !permits(n, uid, gid, 5) {
+				return fmt.Errorf("%s: permission denied for uid %d: %w", at, uid, errs.ErrForbidden)
+			}
+			t, err := sc.Tree(ctx, *n.Subtree)
+			if err != nil {
+				return err
+			}
+			for i := range t.Nodes {
+				if err := walk(&t.Nodes[i], path.Join(at, string(t.Nodes[i].Name))); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if !permits(n, uid, gid, 4) {
+			return fmt.Errorf("%s: permission denied for uid %d: %w", at, uid, errs.ErrForbidden)
+		}
+		return nil
 	}
-	// cp gets its own copies of the descriptors (as fds 3 and 4).
-	d1, err := unix.Dup(sfd)
-	if err != nil {
-		return err
+	return walk(n, p)
+}
+
+// permits applies the owner/group/other permission bits of n for uid and
+// gid (no supplementary groups) to want (4 read, 2 write, 1 search).
+func permits(n *repo.Node, uid, gid int, want uint32) bool {
+	m := n.Mode
+	switch {
+	case int(n.UID) == uid:
+		m >>= 6
+	case int(n.GID) == gid:
+		m >>= 3
 	}
-	srcDir := os.NewFile(uintptr(d1), "src")
-	defer srcDir.Close()
-	d2, err := unix.Dup(dirfd)
-	if err != nil {
-		return err
+	return m&want == want
+}
+
+// agentRequest reports whether ctx is a request made with a sandbox's own
+// token (see api.Principal.Sandbox): such requests touch files with the
+// agent user's permissions.
+func agentRequest(ctx context.Context) bool {
+	p, ok := api.PrincipalFromContext(ctx)
+	return ok && p.Sandbox != ""
+}
+
+// asCaller runs fn as the agent user when agent is set (files.AsUser),
+// else as the daemon.
+func (s *Service) asCaller(agent bool, fn func() error) error {
+	if agent {
+		return files.AsUser(agentUID, agentUID, fn)
 	}
-	dstDir := os.NewFile(uintptr(d2), "dst")
-	defer dstDir.Close()
-	cmd := exec.CommandContext(ctx, "cp", "-a", "--reflink=auto", "--", "/proc/self/fd/3/"+sname, "/proc/self/fd/4/"+tmp)
-	cmd.ExtraFiles = []*os.File{srcDir, dstDir}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("copy %s from the snapshot: %v: %s", p, err, strings.TrimSpace(string(out)))
-	}
-	return nil
+	return fn()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/repo"
 )
@@ -23,10 +24,26 @@ const opRetention = time.Hour
 
 // operation is the live state of one operation.
 type operation struct {
-	mu      sync.Mutex
-	tenant  string
+	mu     sync.Mutex
+	tenant string
+	// sandbox is the id of the sandbox the operation acts on ("" for none):
+	// that sandbox's agent token may follow it (see opSandbox).
+	sandbox string
 	v       client.Operation
 	changed chan struct{} // closed and replaced on every change
+}
+
+// opSandbox returns the sandbox an operation of kind with target acts on:
+// the target of the kinds whose target is a sandbox id, "" for the others
+// (restores and pulls target a pushed snapshot, volume operations a volume
+// or its snapshot, check and prune the repository). A new kind is followed
+// by no agent token until it is listed here.
+func opSandbox(kind, target string) string {
+	switch kind {
+	case "push", "archive", "hydrate", "drill", "restore-path":
+		return target
+	}
+	return ""
 }
 
 // ops is the registry of operations.
@@ -81,7 +98,7 @@ func (o *operation) phase(name string) {
 // it (waiting for the end when wait is set). fn's result is marshalled into
 // the operation's Result. The work is detached from the request's context.
 func (s *Service) startOp(ctx context.Context, tenant, kind, target string, wait bool, fn func(ctx context.Context, op *operation) (any, error)) (client.Operation, error) {
-	op := &operation{tenant: tenant, changed: make(chan struct{}),
+	op := &operation{tenant: tenant, sandbox: opSandbox(kind, target), changed: make(chan struct{}),
 		v: client.Operation{ID: newOpID(), Kind: kind, Target: target, State: "running", StartedAt: s.now()}}
 	s.ops.mu.Lock()
 	if s.ops.m == nil {
@@ -127,11 +144,14 @@ func (s *Service) startOp(ctx context.Context, tenant, kind, target string, wait
 	return op.snapshot(), nil
 }
 
-func (s *Service) op(tenant, id string) (*operation, error) {
+// op returns operation id if p may see it: an operation of p's tenant and,
+// for a sandbox-scoped principal, one acting on p's sandbox. Any other id
+// is the same errs.ErrNotFound as one that never existed.
+func (s *Service) op(p api.Principal, id string) (*operation, error) {
 	s.ops.mu.Lock()
 	defer s.ops.mu.Unlock()
 	o, ok := s.ops.m[id]
-	if !ok || o.tenant != tenant {
+	if !ok || p.TenantID == "" || o.tenant != p.TenantID || (p.Sandbox != "" && o.sandbox != p.Sandbox) {
 		return nil, fmt.Errorf("operation %s: %w", id, errs.ErrNotFound)
 	}
 	return o, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/files"
 )
 
 // defaultOrientFiles are the workspace notes an orient call shows.
@@ -101,7 +102,10 @@ func (s *Service) tail(ctx context.Context, tenant, id, p string) (client.Orient
 		return client.OrientFile{}, err
 	}
 	defer v.close()
-	rc, fi, err := v.root.ReadFile(v.inner)
+	// The agent's own request reads what the agent could read itself.
+	var rc io.ReadCloser
+	var fi files.FileInfo
+	err = s.asCaller(agentRequest(ctx), func() (err error) { rc, fi, err = v.root.ReadFile(v.inner); return err })
 	if err != nil {
 		return client.OrientFile{}, err
 	}

@@ -16,7 +16,8 @@ import (
 //     stopped with reason "crashed";
 //   - a sandbox left in "creating" by a crash is removed with its dataset;
 //   - runtime state with no running sandbox behind it is destroyed, so no
-//     cgroup or mount is orphaned.
+//     cgroup or mount is orphaned;
+//   - an environment stored in plaintext by an earlier stead is sealed.
 func (s *Service) Reconcile(ctx context.Context) error {
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
 	if err != nil {
@@ -25,6 +26,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	wanted := map[string]bool{}
 	for _, sb := range list {
 		unlock := s.lock(sb.ID)
+		if sealed, err := s.sealStoredEnv(ctx, sb); err != nil {
+			s.log.Error("seal the stored environment", "sandbox", sb.ID, "err", err)
+		} else {
+			sb = sealed
+		}
 		err := s.reconcileOne(ctx, sb, wanted)
 		unlock()
 		if err != nil {

@@ -61,6 +61,10 @@ type Options struct {
 	// TokenKey signs sandbox-scoped tokens (HMAC-SHA256); it must stay the
 	// same across daemon restarts. Without it sandboxes get no token.
 	TokenKey []byte
+	// SecretsKeyFile holds the key that seals the environment values given
+	// at create (secrets.go); made, 0600, on first use. "" keeps a key in
+	// memory only (tests).
+	SecretsKeyFile string
 	// Audit is the audit trail: it serves the audit routes and records the
 	// transitions the daemon makes on its own (idle stops, crashes,
 	// reconciliation, expiry purges). API requests are recorded by the API
@@ -108,9 +112,10 @@ type Service struct {
 	*audit.Backend
 	rec audit.Recorder
 
-	ops  ops
-	bk   backup
-	disk diskAdmission
+	ops     ops
+	bk      backup
+	secrets *secretKey
+	disk    diskAdmission
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -136,7 +141,8 @@ func New(opts Options) *Service {
 	s := &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), Service: state.New(opts.Store),
 		Sessions: session.New(opts.Store),
 		Tasks:    tasks.New(opts.Store),
-		Backend:  audit.NewBackend(opts.Audit), rec: audit.Nop{}}
+		Backend:  audit.NewBackend(opts.Audit), rec: audit.Nop{},
+		secrets: &secretKey{path: opts.SecretsKeyFile}}
 	if opts.Audit != nil {
 		s.rec = opts.Audit
 	}
@@ -176,6 +182,12 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		Service: sp.Service, Volumes: sp.Volumes, IdleTimeout: sp.IdleTimeout.String(), OnIdle: sp.OnIdle,
 		StopReason: sb.StopReason, CreatedAt: sb.CreatedAt, StartedAt: sb.StartedAt,
 		StoppedAt: sb.StoppedAt, DeletedAt: sb.DeletedAt, PurgeAt: sb.PurgeAt,
+		Env: envNames(sp.Env, client.SecretMask),
+	}
+	if sp.Service != nil {
+		svc := *sp.Service
+		svc.Env = envNames(svc.Env, client.SecretMask)
+		v.Service = &svc
 	}
 	if sp.MaxRuntime > 0 {
 		v.MaxRuntime = sp.MaxRuntime.String()
@@ -277,12 +289,16 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		// the default type's: every sandbox is a bounded promise.
 		it, _ := lookupInstanceType("")
 		sp.Limits.DiskBytes = it.Limits.DiskBytes
-		specJSON, _ = json.Marshal(sp)
 	}
 	release, err := s.admitDisk(ctx, "disk quota of sandbox "+name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
 	if err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
+	if err := s.sealEnv(id, &sp); err != nil {
+		release()
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+	}
+	specJSON, _ = json.Marshal(sp)
 	now := s.now()
 	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
 		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateCreating,
@@ -383,6 +399,9 @@ func (s *Service) stopGrace(sp spec) time.Duration {
 func (s *Service) runtimeSpec(sb store.Sandbox, tmpl store.Template) (steadrt.Spec, error) {
 	sp, err := decodeSpec(sb)
 	if err != nil {
+		return steadrt.Spec{}, err
+	}
+	if err := s.openEnv(sb.ID, &sp); err != nil {
 		return steadrt.Spec{}, err
 	}
 	svc, err := s.serviceSpec(sp)

@@ -34,7 +34,7 @@ func newService(t *testing.T) *Service {
 		t.Fatal(err)
 	}
 	rt, err := linux.New(linux.Options{StateDir: filepath.Join(base, "state"), RunDir: filepath.Join(base, "run")})
-	t.Cleanup(func() { linux.RemoveCgroupParent(filepath.Join(base, "state")) })
+	t.Cleanup(func() { linux.RemoveHostState(filepath.Join(base, "state")) })
 	if err != nil {
 		t.Fatal(err)
 	}

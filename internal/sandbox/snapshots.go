@@ -270,6 +270,10 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	if err := json.Unmarshal(sn.Spec, &sp); err != nil {
 		return nil, fmt.Errorf("spec of snapshot %s: %w", sn.ID, err)
 	}
+	// Opened here, sealed again for each new sandbox by materialize.
+	if err := s.openEnv(sn.SandboxID, &sp); err != nil {
+		return nil, fmt.Errorf("spec of snapshot %s: %w", sn.ID, err)
+	}
 	sp.Origin = sn.ID
 	specJSON, _ := json.Marshal(sp)
 	if err := s.checkForkDisk(ctx, n, sn.ID, sp.Limits.DiskBytes); err != nil {

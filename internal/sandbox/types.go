@@ -128,6 +128,9 @@ type spec struct {
 	Limits       client.Limits     `json:"limits"`
 	Env          map[string]string `json:"env,omitempty"`
 	Service      *client.Service   `json:"service,omitempty"`
+	// Secrets holds the values of Env and Service.Env sealed for the
+	// sandbox (secrets.go); the maps then keep the names only.
+	Secrets string `json:"secrets,omitempty"`
 	// Volumes are the volume mounts, with volume ids.
 	Volumes     []client.VolumeMount `json:"volumes,omitempty"`
 	IdleTimeout time.Duration        `json:"idle_timeout"`

@@ -26,9 +26,9 @@ type Daemon struct {
 	cmd    *exec.Cmd
 }
 
-// Start runs bin serve with a pool of the given kind and waits until its
-// API answers.
-func Start(ctx context.Context, bin, poolKind string, poolGiB int) (*Daemon, error) {
+// Start runs bin serve with a pool of the given kind (and extra serve
+// flags) and waits until its API answers.
+func Start(ctx context.Context, bin, poolKind string, poolGiB int, extra ...string) (*Daemon, error) {
 	base, err := os.MkdirTemp("", "stead-bench-")
 	if err != nil {
 		return nil, err
@@ -43,6 +43,7 @@ func Start(ctx context.Context, bin, poolKind string, poolGiB int) (*Daemon, err
 	d.cmd = exec.Command(bin, "serve", "--data-dir", d.data, "--run-dir", filepath.Join(base, "run"),
 		"--listen", addr, "--socket", filepath.Join(base, "run", "stead.sock"), "--pool", poolKind,
 		"--pool-size", fmt.Sprint(poolGiB), "--stop-grace", "2s")
+	d.cmd.Args = append(d.cmd.Args, extra...)
 	logf, err := os.Create(filepath.Join(base, "daemon.log"))
 	if err != nil {
 		return nil, err

@@ -42,7 +42,6 @@
 package dir
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,6 +58,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/files"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/pool/internal/fsutil"
 )
@@ -242,21 +242,22 @@ func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOption
 	return nil
 }
 
-// copyTree copies the tree src to dst, which must not exist.
+// copyTree copies the tree src to dst, which must not exist. A dataset
+// may belong to a running sandbox that changes it meanwhile: the copy works
+// on descriptors below src's root and never follows a symlink out of it
+// (files.Root.CopyTree), unlike cp, which walks by path.
 func copyTree(ctx context.Context, src, dst string) error {
-	cmd := exec.CommandContext(ctx, "cp", "-a", "--preserve=all", "--reflink=auto", "--sparse=auto",
-		"--no-target-directory", "--", src, dst)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("cp: %w: %s", err, strings.TrimSpace(stderr.String()))
+	root, err := files.OpenRoot(src)
+	if err != nil {
+		return err
 	}
-	// --preserve=all does not fail on an xattr it could not copy; treat a
-	// warning as the failure it is for a faithful clone.
-	if s := strings.TrimSpace(stderr.String()); s != "" {
-		return fmt.Errorf("cp: %s", s)
+	defer root.Close()
+	pfd, err := unix.Open(filepath.Dir(dst), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("copy to %s: %w", dst, err)
 	}
-	return nil
+	defer unix.Close(pfd)
+	return root.CopyTree(ctx, "/", pfd, filepath.Base(dst))
 }
 
 // Delete removes the dataset, clearing immutable flags as it goes.

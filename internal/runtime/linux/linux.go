@@ -1,12 +1,15 @@
 // Package linux is the Linux Runtime: runc's libcontainer used in-process
-// (namespaces, cgroups v1 or v2, capabilities, no_new_privs), with stead's
-// init (package guest) as every sandbox's PID 1 and stead's own seccomp
-// filter installed by that init.
+// (namespaces including a user namespace per sandbox, cgroups v1 or v2,
+// capabilities, no_new_privs), with stead's init (package guest) as every
+// sandbox's PID 1 and stead's own seccomp filter installed by that init.
 //
 // The stead binary re-executes itself twice: as "init" for libcontainer's
 // container setup (InitHook) and as "sandbox-init" for guest.Main inside the
-// sandbox. The binary given as Options.Binary is bind-mounted into every
-// sandbox and must be statically linked to run in images without a libc.
+// sandbox. The binary given as Options.Binary is handed to the sandbox as a
+// descriptor of a read-only, detached mount of it (nothing of the host is
+// mounted for it, so the sandbox's mountinfo names no host path) and must
+// be statically linked to run in images without a libc. Init's
+// configuration arrives the same way, as a descriptor.
 package linux
 
 import (
@@ -67,9 +70,21 @@ type Options struct {
 	// belong to this runtime alone (Sweep removes what it does not know);
 	// the default derives it from StateDir.
 	CgroupParent string
+	// RootfsDir holds the idmapped root mounts of sandboxes while they
+	// start; every directory above it must be searchable by others (o+x):
+	// the sandbox's root is an unprivileged host id. Default: /run/stead-rootfs
+	// for the default StateDir, else a name unique to StateDir.
+	RootfsDir string
+	// IDBase is the first host id of the user-namespace ranges (default
+	// DefaultIDBase); IDSlots the number of ranges (default DefaultIDSlots).
+	IDBase  uint32
+	IDSlots int
 	// NoSeccomp disables stead's seccomp filter (for measurements only).
 	NoSeccomp bool
-	Logger    *slog.Logger
+	// NoUserNS runs sandboxes without a user namespace (root inside is
+	// root on the host): for measurements only.
+	NoUserNS bool
+	Logger   *slog.Logger
 }
 
 // Runtime runs sandboxes with libcontainer.
@@ -77,8 +92,15 @@ type Runtime struct {
 	opts Options
 	log  *slog.Logger
 
+	// bin is an O_PATH descriptor of a read-only detached mount of
+	// Options.Binary, exec'd as every sandbox's init.
+	bin *os.File
+
 	mu         sync.Mutex
 	containers map[string]*libcontainer.Container
+	slots      map[string]int   // sandbox id → user-namespace slot
+	userns     map[int]*os.File // slot → a user namespace with its mapping
+	views      procViews        // lxcfs and cpusets (procviews.go)
 }
 
 var _ steadrt.Runtime = (*Runtime)(nil)
@@ -98,12 +120,56 @@ func New(opts Options) (*Runtime, error) {
 		}
 		opts.Binary = exe
 	}
+	if opts.RootfsDir == "" {
+		opts.RootfsDir = rootfsDirFor(opts.StateDir)
+	}
+	if opts.IDBase == 0 {
+		opts.IDBase = DefaultIDBase
+	}
+	if opts.IDSlots <= 0 {
+		opts.IDSlots = DefaultIDSlots
+	}
+	if int64(opts.IDBase)+int64(opts.IDSlots)*IDRangeSize > 1<<31 {
+		return nil, fmt.Errorf("user-namespace ids %d + %d ranges of %d exceed 2^31: %w", opts.IDBase, opts.IDSlots, IDRangeSize, errs.ErrInvalid)
+	}
 	for _, d := range []string{opts.StateDir, opts.RunDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create runtime dir: %w", err)
 		}
 	}
-	return &Runtime{opts: opts, log: opts.Logger, containers: map[string]*libcontainer.Container{}}, nil
+	if !opts.NoUserNS {
+		if err := privateRootfsDir(opts.RootfsDir); err != nil {
+			return nil, err
+		}
+		if !searchable(opts.RootfsDir) {
+			return nil, fmt.Errorf("rootfs dir %s: a directory above it is not searchable by others (o+x), which sandboxes' unprivileged roots need: %w", opts.RootfsDir, errs.ErrInvalid)
+		}
+	}
+	bin, err := readOnlyBinary(opts.Binary)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{opts: opts, log: opts.Logger, bin: bin, containers: map[string]*libcontainer.Container{},
+		slots: map[string]int{}, userns: map[int]*os.File{}}
+	r.loadSlots()
+	return r, nil
+}
+
+// readOnlyBinary returns an O_PATH descriptor of a detached, read-only,
+// nosuid clone of the mount holding path (just that file): a sandbox's init
+// is exec'd from it, so even a process that reaches /proc/1/exe finds a
+// read-only file.
+func readOnlyBinary(path string) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("clone init binary %s: %w", path, err)
+	}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{
+		Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("make init binary read-only: %w", err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 func (r *Runtime) runDir(id string) string { return filepath.Join(r.opts.RunDir, id) }
@@ -168,14 +234,44 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		}
 	}()
 	icfg := guest.Config{Env: spec.Env, Service: spec.Service, Seccomp: !r.opts.NoSeccomp}
-	b, err := json.Marshal(icfg)
+	cfgFile, err := configFile(icfg)
 	if err != nil {
-		return fmt.Errorf("start sandbox %s: encode init config: %w", spec.ID, err)
+		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
-	if err := os.WriteFile(filepath.Join(rd, guest.ConfigName), b, 0o600); err != nil {
-		return fmt.Errorf("start sandbox %s: write init config: %w", spec.ID, err)
+	defer cfgFile.Close()
+	slot := -1
+	var rootfsDur time.Duration
+	if !r.opts.NoUserNS {
+		if slot, err = r.allocSlot(spec.ID); err != nil {
+			return err
+		}
+		defer func() {
+			if retErr != nil {
+				r.freeSlot(spec.ID)
+			}
+		}()
+		tm := time.Now()
+		root, err := r.mountRootfs(spec.ID, spec.Rootfs, slot)
+		rootfsDur = time.Since(tm)
+		if err != nil {
+			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		// The sandbox holds its own copy of the mount once it runs; the
+		// host's goes after the start, off its path (an unmount waits for
+		// an RCU grace period).
+		defer func() {
+			if retErr != nil {
+				releaseRootfs(root)
+				return
+			}
+			go releaseRootfs(root)
+		}()
+		spec.Rootfs = root
 	}
-	cfg := r.config(spec)
+	cfg, err := r.config(spec, slot)
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
 	t0 := time.Now()
 	c, err := libcontainer.Create(r.opts.StateDir, spec.ID, cfg)
 	if err != nil {
@@ -201,12 +297,13 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	}
 	defer lnf.Close()
 	p := &libcontainer.Process{
-		Args:       []string{guest.BinaryPath, SandboxInitArg},
-		Env:        spec.Env,
-		Cwd:        "/",
-		Stdout:     logf,
-		Stderr:     logf,
-		ExtraFiles: []*os.File{lnf}, // fd 3 = guest.ListenFD
+		Args:   []string{"/proc/self/fd/" + strconv.Itoa(guest.BinaryFD), SandboxInitArg},
+		Env:    spec.Env,
+		Cwd:    "/",
+		Stdout: logf,
+		Stderr: logf,
+		// fd 3 = guest.ListenFD, 4 = guest.ConfigFD, 5 = guest.BinaryFD.
+		ExtraFiles: []*os.File{lnf, cfgFile, r.bin},
 		Init:       true,
 	}
 	t1 := time.Now()
@@ -234,7 +331,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 			return err
 		}
 	}
-	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
+	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
 }
 
@@ -254,7 +351,9 @@ var defaultCaps = []string{
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
-func (r *Runtime) config(spec steadrt.Spec) *configs.Config {
+// config is libcontainer's configuration of a sandbox; slot is its
+// user-namespace slot (-1 without a user namespace).
+func (r *Runtime) config(spec steadrt.Spec, slot int) (*configs.Config, error) {
 	var devRules []*devconfig.Rule
 	for _, d := range specconv.AllowedDevices {
 		devRules = append(devRules, &d.Rule)
@@ -271,17 +370,26 @@ func (r *Runtime) config(spec steadrt.Spec) *configs.Config {
 		{Source: "mqueue", Destination: "/dev/mqueue", Device: "mqueue", Flags: defaultMountFlags},
 		{Source: "sysfs", Destination: "/sys", Device: "sysfs", Flags: defaultMountFlags | unix.MS_RDONLY},
 		{Source: "tmpfs", Destination: "/tmp", Device: "tmpfs", Flags: unix.MS_NOSUID | unix.MS_NODEV, Data: fmt.Sprintf("mode=1777,size=%d", tmp)},
-		{Source: r.opts.Binary, Destination: guest.BinaryPath, Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY},
-		{Source: r.runDir(spec.ID), Destination: guest.RunDir, Device: "bind", Flags: unix.MS_BIND | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+	}
+	var idmap *configs.MountIDMapping
+	if slot >= 0 {
+		ns, err := r.usernsFile(slot)
+		if err != nil {
+			return nil, err
+		}
+		// libcontainer opens the path in this process.
+		idmap = &configs.MountIDMapping{UserNSPath: "/proc/self/fd/" + strconv.Itoa(int(ns.Fd())), Recursive: true}
 	}
 	for _, m := range spec.Mounts {
-		fl := unix.MS_BIND | unix.MS_REC
+		fl := unix.MS_BIND | unix.MS_REC | unix.MS_NODEV
 		if m.ReadOnly {
 			fl |= unix.MS_RDONLY
 		}
-		mounts = append(mounts, &configs.Mount{Source: m.Source, Destination: m.Destination, Device: "bind", Flags: fl})
+		mounts = append(mounts, &configs.Mount{Source: m.Source, Destination: m.Destination, Device: "bind", Flags: fl, IDMapping: idmap})
 	}
+	mounts = append(mounts, r.procViewMounts()...)
 	res := &cgroups.Resources{Devices: devRules}
+	res.CpusetCpus, res.CpusetMems = r.cpusetFor(spec.ID, spec.Limits.CPUs, "")
 	if spec.Limits.MemoryBytes > 0 {
 		res.Memory = spec.Limits.MemoryBytes
 		res.MemorySwap = spec.Limits.MemoryBytes
@@ -295,14 +403,22 @@ func (r *Runtime) config(spec steadrt.Spec) *configs.Config {
 	if hostname == "" {
 		hostname = spec.ID
 	}
+	ns := []configs.Namespace{
+		{Type: configs.NEWNS}, {Type: configs.NEWUTS}, {Type: configs.NEWIPC},
+		{Type: configs.NEWPID}, {Type: configs.NEWNET},
+	}
+	var uids []configs.IDMap
+	if slot >= 0 {
+		ns = append([]configs.Namespace{{Type: configs.NEWUSER}}, ns...)
+		uids = r.idMap(slot)
+	}
 	return &configs.Config{
 		Rootfs:       spec.Rootfs,
 		Capabilities: caps,
-		Namespaces: configs.Namespaces([]configs.Namespace{
-			{Type: configs.NEWNS}, {Type: configs.NEWUTS}, {Type: configs.NEWIPC},
-			{Type: configs.NEWPID}, {Type: configs.NEWNET},
-		}),
-		Cgroups: &cgroups.Cgroup{Name: spec.ID, Parent: r.opts.CgroupParent, Resources: res},
+		Namespaces:   configs.Namespaces(ns),
+		UIDMappings:  uids,
+		GIDMappings:  uids,
+		Cgroups:      &cgroups.Cgroup{Name: spec.ID, Parent: r.opts.CgroupParent, Resources: res},
 		MaskPaths: []string{
 			"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
@@ -314,7 +430,34 @@ func (r *Runtime) config(spec steadrt.Spec) *configs.Config {
 		Mounts:          mounts,
 		Networks:        []*configs.Network{{Type: "loopback", Address: "127.0.0.1/0", Gateway: "localhost"}},
 		NoNewPrivileges: true,
+	}, nil
+}
+
+// configFile returns init's configuration in a sealed memory file, handed
+// to init as guest.ConfigFD: nothing of it is written to the host's disk.
+func configFile(cfg guest.Config) (*os.File, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode init config: %w", err)
 	}
+	fd, err := unix.MemfdCreate("stead-init-config", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("init config: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "stead-init-config")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("init config: %w", err)
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, unix.F_SEAL_SEAL|unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("seal init config: %w", err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("init config: %w", err)
+	}
+	return f, nil
 }
 
 // Stop stops a sandbox gracefully: the stop hook, up to grace, then kill.
@@ -374,6 +517,8 @@ func (r *Runtime) destroy(id string, c *libcontainer.Container) error {
 	}
 	err := c.Destroy()
 	r.forget(id)
+	r.freeSlot(id)
+	r.unmountRootfs(id)
 	os.RemoveAll(r.runDir(id))
 	if err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", id, err)
@@ -477,6 +622,7 @@ func (r *Runtime) Update(ctx context.Context, id string, l steadrt.Limits) error
 	if l.CPUs > 0 {
 		res.CpuPeriod = cpuPeriod
 		res.CpuQuota = int64(l.CPUs * cpuPeriod)
+		res.CpusetCpus, res.CpusetMems = r.cpusetFor(id, l.CPUs, res.CpusetCpus)
 	}
 	if l.MemoryBytes > 0 {
 		res.Memory, res.MemorySwap = l.MemoryBytes, l.MemoryBytes
@@ -553,6 +699,15 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 			}
 		}
 	}
+	// Rootfs mount points (a kill -9 inside Start).
+	if ents, err := os.ReadDir(r.opts.RootfsDir); err == nil {
+		for _, e := range ents {
+			if id := e.Name(); e.IsDir() && validID(id) && !known[id] {
+				r.unmountRootfs(id)
+				cleaned[id] = true
+			}
+		}
+	}
 	// cgroups: v1 has one hierarchy per controller, v2 one tree.
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + r.opts.CgroupParent)
 	if p := "/sys/fs/cgroup/" + r.opts.CgroupParent; fileIsDir(p) {
@@ -598,16 +753,32 @@ func fileIsDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
-// RemoveCgroupParent removes the runtime's (empty) parent cgroups, for a
-// runtime that will not be used again (tests, uninstall). Cgroups that
-// still hold sandboxes are left alone.
-func RemoveCgroupParent(stateDir string) {
+// RemoveHostState removes what a runtime on stateDir made outside it, for
+// a runtime that will not be used again (tests, uninstall): its (empty)
+// parent cgroups and its (empty) rootfs directory. Cgroups that still hold
+// sandboxes are left alone.
+func RemoveHostState(stateDir string) {
 	parent := cgroupParentFor(stateDir)
 	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
 	dirs = append(dirs, "/sys/fs/cgroup/"+parent)
 	for _, d := range dirs {
 		os.Remove(d)
 	}
+	rd := rootfsDirFor(stateDir)
+	if ents, err := os.ReadDir(rd); err == nil && len(ents) == 0 {
+		unix.Unmount(rd, unix.MNT_DETACH)
+		os.Remove(rd)
+	}
+}
+
+// rootfsDirFor names the rootfs directory of the runtime whose state lives
+// in stateDir, like cgroupParentFor.
+func rootfsDirFor(stateDir string) string {
+	if stateDir == "/run/stead/containers" {
+		return "/run/stead-rootfs"
+	}
+	h := sha256.Sum256([]byte(filepath.Clean(stateDir)))
+	return "/run/stead-rootfs-" + hex.EncodeToString(h[:4])
 }
 
 // cgroupParentFor names the cgroup parent of the runtime whose state lives

@@ -36,7 +36,7 @@ func TestRuntimeContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { RemoveCgroupParent(filepath.Join(dir, "state")) })
+		t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
 		return r
 	})
 }
@@ -49,7 +49,7 @@ func TestSweepRemovesLeftoversButNotLiveSandboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { RemoveCgroupParent(filepath.Join(dir, "state")) })
+	t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
 	ctx := context.Background()
 	root := t.TempDir()
 	for _, d := range []string{"proc", "dev", "sys", "tmp", ".stead", "usr"} {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,13 +34,67 @@ func Run(t *testing.T, newRuntime Factory) {
 	t.Run("PTYAndBackgroundExec", func(t *testing.T) { pTYAndBackgroundExec(t, newRuntime) })
 	t.Run("UnknownSandboxIsAbsentAndStopIsIdempotent", func(t *testing.T) { unknownSandboxIsAbsent(t, newRuntime) })
 	t.Run("AnotherRuntimeAdoptsRunningSandboxes", func(t *testing.T) { anotherRuntimeAdopts(t, newRuntime) })
+	t.Run("RootInsideIsNotRootOnHost", func(t *testing.T) { rootInsideIsNotRootOnHost(t, newRuntime) })
+}
+
+// rootInsideIsNotRootOnHost: the sandbox runs in a user namespace mapping
+// its ids to unprivileged host ids, each sandbox its own range; files keep
+// the ids the sandbox sees on disk; nothing the runtime mounts names a host
+// path; ptrace of the sandbox's own children works.
+func rootInsideIsNotRootOnHost(t *testing.T, newRuntime Factory) {
+	dir := t.TempDir()
+	r := newRuntime(t, dir)
+	rootA := startSandbox(t, r, "rt-userns-a", steadrt.Limits{})
+	startSandbox(t, r, "rt-userns-b", steadrt.Limits{})
+	hostRoot := func(id string) string {
+		out, code := run(t, r, id, 0, "cat", "/proc/self/uid_map")
+		f := strings.Fields(out)
+		if code != 0 || len(f) != 3 || f[0] != "0" || f[2] != "65536" {
+			t.Fatalf("%s: uid_map %q (exit %d): want one range of 65536 ids from 0", id, out, code)
+		}
+		if f[1] == "0" {
+			t.Fatalf("%s: root inside is root on the host: uid_map %q", id, out)
+		}
+		return f[1]
+	}
+	if a, b := hostRoot("rt-userns-a"), hostRoot("rt-userns-b"); a == b {
+		t.Fatalf("two running sandboxes share host ids %s", a)
+	}
+	// Files made inside carry the ids the sandbox sees, on disk.
+	run(t, r, "rt-userns-a", 0, "sh", "-c", "echo r > /root/r && cp /bin/true /root/suid && chmod 4755 /root/suid")
+	run(t, r, "rt-userns-a", 1000, "sh", "-c", "echo a > /workspace/a")
+	for name, want := range map[string]uint32{"root/r": 0, "workspace/a": 1000} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(rootA, name), &st); err != nil || st.Uid != want || st.Gid != want {
+			t.Fatalf("%s on disk: uid %d gid %d (%v), want %d", name, st.Uid, st.Gid, err, want)
+		}
+	}
+	out, _ := run(t, r, "rt-userns-a", 0, "sh", "-c", "stat -c '%u %g %a' /root/r /workspace/a /usr/bin/env")
+	if out != "0 0 644\n1000 1000 644\n0 0 755\n" {
+		t.Fatalf("ids seen inside: %q", out)
+	}
+	// The sandbox's mount table names nothing of the runtime's on the host.
+	mi, _ := run(t, r, "rt-userns-a", 1000, "cat", "/proc/self/mountinfo")
+	for _, host := range []string{dir, "stead-rootfs", "/.stead"} {
+		if strings.Contains(mi, host) {
+			t.Fatalf("mountinfo inside names %q:\n%s", host, mi)
+		}
+	}
+	// ptrace of one's own child works (strace, gdb); other processes of the
+	// sandbox (init) are not the agent's.
+	if out, code := run(t, r, "rt-userns-a", 1000, "sh", "-c", "strace -f -o /dev/null true && gdb -batch -ex run /bin/true 2>&1 | grep 'exited normally'"); code != 0 {
+		t.Fatalf("strace of own child: %d %s", code, out)
+	}
+	if out, code := run(t, r, "rt-userns-a", 1000, "sh", "-c", "strace -p 1 -o /dev/null"); code == 0 {
+		t.Fatalf("the agent traced init: %s", out)
+	}
 }
 
 // miniRoot makes a root filesystem that borrows the host's /usr read-only.
 func miniRoot(t *testing.T) (string, []steadrt.Mount) {
 	t.Helper()
 	root := t.TempDir()
-	for _, d := range []string{"usr", "etc", "proc", "sys", "dev", "tmp", "home/agent", "workspace", "var/log", "root", ".stead", "run"} {
+	for _, d := range []string{"usr", "etc", "proc", "sys", "dev", "tmp", "home/agent", "workspace", "var/log", "root", "run"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -138,8 +193,8 @@ func sandboxIsConfinedBySeccompAndCaps(t *testing.T, newRuntime Factory) {
 		t.Fatalf("root in the sandbox has every capability:\n%s", out)
 	}
 	for _, cmd := range []string{"unshare -U true", "unshare -m true", "mount -t tmpfs none /mnt", "chroot / true && nsenter -t 1 -m true",
-		// The init socket and its directory cannot be swapped from inside.
-		"rm -f /.stead/run/init.sock", "touch /.stead/run/x", "ln -sf /tmp /.stead/run/init.sock"} {
+		// Device nodes cannot be made (and would not work: nodev).
+		"mknod /tmp/null c 1 3", "mknod /root/null c 1 3"} {
 		if out, code := run(t, r, "rt-conf", 0, "sh", "-c", cmd); code == 0 {
 			t.Fatalf("%q succeeded in a sandbox: %s", cmd, out)
 		}

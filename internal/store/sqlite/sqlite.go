@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -47,9 +49,18 @@ type Store struct {
 // a local file system that supports shared memory (WAL needs it); it must not
 // contain '?'. A database whose schema is newer than this build is refused
 // with an error wrapping errs.ErrUnsupported.
+//
+// The database and its -wal, -shm and -journal files are readable by their
+// owner only (0600) from the moment they exist: a new database file is
+// created 0600 before SQLite opens it (SQLite gives the files it creates
+// beside a database the database file's mode), and existing ones with
+// group or other bits are narrowed to 0600.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if path == "" || strings.ContainsRune(path, '?') || strings.HasPrefix(path, "file:") || path == ":memory:" {
 		return nil, fmt.Errorf("open store %q: path must be a plain file path: %w", path, errs.ErrInvalid)
+	}
+	if err := privateFiles(path); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	// Switching a brand-new file to WAL can meet SQLITE_BUSY without the
 	// busy handler being consulted (another process is creating it at the
@@ -68,11 +79,43 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 }
 
+// fileSuffixes are the suffixes of the files SQLite keeps beside a
+// database file ("" is the database itself).
+var fileSuffixes = []string{"", "-wal", "-shm", "-journal"}
+
+// privateFiles creates the database file 0600 if it does not exist, and
+// narrows the database and its companion files to 0600 where they have
+// group or other permission bits.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		return f.Close()
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	for _, suffix := range fileSuffixes {
+		fi, err := os.Lstat(path + suffix)
+		if err != nil {
+			continue
+		}
+		if fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path+suffix, fi.Mode().Perm()&0o700); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func open(ctx context.Context, path string) (*Store, error) {
 	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
 
+	// secure_delete(FAST) zeroes the bytes a write frees inside a b-tree
+	// page, so a replaced value (a rewritten sandbox spec) does not linger
+	// in the page's free space; it costs no extra I/O.
 	w, err := sql.Open("sqlite", path+"?"+busy+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate")
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_pragma=secure_delete(FAST)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}

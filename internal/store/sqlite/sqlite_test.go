@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,6 +183,9 @@ func TestConnectionsRunWALWithFullSyncAndForeignKeys(t *testing.T) {
 	}
 	if got := pragma("writer", "synchronous"); got != "2" {
 		t.Errorf("writer synchronous = %q, want 2 (FULL)", got)
+	}
+	if got := pragma("writer", "secure_delete"); got != "2" {
+		t.Errorf("writer secure_delete = %q, want 2 (FAST)", got)
 	}
 	if _, err := s.r.ExecContext(ctx, "INSERT INTO tenants (id, name, created_at) VALUES ('x', 'x', 'x')"); err == nil {
 		t.Errorf("reader pool accepted a write")
@@ -367,4 +371,60 @@ func TestCloseIsIdempotent(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Errorf("second close: %v", err)
 	}
+}
+
+// TestDatabaseFilesAreOwnerOnly: a new database, its WAL and its shared
+// memory file are 0600 from their creation, whatever the umask, and the
+// files of an existing database readable by others (left by an older
+// stead) are narrowed to 0600 on open.
+func TestDatabaseFilesAreOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	check := func(when, dir string) {
+		t.Helper()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]os.FileMode{}
+		for _, e := range ents {
+			fi, err := e.Info()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[e.Name()] = fi.Mode()
+		}
+		for _, name := range []string{"stead.db", "stead.db-wal", "stead.db-shm"} {
+			if _, ok := got[name]; !ok {
+				t.Errorf("%s: %s missing (files: %v)", when, name, got)
+			}
+		}
+		for name, m := range got {
+			if m != 0o600 {
+				t.Errorf("%s: %s has mode %v, want -rw-------", when, name, m)
+			}
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stead.db")
+	s := openAt(t, path)
+	defer s.Close()
+	if _, err := s.CreateSandbox(t.Context(), store.Sandbox{ID: "sb", TenantID: store.DefaultTenant, Name: "web", State: store.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	check("new database", dir)
+
+	old2 := t.TempDir()
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		copyFile(t, path+suffix, filepath.Join(old2, "stead.db"+suffix))
+		if err := os.Chmod(filepath.Join(old2, "stead.db"+suffix), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s2 := openAt(t, filepath.Join(old2, "stead.db"))
+	defer s2.Close()
+	if _, err := s2.GetSandbox(t.Context(), store.DefaultTenant, "sb"); err != nil {
+		t.Fatalf("open the copy: %v", err)
+	}
+	check("database left readable by others", old2)
 }

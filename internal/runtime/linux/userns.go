@@ -1,0 +1,244 @@
+package linux
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"golang.org/x/sys/unix"
+)
+
+// User namespaces. Every sandbox runs in its own user namespace that maps
+// its ids 0..IDRangeSize-1 to a range of unprivileged host ids of its own
+// (a "slot"): root inside is host uid IDBase+slot*IDRangeSize, which owns
+// nothing on the host. Files keep the ids the sandbox sees on disk: the
+// root filesystem and every bind mount are idmapped mounts (MOUNT_ATTR_IDMAP)
+// through a user namespace with the same mapping, so a snapshot, a push
+// and a restore see exactly the ids the agent made, and a tree is the same
+// whichever slot the sandbox runs in next time.
+//
+// Slots are chosen at start (the lowest free one), so two running
+// sandboxes never share host ids; a new Runtime reads the slots of running
+// sandboxes back from libcontainer's state.
+
+const (
+	// IDRangeSize is the number of ids mapped into every sandbox (0..65535).
+	IDRangeSize = 65536
+	// DefaultIDBase is the first host id of the first slot: far above any
+	// host user and below 2^31.
+	DefaultIDBase = 1 << 30
+	// DefaultIDSlots bounds the number of concurrently running sandboxes
+	// with distinct host ranges (IDBase + IDSlots*IDRangeSize < 2^31).
+	DefaultIDSlots = 8192
+)
+
+// idMap is the mapping of one slot.
+func (r *Runtime) idMap(slot int) []configs.IDMap {
+	return []configs.IDMap{{ContainerID: 0, HostID: r.hostID(slot), Size: IDRangeSize}}
+}
+
+// hostID is the host id that id 0 of slot maps to.
+func (r *Runtime) hostID(slot int) int64 {
+	return int64(r.opts.IDBase) + int64(slot)*IDRangeSize
+}
+
+// allocSlot picks the slot of a sandbox about to start: the lowest one no
+// other sandbox of this runtime holds, so that slots (and the user
+// namespaces cached for their idmapped mounts) are reused as sandboxes
+// stop and start. The caller holds no lock.
+func (r *Runtime) allocSlot(id string) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	used := make(map[int]bool, len(r.slots))
+	for other, s := range r.slots {
+		if other != id {
+			used[s] = true
+		}
+	}
+	for s := range r.opts.IDSlots {
+		if !used[s] {
+			r.slots[id] = s
+			return s, nil
+		}
+	}
+	return 0, fmt.Errorf("start sandbox %s: all %d user-namespace id ranges are in use", id, r.opts.IDSlots)
+}
+
+func (r *Runtime) freeSlot(id string) {
+	r.mu.Lock()
+	delete(r.slots, id)
+	r.mu.Unlock()
+}
+
+// loadSlots reads the slots of the sandboxes running under StateDir (their
+// libcontainer state holds the uid mapping).
+func (r *Runtime) loadSlots() {
+	ents, _ := os.ReadDir(r.opts.StateDir)
+	for _, e := range ents {
+		if !e.IsDir() || !validID(e.Name()) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(r.opts.StateDir, e.Name(), "state.json"))
+		if err != nil {
+			continue
+		}
+		var st struct {
+			Config struct {
+				UIDMappings []configs.IDMap `json:"uid_mappings"`
+			} `json:"config"`
+		}
+		if json.Unmarshal(b, &st) != nil || len(st.Config.UIDMappings) == 0 {
+			continue
+		}
+		off := st.Config.UIDMappings[0].HostID - int64(r.opts.IDBase)
+		if off >= 0 && off%IDRangeSize == 0 && off/IDRangeSize < int64(r.opts.IDSlots) {
+			r.slots[e.Name()] = int(off / IDRangeSize)
+		}
+	}
+}
+
+// usernsFile returns a user namespace with slot's mapping, for idmapped
+// mounts. It is made once per slot by a child that is stopped before it
+// runs any code (ptrace stops it at exec), kept open, and reused.
+func (r *Runtime) usernsFile(slot int) (*os.File, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.userns[slot]; ok {
+		return f, nil
+	}
+	host := int(r.hostID(slot))
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: host, Size: IDRangeSize}}
+	p, err := os.StartProcess("/proc/self/exe", []string{"stead-userns"}, &os.ProcAttr{
+		Sys: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: m,
+			GidMappings: m,
+			Ptrace:      true,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("make user namespace for ids %d..%d: %w", host, host+IDRangeSize-1, err)
+	}
+	defer func() {
+		p.Kill()
+		p.Wait()
+	}()
+	f, err := os.Open("/proc/" + strconv.Itoa(p.Pid) + "/ns/user")
+	if err != nil {
+		return nil, fmt.Errorf("open user namespace: %w", err)
+	}
+	r.userns[slot] = f
+	return f, nil
+}
+
+// idmapMountFlags are set on the sandbox root's idmapped mount: device
+// nodes and setuid bits on disk mean nothing inside (no_new_privs already
+// stops setuid gains; nodev keeps a restored device node unusable).
+const idmapMountFlags = unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID
+
+// mountRootfs makes the idmapped mount of src for sandbox id in slot at
+// <RootfsDir>/<id>/<nonce> and returns that path (one mount point per start,
+// so the release of one start never meets the next). <id> is mode 0700 and
+// owned by the sandbox's root, so its setup (which resolves the path as
+// that unprivileged host id) can reach it and no other host user can.
+func (r *Runtime) mountRootfs(id, src string, slot int) (string, error) {
+	ns, err := r.usernsFile(slot)
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(r.opts.RootfsDir, id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("rootfs mount point: %w", err)
+	}
+	host := int(r.hostID(slot))
+	if err := os.Chown(dir, host, host); err != nil {
+		return "", fmt.Errorf("rootfs mount point: %w", err)
+	}
+	target, err := os.MkdirTemp(dir, "root-")
+	if err != nil {
+		return "", fmt.Errorf("rootfs mount point: %w", err)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		os.Remove(target)
+		return "", fmt.Errorf("clone rootfs mount %s: %w", src, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{
+		Attr_set: idmapMountFlags, Userns_fd: uint64(ns.Fd())}); err != nil {
+		os.Remove(target)
+		if errors.Is(err, unix.EINVAL) {
+			err = fmt.Errorf("%w (the file system of %s does not support idmapped mounts on this kernel)", err, src)
+		}
+		return "", fmt.Errorf("idmap rootfs %s: %w", src, err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		os.Remove(target)
+		return "", fmt.Errorf("attach rootfs mount %s: %w", target, err)
+	}
+	return target, nil
+}
+
+// releaseRootfs removes one start's host-side rootfs mount (the sandbox
+// keeps its own copy of the mount) and its mount point, and <id> when it
+// is empty.
+func releaseRootfs(target string) {
+	unix.Unmount(target, unix.MNT_DETACH)
+	os.Remove(target)
+	os.Remove(filepath.Dir(target)) // fails while another start's is there
+}
+
+// unmountRootfs removes every host-side rootfs mount of id. Idempotent.
+func (r *Runtime) unmountRootfs(id string) {
+	dir := filepath.Join(r.opts.RootfsDir, id)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		releaseRootfs(filepath.Join(dir, e.Name()))
+	}
+	os.Remove(dir)
+}
+
+// privateRootfsDir makes RootfsDir a private mount of its own, so the
+// mounts made and removed below it never propagate into (or out of) a
+// sandbox's mount namespace, whatever the host's propagation.
+func privateRootfsDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("create rootfs dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fmt.Errorf("rootfs dir: %w", err)
+	}
+	mounted, err := mountinfo.Mounted(dir)
+	if err != nil {
+		return fmt.Errorf("rootfs dir: %w", err)
+	}
+	if !mounted {
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind rootfs dir: %w", err)
+		}
+	}
+	if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make rootfs dir private: %w", err)
+	}
+	return nil
+}
+
+// searchable reports whether every ancestor of dir lets other users pass
+// (o+x), as the sandbox's unprivileged root must to reach its rootfs.
+func searchable(dir string) bool {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if unix.Stat(d, &st) != nil || st.Mode&0o001 == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
+}
