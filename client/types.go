@@ -69,6 +69,7 @@ type CreateSandboxRequest struct {
 	Name         string            `json:"name,omitempty" doc:"Defaults to the id"`
 	Template     string            `json:"template,omitempty" doc:"Template id; default host"`
 	InstanceType string            `json:"instance_type,omitempty" doc:"micro, small (default), medium, large"`
+	DiskBytes    int64             `json:"disk_bytes,omitempty" minimum:"0" doc:"Disk quota in bytes, instead of the instance type's (the instance type becomes custom)"`
 	Env          map[string]string `json:"env,omitempty"`
 	Service      *Service          `json:"service,omitempty"`
 	IdleTimeout  string            `json:"idle_timeout,omitempty" doc:"default 15m; 0 disables"`
@@ -170,6 +171,22 @@ type Info struct {
 	CgroupVersion int            `json:"cgroup_version"`
 	InstanceTypes []InstanceType `json:"instance_types"`
 	Persistence   []string       `json:"persistence" doc:"What survives stop/start and what does not"`
+	PoolCapacity  *PoolCapacity  `json:"pool_capacity,omitempty" doc:"The storage pool's size and fill level"`
+}
+
+// PoolCapacity is the storage pool's size, fill level and what the daemon
+// has promised out of it.
+type PoolCapacity struct {
+	SizeBytes        int64   `json:"size_bytes" doc:"Size of the file system that holds the pool"`
+	UsedBytes        int64   `json:"used_bytes" doc:"In use on that file system"`
+	ReserveBytes     int64   `json:"reserve_bytes" doc:"Kept back from sandboxes and volumes for the daemon's own writes, stops and starts"`
+	UsableBytes      int64   `json:"usable_bytes" doc:"size - reserve: what sandboxes, volumes, snapshots and templates may hold together"`
+	DatasetsBytes    int64   `json:"datasets_bytes" doc:"What they hold together (btrfs: as of the last commit, at most 30 s old); -1 when the pool cannot tell"`
+	Enforced         bool    `json:"enforced" doc:"Whether the pool stops writes at usable_bytes (btrfs with quotas); a dir pool enforces no disk limit"`
+	CommittedBytes   int64   `json:"committed_bytes" doc:"Disk quotas of live sandboxes and volumes, added up"`
+	CommitLimitBytes int64   `json:"commit_limit_bytes" doc:"overcommit x usable: creates, resizes and volumes past it are refused"`
+	Overcommit       float64 `json:"overcommit" doc:"stead serve --pool-overcommit"`
+	Fill             float64 `json:"fill" doc:"How full the pool is, 0 to 1 (the daemon warns at 0.85 and 0.95)"`
 }
 
 // APIKey is a created API key; Secret is shown only once.

@@ -104,8 +104,12 @@ func newDaemon(t *testing.T, extra ...string) *daemon {
 func (d *daemon) start() {
 	t := d.t
 	t.Helper()
+	// A 24 GiB pool (sparse) holds the instance types the tests use
+	// (medium: 20 GiB of its 21.6 GiB usable); over-commit 8 because tests
+	// make many sandboxes and fill none. A test may pass its own flags in
+	// extra (the last of a repeated flag wins).
 	args := append([]string{"serve", "--data-dir", d.dataDir, "--run-dir", d.runDir, "--listen", d.addr,
-		"--socket", filepath.Join(d.runDir, "stead.sock"), "--pool-size", "8", "--stop-grace", "3s"}, d.extra...)
+		"--socket", filepath.Join(d.runDir, "stead.sock"), "--pool-size", "24", "--pool-overcommit", "8", "--stop-grace", "3s"}, d.extra...)
 	d.cmd = exec.Command(d.bin, args...)
 	logPath := filepath.Join(filepath.Dir(d.dataDir), "daemon.log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

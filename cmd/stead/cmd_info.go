@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stead-dev/stead/client"
 )
 
 // newInfoCmd is `stead info`.
@@ -41,6 +43,11 @@ func newInfoCmd(g *globals) *cobra.Command {
 			row(tw, "Version:", info.Version)
 			row(tw, "Runtime:", fmt.Sprintf("%s (cgroup v%d)", info.Runtime, info.CgroupVersion))
 			row(tw, "Pool:", info.Pool)
+			if c := info.PoolCapacity; c != nil {
+				row(tw, "Pool fill:", poolFill(*c))
+				row(tw, "Pool committed:", fmt.Sprintf("%s of %s (%g x %s usable; size %s less a %s reserve)",
+					bytesStr(c.CommittedBytes), bytesStr(c.CommitLimitBytes), c.Overcommit, bytesStr(c.UsableBytes), bytesStr(c.SizeBytes), bytesStr(c.ReserveBytes)))
+			}
 			row(tw, "Data dir:", info.DataDir)
 			if err := tw.Flush(); err != nil {
 				return err
@@ -64,4 +71,23 @@ func newInfoCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// poolFill describes how full the pool is: what its datasets hold of
+// what they may (when the pool enforces it), else its file system's use.
+func poolFill(c client.PoolCapacity) string {
+	var s string
+	if c.Enforced && c.DatasetsBytes >= 0 {
+		s = fmt.Sprintf("%.0f%%: %s of %s held by sandboxes, volumes, snapshots and templates; file system %s of %s used",
+			100*c.Fill, bytesStr(c.DatasetsBytes), bytesStr(c.UsableBytes), bytesStr(c.UsedBytes), bytesStr(c.SizeBytes))
+	} else {
+		s = fmt.Sprintf("%.0f%%: %s of %s used on its file system (disk quotas not enforced)", 100*c.Fill, bytesStr(c.UsedBytes), bytesStr(c.SizeBytes))
+	}
+	switch {
+	case c.Fill >= 1:
+		s += " - FULL: writes in sandboxes fail, creates are refused"
+	case c.Fill >= 0.85:
+		s += " - nearly full"
+	}
+	return s
 }

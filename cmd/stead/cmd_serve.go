@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stead-dev/stead/internal/daemon"
+	"github.com/stead-dev/stead/internal/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -19,6 +22,7 @@ var version = "dev"
 func newServeCmd() *cobra.Command {
 	var cfg daemon.Config
 	var size int64
+	var reserve string
 	var verbose bool
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -28,6 +32,14 @@ func newServeCmd() *cobra.Command {
 On first start it creates the data directory, a loop-backed btrfs pool (unless
 the data directory is on btrfs already) and a bootstrap admin API key, shown
 once and kept (root-only) in DATA_DIR/admin.key.
+
+The pool image is sparse; by default it is half of the free space where it
+goes (at least 5 GiB). A reserve (default 10% of the pool, at least 512 MiB)
+is kept from sandboxes and volumes, so a full pool stops their writes with
+"disk quota exceeded" while the daemon still stops, starts and records. The
+disk quotas of live sandboxes and volumes may add up to --pool-overcommit
+times the rest; creates past that are refused. ` + "`stead info`" + ` shows the fill
+level; the daemon log warns at 85% and 95%.
 
 Running sandboxes keep running when the daemon stops or is killed; the next
 start adopts them.`,
@@ -40,7 +52,20 @@ start adopts them.`,
 				level = slog.LevelDebug
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if size < 0 || size > 1<<20 {
+				return usageError{fmt.Errorf("--pool-size %d: want a number of GiB (0: half of the free space)", size)}
+			}
 			cfg.PoolImageSize = size << 30
+			if reserve != "" {
+				n, err := parseSize(reserve)
+				if err != nil {
+					return usageError{fmt.Errorf("--pool-reserve %q: %v", reserve, err)}
+				}
+				cfg.PoolReserve = n
+			}
+			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
+				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
+			}
 			cfg.Version = version
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -53,7 +78,9 @@ start adopts them.`,
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7878", "TCP address of the API (empty to disable)")
 	f.StringVar(&cfg.Socket, "socket", "/run/stead/stead.sock", "unix socket of the API (empty to disable)")
 	f.StringVar(&cfg.Pool, "pool", "btrfs", "storage pool: btrfs or dir")
-	f.Int64Var(&size, "pool-size", 30, "size in GiB of a new loop-backed btrfs pool image (sparse)")
+	f.Int64Var(&size, "pool-size", 0, "size in GiB of a new loop-backed btrfs pool image (sparse; 0: half of the free space where it goes, at least 5)")
+	f.StringVar(&reserve, "pool-reserve", "", "pool space kept from sandboxes and volumes for the daemon, such as 2GiB (default 10% of the pool, at least 512MiB)")
+	f.Float64Var(&cfg.PoolOvercommit, "pool-overcommit", sandbox.DefaultPoolOvercommit, "the disk quotas of live sandboxes and volumes may add up to this many times the pool's usable size (1: every quota can always be filled)")
 	f.DurationVar(&cfg.PolicyInterval, "policy-interval", 15*time.Second, "how often idle and retention policies run")
 	f.DurationVar(&cfg.StopGrace, "stop-grace", 30*time.Second, "default grace period of a service's stop hook")
 	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://ACCESS:SECRET@host:port/bucket/prefix (env STEAD_REPO; S3 keys also from STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY)")

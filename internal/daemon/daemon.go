@@ -44,8 +44,15 @@ type Config struct {
 	Socket string
 	// Pool is "btrfs" (default) or "dir".
 	Pool string
-	// PoolImageSize is the size of a new loop-backed btrfs image.
+	// PoolImageSize is the size of a new loop-backed btrfs image (0: half
+	// of the free space where it goes).
 	PoolImageSize int64
+	// PoolReserve is the pool space kept from sandboxes and volumes (0:
+	// pool.DefaultReserve).
+	PoolReserve int64
+	// PoolOvercommit bounds the disk promised to live sandboxes and volumes
+	// (0: sandbox.DefaultPoolOvercommit).
+	PoolOvercommit float64
 	// PolicyInterval is how often idle and retention policies run.
 	PolicyInterval time.Duration
 	// StopGrace overrides the default service stop grace (30 s).
@@ -92,9 +99,10 @@ func Run(ctx context.Context, cfg Config) error {
 	var pl pool.Pool
 	switch cfg.Pool {
 	case "", "btrfs":
-		pl, err = btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(cfg.DataDir, "pool"), Image: filepath.Join(cfg.DataDir, "pool.img"), ImageSize: cfg.PoolImageSize, Logger: log})
+		pl, err = btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(cfg.DataDir, "pool"), Image: filepath.Join(cfg.DataDir, "pool.img"),
+			ImageSize: cfg.PoolImageSize, Reserve: cfg.PoolReserve, Logger: log})
 	case "dir":
-		pl, err = dir.Open(ctx, filepath.Join(cfg.DataDir, "pool"))
+		pl, err = dir.OpenOptions(ctx, dir.Options{Dir: filepath.Join(cfg.DataDir, "pool"), Reserve: cfg.PoolReserve, Logger: log})
 	default:
 		err = fmt.Errorf("unknown pool %q (want btrfs or dir)", cfg.Pool)
 	}
@@ -102,6 +110,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer pl.Close()
+	logPoolCapacity(ctx, pl, log)
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find own binary: %w", err)
@@ -130,7 +139,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
-		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"),
+		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
 	})
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe))
@@ -151,6 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := svc.Reconcile(ctx); err != nil {
 		return err
 	}
+	svc.CheckPoolFill(ctx)
 
 	errc := make(chan error, 2)
 	listeners := map[string]net.Listener{}
@@ -192,6 +202,21 @@ func Run(ctx context.Context, cfg Config) error {
 	srv.Shutdown(sctx)
 	log.Info("stead stopped; sandboxes keep running")
 	return nil
+}
+
+// logPoolCapacity says at start what the pool holds and what it enforces.
+func logPoolCapacity(ctx context.Context, pl pool.Pool, log *slog.Logger) {
+	c, err := pl.Capacity(ctx)
+	if err != nil {
+		log.Warn("read the pool's capacity", "err", err)
+		return
+	}
+	attrs := []any{"pool", pl.Kind(), "size", c.SizeBytes, "used", c.UsedBytes, "reserve", c.ReserveBytes}
+	if c.LimitBytes == 0 {
+		log.Warn("the pool enforces no disk quotas: a sandbox can fill its file system and stop every other (stead refuses sizes that cannot fit and warns as it fills; use the btrfs pool to enforce them)", attrs...)
+		return
+	}
+	log.Info("pool capacity", append(attrs, "limit", c.LimitBytes, "datasets", c.DatasetsBytes)...)
 }
 
 // initBinary picks the sandbox init: stead-init beside the stead binary

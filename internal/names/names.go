@@ -1,5 +1,7 @@
 // Package names checks the names agents give to their state: checkpoint
-// documents, session threads, tasks and key-value keys. The checks are
+// documents, session threads, tasks and key-value keys; and, with
+// LooksLikeID, the names users give to sandboxes, volumes, templates and
+// threads. The checks are
 // written by hand, not as regexps: every package-level regexp compiles at
 // start-up of every stead process, including the container setup each
 // sandbox start re-executes.
@@ -37,4 +39,42 @@ func indexByte(s string, c byte) bool {
 		}
 	}
 	return false
+}
+
+// IDPrefixes are the prefixes of the ids stead makes: sandboxes, volumes,
+// snapshots (sandbox and volume), operations, API keys, session threads
+// and runs.
+var IDPrefixes = []string{"sb-", "vol-", "snap-", "vsnap-", "op-", "key-", "th-", "run-"}
+
+// LooksLikeID reports whether s has the form of an id stead makes (one of
+// IDPrefixes, in any case). Lookups take an id or a name and try the id
+// first, so such a name could be shadowed by an id (or read as one by a
+// person): names of that form are refused.
+func LooksLikeID(s string) bool {
+	for _, p := range IDPrefixes {
+		if len(s) >= len(p) && equalFold(s[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// equalFold compares ASCII strings without regard to case.
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }

@@ -32,3 +32,16 @@ func FuzzChecksMatchTheirRegexps(f *testing.F) {
 		}
 	})
 }
+
+func TestLooksLikeID(t *testing.T) {
+	for s, want := range map[string]bool{
+		"sb-abc": true, "SB-abc": true, "sb-": true, "vol-x": true, "snap-1": true, "vsnap-1": true,
+		"op-1": true, "key-1": true, "th-1": true, "run-1": true, "Vol-Data": true,
+		"sb": false, "sbx-1": false, "agent-1": false, "volume-1": false, "snapshot": false, "": false,
+		"my-sb-1": false, "runner": false, "thread-1": false, "s": false,
+	} {
+		if got := LooksLikeID(s); got != want {
+			t.Errorf("LooksLikeID(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -91,6 +92,114 @@ type Caps struct {
 	Quota bool
 }
 
+// Capacity is a pool's size and fill level. The daemon bounds what it
+// promises (the disk quotas of sandboxes and volumes) by it, shows it in
+// `stead info` and warns before the pool is full.
+type Capacity struct {
+	// SizeBytes is the size of the file system that holds the pool (for a
+	// loop-backed btrfs, the image; for a pool on an existing file system,
+	// all of it).
+	SizeBytes int64
+	// UsedBytes is what is in use on that file system, by the pool's
+	// datasets and by anything else on it (SizeBytes minus what an
+	// unprivileged writer could still write).
+	UsedBytes int64
+	// ReserveBytes is held back from the datasets: what is left for the
+	// daemon's own writes (its database when it shares the file system,
+	// subvolume metadata, a stop and a start) when the datasets are full.
+	ReserveBytes int64
+	// LimitBytes is the bound the pool enforces on all datasets together
+	// (SizeBytes - ReserveBytes), 0 when it enforces none (Caps().Quota is
+	// false): then the reserve is only a figure for admission.
+	LimitBytes int64
+	// DatasetsBytes is what the datasets use together, as the pool last
+	// accounted it (btrfs: the shared qgroup, as of the last transaction
+	// commit, at most 30 s old); -1 when the pool cannot tell cheaply.
+	DatasetsBytes int64
+}
+
+// Usable is what the datasets may hold together: SizeBytes minus the
+// reserve, and never below 0.
+func (c Capacity) Usable() int64 { return max(c.SizeBytes-c.ReserveBytes, 0) }
+
+// fullSlack is how close to its bound a pool counts as full: a qgroup
+// stops writes a few blocks short of its limit.
+const fullSlack = 1 << 20
+
+// enforced reports whether the fill level comes from the datasets' own
+// accounting (the pool enforces a limit and knows their bytes).
+func (c Capacity) enforced() bool { return c.LimitBytes > 0 && c.DatasetsBytes >= 0 }
+
+// Full reports whether the datasets have reached their limit (less than
+// 1 MiB left) or, where the pool enforces none, its file system is full.
+func (c Capacity) Full() bool {
+	if c.enforced() {
+		return c.LimitBytes-c.DatasetsBytes < fullSlack
+	}
+	return c.SizeBytes > 0 && c.SizeBytes-c.UsedBytes < fullSlack
+}
+
+// Fill is how full the pool is, from 0 to 1 (1 when Full): the datasets'
+// share of their limit where the pool enforces one, else the share of the
+// file system in use. (btrfs's statfs can report nothing available for a
+// moment while metadata chunks are being allocated, with room left: it is
+// not a fill level to act on.)
+func (c Capacity) Fill() float64 {
+	switch {
+	case c.Full():
+		return 1
+	case c.enforced():
+		return min(float64(c.DatasetsBytes)/float64(c.LimitBytes), 1)
+	case c.SizeBytes > 0:
+		return min(float64(c.UsedBytes)/float64(c.SizeBytes), 1)
+	}
+	return 0
+}
+
+// MinReserve is the smallest reserve DefaultReserve gives.
+const MinReserve int64 = 512 << 20
+
+// DefaultReserve is the reserve of a pool of size bytes when none is
+// configured: 10% of it, at least 512 MiB, and never more than half of it.
+// On btrfs the reserve must cover what the datasets' accounting does not
+// see: the second copy of DUP metadata, chunk slack and the global block
+// reserve (a fresh 1 GiB file system offers 0.88 GiB to writers).
+func DefaultReserve(size int64) int64 {
+	r := max(size/10, MinReserve)
+	return min(r, size/2)
+}
+
+// StatFS returns the size of the file system holding dir and what is in
+// use on it (size minus what an unprivileged writer could still write).
+func StatFS(dir string) (size, used int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	bs := int64(st.Bsize)
+	if st.Frsize > 0 {
+		bs = int64(st.Frsize)
+	}
+	size = int64(st.Blocks) * bs
+	return size, size - int64(st.Bavail)*bs, nil
+}
+
+// FormatBytes writes n bytes for a message: "512 MiB", "1.5 GiB", "30 GiB".
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), -1
+	for (v >= unit || v <= -unit) && i < 5 {
+		v /= unit
+		i++
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + " " + string("KMGTPE"[i]) + "iB"
+}
+
 // CloneOptions tunes Clone.
 type CloneOptions struct {
 	// ReadOnly makes the new dataset immutable (a snapshot).
@@ -119,6 +228,13 @@ type CloneOptions struct {
 //     EPERM); SetReadOnly(false) undoes it.
 //   - SetQuota limits a dataset's exclusive usage; 0 removes the limit.
 //     errs.ErrUnsupported when Caps().Quota is false.
+//   - Capacity reports the pool's size, use and reserve (see Capacity).
+//     When Caps().Quota is true the pool enforces LimitBytes on all its
+//     datasets together, quotas or not: writes into datasets fail with
+//     EDQUOT or ENOSPC before they hold more than LimitBytes, and
+//     Create, Clone, Delete and writes outside the datasets still work
+//     then. When it is false nothing is enforced (the caller refuses what
+//     cannot fit and warns).
 //   - Invalid names return errs.ErrInvalid and touch nothing.
 //   - List(kind) returns the ids of that kind, sorted.
 //   - Methods are safe for concurrent use on distinct names.
@@ -140,6 +256,10 @@ type Pool interface {
 	// Usage returns the bytes a dataset uses (exclusive where the
 	// implementation can tell, else apparent).
 	Usage(ctx context.Context, name string) (int64, error)
+	// Capacity returns the pool's size and fill level. It is cheap (a
+	// statfs and, on btrfs, one qgroup lookup): the daemon calls it on
+	// every create and every policy tick.
+	Capacity(ctx context.Context) (Capacity, error)
 	// Close releases the pool (a btrfs pool on a loop image stays mounted
 	// for running sandboxes; Close only drops handles).
 	Close() error

@@ -138,8 +138,8 @@ func (s *Service) idle(id string, timeout time.Duration, stats steadrt.Stats, no
 	return now.Sub(st.last) >= timeout
 }
 
-// RunPolicies runs the idle check every interval and purges expired
-// soft-deleted sandboxes, until ctx ends.
+// RunPolicies runs the idle check every interval, purges expired
+// soft-deleted sandboxes and warns as the pool fills, until ctx ends.
 func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -151,6 +151,7 @@ func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 			s.IdleCheck(ctx)
 			s.PurgeExpired(ctx)
 			s.RunBackupPolicies(ctx)
+			s.CheckPoolFill(ctx)
 		}
 	}
 }

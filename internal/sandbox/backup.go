@@ -532,9 +532,8 @@ func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Sc
 	id := newID()
 	if name == "" {
 		name = id
-	}
-	if !validName(name) || strings.HasPrefix(name, snapshotPrefix) {
-		return client.Sandbox{}, rs, fmt.Errorf("sandbox name %q: %w", name, errs.ErrInvalid)
+	} else if err := checkName("sandbox", name); err != nil {
+		return client.Sandbox{}, rs, err
 	}
 	fill := func(ctx context.Context, dst string) error {
 		if err := s.pool.Create(ctx, dst); err != nil {

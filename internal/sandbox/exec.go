@@ -67,6 +67,9 @@ func (s *Service) Exec(ctx context.Context, tenant, id string, req client.ExecRe
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return client.ExecResult{}, fmt.Errorf("exec: command is empty: %w", errs.ErrInvalid)
 	}
+	if err := checkExec(req.Command, req.Cwd); err != nil {
+		return client.ExecResult{}, err
+	}
 	uid, gid, err := user(req.User)
 	if err != nil {
 		return client.ExecResult{}, err
@@ -145,8 +148,23 @@ func (p *ptySession) Resize(rows, cols uint16) error { return p.pty.Resize(rows,
 func (p *ptySession) Wait() (int, error)             { return p.pty.Wait() }
 func (p *ptySession) Close() error                   { return p.pty.Close() }
 
+// checkExec refuses what execve and chdir cannot take: a NUL byte in an
+// argument or in the working directory.
+func checkExec(args []string, cwd string) error {
+	if err := checkStrings("exec: argument", args...); err != nil {
+		return err
+	}
+	return checkStrings("exec: cwd", cwd)
+}
+
 // OpenPTY starts an interactive terminal in a running sandbox.
 func (s *Service) OpenPTY(ctx context.Context, tenant, id string, req api.PTYRequest) (api.PTY, error) {
+	if len(req.Command) > 0 && req.Command[0] == "" {
+		return nil, fmt.Errorf("open terminal: the program is empty: %w", errs.ErrInvalid)
+	}
+	if err := checkExec(req.Command, req.Cwd); err != nil {
+		return nil, err
+	}
 	uid, gid, err := user(req.User)
 	if err != nil {
 		return nil, err

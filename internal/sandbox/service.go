@@ -75,6 +75,10 @@ type Options struct {
 	Repo *RepoConfig
 	// DrillEnv runs drills into an empty data dir (nil: unsupported).
 	DrillEnv DrillEnv
+	// PoolOvercommit bounds the disk quotas of live sandboxes and volumes
+	// together at this many times the pool's usable size (default
+	// DefaultPoolOvercommit; see capacity.go).
+	PoolOvercommit float64
 }
 
 // AgentSockets serves the API on a per-sandbox unix socket.
@@ -111,6 +115,7 @@ type Service struct {
 	ops     ops
 	bk      backup
 	secrets *secretKey
+	disk    diskAdmission
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -141,6 +146,7 @@ func New(opts Options) *Service {
 	if opts.Audit != nil {
 		s.rec = opts.Audit
 	}
+	s.disk.level = -1
 	return s
 }
 
@@ -196,7 +202,7 @@ func (s *Service) Info(ctx context.Context) client.Info {
 	return client.Info{
 		Version: s.opts.Version, Pool: s.pool.Kind(), DataDir: s.opts.DataDir,
 		Runtime: s.opts.RuntimeName, CgroupVersion: s.opts.CgroupVersion,
-		InstanceTypes: InstanceTypes(),
+		InstanceTypes: InstanceTypes(), PoolCapacity: s.poolCapacity(ctx),
 		Persistence: []string{
 			"stop/start keeps every file of the root filesystem: /workspace, /data, /home/agent, /etc, /var, installed packages",
 			"/tmp is a tmpfs: it is emptied on every stop (and counts against the memory limit)",
@@ -215,6 +221,12 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, err
 	}
 	sp := spec{InstanceType: it.Name, Limits: it.Limits, Env: req.Env, Service: req.Service, OnIdle: req.OnIdle}
+	if err := checkLimits(client.Limits{DiskBytes: req.DiskBytes}); err != nil {
+		return client.Sandbox{}, err
+	}
+	if req.DiskBytes > 0 {
+		sp.InstanceType, sp.Limits.DiskBytes = "custom", req.DiskBytes
+	}
 	if sp.OnIdle == "" {
 		sp.OnIdle = "stop"
 	}
@@ -240,9 +252,8 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	name := req.Name
 	if name == "" {
 		name = id
-	}
-	if !validName(name) || strings.HasPrefix(name, snapshotPrefix) {
-		return client.Sandbox{}, fmt.Errorf("sandbox name %q (letters, digits and inner dashes, at most 63; not starting with %s): %w", name, snapshotPrefix, errs.ErrInvalid)
+	} else if err := checkName("sandbox", name); err != nil {
+		return client.Sandbox{}, err
 	}
 	tmplID := req.Template
 	if tmplID == "" {
@@ -273,7 +284,18 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	if err := json.Unmarshal(specJSON, &sp); err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
+	if sp.Limits.DiskBytes <= 0 {
+		// A spec without a disk quota (restored from an older push) gets
+		// the default type's: every sandbox is a bounded promise.
+		it, _ := lookupInstanceType("")
+		sp.Limits.DiskBytes = it.Limits.DiskBytes
+	}
+	release, err := s.admitDisk(ctx, "disk quota of sandbox "+name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
+	if err != nil {
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+	}
 	if err := s.sealEnv(id, &sp); err != nil {
+		release()
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	specJSON, _ = json.Marshal(sp)
@@ -282,6 +304,7 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateCreating,
 		Spec: specJSON, CreatedAt: now, UpdatedAt: now,
 	})
+	release() // the record carries the promise now (or there is none)
 	if err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
@@ -328,8 +351,14 @@ func (s *Service) serviceSpec(sp spec) (*guest.ServiceSpec, error) {
 		return nil, nil
 	}
 	svc := sp.Service
-	if len(svc.Command) == 0 {
+	if len(svc.Command) == 0 || svc.Command[0] == "" {
 		return nil, fmt.Errorf("service command is empty: %w", errs.ErrInvalid)
+	}
+	if err := checkStrings("service command argument", svc.Command...); err != nil {
+		return nil, err
+	}
+	if err := checkStrings("service cwd", svc.Cwd); err != nil {
+		return nil, err
 	}
 	uid, gid, err := user(svc.User)
 	if err != nil {
@@ -547,8 +576,18 @@ func (s *Service) StartSandbox(ctx context.Context, tenant, id string) (client.S
 				return s.resumeLocked(ctx, sb)
 			}
 			if sb.State == store.StateArchived {
-				var err error
-				if sb, err = s.hydrateLocked(ctx, nil, sb); err != nil {
+				// Hydrating brings the root back into the pool: promise its quota again.
+				sp, err := decodeSpec(sb)
+				if err != nil {
+					return sb, err
+				}
+				release, err := s.admitDisk(ctx, "disk quota of sandbox "+sb.Name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
+				if err != nil {
+					return sb, err
+				}
+				sb, err = s.hydrateLocked(ctx, nil, sb)
+				release()
+				if err != nil {
 					return sb, err
 				}
 			}
@@ -675,6 +714,16 @@ func (s *Service) UndeleteSandbox(ctx context.Context, tenant, id string) (clien
 	return s.transition(ctx, tenant, id, "undelete",
 		[]store.SandboxState{store.StateDeleted}, nil,
 		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+			// A deleted sandbox promises nothing; an undeleted one does again.
+			sp, err := decodeSpec(sb)
+			if err != nil {
+				return sb, err
+			}
+			release, err := s.admitDisk(ctx, "disk quota of sandbox "+sb.Name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
+			if err != nil {
+				return sb, err
+			}
+			defer release()
 			sb.State = store.StateStopped
 			sb.DeletedAt, sb.PurgeAt = nil, nil
 			sb.StopReason = "undeleted"
@@ -693,11 +742,8 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 		}
 		lim, itName = it.Limits, it.Name
 	}
-	if req.CPUs < 0 || req.MemoryBytes < 0 || req.Pids < 0 || req.DiskBytes < 0 {
-		return client.Sandbox{}, fmt.Errorf("resize limits must not be negative: %w", errs.ErrInvalid)
-	}
-	if req.MemoryBytes != 0 && req.MemoryBytes < 32<<20 {
-		return client.Sandbox{}, fmt.Errorf("memory %d bytes is below the 32 MiB minimum: %w", req.MemoryBytes, errs.ErrInvalid)
+	if err := checkLimits(client.Limits{CPUs: req.CPUs, MemoryBytes: req.MemoryBytes, Pids: req.Pids, DiskBytes: req.DiskBytes}); err != nil {
+		return client.Sandbox{}, fmt.Errorf("resize: %w", err)
 	}
 	return s.transition(ctx, tenant, id, "resize",
 		[]store.SandboxState{store.StateStopped}, nil,
@@ -706,6 +752,7 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 			if err != nil {
 				return sb, err
 			}
+			oldDisk := sp.Limits.DiskBytes
 			if itName != "" {
 				sp.InstanceType, sp.Limits = itName, lim
 			}
@@ -724,6 +771,13 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 			}
 			if custom {
 				sp.InstanceType = "custom"
+			}
+			if sp.Limits.DiskBytes > oldDisk {
+				release, err := s.admitDisk(ctx, "disk quota of sandbox "+sb.Name, sp.Limits.DiskBytes, sp.Limits.DiskBytes-oldDisk)
+				if err != nil {
+					return sb, err
+				}
+				defer release()
 			}
 			if s.pool.Caps().Quota {
 				if err := s.pool.SetQuota(ctx, datasetName(sb.ID), sp.Limits.DiskBytes); err != nil {

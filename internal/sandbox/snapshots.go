@@ -202,6 +202,22 @@ func (s *Service) DeleteSnapshot(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
+// checkForkDisk refuses n forks of source whose disk quotas (disk each)
+// cannot all be promised now, so that a fork is all or nothing where the
+// pool can tell (each new sandbox still promises its own as it is made).
+func (s *Service) checkForkDisk(ctx context.Context, n int, source string, disk int64) error {
+	what := "disk quota of a fork of " + source
+	if n > 1 {
+		what = fmt.Sprintf("disk quotas of %d forks of %s", n, source)
+	}
+	release, err := s.admitDisk(ctx, what, disk, int64(n)*disk)
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
+}
+
 // Fork makes req.Count new sandboxes from a snapshot, or from a sandbox
 // (snapshotted first, kind "fork").
 func (s *Service) Fork(ctx context.Context, tenant, source string, req client.ForkRequest) ([]client.Sandbox, error) {
@@ -222,7 +238,20 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 			return nil, fmt.Errorf("snapshot %s is of a volume: restore it into a new volume (stead volume restore): %w", sn.ID, errs.ErrInvalid)
 		}
 	} else {
-		_, err := s.transition(ctx, tenant, source, "fork",
+		// The forks' disk must fit before the source is snapshotted: a
+		// refused fork leaves nothing behind.
+		sb, err := s.get(ctx, tenant, source)
+		if err != nil {
+			return nil, err
+		}
+		sp, err := decodeSpec(sb)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.checkForkDisk(ctx, n, sb.Name, sp.Limits.DiskBytes); err != nil {
+			return nil, err
+		}
+		_, err = s.transition(ctx, tenant, source, "fork",
 			[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
 			func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 				var err error
@@ -247,6 +276,9 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	}
 	sp.Origin = sn.ID
 	specJSON, _ := json.Marshal(sp)
+	if err := s.checkForkDisk(ctx, n, sn.ID, sp.Limits.DiskBytes); err != nil {
+		return nil, err
+	}
 	// The new sandboxes are made a few at a time: starts overlap well.
 	out := make([]client.Sandbox, n)
 	errsByIdx := make([]error, n)

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/names"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/template"
@@ -29,6 +31,20 @@ func templateDataset(tenant, id string) string {
 	}
 	h := sha256.Sum256([]byte(tenant))
 	return pool.KindTemplate + "/t" + hex.EncodeToString(h[:8]) + "-" + id
+}
+
+// tenantTemplatePrefix reports whether id starts like the dataset id of
+// another tenant's template: "t", 16 hex digits, "-".
+func tenantTemplatePrefix(id string) bool {
+	if len(id) < 18 || id[0] != 't' || id[17] != '-' {
+		return false
+	}
+	for _, c := range id[1:17] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ensureHostTemplate builds the host template (a skeleton root with a copy
@@ -99,8 +115,16 @@ func (s *Service) ImportTemplate(ctx context.Context, tenant string, req client.
 	if !pool.ValidID(req.ID) || req.ID == "host" {
 		return client.Template{}, fmt.Errorf("template id %q (lowercase letters, digits, . _ -; not host): %w", req.ID, errs.ErrInvalid)
 	}
+	if names.LooksLikeID(req.ID) || tenantTemplatePrefix(req.ID) {
+		// The second form is how other tenants' template datasets are
+		// named (templateDataset): such an id would collide with one.
+		return client.Template{}, fmt.Errorf("template id %q has the form of an id stead makes (%s..., or t + 16 hex digits + -): choose another: %w", req.ID, strings.Join(names.IDPrefixes, "..., "), errs.ErrInvalid)
+	}
 	if req.Source == "" {
 		return client.Template{}, fmt.Errorf("template source is empty: %w", errs.ErrInvalid)
+	}
+	if err := checkStrings("template source", req.Source); err != nil {
+		return client.Template{}, err // it names a path or a registry: no NUL byte
 	}
 	unlock := s.lock("template/" + tenant + "/" + req.ID)
 	defer unlock()

@@ -21,14 +21,82 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/names"
 )
 
-// InstanceTypes are the named limit sets, smallest first.
+// InstanceTypes are the named limit sets, smallest first. Disk quotas are
+// what E2B gives (10 GiB for its default sandbox, 20 GiB on larger plans)
+// and double each step; every one is a promise out of the storage pool
+// (see capacity.go), so a pool made with the defaults (half the free
+// space of its file system) holds several of each.
 var instanceTypes = []client.InstanceType{
 	{Name: "micro", Limits: client.Limits{CPUs: 0.5, MemoryBytes: 512 << 20, Pids: 256, DiskBytes: 5 << 30}},
-	{Name: "small", Limits: client.Limits{CPUs: 1, MemoryBytes: 2 << 30, Pids: 1024, DiskBytes: 30 << 30}},
-	{Name: "medium", Limits: client.Limits{CPUs: 2, MemoryBytes: 4 << 30, Pids: 2048, DiskBytes: 60 << 30}},
-	{Name: "large", Limits: client.Limits{CPUs: 4, MemoryBytes: 8 << 30, Pids: 4096, DiskBytes: 120 << 30}},
+	{Name: "small", Limits: client.Limits{CPUs: 1, MemoryBytes: 2 << 30, Pids: 1024, DiskBytes: 10 << 30}},
+	{Name: "medium", Limits: client.Limits{CPUs: 2, MemoryBytes: 4 << 30, Pids: 2048, DiskBytes: 20 << 30}},
+	{Name: "large", Limits: client.Limits{CPUs: 4, MemoryBytes: 8 << 30, Pids: 4096, DiskBytes: 40 << 30}},
+}
+
+// Bounds of limits given by hand (resize, a create's disk_bytes).
+const (
+	minMemoryBytes = 32 << 20
+	minDiskBytes   = 64 << 20
+	minCPUs        = 0.01
+	// maxCPUs is far above any host; a cpu quota past it overflows the
+	// kernel's cfs limits.
+	maxCPUs = 1024
+	// maxPids is the kernel's PID_MAX_LIMIT: pids.max refuses more.
+	maxPids = 4 << 20
+	// maxID is the largest uid or gid an exec may ask for: a sandbox's
+	// user namespace maps 65536 ids (0-65535), and setuid to an unmapped
+	// id fails.
+	maxID = 65535
+)
+
+// checkLimits refuses limits given by hand that the kernel would refuse
+// at the next start (a sandbox that can never start again) or that make
+// no sense: CPUs from 0.01 to 1024, memory from 32 MiB, pids
+// up to PID_MAX_LIMIT, disk from 64 MiB (the pool bounds it above). A
+// zero field means "unchanged".
+func checkLimits(l client.Limits) error {
+	switch {
+	case l.CPUs < 0 || l.MemoryBytes < 0 || l.Pids < 0 || l.DiskBytes < 0:
+		return fmt.Errorf("limits must not be negative: %w", errs.ErrInvalid)
+	case l.CPUs != 0 && (l.CPUs < minCPUs || l.CPUs > maxCPUs):
+		return fmt.Errorf("cpus %g: want 0.01 to %d: %w", l.CPUs, maxCPUs, errs.ErrInvalid)
+	case l.MemoryBytes != 0 && l.MemoryBytes < minMemoryBytes:
+		return fmt.Errorf("memory %d bytes is below the 32 MiB minimum: %w", l.MemoryBytes, errs.ErrInvalid)
+	case l.Pids > maxPids:
+		return fmt.Errorf("pids %d: at most %d (the kernel's limit): %w", l.Pids, maxPids, errs.ErrInvalid)
+	case l.DiskBytes != 0 && l.DiskBytes < minDiskBytes:
+		return fmt.Errorf("disk %d bytes is below the 64 MiB minimum: %w", l.DiskBytes, errs.ErrInvalid)
+	}
+	return nil
+}
+
+// checkName refuses a name given to a sandbox or a volume: it must be a
+// valid hostname label (validName) and must not have the form of an id.
+func checkName(kind, name string) error {
+	if !validName(name) {
+		return fmt.Errorf("%s name %q: use 1 to 63 letters, digits and inner dashes: %w", kind, name, errs.ErrInvalid)
+	}
+	if names.LooksLikeID(name) {
+		return fmt.Errorf("%s name %q has the form of an id (%s...): choose another: %w", kind, name, strings.Join(names.IDPrefixes, "..., "), errs.ErrInvalid)
+	}
+	return nil
+}
+
+// checkStrings refuses a NUL byte in strings handed to the kernel (exec
+// arguments, a working directory): execve and chdir cannot carry one.
+func checkStrings(what string, ss ...string) error {
+	for i, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 {
+			if len(ss) > 1 {
+				return fmt.Errorf("%s %d contains a NUL byte: %w", what, i, errs.ErrInvalid)
+			}
+			return fmt.Errorf("%s contains a NUL byte: %w", what, errs.ErrInvalid)
+		}
+	}
+	return nil
 }
 
 // DefaultInstanceType is used when a create request names none.
@@ -96,13 +164,13 @@ func user(u string) (int, int, error) {
 	}
 	a, b, hasGID := strings.Cut(u, ":")
 	uid, err := strconv.Atoi(a)
-	if err != nil || uid < 0 {
-		return 0, 0, fmt.Errorf("user %q (want agent, root, UID or UID:GID): %w", u, errs.ErrInvalid)
+	if err != nil || uid < 0 || uid > maxID {
+		return 0, 0, fmt.Errorf("user %q (want agent, root, UID or UID:GID, ids 0 to %d): %w", u, maxID, errs.ErrInvalid)
 	}
 	gid := uid
 	if hasGID {
-		if gid, err = strconv.Atoi(b); err != nil || gid < 0 {
-			return 0, 0, fmt.Errorf("user %q: %w", u, errs.ErrInvalid)
+		if gid, err = strconv.Atoi(b); err != nil || gid < 0 || gid > maxID {
+			return 0, 0, fmt.Errorf("user %q (ids 0 to %d): %w", u, maxID, errs.ErrInvalid)
 		}
 	}
 	return uid, gid, nil
@@ -113,7 +181,7 @@ func envList(m map[string]string) ([]string, error) {
 	out := make([]string, 0, len(m))
 	for k, v := range m {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
-			return nil, fmt.Errorf("environment variable %q: %w", k, errs.ErrInvalid)
+			return nil, fmt.Errorf("environment variable %q: a name is not empty and has no '=' or NUL byte, a value has no NUL byte: %w", k, errs.ErrInvalid)
 		}
 		out = append(out, k+"="+v)
 	}

@@ -76,8 +76,8 @@ func (s *Service) volumeView(ctx context.Context, v store.Volume) client.Volume 
 
 // CreateVolume makes an empty volume with a quota.
 func (s *Service) CreateVolume(ctx context.Context, tenant string, req client.CreateVolumeRequest) (client.Volume, error) {
-	if !validName(req.Name) || strings.HasPrefix(req.Name, volumePrefix) {
-		return client.Volume{}, fmt.Errorf("volume name %q (letters, digits and inner dashes, at most 63; not starting with %s): %w", req.Name, volumePrefix, errs.ErrInvalid)
+	if err := checkName("volume", req.Name); err != nil {
+		return client.Volume{}, err
 	}
 	if req.SizeBytes < 0 || (req.SizeBytes > 0 && req.SizeBytes < 1<<20) {
 		return client.Volume{}, fmt.Errorf("volume size %d bytes (at least 1 MiB): %w", req.SizeBytes, errs.ErrInvalid)
@@ -89,6 +89,11 @@ func (s *Service) CreateVolume(ctx context.Context, tenant string, req client.Cr
 	if _, err := s.st.GetVolume(ctx, tenant, req.Name); err == nil {
 		return client.Volume{}, fmt.Errorf("volume %s exists: %w", req.Name, errs.ErrConflict)
 	}
+	release, err := s.admitDisk(ctx, "size of volume "+req.Name, size, size)
+	if err != nil {
+		return client.Volume{}, fmt.Errorf("create volume %s: %w", req.Name, err)
+	}
+	defer release() // once the record carries the promise, or there is none
 	ctx = context.WithoutCancel(ctx)
 	v := store.Volume{ID: newVolumeID(), TenantID: tenant, Name: req.Name, SizeBytes: size, State: "available", CreatedAt: s.now()}
 	ds := volumeDataset(v.ID)
@@ -200,6 +205,12 @@ func (s *Service) UndeleteVolume(ctx context.Context, tenant, id string) (client
 	if v.State != "deleted" {
 		return client.Volume{}, fmt.Errorf("volume %s is not deleted: %w", v.Name, errs.ErrConflict)
 	}
+	// A deleted volume promises nothing; an undeleted one does again.
+	release, err := s.admitDisk(ctx, "size of volume "+v.Name, v.SizeBytes, v.SizeBytes)
+	if err != nil {
+		return client.Volume{}, fmt.Errorf("undelete volume %s: %w", v.Name, err)
+	}
+	defer release()
 	v.State, v.DeletedAt, v.PurgeAt = "available", nil, nil
 	if err := s.st.UpdateVolume(ctx, v); err != nil {
 		return client.Volume{}, err

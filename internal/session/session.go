@@ -55,6 +55,9 @@ func (s *Sessions) CreateThread(ctx context.Context, p api.Principal, sandbox st
 	if !names.Valid(req.Name) {
 		return client.Thread{}, fmt.Errorf("create thread %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-': %w", req.Name, errs.ErrInvalid)
 	}
+	if names.LooksLikeID(req.Name) {
+		return client.Thread{}, fmt.Errorf("create thread %q: the name has the form of an id (th-..., run-...): choose another: %w", req.Name, errs.ErrInvalid)
+	}
 	r, err := retention(req.Retention)
 	if err != nil {
 		return client.Thread{}, fmt.Errorf("create thread %s: %w", req.Name, err)

@@ -9,6 +9,31 @@
 // running sandboxes keep their roots there, and the next Open finds the
 // mount and reuses it.
 //
+// Capacity. Every dataset subvolume is a member of one level-1 qgroup,
+// 1/100 (GroupQgroup), whose exclusive bytes are limited to the file
+// system's size less a reserve (Options.Reserve, default
+// pool.DefaultReserve: 10%, at least 512 MiB). All datasets together can
+// therefore never take the last bytes of the file system: when they reach
+// the limit, writes into any of them fail with EDQUOT, while subvolume
+// creation, snapshots and deletion (charged to the top-level subvolume,
+// which is outside the group) and whatever else lives on the file system
+// (the daemon's database when the data dir is on this btrfs) keep working.
+// Subvolumes join the group as they are made (BTRFS_SUBVOL_QGROUP_INHERIT
+// on BTRFS_IOC_SUBVOL_CREATE_V2 and BTRFS_IOC_SNAP_CREATE_V2); templates
+// and snapshots are members too, so that the group owns every extent it
+// shares and a clone's accounting is updated at once, without the rescan
+// that btrfs needs when a member is cloned from a non-member. Open assigns
+// subvolumes made by an older stead (BTRFS_IOC_QGROUP_ASSIGN), rescans
+// once if it did, and sets the group's limit (BTRFS_IOC_QGROUP_LIMIT) from
+// the current size, so a grown image gets a grown limit.
+//
+// A new image is sized from the free space of the file system that holds
+// it (Options.ImageSize 0: half of it, at least 5 GiB; Incus sizes its
+// loop pools at a fifth, between 5 and 30 GiB, but stead's pool is where
+// every sandbox lives) and is never made larger than that free space: a
+// sparse image that outgrows its host file system fails writes inside
+// btrfs with I/O errors, for every sandbox at once.
+//
 // Create, Clone, Delete and SetReadOnly are btrfs ioctls
 // (BTRFS_IOC_SUBVOL_CREATE, BTRFS_IOC_SNAP_CREATE_V2, BTRFS_IOC_SNAP_DESTROY,
 // BTRFS_IOC_SUBVOL_{GET,SET}FLAGS); so are quota enabling, qgroup limits
@@ -50,8 +75,19 @@ import (
 	"github.com/stead-dev/stead/internal/pool/internal/fsutil"
 )
 
-// DefaultImageSize is the apparent size of a new pool image (it is sparse).
-const DefaultImageSize int64 = 30 << 30
+// MinImageSize is the smallest image Open makes when it sizes one itself.
+const MinImageSize int64 = 5 << 30
+
+// GroupQgroup is the level-1 qgroup (1/100) that holds every dataset and
+// carries the pool-wide limit.
+const GroupQgroup uint64 = 1<<qgroupLevelShift | 100
+
+// DefaultImageSize is the size of a new image when none is given: half of
+// free bytes (the free space of the file system that will hold it), rounded
+// down to a GiB, and at least MinImageSize.
+func DefaultImageSize(free int64) int64 {
+	return max(free/2>>30<<30, MinImageSize)
+}
 
 // Options configures Open.
 type Options struct {
@@ -61,8 +97,13 @@ type Options struct {
 	// Image is the path of the loop image used when Dir is not on btrfs.
 	// It is created (sparse) and formatted when missing.
 	Image string
-	// ImageSize is the size of a new image; 0 means DefaultImageSize.
+	// ImageSize is the size of a new image; 0 means DefaultImageSize of
+	// the free space where the image goes. A new image larger than that
+	// free space is refused.
 	ImageSize int64
+	// Reserve is what the datasets together may not use (see Capacity);
+	// 0 means pool.DefaultReserve of the file system's size.
+	Reserve int64
 	// Logger receives the pool's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -74,6 +115,8 @@ type Pool struct {
 	image   string // absolute, or "" when none was given
 	managed bool   // Image is mounted at dir by this package (now or by an earlier run)
 	quota   bool
+	group   uint64 // GroupQgroup once it carries the pool's limit, else 0
+	reserve int64  // configured reserve; 0: pool.DefaultReserve
 	log     *slog.Logger
 }
 
@@ -99,23 +142,27 @@ func Open(ctx context.Context, opts Options) (*Pool, error) {
 	if dir, err = filepath.EvalSymlinks(dir); err != nil {
 		return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
 	}
-	p := &Pool{dir: dir, log: log.With("pool", "btrfs", "dir", dir)}
+	if opts.Reserve < 0 || opts.ImageSize < 0 {
+		return nil, fmt.Errorf("open btrfs pool %s: image size %d, reserve %d: %w", dir, opts.ImageSize, opts.Reserve, errs.ErrInvalid)
+	}
+	p := &Pool{dir: dir, reserve: opts.Reserve, log: log.With("pool", "btrfs", "dir", dir)}
 	if opts.Image != "" {
 		if p.image, err = filepath.Abs(opts.Image); err != nil {
 			return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
 		}
 	}
-	size := opts.ImageSize
-	if size == 0 {
-		size = DefaultImageSize
-	}
-	if size < 0 {
-		return nil, fmt.Errorf("open btrfs pool %s: image size %d: %w", dir, size, errs.ErrInvalid)
-	}
-	if err := p.setup(ctx, size); err != nil {
+	if err := p.setup(ctx, opts.ImageSize); err != nil {
 		return nil, fmt.Errorf("open btrfs pool %s: %w", dir, err)
 	}
 	p.enableQuota()
+	if p.managed {
+		p.enableReclaim()
+	}
+	if p.quota {
+		if err := p.setupGroup(); err != nil {
+			p.log.Warn("set up the pool-wide qgroup; the datasets together are not bounded", "err", err)
+		}
+	}
 	return p, nil
 }
 
@@ -277,9 +324,14 @@ func (p *Pool) ensureFS(ctx context.Context, f *os.File, size int64) error {
 		return fmt.Errorf("stat image: %w", err)
 	}
 	if fi.Size() == 0 {
+		if size, err = p.newImageSize(size); err != nil {
+			os.Remove(p.image) // empty: nothing is lost, and the next Open sizes it anew
+			return err
+		}
 		if err := f.Truncate(size); err != nil {
 			return fmt.Errorf("size image %s: %w", p.image, err)
 		}
+		p.log.Info("sized new pool image", "image", p.image, "bytes", size)
 	}
 	head := make([]byte, superblockOffset+len(btrfsMagic))
 	if _, err := f.ReadAt(head, 0); err != nil {
@@ -293,9 +345,11 @@ func (p *Pool) ensureFS(ctx context.Context, f *os.File, size int64) error {
 			return fmt.Errorf("image %s holds something other than btrfs: %w", p.image, errs.ErrInvalid)
 		}
 	}
+	if fi, err = f.Stat(); err != nil {
+		return fmt.Errorf("stat image: %w", err)
+	}
 	start := time.Now()
-	// -K: the file is sparse already, so skip the discard pass.
-	out, err := exec.CommandContext(ctx, "mkfs.btrfs", "-q", "-f", "-K", "-L", "stead", p.image).CombinedOutput()
+	out, err := exec.CommandContext(ctx, "mkfs.btrfs", mkfsArgs(fi.Size(), p.image)...).CombinedOutput()
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
 			return fmt.Errorf("format image %s: mkfs.btrfs not found (install btrfs-progs): %w", p.image, err)
@@ -304,6 +358,51 @@ func (p *Pool) ensureFS(ctx context.Context, f *os.File, size int64) error {
 	}
 	p.log.Info("formatted pool image", "image", p.image, "dur", time.Since(start))
 	return nil
+}
+
+// newImageSize checks the size asked for a new image against the free
+// space where it goes (0: DefaultImageSize of it).
+func (p *Pool) newImageSize(size int64) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(p.image), &st); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", filepath.Dir(p.image), err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	if size == 0 {
+		size = DefaultImageSize(free)
+	}
+	if size > free {
+		return 0, fmt.Errorf("a %s pool image does not fit in the %s free in %s (a sparse image that outgrows its file system breaks every sandbox at once): free space there or give a smaller pool size: %w",
+			pool.FormatBytes(size), pool.FormatBytes(free), filepath.Dir(p.image), errs.ErrInvalid)
+	}
+	return size, nil
+}
+
+// MixedBelow is the image size under which new images use mixed block
+// groups.
+const MixedBelow int64 = 10 << 30
+
+// mkfsArgs are mkfs.btrfs's arguments for a new image of size bytes.
+//
+//   - -K: the file is sparse already, so skip the discard pass.
+//   - single metadata: one copy (a second copy in the same file on the same
+//     disk protects from little), so that what the qgroups account is what
+//     the disk holds. With DUP, a million small files filled a 3 GiB file
+//     system (ENOSPC for everyone) while the datasets held 1.5 GiB of their
+//     2.7 GiB limit.
+//   - --mixed below MixedBelow: data and metadata share block groups. On a
+//     small file system a data chunk is a tenth of it, not a multiple of
+//     btrfs's 128 MiB extents, so big writes take a new chunk for each
+//     extent until the whole device is allocated (a 2 GiB pool: 1.97 GiB of
+//     data chunks for 1.07 GiB of data), and metadata, which can no longer
+//     grow, fails with ENOSPC below the datasets' limit. From 10 GiB data
+//     chunks are 1 GiB, eight extents each.
+func mkfsArgs(size int64, image string) []string {
+	args := []string{"-q", "-f", "-K", "-L", "stead", "-m", "single"}
+	if size < MixedBelow {
+		args = append(args, "--mixed", "-d", "single")
+	}
+	return append(args, image)
 }
 
 // enableQuota turns qgroups on. It waits for the initial rescan, which is
@@ -322,6 +421,145 @@ func (p *Pool) enableQuota() {
 		p.log.Warn("wait for qgroup rescan", "err", err)
 	}
 	p.quota = true
+}
+
+// enableReclaim turns on btrfs's dynamic and periodic reclaim of data
+// block groups (kernel >= 6.10; not kept across mounts, so every Open
+// sets it). Without it, data block groups that agents filled and then
+// partly emptied keep the file system's unallocated space, and metadata
+// (many small files) fails with ENOSPC while bytes are free and the
+// datasets are below their limit. With it, btrfs relocates sparse data
+// block groups as unallocated space runs low. Only for a pool image
+// stead owns: a file system of the host's is left as it is.
+func (p *Pool) enableReclaim() {
+	fd, err := openDir(p.dir)
+	if err != nil {
+		return
+	}
+	uuid, err := fsUUID(fd)
+	unix.Close(fd)
+	if err != nil {
+		p.log.Warn("find the pool's file system id; data block groups are not reclaimed", "err", err)
+		return
+	}
+	space := filepath.Join("/sys/fs/btrfs", uuid, "allocation", "data")
+	if _, err := os.Stat(space); err != nil {
+		space = filepath.Join("/sys/fs/btrfs", uuid, "allocation", "mixed") // mixed block groups
+	}
+	for _, knob := range []string{"dynamic_reclaim", "periodic_reclaim"} {
+		path := filepath.Join(space, knob)
+		if err := os.WriteFile(path, []byte("1"), 0); err != nil {
+			p.log.Warn("enable btrfs reclaim of data block groups (kernel 6.10 or later); a pool that filled and emptied may run out of metadata space", "knob", knob, "err", err)
+			return
+		}
+	}
+}
+
+// setupGroup makes GroupQgroup, puts every dataset in it and limits it
+// to the usable size. Datasets already in it are left alone; if any had
+// to be assigned (a pool made by an older stead), the accounting is
+// rescanned once so the group's numbers are right.
+func (p *Pool) setupGroup() error {
+	fd, err := openDir(p.dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := qgroupCreate(fd, GroupQgroup); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("create qgroup 1/100: %w", err)
+	}
+	assigned := 0
+	for _, kind := range []string{pool.KindTemplate, pool.KindSandbox, pool.KindSnapshot, pool.KindVolume} {
+		ids, err := fsutil.List(p.dir, kind)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			dfd, err := openDir(filepath.Join(p.dir, kind, id))
+			if err != nil {
+				continue // deleted meanwhile
+			}
+			var st unix.Stat_t
+			sid := uint64(0)
+			if unix.Fstat(dfd, &st) == nil && st.Ino == firstFreeObjectID {
+				sid, err = subvolID(dfd)
+			}
+			unix.Close(dfd)
+			if err != nil || sid == 0 {
+				continue // not a subvolume: nothing to account
+			}
+			switch err := qgroupAssign(fd, sid, GroupQgroup); {
+			case err == nil:
+				assigned++
+			case errors.Is(err, unix.EEXIST):
+			default:
+				return fmt.Errorf("assign %s/%s to qgroup 1/100: %w", kind, id, err)
+			}
+		}
+	}
+	if assigned > 0 {
+		start := time.Now()
+		if err := quotaRescan(fd); err != nil && !errors.Is(err, unix.EINPROGRESS) {
+			return fmt.Errorf("rescan qgroups: %w", err)
+		}
+		if err := quotaRescanWait(fd); err != nil {
+			return fmt.Errorf("wait for the qgroup rescan: %w", err)
+		}
+		p.log.Info("added existing datasets to the pool-wide qgroup", "datasets", assigned, "dur", time.Since(start))
+	}
+	if dup, err := metadataDup(fd); err == nil && dup {
+		p.log.Warn("the pool's metadata is DUP: the pool-wide limit counts it once, so many small files can fill the file system before the datasets reach their limit; convert it once with `btrfs balance start -mconvert=single " + p.dir + "` or give a larger reserve")
+	}
+	c, err := p.statCapacity()
+	if err != nil {
+		return err
+	}
+	if err := qgroupLimitExclOf(fd, GroupQgroup, uint64(c.LimitBytes)); err != nil {
+		return fmt.Errorf("limit qgroup 1/100 to %d bytes: %w", c.LimitBytes, err)
+	}
+	p.group = GroupQgroup
+	p.log.Info("datasets bounded together", "qgroup", "1/100", "limit", c.LimitBytes, "size", c.SizeBytes, "reserve", c.ReserveBytes)
+	return nil
+}
+
+// statCapacity is Capacity without the group's usage.
+func (p *Pool) statCapacity() (pool.Capacity, error) {
+	size, used, err := pool.StatFS(p.dir)
+	if err != nil {
+		return pool.Capacity{}, err
+	}
+	c := pool.Capacity{SizeBytes: size, UsedBytes: used, ReserveBytes: p.reserve, DatasetsBytes: -1}
+	if c.ReserveBytes == 0 {
+		c.ReserveBytes = pool.DefaultReserve(size)
+	}
+	c.ReserveBytes = min(c.ReserveBytes, size)
+	c.LimitBytes = c.Usable()
+	return c, nil
+}
+
+// Capacity reports the file system's size and use, the reserve, and the
+// bytes of the pool-wide qgroup as of the last transaction commit. Without
+// the qgroup (quotas off), LimitBytes is 0: nothing is enforced.
+func (p *Pool) Capacity(ctx context.Context) (pool.Capacity, error) {
+	c, err := p.statCapacity()
+	if err != nil {
+		return c, fmt.Errorf("pool capacity: %w", err)
+	}
+	if p.group == 0 {
+		c.LimitBytes = 0
+		return c, nil
+	}
+	fd, err := openDir(p.dir)
+	if err != nil {
+		return c, fmt.Errorf("pool capacity: %w", err)
+	}
+	defer unix.Close(fd)
+	if excl, err := qgroupExcl(fd, p.group); err == nil {
+		c.DatasetsBytes = int64(excl)
+	} else {
+		p.log.Warn("read the pool-wide qgroup", "err", err)
+	}
+	return c, nil
 }
 
 // Unmount unmounts the pool image and frees its loop device. It is for
@@ -425,7 +663,7 @@ func (p *Pool) Create(ctx context.Context, name string) error {
 		return fmt.Errorf("create dataset %s: %w", name, err)
 	}
 	defer unix.Close(parent)
-	if err := subvolCreate(parent, id); err != nil {
+	if err := subvolCreateIn(parent, id, p.group); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("create dataset %s: %w", name, errs.ErrConflict)
 		}
@@ -433,9 +671,15 @@ func (p *Pool) Create(ctx context.Context, name string) error {
 	}
 	fd, err := unix.Openat(parent, id, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err == nil {
-		err = unix.Fchown(fd, 0, 0)
-		if err == nil {
-			err = unix.Fchmod(fd, 0o755) // the subvolume root got 0777 &^ umask
+		// The subvolume root got the caller's ids and 0777 &^ umask. Change
+		// them only when they differ: the change is a write into the new
+		// subvolume, which fails with EDQUOT while the pool is full.
+		var st unix.Stat_t
+		if err = unix.Fstat(fd, &st); err == nil && (st.Uid != 0 || st.Gid != 0) {
+			err = unix.Fchown(fd, 0, 0)
+		}
+		if err == nil && st.Mode&0o7777 != 0o755 {
+			err = unix.Fchmod(fd, 0o755)
 		}
 		unix.Close(fd)
 	}
@@ -478,7 +722,7 @@ func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOption
 		return fmt.Errorf("clone dataset %s: %w", src, err)
 	}
 	defer unix.Close(parent)
-	if err := snapCreate(parent, sfd, id, opts.ReadOnly); err != nil {
+	if err := snapCreate(parent, sfd, id, opts.ReadOnly, p.group); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("clone dataset %s to %s: %w", src, dst, errs.ErrConflict)
 		}

@@ -96,13 +96,17 @@ func isMountpoint(t *testing.T, dir string) bool {
 
 func TestIoctlABISizes(t *testing.T) {
 	for name, c := range map[string][2]uintptr{
-		"btrfs_ioctl_vol_args":          {unsafe.Sizeof(volArgs{}), 4096},
-		"btrfs_ioctl_vol_args_v2":       {unsafe.Sizeof(volArgsV2{}), 4096},
-		"btrfs_ioctl_search_args":       {unsafe.Sizeof(searchArgs{}), 4096},
-		"btrfs_ioctl_search_key":        {unsafe.Sizeof(searchKey{}), 104},
-		"btrfs_ioctl_ino_lookup_args":   {unsafe.Sizeof(inoLookupArgs{}), 4096},
-		"btrfs_ioctl_quota_ctl_args":    {unsafe.Sizeof(quotaCtlArgs{}), 16},
-		"btrfs_ioctl_qgroup_limit_args": {unsafe.Sizeof(qgroupLimitArgs{}), 48},
+		"btrfs_ioctl_vol_args":           {unsafe.Sizeof(volArgs{}), 4096},
+		"btrfs_ioctl_vol_args_v2":        {unsafe.Sizeof(volArgsV2{}), 4096},
+		"btrfs_ioctl_search_args":        {unsafe.Sizeof(searchArgs{}), 4096},
+		"btrfs_ioctl_search_key":         {unsafe.Sizeof(searchKey{}), 104},
+		"btrfs_ioctl_ino_lookup_args":    {unsafe.Sizeof(inoLookupArgs{}), 4096},
+		"btrfs_ioctl_quota_ctl_args":     {unsafe.Sizeof(quotaCtlArgs{}), 16},
+		"btrfs_ioctl_qgroup_limit_args":  {unsafe.Sizeof(qgroupLimitArgs{}), 48},
+		"btrfs_qgroup_inherit + 1 id":    {unsafe.Sizeof(qgroupInherit{}), 72 + 8},
+		"btrfs_ioctl_qgroup_assign_args": {unsafe.Sizeof(qgroupAssignArgs{}), 24},
+		"btrfs_ioctl_qgroup_create_args": {unsafe.Sizeof(qgroupCreateArgs{}), 16},
+		"btrfs_ioctl_quota_rescan_args":  {unsafe.Sizeof(quotaRescanArgs{}), 64},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("sizeof(%s) = %d, want %d", name, c[0], c[1])
@@ -120,6 +124,12 @@ func TestIoctlABISizes(t *testing.T) {
 		"TREE_SEARCH":       {ioctlTreeSearch, 0xd0009411},
 		"INO_LOOKUP":        {ioctlInoLookup, 0xd0009412},
 		"QUOTA_RESCAN_WAIT": {ioctlQuotaRescanWait, 0x942e},
+		"SUBVOL_CREATE_V2":  {ioctlSubvolCreateV2, 0x50009418},
+		"QGROUP_ASSIGN":     {ioctlQgroupAssign, 0x40189429},
+		"QGROUP_CREATE":     {ioctlQgroupCreate, 0x4010942a},
+		"QUOTA_RESCAN":      {ioctlQuotaRescan, 0x4040942c},
+		"SPACE_INFO":        {ioctlSpaceInfo, 0xc0109414},
+		"FS_INFO":           {ioctlFSInfo, 0x8400941f},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("BTRFS_IOC_%s = %#x, want %#x", name, c[0], c[1])
@@ -490,4 +500,221 @@ func TestPoolIsMountedNosuidNodevAndClosedToOtherUsers(t *testing.T) {
 	if fi.Mode().Perm() != 0o700 {
 		t.Fatalf("kind dir mode %v, want 0700", fi.Mode().Perm())
 	}
+}
+
+// qgroupShow runs `btrfs qgroup show` (an independent reader of the quota
+// tree) and returns each qgroup's parents, and whether btrfs-progs says
+// the accounting is inconsistent.
+func qgroupShow(t *testing.T, dir string) (parents map[string]string, inconsistent bool) {
+	t.Helper()
+	cmd := exec.Command("btrfs", "qgroup", "show", "-p", "--raw", dir)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("btrfs qgroup show: %v: %s", err, stderr.String())
+	}
+	parents = map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 4 && strings.Contains(f[0], "/") && f[0] != "Qgroupid" {
+			parents[f[0]] = f[3]
+		}
+	}
+	return parents, strings.Contains(stderr.String(), "inconsistent")
+}
+
+// TestBtrfsDatasetsJoinThePoolQgroupWithoutRescan: every dataset, made by
+// Create or by Clone (writable or read-only, from a template or from a
+// sandbox), is a member of qgroup 1/100 from its first transaction, and
+// the accounting stays consistent (no rescan needed), so the pool-wide
+// limit counts every byte.
+func TestBtrfsDatasetsJoinThePoolQgroupWithoutRescan(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(p.Create(ctx, "templates/t"))
+	must(os.WriteFile(filepath.Join(p.Path("templates/t"), "base"), make([]byte, 16<<20), 0o644))
+	start := time.Now()
+	must(p.Clone(ctx, "templates/t", "sandboxes/a", pool.CloneOptions{}))
+	t.Logf("clone into the group: %v", time.Since(start)) // informative
+	must(os.WriteFile(filepath.Join(p.Path("sandboxes/a"), "own"), make([]byte, 8<<20), 0o644))
+	must(p.Clone(ctx, "sandboxes/a", "snapshots/s", pool.CloneOptions{ReadOnly: true}))
+	must(p.Clone(ctx, "snapshots/s", "sandboxes/b", pool.CloneOptions{}))
+	must(p.Create(ctx, "volumes/v"))
+	parents, inconsistent := qgroupShow(t, p.dir)
+	if inconsistent {
+		t.Fatal("qgroup accounting is inconsistent after clones: the group's numbers would need a rescan")
+	}
+	for _, name := range []string{"templates/t", "sandboxes/a", "snapshots/s", "sandboxes/b", "volumes/v"} {
+		fd, err := openDir(p.Path(name))
+		must(err)
+		id, err := subvolID(fd)
+		unix.Close(fd)
+		must(err)
+		if got := parents["0/"+strconv.FormatUint(id, 10)]; got != "1/100" {
+			t.Errorf("%s (0/%d): parent %q, want 1/100", name, id, got)
+		}
+	}
+	c, err := p.Capacity(ctx)
+	must(err)
+	if c.DatasetsBytes < 24<<20 {
+		t.Fatalf("the group accounts %d bytes, want at least the 24 MiB written", c.DatasetsBytes)
+	}
+}
+
+// TestBtrfsOpenAddsOlderDatasetsToThePoolQgroup: subvolumes made before
+// the group existed (an older stead) join it at the next Open, and a
+// rescan makes its numbers right.
+func TestBtrfsOpenAddsOlderDatasetsToThePoolQgroup(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	p := openImagePool(t, tmp)
+	for _, name := range []string{"sandboxes/old", "volumes/old"} {
+		kind, id := split(name)
+		dir, err := p.kindDir(kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = subvolCreate(dir, id) // outside the group, as an older stead made it
+		unix.Close(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.Path(name), "data"), make([]byte, 16<<20), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncDir(t, p.dir)
+	p2 := openImagePool(t, tmp)
+	parents, inconsistent := qgroupShow(t, p2.dir)
+	if inconsistent {
+		t.Fatal("accounting inconsistent after Open assigned older datasets")
+	}
+	n := 0
+	for _, parent := range parents {
+		if parent == "1/100" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d subvolumes in 1/100, want 2: %v", n, parents)
+	}
+	c, err := p2.Capacity(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DatasetsBytes < 32<<20 || c.LimitBytes != c.SizeBytes-c.ReserveBytes {
+		t.Fatalf("capacity after the rescan: %+v", c)
+	}
+}
+
+func syncDir(t *testing.T, dir string) {
+	t.Helper()
+	fd, err := openDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Syncfs(fd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBtrfsOpenSizesAndBoundsNewImages: a new image larger than the free
+// space where it goes is refused (and leaves nothing behind); the reserve
+// and the default size follow their rules.
+func TestBtrfsOpenSizesAndBoundsNewImages(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	_, err := Open(t.Context(), Options{Dir: filepath.Join(tmp, "mnt"), Image: filepath.Join(tmp, "pool.img"), ImageSize: 1 << 60,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "does not fit") {
+		t.Fatalf("Open with a 1 EiB image: %v, want ErrInvalid (does not fit)", err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "pool.img")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused image was left behind: %v", err)
+	}
+	if _, err := Open(t.Context(), Options{Dir: filepath.Join(tmp, "mnt"), Image: filepath.Join(tmp, "pool.img"), Reserve: -1}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("negative reserve: %v", err)
+	}
+	for _, c := range []struct {
+		size  int64
+		mixed bool
+	}{{1 << 30, true}, {9 << 30, true}, {10 << 30, false}, {100 << 30, false}} {
+		args := strings.Join(mkfsArgs(c.size, "img"), " ")
+		if strings.Contains(args, "--mixed") != c.mixed || !strings.Contains(args, "-m single") {
+			t.Errorf("mkfs args for %d bytes: %s", c.size, args)
+		}
+	}
+	for _, c := range []struct{ free, want int64 }{
+		{0, MinImageSize},
+		{4 << 30, MinImageSize},
+		{79<<30 + 123, 39 << 30},
+		{1 << 40, 512 << 30},
+	} {
+		if got := DefaultImageSize(c.free); got != c.want {
+			t.Errorf("DefaultImageSize(%d) = %d, want %d", c.free, got, c.want)
+		}
+	}
+	for _, c := range []struct{ size, want int64 }{
+		{1 << 30, 512 << 20},
+		{2 << 30, 512 << 20},
+		{8 << 30, 8 << 30 / 10},
+		{100 << 30, 10 << 30},
+		{256 << 20, 128 << 20},
+	} {
+		if got := pool.DefaultReserve(c.size); got != c.want {
+			t.Errorf("DefaultReserve(%d) = %d, want %d", c.size, got, c.want)
+		}
+	}
+	// A pool with a reserve of its own enforces it.
+	p, err := Open(t.Context(), Options{Dir: filepath.Join(tmp, "mnt"), Image: filepath.Join(tmp, "pool.img"), ImageSize: testImageSize, Reserve: 300 << 20,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unmountForCleanup(t, p) })
+	c, err := p.Capacity(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SizeBytes != testImageSize || c.ReserveBytes != 300<<20 || c.LimitBytes != testImageSize-300<<20 {
+		t.Fatalf("capacity %+v", c)
+	}
+	if dup, err := metadataDup(mustOpenDir(t, p.dir)); err != nil || dup {
+		t.Fatalf("new image has DUP metadata (%v): the qgroups would count half of it", err)
+	}
+	// Reclaim of data block groups is on (the btrfs CLI names the same
+	// file system id).
+	uuid, err := fsUUID(mustOpenDir(t, p.dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("btrfs", "filesystem", "show", p.dir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), uuid) {
+		t.Fatalf("fs id %s not in btrfs filesystem show: %v %s", uuid, err, out)
+	}
+	for _, knob := range []string{"dynamic_reclaim", "periodic_reclaim"} {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/btrfs", uuid, "allocation", "mixed", knob)) // a 1 GiB image: mixed block groups
+		if err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("%s: %q %v", knob, b, err)
+		}
+	}
+}
+
+func mustOpenDir(t *testing.T, dir string) int {
+	t.Helper()
+	fd, err := openDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,13 +31,57 @@ type volArgs struct {
 	name [4088]byte
 }
 
-// btrfs_ioctl_vol_args_v2 (the union of size/qgroup_inherit is unused[4]).
+// btrfs_ioctl_vol_args_v2. The union { struct { size; qgroup_inherit };
+// unused[4] } is spelled out: size, then the user pointer to a
+// btrfs_qgroup_inherit.
 type volArgsV2 struct {
-	fd      int64
-	transid uint64
+	fd          int64
+	transid     uint64
+	flags       uint64
+	inheritSize uint64
+	inherit     unsafe.Pointer // *qgroupInherit
+	unused      [2]uint64
+	name        [4040]byte
+}
+
+// btrfs_qgroup_inherit with room for one qgroup id (qgroups[] is a
+// flexible array; the kernel reads 8 * num_qgroups bytes of it).
+type qgroupInherit struct {
+	flags         uint64
+	numQgroups    uint64
+	numRefCopies  uint64
+	numExclCopies uint64
+	lim           qgroupLimit
+	qgroups       [1]uint64
+}
+
+// btrfs_qgroup_limit.
+type qgroupLimit struct {
 	flags   uint64
-	unused  [4]uint64
-	name    [4040]byte
+	maxRfer uint64
+	maxExcl uint64
+	rsvRfer uint64
+	rsvExcl uint64
+}
+
+// btrfs_ioctl_qgroup_assign_args.
+type qgroupAssignArgs struct {
+	assign uint64
+	src    uint64
+	dst    uint64
+}
+
+// btrfs_ioctl_qgroup_create_args.
+type qgroupCreateArgs struct {
+	create   uint64
+	qgroupid uint64
+}
+
+// btrfs_ioctl_quota_rescan_args.
+type quotaRescanArgs struct {
+	flags    uint64
+	progress uint64
+	reserved [6]uint64
 }
 
 // btrfs_ioctl_quota_ctl_args.
@@ -90,6 +135,12 @@ var (
 	ioctlTreeSearch      = ioc(iocWrite|iocRead, 17, unsafe.Sizeof(searchArgs{}))
 	ioctlInoLookup       = ioc(iocWrite|iocRead, 18, unsafe.Sizeof(inoLookupArgs{}))
 	ioctlSnapCreateV2    = ioc(iocWrite, 23, unsafe.Sizeof(volArgsV2{}))
+	ioctlSubvolCreateV2  = ioc(iocWrite, 24, unsafe.Sizeof(volArgsV2{}))
+	ioctlQgroupAssign    = ioc(iocWrite, 41, unsafe.Sizeof(qgroupAssignArgs{}))
+	ioctlQgroupCreate    = ioc(iocWrite, 42, unsafe.Sizeof(qgroupCreateArgs{}))
+	ioctlQuotaRescan     = ioc(iocWrite, 44, unsafe.Sizeof(quotaRescanArgs{}))
+	ioctlSpaceInfo       = ioc(iocWrite|iocRead, 20, 16) // sizeof(btrfs_ioctl_space_args) without spaces[]
+	ioctlFSInfo          = ioc(iocRead, 31, 1024)        // sizeof(btrfs_ioctl_fs_info_args)
 	ioctlSubvolGetFlags  = ioc(iocRead, 25, 8)
 	ioctlSubvolSetFlags  = ioc(iocWrite, 26, 8)
 	ioctlQuotaCtl        = ioc(iocWrite|iocRead, 40, unsafe.Sizeof(quotaCtlArgs{}))
@@ -98,7 +149,11 @@ var (
 )
 
 const (
-	subvolRdonly = 1 << 1 // BTRFS_SUBVOL_RDONLY
+	subvolRdonly        = 1 << 1 // BTRFS_SUBVOL_RDONLY
+	subvolQgroupInherit = 1 << 2 // BTRFS_SUBVOL_QGROUP_INHERIT
+
+	blockGroupMetadata = 1 << 2 // BTRFS_BLOCK_GROUP_METADATA
+	blockGroupDup      = 1 << 5 // BTRFS_BLOCK_GROUP_DUP
 
 	quotaCtlEnable = 1 // BTRFS_QUOTA_CTL_ENABLE
 
@@ -110,7 +165,12 @@ const (
 	qgroupInfoKey       = 242 // BTRFS_QGROUP_INFO_KEY
 	searchHeaderSize    = 32  // btrfs_ioctl_search_header
 	qgroupInfoExclOffst = 24  // offsetof(btrfs_qgroup_info_item, excl)
+	qgroupLevelShift    = 48  // BTRFS_QGROUP_LEVEL_SHIFT: qgroupid = level<<48 | id
 )
+
+// qgroupInheritSize is sizeof(struct btrfs_qgroup_inherit) + 8 * 1: the
+// header and one qgroup id.
+const qgroupInheritSize = unsafe.Sizeof(qgroupInherit{})
 
 func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
 	for {
@@ -143,9 +203,41 @@ func subvolCreate(parentFD int, name string) error {
 	return ioctl(parentFD, ioctlSubvolCreate, unsafe.Pointer(&a))
 }
 
-// snapCreate snapshots the subvolume srcFD as name in the directory parentFD.
-func snapCreate(parentFD, srcFD int, name string, readOnly bool) error {
+// setInherit makes the subvolume that a's ioctl creates a member of
+// qgroup group (0: of none) from its first transaction, so no rescan is
+// needed.
+func setInherit(a *volArgsV2, inh *qgroupInherit, group uint64) {
+	if group == 0 {
+		return
+	}
+	*inh = qgroupInherit{numQgroups: 1, qgroups: [1]uint64{group}}
+	a.flags |= subvolQgroupInherit
+	a.inheritSize = uint64(qgroupInheritSize)
+	a.inherit = unsafe.Pointer(inh)
+}
+
+// subvolCreateIn creates subvolume name in the directory parentFD as a
+// member of qgroup group (0: of none).
+func subvolCreateIn(parentFD int, name string, group uint64) error {
+	if group == 0 {
+		return subvolCreate(parentFD, name)
+	}
 	var a volArgsV2
+	var inh qgroupInherit
+	if err := setName(a.name[:], name); err != nil {
+		return err
+	}
+	setInherit(&a, &inh, group)
+	err := ioctl(parentFD, ioctlSubvolCreateV2, unsafe.Pointer(&a))
+	runtime.KeepAlive(&inh)
+	return err
+}
+
+// snapCreate snapshots the subvolume srcFD as name in the directory
+// parentFD, as a member of qgroup group (0: of none).
+func snapCreate(parentFD, srcFD int, name string, readOnly bool, group uint64) error {
+	var a volArgsV2
+	var inh qgroupInherit
 	a.fd = int64(srcFD)
 	if readOnly {
 		a.flags = subvolRdonly
@@ -153,7 +245,10 @@ func snapCreate(parentFD, srcFD int, name string, readOnly bool) error {
 	if err := setName(a.name[:], name); err != nil {
 		return err
 	}
-	return ioctl(parentFD, ioctlSnapCreateV2, unsafe.Pointer(&a))
+	setInherit(&a, &inh, group)
+	err := ioctl(parentFD, ioctlSnapCreateV2, unsafe.Pointer(&a))
+	runtime.KeepAlive(&inh)
+	return err
 }
 
 // snapDestroy deletes the subvolume name in the directory parentFD, with
@@ -210,6 +305,68 @@ func qgroupLimitExcl(fd int, bytes uint64) error {
 	}
 	// qgroupid 0 means "the subvolume fd lives in".
 	return ioctl(fd, ioctlQgroupLimit, unsafe.Pointer(&a))
+}
+
+// qgroupCreate creates qgroup id (level<<48 | n); EEXIST if it exists.
+func qgroupCreate(fd int, id uint64) error {
+	a := qgroupCreateArgs{create: 1, qgroupid: id}
+	return ioctl(fd, ioctlQgroupCreate, unsafe.Pointer(&a))
+}
+
+// qgroupAssign makes qgroup src a member of qgroup dst; EEXIST if it is.
+// The kernel marks the accounting inconsistent when it cannot update the
+// parent's numbers at once: a rescan then makes them right.
+func qgroupAssign(fd int, src, dst uint64) error {
+	a := qgroupAssignArgs{assign: 1, src: src, dst: dst}
+	return ioctl(fd, ioctlQgroupAssign, unsafe.Pointer(&a))
+}
+
+// quotaRescan starts a rescan of all qgroups; EINPROGRESS if one runs.
+func quotaRescan(fd int) error {
+	var a quotaRescanArgs
+	return ioctl(fd, ioctlQuotaRescan, unsafe.Pointer(&a))
+}
+
+// qgroupLimitExclOf limits the exclusive bytes of qgroup id (any level);
+// 0 removes the limit.
+func qgroupLimitExclOf(fd int, id, bytes uint64) error {
+	a := qgroupLimitArgs{qgroupid: id, flags: qgroupLimitMaxExcl, maxExcl: bytes}
+	if bytes == 0 {
+		a.maxExcl = qgroupLimitClear
+	}
+	return ioctl(fd, ioctlQgroupLimit, unsafe.Pointer(&a))
+}
+
+// metadataDup reports whether the file system of fd keeps its metadata
+// twice (DUP): then every tree block the qgroups account takes twice its
+// size on disk.
+func metadataDup(fd int) (bool, error) {
+	// btrfs_ioctl_space_args { space_slots, total_spaces } followed by
+	// space_slots btrfs_ioctl_space_info { flags, total_bytes, used_bytes }.
+	buf := make([]uint64, 2+3*16)
+	buf[0] = 16
+	if err := ioctl(fd, ioctlSpaceInfo, unsafe.Pointer(&buf[0])); err != nil {
+		return false, err
+	}
+	n := min(buf[1], 16)
+	for i := uint64(0); i < n; i++ {
+		flags := buf[2+3*i]
+		if flags&blockGroupMetadata != 0 && flags&blockGroupDup != 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// fsUUID returns the file system id of fd's btrfs, as /sys/fs/btrfs names
+// it (btrfs_ioctl_fs_info_args.fsid).
+func fsUUID(fd int) (string, error) {
+	var a [1024]byte
+	if err := ioctl(fd, ioctlFSInfo, unsafe.Pointer(&a[0])); err != nil {
+		return "", err
+	}
+	id := a[16:32]
+	return fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:16]), nil
 }
 
 // subvolID returns the id of the subvolume that fd lives in.

@@ -18,7 +18,15 @@
 // renamed because their directory is immutable, but root can still change
 // their owner, mode or timestamps.
 //
-// Quotas are unsupported (XFS project quotas would need a prjquota mount).
+// Quotas are unsupported (XFS project quotas would need a prjquota mount),
+// and so is a bound on all datasets together: a sandbox can fill the file
+// system that holds the pool. Capacity reports that file system's size and
+// use with a reserve (Options.Reserve, default pool.DefaultReserve) and
+// LimitBytes 0; the daemon still refuses a quota or a volume larger than
+// the size less the reserve, bounds the sum of what it promises by its
+// over-commit ratio, warns at start that nothing is enforced, and warns
+// again as the file system fills (85%, 95%). Use the btrfs pool where one
+// agent must not be able to starve the others.
 //
 // Crash ordering. Clone copies into a hidden temporary directory
 // (<kind>/.tmp-<id>-<random>) and renames it to the dataset's name with
@@ -63,8 +71,20 @@ const (
 // Pool is a directory storage pool. It is safe for concurrent use on
 // distinct dataset names.
 type Pool struct {
-	dir string
-	log *slog.Logger
+	dir     string
+	reserve int64
+	log     *slog.Logger
+}
+
+// Options configures OpenOptions.
+type Options struct {
+	// Dir is the pool's directory.
+	Dir string
+	// Reserve is reported by Capacity; 0 means pool.DefaultReserve of the
+	// file system's size.
+	Reserve int64
+	// Logger receives the pool's logs; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 var _ pool.Pool = (*Pool)(nil)
@@ -72,6 +92,19 @@ var _ pool.Pool = (*Pool)(nil)
 // Open opens the pool rooted at dir, creating dir if needed and removing
 // what interrupted Clones and Deletes left behind.
 func Open(ctx context.Context, dir string) (*Pool, error) {
+	return OpenOptions(ctx, Options{Dir: dir})
+}
+
+// OpenOptions is Open with options.
+func OpenOptions(ctx context.Context, opts Options) (*Pool, error) {
+	dir := opts.Dir
+	if opts.Reserve < 0 {
+		return nil, fmt.Errorf("open dir pool %s: reserve %d: %w", dir, opts.Reserve, errs.ErrInvalid)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	if dir == "" {
 		return nil, fmt.Errorf("open dir pool: empty dir: %w", errs.ErrInvalid)
 	}
@@ -88,7 +121,7 @@ func Open(ctx context.Context, dir string) (*Pool, error) {
 	if _, err := exec.LookPath("cp"); err != nil {
 		return nil, fmt.Errorf("open dir pool %s: %w", abs, err)
 	}
-	p := &Pool{dir: abs, log: slog.Default().With("pool", "dir", "dir", abs)}
+	p := &Pool{dir: abs, reserve: opts.Reserve, log: log.With("pool", "dir", "dir", abs)}
 	for _, kind := range []string{pool.KindTemplate, pool.KindSandbox, pool.KindSnapshot, pool.KindVolume} {
 		ents, err := os.ReadDir(filepath.Join(abs, kind))
 		if err != nil {
@@ -109,7 +142,7 @@ func Open(ctx context.Context, dir string) (*Pool, error) {
 // Kind returns "dir".
 func (p *Pool) Kind() string { return "dir" }
 
-// Caps reports O(size) clones and no quotas.
+// Caps reports O(size) clones and no quotas (nor a bound on all datasets).
 func (p *Pool) Caps() pool.Caps { return pool.Caps{} }
 
 // Path returns <dir>/<name>, or "" when name is invalid.
@@ -312,6 +345,22 @@ func (p *Pool) Usage(ctx context.Context, name string) (int64, error) {
 		return 0, fmt.Errorf("dataset %s usage: %w", name, errs.ErrNotFound)
 	}
 	return fsutil.DatasetSize(ctx, p.dir, name)
+}
+
+// Capacity reports the size and use of the file system holding the pool
+// and the reserve; LimitBytes is 0 (nothing is enforced) and
+// DatasetsBytes -1 (walking every dataset is too slow to do often).
+func (p *Pool) Capacity(ctx context.Context) (pool.Capacity, error) {
+	size, used, err := pool.StatFS(p.dir)
+	if err != nil {
+		return pool.Capacity{}, fmt.Errorf("pool capacity: %w", err)
+	}
+	c := pool.Capacity{SizeBytes: size, UsedBytes: used, ReserveBytes: p.reserve, DatasetsBytes: -1}
+	if c.ReserveBytes == 0 {
+		c.ReserveBytes = pool.DefaultReserve(size)
+	}
+	c.ReserveBytes = min(c.ReserveBytes, size)
+	return c, nil
 }
 
 // Close does nothing; the pool holds no handles.

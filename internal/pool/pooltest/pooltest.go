@@ -59,6 +59,8 @@ func Run(t *testing.T, open func(t *testing.T) pool.Pool) {
 		{"ListReturnsSortedIDsOfOneKind", s.listSorted},
 		{"QuotaIsEnforcedOrUnsupported", s.quota},
 		{"UsageCountsWrittenBytes", s.usage},
+		{"CapacityReportsSizeUseAndReserve", s.capacity},
+		{"DatasetsTogetherStopAtTheLimitAndThePoolStillWorks", s.capacityLimit},
 		{"ConcurrentClonesOfOneSourceAllSucceed", s.concurrentClones},
 		{"ConcurrentClonesToOneNameHaveOneWinner", s.concurrentSameDst},
 		{"ConcurrentOpsOnDistinctNamesSucceed", s.concurrentDistinct},
@@ -896,6 +898,140 @@ func fill(path string, n int) (int, error) {
 		return written, err
 	}
 	return written, f.Close()
+}
+
+func (s suite) capacity(t *testing.T) {
+	p := s.open(t)
+	ctx := ctxT(t)
+	c, err := p.Capacity(ctx)
+	must(t, err, "capacity")
+	t.Logf("capacity %+v, fill %.3f", c, c.Fill())
+	if c.SizeBytes <= 0 || c.UsedBytes < 0 || c.UsedBytes > c.SizeBytes {
+		t.Fatalf("size %d, used %d", c.SizeBytes, c.UsedBytes)
+	}
+	if c.ReserveBytes <= 0 || c.ReserveBytes >= c.SizeBytes {
+		t.Fatalf("reserve %d of %d bytes", c.ReserveBytes, c.SizeBytes)
+	}
+	if c.Usable() != c.SizeBytes-c.ReserveBytes {
+		t.Fatalf("usable %d, want size - reserve = %d", c.Usable(), c.SizeBytes-c.ReserveBytes)
+	}
+	if f := c.Fill(); f < 0 || f > 1 {
+		t.Fatalf("fill %f", f)
+	}
+	if !p.Caps().Quota {
+		if c.LimitBytes != 0 {
+			t.Fatalf("a pool without quotas reports an enforced limit of %d bytes", c.LimitBytes)
+		}
+		return
+	}
+	if c.LimitBytes != c.Usable() || c.DatasetsBytes < 0 {
+		t.Fatalf("limit %d (want %d), datasets %d", c.LimitBytes, c.Usable(), c.DatasetsBytes)
+	}
+	// The datasets' bytes grow with what is written into any of them.
+	must(t, p.Create(ctx, sbxDst), "create")
+	const n = 64 << 20
+	if written, err := fill(filepath.Join(p.Path(sbxDst), "f"), n); err != nil {
+		t.Fatalf("write %d bytes: failed after %d: %v", n, written, err)
+	}
+	syncfs(t, p.Path(sbxDst))
+	c2, err := p.Capacity(ctx)
+	must(t, err, "capacity after a write")
+	if c2.DatasetsBytes-c.DatasetsBytes < n || c2.UsedBytes-c.UsedBytes < n/2 {
+		t.Fatalf("after writing %d bytes: datasets %d -> %d, used %d -> %d", n, c.DatasetsBytes, c2.DatasetsBytes, c.UsedBytes, c2.UsedBytes)
+	}
+	if c2.Fill() <= c.Fill() {
+		t.Fatalf("fill did not grow: %f -> %f", c.Fill(), c2.Fill())
+	}
+}
+
+func syncfs(t *testing.T, dir string) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err, "open "+dir)
+	defer unix.Close(fd)
+	must(t, unix.Syncfs(fd), "syncfs")
+}
+
+// pokeCleaner asks a btrfs to commit and run its cleaner now
+// (BTRFS_IOC_SYNC wakes the transaction thread, which wakes the cleaner
+// that frees deleted subvolumes' extents; otherwise that waits for the
+// 30 s commit interval). Elsewhere it is a syncfs.
+func pokeCleaner(dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	const btrfsIocSync = 0x9408 // _IO(0x94, 8)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), btrfsIocSync, 0); e != 0 {
+		_ = unix.Syncfs(fd)
+	}
+}
+
+// capacityLimit fills two datasets without quotas of their own (one
+// created empty, one cloned from a template) until writes fail: together
+// they hold no more than LimitBytes, and the pool still creates, clones,
+// snapshots and deletes datasets, and a file beside the datasets (where
+// the daemon's database lives when the data dir is on the pool's file
+// system) can still be written.
+func (s suite) capacityLimit(t *testing.T) {
+	p := s.open(t)
+	if !p.Caps().Quota {
+		t.Log("no quotas: nothing bounds the datasets (the daemon refuses and warns instead)")
+		return
+	}
+	ctx := ctxT(t)
+	c, err := p.Capacity(ctx)
+	must(t, err, "capacity")
+	must(t, p.Create(ctx, tplSrc), "create template")
+	writeFile(t, filepath.Join(p.Path(tplSrc), "base"), randBytes(8<<20, 3), 0o644)
+	must(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{}), "clone")
+	must(t, p.Create(ctx, "volumes/v"), "create volume")
+	limit := int(c.LimitBytes)
+	a, errA := fill(filepath.Join(p.Path(sbxDst), "fill"), 2*limit)
+	b, errB := fill(filepath.Join(p.Path("volumes/v"), "fill"), 2*limit)
+	t.Logf("limit %d: the clone took %d bytes (%v), the volume %d more (%v)", limit, a, errA, b, errB)
+	if !isQuotaErr(errA) && !isQuotaErr(errB) {
+		t.Fatalf("writing 4x the limit into two datasets: %v, %v; want EDQUOT or ENOSPC", errA, errB)
+	}
+	if a+b > limit {
+		t.Fatalf("the datasets took %d bytes together, over the %d-byte limit", a+b, limit)
+	}
+	if a+b < limit*3/4 {
+		t.Fatalf("the datasets took only %d bytes of the %d-byte limit", a+b, limit)
+	}
+	syncfs(t, p.Path(sbxDst))
+	full, err := p.Capacity(ctx)
+	must(t, err, "capacity when full")
+	t.Logf("when full: %+v, fill %.3f", full, full.Fill())
+	if full.Fill() < 0.95 {
+		t.Fatalf("fill %.3f when the datasets are full", full.Fill())
+	}
+	// The pool still works.
+	must(t, p.Clone(ctx, sbxDst, "snapshots/s", pool.CloneOptions{ReadOnly: true}), "snapshot when full")
+	must(t, p.Clone(ctx, tplSrc, "sandboxes/second", pool.CloneOptions{}), "clone when full")
+	must(t, p.Create(ctx, "volumes/w"), "create when full")
+	beside := filepath.Join(filepath.Dir(filepath.Dir(p.Path(tplSrc))), "beside-the-datasets")
+	if n, err := fill(beside, 16<<20); err != nil {
+		t.Fatalf("writing beside the datasets when they are full failed after %d bytes: %v", n, err)
+	}
+	must(t, os.Remove(beside), "remove")
+	must(t, p.Delete(ctx, "snapshots/s"), "delete snapshot when full")
+	must(t, p.Delete(ctx, sbxDst), "delete when full")
+	// What a delete frees can be written again (the cleaner frees the
+	// extents in the background: wait for it).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := fill(filepath.Join(p.Path("sandboxes/second"), "after"), 8<<20)
+		if err == nil {
+			break
+		}
+		if !isQuotaErr(err) || time.Now().After(deadline) {
+			t.Fatalf("after deleting a full dataset, writing 8 MiB failed after %d bytes: %v", n, err)
+		}
+		pokeCleaner(p.Path(tplSrc))
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (s suite) usage(t *testing.T) {
