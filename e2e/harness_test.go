@@ -18,9 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
-
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/runtime/linux"
 	"github.com/stead-dev/stead/internal/testutil"
 )
@@ -179,11 +178,7 @@ func (d *daemon) teardown() {
 	}
 	linux.RemoveHostState(filepath.Join(d.runDir, "containers"))
 	// Per-sandbox mounts a killed daemon could not take down.
-	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(d.runDir)); err == nil {
-		for _, m := range mounts {
-			syscall.Unmount(m.Mountpoint, syscall.MNT_DETACH)
-		}
-	}
+	fsutil.UnmountUnder(d.runDir)
 	pool := filepath.Join(d.dataDir, "pool")
 	for i := 0; i < 50; i++ {
 		if err := syscall.Unmount(pool, 0); err != nil {

@@ -61,6 +61,9 @@ sleep 4
 say "the agent has been working:"
 stead exec demo-agent -- sh -c 'tail -n 3 /workspace/notes.md; cat /data/state.json'
 
+say "contained: root inside is an unprivileged id range on the host, and the sandbox sees its own size"
+stead exec --user root demo-agent -- sh -c 'echo "uid_map (inside host count): $(cat /proc/self/uid_map | tr -s " ")"; echo "nproc: $(nproc)"; grep MemTotal /proc/meminfo'
+
 say "stopping the sandbox (the stop hook tells the agent to checkpoint)"
 stead stop demo-agent
 stead files cat demo-agent /data/checkpoint.json

@@ -14,8 +14,10 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool/dir"
 	"github.com/stead-dev/stead/internal/repo"
+	"github.com/stead-dev/stead/internal/runtime/linux"
 	"github.com/stead-dev/stead/internal/sandbox"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -152,6 +154,8 @@ func cleanDrillDir(ctx context.Context, base string) {
 		}
 		pl.Close()
 	}
+	fsutil.UnmountUnder(base)
+	linux.RemoveHostState(filepath.Join(base, "run", "containers"))
 	if err := os.RemoveAll(base); err != nil && !errors.Is(err, os.ErrNotExist) {
 		fmt.Fprintf(os.Stderr, "stead: remove drill dir %s: %v\n", base, err)
 	}

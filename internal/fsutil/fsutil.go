@@ -1,12 +1,15 @@
-// Package fsutil holds small file-system helpers: durable writes, and
-// reading a symlink relative to a directory descriptor.
+// Package fsutil holds small file-system helpers: durable writes, reading
+// a symlink relative to a directory descriptor, unmounting what a run
+// directory holds.
 package fsutil
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,5 +71,19 @@ func ReadlinkAt(dirfd int, name string) (string, error) {
 			return string(buf[:n]), nil
 		}
 		buf = make([]byte, len(buf)*4)
+	}
+}
+
+// UnmountUnder detaches every mount at or below dir (what a killed daemon
+// leaves in a run directory it made: per-sandbox tmpfs mounts), deepest
+// first.
+func UnmountUnder(dir string) {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
+	if err != nil {
+		return
+	}
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].Mountpoint) > len(mounts[j].Mountpoint) })
+	for _, m := range mounts {
+		unix.Unmount(m.Mountpoint, unix.MNT_DETACH)
 	}
 }

@@ -14,9 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moby/sys/mountinfo"
-
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/runtime/linux"
 )
 
@@ -87,11 +86,7 @@ func (d *Daemon) Close() {
 	d.cmd.Wait()
 	syscall.Unmount(filepath.Join(d.data, "pool"), 0)
 	// Agent socket tmpfs mounts of sandboxes the purge did not reach.
-	if mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(d.base)); err == nil {
-		for _, m := range mounts {
-			syscall.Unmount(m.Mountpoint, syscall.MNT_DETACH)
-		}
-	}
+	fsutil.UnmountUnder(d.base)
 	linux.RemoveHostState(filepath.Join(d.base, "run", "containers"))
 	os.RemoveAll(d.base)
 }
