@@ -499,6 +499,9 @@ func TestHungLXCFSDoesNotHangCreates(t *testing.T) {
 	// A stopped lxcfs never answers, as a hung one would.
 	unix.Kill(pids[0], unix.SIGSTOP)
 	defer unix.Kill(pids[0], unix.SIGCONT)
+	// kill returns before the process is stopped: wait until every thread
+	// of it is (a thread still running could answer one more request).
+	waitStopped(t, pids[0])
 	t0 := time.Now()
 	if ms := r.procViewMounts(); ms != nil {
 		t.Fatalf("views from a hung lxcfs: %d mounts", len(ms))
@@ -520,4 +523,26 @@ func TestHungLXCFSDoesNotHangCreates(t *testing.T) {
 	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
 		t.Fatalf("views after lxcfs answers again: %d mounts", len(ms))
 	}
+}
+
+// waitStopped waits until every thread of pid is in the stopped state.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(stats) > 0
+		for _, st := range stats {
+			b, err := os.ReadFile(st)
+			// The state follows the ")" that ends the command name.
+			if i := bytes.LastIndexByte(b, ')'); err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				stopped = false
+			}
+		}
+		if stopped {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("lxcfs %d did not stop", pid)
 }
