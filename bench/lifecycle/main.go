@@ -34,7 +34,7 @@ func main() {
 
 func run(n int, bin, poolKind string) error {
 	ctx := context.Background()
-	d, err := benchd.Start(ctx, bin, poolKind, 8)
+	d, err := benchd.Start(ctx, bin, poolKind, 16)
 	if err != nil {
 		return err
 	}
@@ -101,18 +101,15 @@ func run(n int, bin, poolKind string) error {
 		return err
 	}
 
-	// The same daemon binary without user namespaces, measured interleaved
-	// with the one above so that drift hits both alike.
-	if nu, err := benchd.Start(ctx, bin, poolKind, 8, "--insecure-no-userns"); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: no user-namespace daemon: %v\n", err)
-	} else {
-		pairs, err := userNSPairs(ctx, n, c, nu.Client)
-		nu.Close()
-		if err != nil {
-			return err
-		}
-		results = append(results, pairs...)
+	// Two fresh daemons from the same binary, with and without user
+	// namespaces (fresh pools alike: the one above has deleted datasets
+	// for btrfs to clean up), measured interleaved so that drift hits both
+	// alike.
+	pairs, err := userNSCost(ctx, n, bin, poolKind)
+	if err != nil {
+		return err
 	}
+	results = append(results, pairs...)
 
 	// Peers on the same root filesystem: the host template's skeleton with
 	// the host's /usr bound read-only, exactly what a stead sandbox sees.
@@ -176,9 +173,24 @@ func run(n int, bin, poolKind string) error {
 	return nil
 }
 
+// userNSCost starts the two daemons of userNSPairs and measures them.
+func userNSCost(ctx context.Context, n int, bin, poolKind string) ([]benchd.Series, error) {
+	with, err := benchd.Start(ctx, bin, poolKind, 16)
+	if err != nil {
+		return nil, err
+	}
+	defer with.Close()
+	without, err := benchd.Start(ctx, bin, poolKind, 16, "--insecure-no-userns")
+	if err != nil {
+		return nil, err
+	}
+	defer without.Close()
+	return userNSPairs(ctx, n, with.Client, without.Client)
+}
+
 // userNSPairs measures create → first exec and stop → start → first exec
 // on two daemons, with (a) and without (b) user namespaces, alternating
-// one iteration on each.
+// one iteration on each; the sandboxes are purged at the end.
 func userNSPairs(ctx context.Context, n int, a, b *client.Client) ([]benchd.Series, error) {
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
 	var createA, createB, cycleA, cycleB []time.Duration
@@ -214,7 +226,17 @@ func userNSPairs(ctx context.Context, n int, a, b *client.Client) ([]benchd.Seri
 				return nil, err
 			}
 			*side.cycle = append(*side.cycle, time.Since(t0))
-			side.c.DeleteSandbox(ctx, sb.ID, true)
+			// Kept running, as the main table's creates are: each create
+			// takes a new user-namespace id range.
+		}
+	}
+	for _, c := range []*client.Client{a, b} {
+		list, err := c.ListSandboxes(ctx, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, sb := range list {
+			c.DeleteSandbox(ctx, sb.ID, true)
 		}
 	}
 	sa, sb := benchd.Series{Name: "stead create → first exec, user namespace (interleaved)", D: createA},

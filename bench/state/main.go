@@ -38,7 +38,7 @@ func main() {
 
 func run(n int, bin string) error {
 	ctx := context.Background()
-	d, err := benchd.Start(ctx, bin, "btrfs", 4)
+	d, err := benchd.Start(ctx, bin, "btrfs", 16)
 	if err != nil {
 		return err
 	}

@@ -152,6 +152,9 @@ func New(opts Options) (*Runtime, error) {
 	r := &Runtime{opts: opts, log: opts.Logger, bin: bin, containers: map[string]*libcontainer.Container{},
 		slots: map[string]int{}, userns: map[int]*os.File{}}
 	r.loadSlots()
+	if !opts.NoUserNS {
+		r.prewarm()
+	}
 	return r, nil
 }
 
@@ -245,6 +248,12 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		if slot, err = r.allocSlot(spec.ID); err != nil {
 			return err
 		}
+		// The next start's user namespace, once this one is up.
+		defer func() {
+			if retErr == nil {
+				r.prewarm()
+			}
+		}()
 		defer func() {
 			if retErr != nil {
 				r.freeSlot(spec.ID)

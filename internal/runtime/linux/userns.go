@@ -103,16 +103,56 @@ func (r *Runtime) loadSlots() {
 }
 
 // usernsFile returns a user namespace with slot's mapping, for idmapped
-// mounts. It is made once per slot by a child that is stopped before it
-// runs any code (ptrace stops it at exec), kept open, and reused.
+// mounts. It is made once per slot (newUserNS), kept open and reused.
 func (r *Runtime) usernsFile(slot int) (*os.File, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if f, ok := r.userns[slot]; ok {
+	f, ok := r.userns[slot]
+	r.mu.Unlock()
+	if ok {
 		return f, nil
 	}
-	host := int(r.hostID(slot))
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: host, Size: IDRangeSize}}
+	f, err := newUserNS(r.hostID(slot))
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.userns[slot]; ok { // made meanwhile by prewarm
+		f.Close()
+		return old, nil
+	}
+	r.userns[slot] = f
+	return f, nil
+}
+
+// prewarm makes, off any start's path, the user namespace of the slot the
+// next start will take, so that a start of one more sandbox does not wait
+// for it (a few milliseconds: a process is made and stopped).
+func (r *Runtime) prewarm() {
+	r.mu.Lock()
+	used := make(map[int]bool, len(r.slots))
+	for _, s := range r.slots {
+		used[s] = true
+	}
+	next := -1
+	for s := range r.opts.IDSlots {
+		if !used[s] {
+			next = s
+			break
+		}
+	}
+	_, have := r.userns[next]
+	r.mu.Unlock()
+	if next >= 0 && !have {
+		go r.usernsFile(next)
+	}
+}
+
+// newUserNS makes a user namespace mapping 0..IDRangeSize-1 to host ids
+// from host: a child is cloned into it and stopped by ptrace at its exec,
+// before it runs any code; the namespace is opened and the child killed.
+func newUserNS(host int64) (*os.File, error) {
+	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(host), Size: IDRangeSize}}
 	p, err := os.StartProcess("/proc/self/exe", []string{"stead-userns"}, &os.ProcAttr{
 		Sys: &syscall.SysProcAttr{
 			Cloneflags:  unix.CLONE_NEWUSER,
@@ -132,7 +172,6 @@ func (r *Runtime) usernsFile(slot int) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open user namespace: %w", err)
 	}
-	r.userns[slot] = f
 	return f, nil
 }
 
