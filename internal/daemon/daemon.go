@@ -188,6 +188,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
 	go auditLog.Run(pctx)
+	go svc.CheckRepoKey(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())
 
 	select {
