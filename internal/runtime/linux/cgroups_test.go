@@ -111,4 +111,3 @@ func TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem(t *testing.T) {
 		t.Fatalf("record left: %v", err)
 	}
 }
-
