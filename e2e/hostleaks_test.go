@@ -3,10 +3,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +69,16 @@ func TestDaemonStopRemovesItsCgroups(t *testing.T) {
 	if left := cgroupsNamed(parent); len(left) > 0 {
 		t.Fatalf("cgroups left after the daemon stopped with no sandbox: %v", left)
 	}
+	if left, _ := filepath.Glob("/run/stead-rootfs-*"); slices.Contains(left, rootfsDirOf(filepath.Join(d.runDir, "containers"))) {
+		t.Fatalf("the rootfs directory is left after the daemon stopped")
+	}
+}
+
+// rootfsDirOf is the rootfs directory a runtime on stateDir uses (as
+// linux.rootfsDirFor names it).
+func rootfsDirOf(stateDir string) string {
+	h := sha256.Sum256([]byte(filepath.Clean(stateDir)))
+	return "/run/stead-rootfs-" + hex.EncodeToString(h[:4])
 }
 
 // cmdlineWatch scans every process's command line (what ps shows) until
@@ -187,6 +200,9 @@ func checkDrillLeftNothing(t *testing.T, args string) {
 	parent := linux.CgroupParentFor(filepath.Join(flagValue(args, "run-dir"), "containers"))
 	if left := cgroupsNamed(parent); len(left) > 0 {
 		t.Errorf("the drill left cgroups: %v", left)
+	}
+	if _, err := os.Stat(rootfsDirOf(filepath.Join(flagValue(args, "run-dir"), "containers"))); !os.IsNotExist(err) {
+		t.Errorf("the drill left its rootfs directory: %v", err)
 	}
 }
 

@@ -603,8 +603,8 @@ func (p *Pool) Unmount(ctx context.Context) error {
 // Destroy removes a pool that will not be used again (a drill's fresh
 // daemon, tests): every dataset, then, for a loop-backed pool, the mount,
 // every loop device backed by the image and the image itself. It never
-// formats or mounts anything: a pool that is not mounted at opts.Dir has
-// only its image (and stale loop devices) removed. Running sandboxes must
+// formats or mounts anything: a pool whose Dir is not on btrfs (its image
+// not mounted) has only its image (and stale loop devices) removed. Running sandboxes must
 // be gone.
 func Destroy(ctx context.Context, opts Options) error {
 	log := opts.Logger
@@ -612,7 +612,8 @@ func Destroy(ctx context.Context, opts Options) error {
 		log = slog.Default()
 	}
 	var errsOut []error
-	if m, err := mountAt(opts.Dir); err == nil && m != nil && m.fstype == "btrfs" {
+	// A btrfs at Dir: the image's mount, or a data dir on btrfs itself.
+	if sfs := (unix.Statfs_t{}); unix.Statfs(opts.Dir, &sfs) == nil && sfs.Type == unix.BTRFS_SUPER_MAGIC {
 		p, err := Open(ctx, Options{Dir: opts.Dir, Image: opts.Image, Logger: log})
 		if err != nil {
 			return fmt.Errorf("destroy pool %s: %w", opts.Dir, err)

@@ -120,15 +120,17 @@ func removeEmptyParents(stateDir string, keep []string) []string {
 }
 
 // Close removes the cgroup parents of this runtime that no sandbox uses
-// (running sandboxes keep theirs, and a later runtime on the same StateDir
-// reuses and eventually removes them). Call it when the daemon stops; the
-// runtime must not start sandboxes afterwards.
+// (running sandboxes keep theirs; a later runtime on the same StateDir
+// reuses and eventually removes them) and its rootfs directory if empty.
+// Call it when the daemon stops; the runtime must not start sandboxes
+// afterwards.
 func (r *Runtime) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if left := removeEmptyParents(r.opts.StateDir, nil); len(left) > 0 {
 		r.log.Info("cgroup parents kept for running sandboxes", "cgroups", len(left))
 	}
+	os.Remove(r.opts.RootfsDir) // if empty: sandboxes' roots are there only while they start
 	return nil
 }
 

@@ -110,4 +110,7 @@ func TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(state, parentsFile)); !os.IsNotExist(err) {
 		t.Fatalf("record left: %v", err)
 	}
+	if _, err := os.Stat(r.opts.RootfsDir); !os.IsNotExist(err) {
+		t.Fatalf("rootfs dir %s left: %v", r.opts.RootfsDir, err)
+	}
 }
