@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -262,4 +263,37 @@ func TestDrillRestoresOnBtrfsWithoutSecretsInArgv(t *testing.T) {
 	for _, args := range children {
 		checkDrillLeftNothing(t, args)
 	}
+}
+
+// TestS3CredentialsFile: a daemon given only --repo-credentials-file (AWS
+// format, 0600) opens the S3 repository; a file others can read is
+// refused at start, and the error does not quote the secret.
+func TestS3CredentialsFile(t *testing.T) {
+	cfg := s3test.Start(t)
+	url := fmt.Sprintf("s3://%s/%s/stead?secure=false&region=us-east-1", cfg.Endpoint, cfg.Bucket)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s3.credentials")
+	body := fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", cfg.AccessKey, cfg.SecretKey)
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := newDaemon(t, "--repo", url, "--repo-credentials-file", file)
+	ctx := ctxT(t)
+	if info, err := d.c.InitRepo(ctx); err != nil || !info.Initialized {
+		t.Fatalf("repo init: %+v %v", info, err)
+	}
+	if !strings.Contains(d.logText(), `from="file `+file+` [default]"`) {
+		t.Errorf("the daemon does not say where its S3 keys came from")
+	}
+	d.stopGracefully()
+
+	os.Chmod(file, 0o644)
+	base := t.TempDir()
+	cmd := exec.Command(d.bin, "serve", "--data-dir", filepath.Join(base, "data"), "--run-dir", filepath.Join(base, "run"), "--listen", "",
+		"--socket", filepath.Join(base, "run", "s.sock"), "--pool", "dir", "--repo", url, "--repo-credentials-file", file)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "readable by others") || strings.Contains(string(out), cfg.SecretKey) {
+		t.Fatalf("serve with a loose credentials file: %v\n%s", err, out)
+	}
+	linux.RemoveHostState(filepath.Join(base, "run", "containers"))
 }
