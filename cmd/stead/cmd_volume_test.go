@@ -24,7 +24,9 @@ type volumeBackend struct {
 	mu      sync.Mutex
 	vols    []client.Volume
 	created []client.CreateSandboxRequest
-	next    int
+	// attached are the mounts of AttachVolume, in order.
+	attached []client.VolumeMount
+	next     int
 }
 
 var _ api.VolumeBackend = (*volumeBackend)(nil)
@@ -137,6 +139,30 @@ func (b *volumeBackend) GetSandbox(ctx context.Context, tenant, id string) (clie
 		}
 	}
 	return sb, err
+}
+
+// AttachVolume records the mount; "running" is refused as the daemon does.
+func (b *volumeBackend) AttachVolume(_ context.Context, tenant, id string, m client.VolumeMount) (client.Sandbox, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id == "running" {
+		return client.Sandbox{}, fmt.Errorf("attach a volume to sandbox running: it is running: stop it first: %w", errs.ErrConflict)
+	}
+	b.attached = append(b.attached, m)
+	return client.Sandbox{ID: "sb-1", Name: id, Tenant: tenant, State: "stopped", Volumes: b.attached}, nil
+}
+
+// DetachVolume removes the recorded mount at path.
+func (b *volumeBackend) DetachVolume(_ context.Context, tenant, id, path string) (client.Sandbox, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, m := range b.attached {
+		if m.Path == path {
+			b.attached = append(b.attached[:i], b.attached[i+1:]...)
+			return client.Sandbox{ID: "sb-1", Name: id, Tenant: tenant, State: "stopped", Volumes: b.attached}, nil
+		}
+	}
+	return client.Sandbox{}, fmt.Errorf("sandbox %s has no volume mounted at %s: %w", id, path, errs.ErrNotFound)
 }
 
 func newVolumeServer(t *testing.T) (*httptest.Server, *volumeBackend) {

@@ -68,7 +68,7 @@ func drillEnv(cfg Config, keyFile, exe string) sandbox.DrillEnv {
 			return d, err
 		}
 		progress("restore")
-		op, err := cl.RestoreRemote(ctx, client.RestoreRequest{Snapshot: m.ID.String(), Name: "drill", NoStart: true, Wait: true})
+		op, err := cl.RestoreRemote(ctx, client.RestoreRequest{Snapshot: m.ID.String(), Name: "drill", NoStart: true, RestoreVolumes: true, Wait: true})
 		if err == nil && op.EndedAt == nil {
 			op, err = cl.WaitOperation(ctx, op, nil)
 		}
