@@ -238,4 +238,25 @@ func TestSandboxWithTwoVolumesRestoresOnAnEmptyDaemon(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(d2.volumeDir(scratch.ID), "extra", "f")); err != nil || string(b) != "x\n" {
 		t.Fatalf("attached sub-path: %q %v", b, err)
 	}
+
+	// Drills bring the volumes back too: here into temporary volumes
+	// (removed after), and through an empty data dir.
+	verify := []string{"sh", "-c", "grep -qx state-1 /data/state && grep -qx manual /docs/readme && ! touch /docs/x"}
+	for _, empty := range []bool{false, true} {
+		var dr client.Drill
+		op, err = d2.c.Drill(ctx, sb.ID, client.DrillRequest{EmptyDataDir: empty, Verify: verify, Wait: true})
+		opResult(t, op, err, &dr)
+		if !dr.OK || dr.VerifyExit == nil || *dr.VerifyExit != 0 {
+			t.Fatalf("drill (empty data dir %v): %+v", empty, dr)
+		}
+	}
+	vols, err := d2.c.ListVolumes(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vols {
+		if strings.HasPrefix(v.Name, "drill-") {
+			t.Fatalf("drill left volume %s", v.Name)
+		}
+	}
 }
