@@ -362,3 +362,41 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeAttachDetachCommands: attach parses NAME[/SUB]:/path[:ro] and
+// prints the sandbox's mounts; a running sandbox is a conflict (exit 4); a
+// bad mount is a usage error (exit 2) that never reaches the daemon;
+// detach of a path with no volume is not found (exit 3).
+func TestVolumeAttachDetachCommands(t *testing.T) {
+	srv, b := newVolumeServer(t)
+	code, out, errOut := stead(t, srv, "volume", "attach", "agent-1", "shared/agents/a1:/data:ro")
+	if code != exitOK || out != "agent-1: shared/agents/a1 on /data (read-only)\n" {
+		t.Fatalf("attach: exit %d: %q %s", code, out, errOut)
+	}
+	if code, out, _ = stead(t, srv, "volume", "attach", "agent-1", "refs:/refs", "--json"); code != exitOK {
+		t.Fatalf("attach --json: exit %d", code)
+	}
+	var sb client.Sandbox
+	if err := json.Unmarshal([]byte(out), &sb); err != nil || len(sb.Volumes) != 2 || sb.Volumes[1] != (client.VolumeMount{Volume: "refs", Path: "/refs"}) {
+		t.Fatalf("attach --json: %q", out)
+	}
+	if code, _, errOut = stead(t, srv, "volume", "attach", "running", "shared:/x"); code != exitConflict || !strings.Contains(errOut, "stop it first") {
+		t.Fatalf("attach to a running sandbox: exit %d: %s", code, errOut)
+	}
+	for _, bad := range []string{"shared", "shared:relative", "shared/../x:/data", "shared:/data:rx"} {
+		if code, _, errOut = stead(t, srv, "volume", "attach", "agent-1", bad); code != exitUsage {
+			t.Fatalf("attach %q: exit %d: %s", bad, code, errOut)
+		}
+	}
+	if code, out, errOut = stead(t, srv, "volume", "detach", "agent-1", "/data"); code != exitOK || out != "agent-1: refs on /refs\n" {
+		t.Fatalf("detach: exit %d: %q %s", code, out, errOut)
+	}
+	if code, _, errOut = stead(t, srv, "volume", "detach", "agent-1", "/data"); code != exitNotFound || !strings.Contains(errOut, "/data") {
+		t.Fatalf("detach again: exit %d: %s", code, errOut)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.attached) != 1 {
+		t.Fatalf("mounts left: %+v", b.attached)
+	}
+}
