@@ -159,27 +159,26 @@ func (s *Service) planMounts(ctx context.Context, tenant string, recorded []clie
 }
 
 // missingVolumesError says which recorded volumes are not on this daemon
-// and what to do; verb and flag name the refused action and its option.
+// and what to do; verb names the refused action, canRestore whether
+// restore_volumes applies.
 func missingVolumesError(verb string, missing []client.PushedMount, canRestore bool) error {
 	var names []string
-	first := ""
 	for _, m := range missing {
-		n := m.VolumeName
-		if n == "" {
-			n = m.VolumeID
-		}
-		names = append(names, fmt.Sprintf("%s (%s) at %s", n, m.VolumeID, m.Path))
-		if first == "" {
-			first = n
-		}
+		names = append(names, fmt.Sprintf("%s (%s, mounted at %s)", orDefault(m.VolumeName, m.VolumeID), m.VolumeID, m.Path))
 	}
-	how := fmt.Sprintf("restore it first (stead volume restore --latest %s --name %s)", first, first)
+	what := "volume " + names[0] + " is"
+	if len(names) > 1 {
+		what = "volumes " + strings.Join(names, ", ") + " are"
+	}
+	first := missing[0]
+	name := orDefault(first.VolumeName, "NAME")
+	how := fmt.Sprintf("restore it first (stead volume restore --latest %s --name %s)", orDefault(first.VolumeName, first.VolumeID), name)
 	if canRestore {
-		how += ", or restore with --restore-volumes (restore_volumes) to bring it back from its push"
+		how += ", restore with --restore-volumes to bring every missing volume back from its push"
 	}
-	how += fmt.Sprintf(", or give --volume OTHER:%s to mount another volume there", missing[0].Path)
-	return fmt.Errorf("%s: volume %s is not on this daemon; the sandbox is not made (its service would write into an empty mount point): %s: %w",
-		verb, strings.Join(names, ", "), how, errs.ErrConflict)
+	how += fmt.Sprintf(", or mount another volume there with --volume OTHER:%s", first.Path)
+	return fmt.Errorf("%s: %s not on this daemon, and the sandbox's service must not write into an empty mount point instead: %s; nothing was made: %w",
+		verb, what, how, errs.ErrConflict)
 }
 
 // AttachVolume adds a volume mount to a stopped sandbox; it is mounted
