@@ -387,7 +387,9 @@ func (s *Service) Rollback(ctx context.Context, tenant, id string, req client.Ro
 				}
 			}
 			sp.Origin = target.ID
-			sb.Spec, _ = json.Marshal(sp)
+			if err := setSpec(&sb, sp); err != nil { // keeps the push schedule
+				return sb, err
+			}
 			sb.StopReason = "rollback"
 			if sb, err = s.st.UpdateSandbox(ctx, sb); err != nil {
 				return sb, err

@@ -72,8 +72,11 @@ func TestMountsChangeOnlyWhenStoppedAndKeepTheBackupPolicy(t *testing.T) {
 	if _, err := s.DetachVolume(ctx, tn, sb.ID, "/data"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("detach of nothing: %v", err)
 	}
+	if _, err := s.ResizeSandbox(ctx, tn, sb.ID, client.ResizeRequest{MemoryBytes: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
 	if p, _ := s.GetBackupPolicy(ctx, tn, sb.ID); p.Interval != "1h0m0s" {
-		t.Fatalf("the push schedule after attach and detach: %+v", p)
+		t.Fatalf("the push schedule after attach, detach and resize: %+v", p)
 	}
 	if v, _ := s.GetVolume(ctx, tn, "a"); len(v.AttachedTo) != 0 {
 		t.Fatalf("detached volume still attached to %v", v.AttachedTo)
