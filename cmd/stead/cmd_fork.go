@@ -24,12 +24,7 @@ func newForkCmd(g *globals) *cobra.Command {
 copy of SOURCE's files, and print them. SOURCE is a snapshot id (snap-...)
 or a sandbox id or name; a sandbox is snapshotted first (frozen only for an
 instant if it is running). On a btrfs pool a fork is O(1) whatever the
-size. The new sandboxes are started unless --no-start.
-
-The forks mount the volumes SOURCE mounted (the same volumes, shared).
---volume NAME[/SUB]:/path[:ro] mounts another volume at one of those paths
-instead (or adds a mount): give each fork its own copy of a volume with
-stead volume snapshot and stead volume restore first.`,
+size. The new sandboxes are started unless --no-start.`,
 		Example: `  stead fork agent-1                      # one copy of agent-1 as it is now
   stead fork snap-3f9a --count 3          # three variants from hour 4
   stead fork agent-1 --count 2 --no-start
@@ -68,6 +63,6 @@ stead volume snapshot and stead volume restore first.`,
 	}
 	cmd.Flags().IntVarP(&req.Count, "count", "n", 1, fmt.Sprintf("how many sandboxes to create (1 to %d)", maxForkCount))
 	cmd.Flags().BoolVar(&req.NoStart, "no-start", false, "create them stopped")
-	cmd.Flags().StringArrayVarP(&vols, "volume", "v", nil, "mount a volume instead of the source's at that path (or add one): "+volumeMountSyntax+" (repeatable)")
+	cmd.Flags().StringArrayVarP(&vols, "volume", "v", nil, "the forks mount SOURCE's volumes; mount this one instead at its path (or add it): "+volumeMountSyntax+" (repeatable)")
 	return cmd
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -632,7 +631,7 @@ func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Sc
 		restored = append(restored, v)
 		byRecorded[id] = v.ID
 	}
-	mounts := slices.Clone(plan.mounts)
+	mounts := append([]client.VolumeMount(nil), plan.mounts...)
 	for i, rec := range plan.restore {
 		if rec != "" {
 			mounts[i].Volume = byRecorded[rec]
