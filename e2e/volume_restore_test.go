@@ -219,7 +219,7 @@ func TestSandboxWithTwoVolumesRestoresOnAnEmptyDaemon(t *testing.T) {
 	if _, err := d2.c.StopSandbox(ctx, got.ID); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := d2.cli(t, "volume", "attach", "agent", "scratch/extra:/extra"); code != 0 || !strings.Contains(out, "on /extra") {
+	if code, out := d2.cli(t, "volume", "attach", "agent", "scratch/extra:/extra"); code != 0 || !strings.Contains(out, "agent: scratch/extra on /extra") {
 		t.Fatalf("attach: exit %d: %s", code, out)
 	}
 	if code, out := d2.cli(t, "volume", "attach", "agent", "scratch:/data"); code != 4 {

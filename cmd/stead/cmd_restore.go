@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -95,7 +96,9 @@ on stderr. Ctrl-C stops following, not the restore.`,
 			if err != nil {
 				return fmt.Errorf("restore %s: %w", what, err)
 			}
-			return g.finishOperation(cmd, c, "restore "+a[0], op, noWait, g.printRestoreResult)
+			return g.finishOperation(cmd, c, "restore "+a[0], op, noWait, func(op client.Operation) error {
+				return g.printRestoreResultNamed(cmd.Context(), c, op)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -113,6 +116,12 @@ on stderr. Ctrl-C stops following, not the restore.`,
 
 // printRestoreResult prints the sandbox a restore made.
 func (g *globals) printRestoreResult(op client.Operation) error {
+	return g.printRestoreResultNamed(context.Background(), nil, op)
+}
+
+// printRestoreResultNamed is printRestoreResult that names the restored
+// sandbox's volumes through c (ids without it).
+func (g *globals) printRestoreResultNamed(ctx context.Context, c *client.Client, op client.Operation) error {
 	var r client.RestoreResult
 	if err := op.DecodeResult(&r); err != nil {
 		return err
@@ -135,7 +144,11 @@ func (g *globals) printRestoreResult(op client.Operation) error {
 		}
 	}
 	if r.Sandbox != nil {
-		for _, m := range r.Sandbox.Volumes {
+		sb := *r.Sandbox
+		if c != nil {
+			sb = namedMounts(ctx, c, sb)
+		}
+		for _, m := range sb.Volumes {
 			if _, err := fmt.Fprintf(g.stdout, "volume %s\n", volumeMountStr(m)); err != nil {
 				return err
 			}

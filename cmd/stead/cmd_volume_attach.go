@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -36,7 +37,7 @@ start it. A mount path already in use is refused too (detach it first).`,
 			if err != nil {
 				return fmt.Errorf("attach %s to %s: %w", a[1], a[0], err)
 			}
-			return g.printMounts(sb)
+			return g.printMounts(cmd.Context(), c, sb)
 		},
 	}
 }
@@ -62,17 +63,18 @@ path where no volume is mounted is not found (exit 3).`,
 			if err != nil {
 				return fmt.Errorf("detach %s from %s: %w", a[1], a[0], err)
 			}
-			return g.printMounts(sb)
+			return g.printMounts(cmd.Context(), c, sb)
 		},
 	}
 }
 
 // printMounts prints a sandbox's volume mounts after a change (the
-// sandbox as JSON with --json).
-func (g *globals) printMounts(sb client.Sandbox) error {
+// sandbox as JSON with --json, with volume ids).
+func (g *globals) printMounts(ctx context.Context, c *client.Client, sb client.Sandbox) error {
 	if g.json {
 		return printJSON(g.stdout, sb)
 	}
+	sb = namedMounts(ctx, c, sb)
 	name := sb.Name
 	if name == "" {
 		name = sb.ID
@@ -87,4 +89,30 @@ func (g *globals) printMounts(sb client.Sandbox) error {
 		}
 	}
 	return nil
+}
+
+// namedMounts returns sb with each mount's volume id replaced by the
+// volume's name where the daemon knows it (for text output; the id stays
+// when the lookup fails).
+func namedMounts(ctx context.Context, c *client.Client, sb client.Sandbox) client.Sandbox {
+	if len(sb.Volumes) == 0 {
+		return sb
+	}
+	vols, err := c.ListVolumes(ctx, true)
+	if err != nil {
+		return sb
+	}
+	names := map[string]string{}
+	for _, v := range vols {
+		names[v.ID] = v.Name
+	}
+	out := make([]client.VolumeMount, 0, len(sb.Volumes))
+	for _, m := range sb.Volumes {
+		if n := names[m.Volume]; n != "" {
+			m.Volume = n
+		}
+		out = append(out, m)
+	}
+	sb.Volumes = out
+	return sb
 }
