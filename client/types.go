@@ -347,6 +347,9 @@ type CreateSnapshotRequest struct {
 type ForkRequest struct {
 	Count   int  `json:"count,omitempty" minimum:"0" maximum:"50" doc:"How many sandboxes (default 1)"`
 	NoStart bool `json:"no_start,omitempty" doc:"Create them stopped"`
+	// Volumes replace the source's volume mount at the same path, or add
+	// one; the source's other mounts are kept.
+	Volumes []VolumeMount `json:"volumes,omitempty" doc:"Mounts replacing the source's mount at the same path, or added"`
 }
 
 // RollbackRequest returns a sandbox's files to a snapshot.
@@ -373,6 +376,10 @@ type Volume struct {
 	CreatedAt time.Time  `json:"created_at"`
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	PurgeAt   *time.Time `json:"purge_at,omitempty"`
+	// Origin is the id of the volume this one was restored from (its
+	// pushed or local snapshot); a sandbox restore attaches it where the
+	// push recorded that volume.
+	Origin string `json:"origin,omitempty" doc:"id of the volume this one was restored from"`
 	// AttachedTo lists the sandboxes (ids) that mount it.
 	AttachedTo []string `json:"attached_to,omitempty"`
 }
@@ -383,7 +390,8 @@ type CreateVolumeRequest struct {
 	SizeBytes int64  `json:"size_bytes,omitempty" minimum:"0" doc:"Quota in bytes; default 10 GiB, 0 in the request means the default"`
 }
 
-// VolumeMount attaches a volume to a sandbox at create.
+// VolumeMount attaches a volume to a sandbox (at create, restore, fork, or
+// to a stopped sandbox).
 type VolumeMount struct {
 	Volume   string `json:"volume" minLength:"1" doc:"Volume name or id"`
 	SubPath  string `json:"sub_path,omitempty" doc:"Directory inside the volume to mount instead of its root, e.g. agents/a1 (created if missing)"`

@@ -78,25 +78,56 @@ type RemoteSnapshot struct {
 	Bytes       int64             `json:"bytes"`
 	DataBytes   int64             `json:"data_bytes"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Mounts are the volume mounts a pushed sandbox had (label "volumes"):
+	// a restore attaches them again.
+	Mounts []PushedMount `json:"mounts,omitempty" doc:"volume mounts of the pushed sandbox, re-attached by a restore"`
+}
+
+// PushedMount is a volume mount as a push records it: the volume's id and
+// name on the daemon that pushed, its sub-path, mount path and mode.
+type PushedMount struct {
+	VolumeID   string `json:"volume_id"`
+	VolumeName string `json:"volume_name,omitempty"`
+	SubPath    string `json:"sub_path,omitempty"`
+	Path       string `json:"path"`
+	ReadOnly   bool   `json:"read_only,omitempty"`
 }
 
 // RestoreRequest restores a pushed snapshot into a new sandbox.
+//
+// The pushed sandbox's volume mounts are attached again: each to the
+// volume on this daemon with the recorded id, else to a volume restored
+// from that volume's pushes (its origin), else to the volume with the
+// recorded name. Volumes replaces a recorded mount at the same path (or
+// adds one); RestoreVolumes first restores each volume not found here from
+// its push. A recorded volume found nowhere refuses the restore (409)
+// before anything is downloaded.
 type RestoreRequest struct {
 	Snapshot string `json:"snapshot,omitempty" doc:"remote snapshot id or prefix; or give sandbox for its latest"`
 	Sandbox  string `json:"sandbox,omitempty" doc:"restore the latest pushed snapshot of this sandbox id"`
 	Name     string `json:"name,omitempty" doc:"name of the new sandbox (default: generated)"`
 	NoStart  bool   `json:"no_start,omitempty"`
-	Wait     bool   `json:"wait,omitempty"`
+	// Volumes are mounts to use instead of the recorded ones, by mount
+	// path: a mount at a recorded path replaces that mount, another path
+	// adds one.
+	Volumes []VolumeMount `json:"volumes,omitempty" doc:"mounts replacing the recorded mount at the same path, or added"`
+	// RestoreVolumes restores each recorded volume that is not on this
+	// daemon from its push (the one pushed with this sandbox push, else
+	// the volume's latest) into a new volume of the recorded name.
+	RestoreVolumes bool `json:"restore_volumes,omitempty" doc:"restore missing volumes from their pushes first"`
+	Wait           bool `json:"wait,omitempty"`
 }
 
 // RestoreResult is the result of a restore or pull.
 type RestoreResult struct {
-	Sandbox         *Sandbox  `json:"sandbox,omitempty"`
-	Snapshot        *Snapshot `json:"snapshot,omitempty" doc:"pull: the local snapshot made"`
-	Files           int64     `json:"files"`
-	BytesWritten    int64     `json:"bytes_written"`
-	BytesDownloaded int64     `json:"bytes_downloaded"`
-	Seconds         float64   `json:"seconds"`
+	Sandbox  *Sandbox  `json:"sandbox,omitempty"`
+	Snapshot *Snapshot `json:"snapshot,omitempty" doc:"pull: the local snapshot made"`
+	// Volumes are the volumes restored with the sandbox (RestoreVolumes).
+	Volumes         []Volume `json:"volumes,omitempty" doc:"volumes restored from their pushes with the sandbox"`
+	Files           int64    `json:"files"`
+	BytesWritten    int64    `json:"bytes_written"`
+	BytesDownloaded int64    `json:"bytes_downloaded"`
+	Seconds         float64  `json:"seconds"`
 }
 
 // PullRequest copies a pushed snapshot into a local snapshot (which can

@@ -61,6 +61,25 @@ func (c *Client) UndeleteVolume(ctx context.Context, id string) (Volume, error) 
 	return v, err
 }
 
+// AttachVolume adds a volume mount to a stopped sandbox (mounted from its
+// next start). It is refused (IsConflict) while the sandbox runs, is
+// paused, or already has a mount at m.Path.
+func (c *Client) AttachVolume(ctx context.Context, sandbox string, m VolumeMount) (Sandbox, error) {
+	var sb Sandbox
+	err := c.do(ctx, http.MethodPost, sandboxPath(sandbox, "/volumes"), nil, m, &sb)
+	return sb, err
+}
+
+// DetachVolume removes the volume mount at path from a stopped sandbox;
+// the volume and its data stay. It is refused (IsConflict) while the
+// sandbox runs or is paused, and is not found when no volume is mounted at
+// path.
+func (c *Client) DetachVolume(ctx context.Context, sandbox, path string) (Sandbox, error) {
+	var sb Sandbox
+	err := c.do(ctx, http.MethodDelete, sandboxPath(sandbox, "/volumes"), url.Values{"path": {path}}, nil, &sb)
+	return sb, err
+}
+
 // ParseVolumeMount parses the command-line form of a volume mount,
 //
 //	NAME[/SUB/PATH]:/mount/path[:ro]

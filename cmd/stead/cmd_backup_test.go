@@ -327,6 +327,9 @@ func TestLongVerbFlagsMapToRequests(t *testing.T) {
 		{[]string{"pull", "3f9a"}, "pull", client.PullRequest{Snapshot: "3f9a"}},
 		{[]string{"restore", "3f9a", "--name", "copy", "--no-start"}, "restore", client.RestoreRequest{Snapshot: "3f9a", Name: "copy", NoStart: true}},
 		{[]string{"restore", "--latest", "sb-0123", "--name", "copy"}, "restore", client.RestoreRequest{Sandbox: "sb-0123", Name: "copy"}},
+		{[]string{"restore", "3f9a", "--volume", "shared-copy/a1:/data", "-v", "refs:/refs:ro", "--restore-volumes"}, "restore",
+			client.RestoreRequest{Snapshot: "3f9a", RestoreVolumes: true, Volumes: []client.VolumeMount{
+				{Volume: "shared-copy", SubPath: "a1", Path: "/data"}, {Volume: "refs", Path: "/refs", ReadOnly: true}}}},
 		{[]string{"restore", "agent-1", "--path", "/workspace/a", "--from", "snap-1"}, "restore-path",
 			client.RestorePathRequest{Path: "/workspace/a", Snapshot: "snap-1"}},
 		{[]string{"restore", "agent-1", "--path", "/workspace", "--from", "3f9a", "--to", "/old"}, "restore-path",

@@ -13,7 +13,10 @@ const maxForkCount = 50
 
 // newForkCmd is `stead fork`.
 func newForkCmd(g *globals) *cobra.Command {
-	var req client.ForkRequest
+	var (
+		req  client.ForkRequest
+		vols []string
+	)
 	cmd := &cobra.Command{
 		Use:   "fork SOURCE",
 		Short: "Create new sandboxes with the files of a snapshot or a sandbox",
@@ -25,11 +28,16 @@ size. The new sandboxes are started unless --no-start.`,
 		Example: `  stead fork agent-1                      # one copy of agent-1 as it is now
   stead fork snap-3f9a --count 3          # three variants from hour 4
   stead fork agent-1 --count 2 --no-start
+  stead fork agent-1 --volume scratch-2:/data     # same files, another volume at /data
   stead fork snap-3f9a --json | jq -r '.[].id'`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if req.Count < 1 || req.Count > maxForkCount {
 				return usageError{fmt.Errorf("--count %d: want 1 to %d", req.Count, maxForkCount)}
+			}
+			var err error
+			if req.Volumes, err = parseVolumes(vols); err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
@@ -55,5 +63,6 @@ size. The new sandboxes are started unless --no-start.`,
 	}
 	cmd.Flags().IntVarP(&req.Count, "count", "n", 1, fmt.Sprintf("how many sandboxes to create (1 to %d)", maxForkCount))
 	cmd.Flags().BoolVar(&req.NoStart, "no-start", false, "create them stopped")
+	cmd.Flags().StringArrayVarP(&vols, "volume", "v", nil, "the forks mount SOURCE's volumes; mount this one instead at its path (or add it): "+volumeMountSyntax+" (repeatable)")
 	return cmd
 }

@@ -24,7 +24,9 @@ type snapshotBackend struct {
 	mu    sync.Mutex
 	snaps []client.Snapshot
 	forks []string // fork sources, in call order
-	next  int
+	// forkVolumes are the --volume mounts of the forks, as given.
+	forkVolumes []string
+	next        int
 }
 
 var _ api.SnapshotBackend = (*snapshotBackend)(nil)
@@ -84,6 +86,9 @@ func (b *snapshotBackend) Fork(_ context.Context, _, source string, req client.F
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.forks = append(b.forks, source)
+	for _, m := range req.Volumes {
+		b.forkVolumes = append(b.forkVolumes, client.FormatVolumeMount(m))
+	}
 	state := "running"
 	if req.NoStart {
 		state = "stopped"
@@ -165,11 +170,18 @@ func TestSnapshotForkRollbackCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sbs); err != nil || len(sbs) != 1 || sbs[0].State != "running" {
 		t.Fatalf("fork --json: %q", out)
 	}
+	must("fork", "agent-1", "--volume", "scratch:/data", "-v", "refs/docs:/docs:ro")
 	b.mu.Lock()
-	if strings.Join(b.forks, ",") != "snap-1,agent-1" {
+	if strings.Join(b.forks, ",") != "snap-1,agent-1,agent-1" {
 		t.Errorf("fork sources %v", b.forks)
 	}
+	if strings.Join(b.forkVolumes, " ") != "scratch:/data refs/docs:/docs:ro" {
+		t.Errorf("fork --volume sent %v", b.forkVolumes)
+	}
 	b.mu.Unlock()
+	if code, _, errOut := stead(t, srv, "fork", "agent-1", "--volume", "scratch"); code != exitUsage || !strings.Contains(errOut, "mount path") {
+		t.Fatalf("fork --volume without a path: exit %d: %s", code, errOut)
+	}
 
 	out = must("rollback", "agent-1", "snap-1")
 	if out != "agent-1 (sb-1): running\nsafety snapshot snap-3 (roll back to it to undo)\n" {

@@ -24,7 +24,9 @@ func newVolumeCmd(g *globals) *cobra.Command {
 safe place for state that must survive a run of several days.
 
 Attach volumes when creating a sandbox, with stead create --volume
-` + volumeMountSyntax + ` (repeatable). One volume can be mounted by many
+` + volumeMountSyntax + ` (repeatable), or to a stopped sandbox with
+stead volume attach (stead volume detach removes a mount). A sandbox's
+mounts go with its pushes: stead restore and stead fork attach them again. One volume can be mounted by many
 sandboxes at once, read-write or read-only (:ro), or each sandbox can mount
 its own sub-directory of it (NAME/agents/a1:/data).
 
@@ -52,6 +54,8 @@ a sandbox uses it. stead volume rm keeps the data until its purge time
 		newVolumePushCmd(g),
 		newVolumePushesCmd(g),
 		newVolumeRestoreCmd(g),
+		newVolumeAttachCmd(g),
+		newVolumeDetachCmd(g),
 	)
 	return cmd
 }

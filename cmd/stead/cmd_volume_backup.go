@@ -44,8 +44,10 @@ func newVolumePushesCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "pushes [VOLUME]",
 		Short: "List pushed volume snapshots (all, or one volume's)",
-		Long: `List the tenant's pushed volume snapshots, oldest first. A daemon that knows
-only the repository and its key lists them too (restore them there).`,
+		Long: `List the tenant's pushed volume snapshots, oldest first. VOLUME is a volume's
+id or name: by name it lists every push made under that name, so a daemon
+that knows only the repository and its key finds a volume's pushes by its
+name (and stead volume restore --latest NAME restores the newest).`,
 		Example: `  stead volume pushes
   stead volume pushes shared --json`,
 		Args: args(0, 1),
@@ -69,6 +71,10 @@ only the repository and its key lists them too (restore them there).`,
 				return printJSON(g.stdout, list)
 			}
 			if len(list) == 0 {
+				if vol != "" {
+					fmt.Fprintf(g.stderr, "no pushed snapshots of volume %s; push it with: stead volume push %s\n", vol, vol)
+					return nil
+				}
 				fmt.Fprintln(g.stderr, "no pushed volume snapshots; push one with: stead volume push VOLUME")
 				return nil
 			}

@@ -24,7 +24,9 @@ type volumeBackend struct {
 	mu      sync.Mutex
 	vols    []client.Volume
 	created []client.CreateSandboxRequest
-	next    int
+	// attached are the mounts of AttachVolume, in order.
+	attached []client.VolumeMount
+	next     int
 }
 
 var _ api.VolumeBackend = (*volumeBackend)(nil)
@@ -137,6 +139,30 @@ func (b *volumeBackend) GetSandbox(ctx context.Context, tenant, id string) (clie
 		}
 	}
 	return sb, err
+}
+
+// AttachVolume records the mount; "running" is refused as the daemon does.
+func (b *volumeBackend) AttachVolume(_ context.Context, tenant, id string, m client.VolumeMount) (client.Sandbox, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id == "running" {
+		return client.Sandbox{}, fmt.Errorf("attach a volume to sandbox running: it is running: stop it first: %w", errs.ErrConflict)
+	}
+	b.attached = append(b.attached, m)
+	return client.Sandbox{ID: "sb-1", Name: id, Tenant: tenant, State: "stopped", Volumes: b.attached}, nil
+}
+
+// DetachVolume removes the recorded mount at path.
+func (b *volumeBackend) DetachVolume(_ context.Context, tenant, id, path string) (client.Sandbox, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, m := range b.attached {
+		if m.Path == path {
+			b.attached = append(b.attached[:i], b.attached[i+1:]...)
+			return client.Sandbox{ID: "sb-1", Name: id, Tenant: tenant, State: "stopped", Volumes: b.attached}, nil
+		}
+	}
+	return client.Sandbox{}, fmt.Errorf("sandbox %s has no volume mounted at %s: %w", id, path, errs.ErrNotFound)
 }
 
 func newVolumeServer(t *testing.T) (*httptest.Server, *volumeBackend) {
@@ -334,5 +360,43 @@ func TestParseSize(t *testing.T) {
 		if n, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q) = %d, want an error", in, n)
 		}
+	}
+}
+
+// TestVolumeAttachDetachCommands: attach parses NAME[/SUB]:/path[:ro] and
+// prints the sandbox's mounts; a running sandbox is a conflict (exit 4); a
+// bad mount is a usage error (exit 2) that never reaches the daemon;
+// detach of a path with no volume is not found (exit 3).
+func TestVolumeAttachDetachCommands(t *testing.T) {
+	srv, b := newVolumeServer(t)
+	code, out, errOut := stead(t, srv, "volume", "attach", "agent-1", "shared/agents/a1:/data:ro")
+	if code != exitOK || out != "agent-1: shared/agents/a1 on /data (read-only)\n" {
+		t.Fatalf("attach: exit %d: %q %s", code, out, errOut)
+	}
+	if code, out, _ = stead(t, srv, "volume", "attach", "agent-1", "refs:/refs", "--json"); code != exitOK {
+		t.Fatalf("attach --json: exit %d", code)
+	}
+	var sb client.Sandbox
+	if err := json.Unmarshal([]byte(out), &sb); err != nil || len(sb.Volumes) != 2 || sb.Volumes[1] != (client.VolumeMount{Volume: "refs", Path: "/refs"}) {
+		t.Fatalf("attach --json: %q", out)
+	}
+	if code, _, errOut = stead(t, srv, "volume", "attach", "running", "shared:/x"); code != exitConflict || !strings.Contains(errOut, "stop it first") {
+		t.Fatalf("attach to a running sandbox: exit %d: %s", code, errOut)
+	}
+	for _, bad := range []string{"shared", "shared:relative", "shared/../x:/data", "shared:/data:rx"} {
+		if code, _, errOut = stead(t, srv, "volume", "attach", "agent-1", bad); code != exitUsage {
+			t.Fatalf("attach %q: exit %d: %s", bad, code, errOut)
+		}
+	}
+	if code, out, errOut = stead(t, srv, "volume", "detach", "agent-1", "/data"); code != exitOK || out != "agent-1: refs on /refs\n" {
+		t.Fatalf("detach: exit %d: %q %s", code, out, errOut)
+	}
+	if code, _, errOut = stead(t, srv, "volume", "detach", "agent-1", "/data"); code != exitNotFound || !strings.Contains(errOut, "/data") {
+		t.Fatalf("detach again: exit %d: %s", code, errOut)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.attached) != 1 {
+		t.Fatalf("mounts left: %+v", b.attached)
 	}
 }

@@ -195,4 +195,13 @@ type VolumeBackend interface {
 	// retention period), or with purge destroys its data at once.
 	DeleteVolume(ctx context.Context, tenant, id string, purge bool) (client.Volume, error)
 	UndeleteVolume(ctx context.Context, tenant, id string) (client.Volume, error)
+	// AttachVolume adds a volume mount to a stopped sandbox (mounted from
+	// its next start) and returns the sandbox. errs.ErrConflict while the
+	// sandbox is not stopped, or when a mount is at that path already;
+	// errs.ErrNotFound for an unknown sandbox or volume.
+	AttachVolume(ctx context.Context, tenant, sandbox string, m client.VolumeMount) (client.Sandbox, error)
+	// DetachVolume removes the mount at path from a stopped sandbox (the
+	// volume keeps its data). errs.ErrConflict while the sandbox is not
+	// stopped; errs.ErrNotFound when nothing is mounted at path.
+	DetachVolume(ctx context.Context, tenant, sandbox, path string) (client.Sandbox, error)
 }

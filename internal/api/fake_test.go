@@ -71,6 +71,8 @@ type fakeBackend struct {
 	GetVolumeFunc      func(ctx context.Context, tenant, id string) (client.Volume, error)
 	DeleteVolumeFunc   func(ctx context.Context, tenant, id string, purge bool) (client.Volume, error)
 	UndeleteVolumeFunc func(ctx context.Context, tenant, id string) (client.Volume, error)
+	AttachVolumeFunc   func(ctx context.Context, tenant, sandbox string, m client.VolumeMount) (client.Sandbox, error)
+	DetachVolumeFunc   func(ctx context.Context, tenant, sandbox, path string) (client.Sandbox, error)
 }
 
 // fakeCall is one recorded backend call.
@@ -515,6 +517,22 @@ func (f *fakeBackend) UndeleteVolume(ctx context.Context, tenant, id string) (cl
 		return f.UndeleteVolumeFunc(ctx, tenant, id)
 	}
 	return f.volume(tenant, id, "available")
+}
+
+func (f *fakeBackend) AttachVolume(ctx context.Context, tenant, sandbox string, m client.VolumeMount) (client.Sandbox, error) {
+	f.record("AttachVolume", tenant, sandbox)
+	if f.AttachVolumeFunc != nil {
+		return f.AttachVolumeFunc(ctx, tenant, sandbox, m)
+	}
+	return f.sandbox(tenant, sandbox)
+}
+
+func (f *fakeBackend) DetachVolume(ctx context.Context, tenant, sandbox, path string) (client.Sandbox, error) {
+	f.record("DetachVolume", tenant, sandbox)
+	if f.DetachVolumeFunc != nil {
+		return f.DetachVolumeFunc(ctx, tenant, sandbox, path)
+	}
+	return f.sandbox(tenant, sandbox)
 }
 
 // echoPTY is a terminal that echoes its input. Writing "exit N\n" ends the

@@ -459,7 +459,12 @@ func (s *server) registerPushRestore(b BackupBackend) {
 		"Restore a pushed snapshot into a new sandbox", tag,
 		"Downloads a pushed snapshot (given by id or prefix, or the latest of a sandbox id) into a new sandbox "+
 			"with a new id, verifying every chunk, and starts it unless no_start. This works on an empty daemon "+
-			"that knows only the repository and its key. The result (RestoreResult) names the new sandbox.")
+			"that knows only the repository and its key. The result (RestoreResult) names the new sandbox. "+
+			"The pushed sandbox's volume mounts are attached again: to the volume with the recorded id, else to a "+
+			"volume restored from that volume's pushes, else to the volume with the recorded name; volumes replaces "+
+			"the recorded mount at the same path (or adds one); restore_volumes first restores each volume not found "+
+			"here from its push. A recorded volume found nowhere is refused with 409 before anything is downloaded: "+
+			"the sandbox's service must not write into an empty mount point.")
 	huma.Register(s.api, restore, func(ctx context.Context, in *struct {
 		Body client.RestoreRequest
 	}) (*opOut, error) {

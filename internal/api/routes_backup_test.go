@@ -464,7 +464,7 @@ func TestBackupRoutesPassTheirArguments(t *testing.T) {
 	if f.push.Snapshot != "snap-7" || !f.push.Wait {
 		t.Errorf("push got %+v", f.push)
 	}
-	if f.restore != (client.RestoreRequest{Sandbox: "sb-old", Name: "back", NoStart: true}) {
+	if !reflect.DeepEqual(f.restore, client.RestoreRequest{Sandbox: "sb-old", Name: "back", NoStart: true}) {
 		t.Errorf("restore got %+v", f.restore)
 	}
 	if f.pull != (client.PullRequest{Snapshot: "3f9a", Wait: true}) {

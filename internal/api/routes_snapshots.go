@@ -103,7 +103,9 @@ func (s *server) registerSnapshots(b SnapshotBackend) {
 
 	const forkDesc = "Creates count new sandboxes (default 1, at most 50), each with a new id and an identical, " +
 		"independent copy of the source's files (copy-on-write on btrfs, so constant time whatever the size), " +
-		"able to run on its own. They are started unless no_start. The response lists the new sandboxes."
+		"able to run on its own. They are started unless no_start. The response lists the new sandboxes. " +
+		"They mount the source's volumes (the same volumes, shared); volumes replaces the mount at the same path " +
+		"(or adds one). A source's volume that is gone is refused with 409, naming it."
 	type forkOut = out[client.ForkResult]
 
 	forkSB := s.op(http.MethodPost, "/v1/sandboxes/{id}/fork", "fork-sandbox",

@@ -124,4 +124,49 @@ func (s *server) registerVolumes(b VolumeBackend) {
 		}
 		return &out[client.Volume]{Body: v}, nil
 	})
+
+	attach := s.op(http.MethodPost, "/v1/sandboxes/{id}/volumes", "attach-volume",
+		"Attach a volume to a stopped sandbox", tag, 0)
+	attach.Description = "Adds a volume mount to the sandbox: the volume (name or id; with sub_path, a directory " +
+		"inside it, created if missing) is mounted at path from the sandbox's next start, read-only with read_only. " +
+		"The sandbox must be stopped (409 while it runs or is paused: its mounts are made at start); a mount at the " +
+		"same path is refused (409; detach it first). Returns the sandbox."
+	attach.Errors = append(attach.Errors, http.StatusConflict)
+	huma.Register(s.api, attach, func(ctx context.Context, in *struct {
+		SandboxRef
+		Body client.VolumeMount
+	}) (*out[client.Sandbox], error) {
+		const op = "attach volume"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		sb, err := b.AttachVolume(ctx, p.TenantID, in.ID, in.Body)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return &out[client.Sandbox]{Body: sb}, nil
+	})
+
+	detach := s.op(http.MethodDelete, "/v1/sandboxes/{id}/volumes", "detach-volume",
+		"Detach the volume mounted at a path from a stopped sandbox", tag, 0)
+	detach.Description = "Removes the sandbox's volume mount at ?path= from its next start; the volume and its " +
+		"data stay. The sandbox must be stopped (409 while it runs or is paused); 404 when no volume is mounted " +
+		"at path. Returns the sandbox."
+	detach.Errors = append(detach.Errors, http.StatusConflict)
+	huma.Register(s.api, detach, func(ctx context.Context, in *struct {
+		SandboxRef
+		Path string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Mount path in the sandbox, e.g. /data"`
+	}) (*out[client.Sandbox], error) {
+		const op = "detach volume"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		sb, err := b.DetachVolume(ctx, p.TenantID, in.ID, in.Path)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return &out[client.Sandbox]{Body: sb}, nil
+	})
 }

@@ -331,3 +331,67 @@ func TestVolumeOperationsAreTaggedAndDescribed(t *testing.T) {
 		t.Errorf("create-volume does not declare 201")
 	}
 }
+
+// TestAttachDetachRoutesPassTheirArgumentsAndAreClosedToSandboxTokens: the
+// attach and detach routes hand the backend the tenant, the sandbox, the
+// mount and the path; the backend's conflict is a 409 and a missing mount a
+// 404; a sandbox's own token cannot change its mounts.
+func TestAttachDetachRoutesPassTheirArgumentsAndAreClosedToSandboxTokens(t *testing.T) {
+	var mu sync.Mutex
+	var gotMount client.VolumeMount
+	var gotPath, gotTenant, gotSandbox string
+	fb := &fakeBackend{
+		AttachVolumeFunc: func(_ context.Context, tenant, sb string, m client.VolumeMount) (client.Sandbox, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			gotTenant, gotSandbox, gotMount = tenant, sb, m
+			if sb == "busy" {
+				return client.Sandbox{}, fmt.Errorf("attach a volume to sandbox busy: it is running: stop it first: %w", errs.ErrConflict)
+			}
+			return client.Sandbox{ID: "sb-1", Name: sb, Volumes: []client.VolumeMount{m}}, nil
+		},
+		DetachVolumeFunc: func(_ context.Context, tenant, sb, path string) (client.Sandbox, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			gotTenant, gotSandbox, gotPath = tenant, sb, path
+			if path != "/data" {
+				return client.Sandbox{}, fmt.Errorf("no volume mounted at %s: %w", path, errs.ErrNotFound)
+			}
+			return client.Sandbox{ID: "sb-1", Name: sb}, nil
+		},
+	}
+	c, _ := newTestServer(t, fb, aliceKey)
+	ctx := testCtx(t)
+	want := client.VolumeMount{Volume: "shared", SubPath: "a/b", Path: "/data", ReadOnly: true}
+	sb, err := c.AttachVolume(ctx, "agent", want)
+	if err != nil || len(sb.Volumes) != 1 || sb.Volumes[0] != want {
+		t.Fatalf("attach: %+v %v", sb, err)
+	}
+	if gotTenant != "t-alice" || gotSandbox != "agent" || gotMount != want {
+		t.Fatalf("attach reached the backend as %s %s %+v", gotTenant, gotSandbox, gotMount)
+	}
+	if _, err := c.AttachVolume(ctx, "busy", want); !client.IsConflict(err) || !strings.Contains(err.Error(), "stop it first") {
+		t.Fatalf("attach to a running sandbox: %v", err)
+	}
+	if _, err := c.DetachVolume(ctx, "agent", "/data"); err != nil || gotPath != "/data" || gotSandbox != "agent" {
+		t.Fatalf("detach: %v (path %q)", err, gotPath)
+	}
+	if _, err := c.DetachVolume(ctx, "agent", "/nothing"); !client.IsNotFound(err) {
+		t.Fatalf("detach of no mount: %v", err)
+	}
+
+	fb.AuthenticateFunc = func(context.Context, string) (Principal, error) {
+		return Principal{TenantID: "t-alice", KeyID: "sandbox:sb-1", Sandbox: "sb-1"}, nil
+	}
+	agent, _ := newTestServer(t, fb, aliceKey)
+	gotSandbox = ""
+	if _, err := agent.AttachVolume(ctx, "sb-1", want); client.StatusCode(err) != http.StatusForbidden {
+		t.Fatalf("a sandbox token attaches: %v", err)
+	}
+	if _, err := agent.DetachVolume(ctx, "sb-1", "/data"); client.StatusCode(err) != http.StatusForbidden {
+		t.Fatalf("a sandbox token detaches: %v", err)
+	}
+	if gotSandbox != "" {
+		t.Fatal("the backend was called for a sandbox token")
+	}
+}

@@ -83,7 +83,7 @@ func drillEnv(cfg Config, keyFile, exe string, child childRepo, poolKind string)
 			return d, err
 		}
 		progress("restore")
-		op, err := cl.RestoreRemote(ctx, client.RestoreRequest{Snapshot: m.ID.String(), Name: "drill", NoStart: true, Wait: true})
+		op, err := cl.RestoreRemote(ctx, client.RestoreRequest{Snapshot: m.ID.String(), Name: "drill", NoStart: true, RestoreVolumes: true, Wait: true})
 		if err == nil && op.EndedAt == nil {
 			op, err = cl.WaitOperation(ctx, op, nil)
 		}

@@ -340,6 +340,7 @@ func remoteView(m *repo.Manifest) client.RemoteSnapshot {
 	}
 	if id, ok := strings.CutPrefix(m.Source, "sandbox/"); ok {
 		v.Sandbox, v.SandboxName = id, m.Labels["sandbox_name"]
+		v.Mounts = pushedMountsOf(m)
 	}
 	if id, ok := strings.CutPrefix(m.Source, "volume/"); ok {
 		v.Volume = id
@@ -434,6 +435,12 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 	}
 	labels := map[string]string{"sandbox_name": sb.Name, "template": sb.TemplateID, "local_snapshot": sn.ID,
 		"spec": string(pushSpec)}
+	// The mounts, with their volumes' names: a restore attaches them again.
+	if snSpec, err := decodeSpec(store.Sandbox{ID: sn.SandboxID, Spec: sn.Spec}); err == nil {
+		if l := s.recordMounts(ctx, tenant, snSpec.Volumes); l != "" {
+			labels[volumesLabel] = l
+		}
+	}
 	m, st, err := sc.Push(ctx, s.pool.Path(snapshotDataset(sn.ID)), repo.PushOptions{Parent: parent, Source: source,
 		Tenant: tenant, Labels: labels, Progress: op.progress("push")})
 	if err != nil {
@@ -576,7 +583,10 @@ func (s *Service) resolveRemote(ctx context.Context, sc *repo.Scope, tenant, sna
 	return nil, fmt.Errorf("give a remote snapshot id or a sandbox: %w", errs.ErrInvalid)
 }
 
-// RestoreRemote restores a pushed snapshot into a new sandbox.
+// RestoreRemote restores a pushed snapshot into a new sandbox, with the
+// volume mounts the push recorded (see volume_attach.go). A recorded
+// volume that is not here, unless req.RestoreVolumes brings it back from
+// its push, refuses the restore before anything is downloaded.
 func (s *Service) RestoreRemote(ctx context.Context, tenant string, req client.RestoreRequest) (client.Operation, error) {
 	sc, err := s.scope(ctx, tenant, false)
 	if err != nil {
@@ -586,18 +596,92 @@ func (s *Service) RestoreRemote(ctx context.Context, tenant string, req client.R
 	if err != nil {
 		return client.Operation{}, err
 	}
+	verb := "restore " + m.ID.String()[:12]
+	plan, err := s.planMounts(ctx, tenant, pushedMountsOf(m), req.Volumes)
+	if err != nil {
+		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	if len(plan.missing) > 0 && !req.RestoreVolumes {
+		return client.Operation{}, missingVolumesError(verb, plan.missing, true)
+	}
+	pushes, err := s.volumePushes(ctx, tenant, m, plan.missing, func(pm client.PushedMount) string { return pm.VolumeName })
+	if err != nil {
+		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
+	}
+	if err := s.checkGivenMounts(ctx, tenant, plan); err != nil {
+		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
+	}
 	return s.startOp(ctx, tenant, "restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
-		sb, rs, err := s.restoreSandbox(ctx, op, sc, tenant, m, req.Name, req.NoStart)
+		sb, vols, rs, err := s.restoreSandbox(ctx, op, sc, tenant, m, req.Name, req.NoStart, plan, pushes)
 		if err != nil {
 			return nil, err
 		}
-		return client.RestoreResult{Sandbox: &sb, Files: rs.Files, BytesWritten: rs.BytesWritten,
+		return client.RestoreResult{Sandbox: &sb, Volumes: vols, Files: rs.Files, BytesWritten: rs.BytesWritten,
 			BytesDownloaded: rs.BytesDownloaded, Seconds: rs.Duration.Seconds()}, nil
 	})
 }
 
-// restoreSandbox makes a new sandbox whose root is manifest m.
-func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Scope, tenant string, m *repo.Manifest, name string, noStart bool) (client.Sandbox, repo.RestoreStats, error) {
+// volumePush is a pushed volume snapshot to restore into a new volume.
+type volumePush struct {
+	m    *repo.Manifest
+	sc   *repo.Scope
+	name string
+}
+
+// volumePushes finds, for each volume of missing, the push to restore with
+// sandbox push m and the name of the new volume (nameFor, or one made from
+// the volume's id when it gives none). A volume without a push refuses.
+func (s *Service) volumePushes(ctx context.Context, tenant string, m *repo.Manifest, missing []client.PushedMount, nameFor func(client.PushedMount) string) (map[string]volumePush, error) {
+	out := map[string]volumePush{}
+	for _, pm := range missing {
+		if _, done := out[pm.VolumeID]; done {
+			continue
+		}
+		vm, vsc, err := s.volumePushFor(ctx, tenant, pm.VolumeID, m.ID.String())
+		if errors.Is(err, errs.ErrNotFound) {
+			return nil, fmt.Errorf("volume %s (%s) mounted at %s has no push to restore from (push it with stead volume push, or give --volume OTHER:%s): %w",
+				orDefault(pm.VolumeName, pm.VolumeID), pm.VolumeID, pm.Path, pm.Path, errs.ErrConflict)
+		}
+		if err != nil {
+			return nil, err
+		}
+		name := nameFor(pm)
+		if name == "" {
+			name = "restored-" + strings.TrimPrefix(pm.VolumeID, volumePrefix)
+		}
+		out[pm.VolumeID] = volumePush{m: vm, sc: vsc, name: name}
+	}
+	return out, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// checkGivenMounts validates the mounts of plan that name a volume of
+// this daemon (paths, sub-paths, the volumes' states), so that a bad one
+// is refused before an operation starts.
+func (s *Service) checkGivenMounts(ctx context.Context, tenant string, plan mountPlan) error {
+	var here []client.VolumeMount
+	for i, vm := range plan.mounts {
+		if plan.restore[i] == "" {
+			here = append(here, vm)
+		} else {
+			here = append(here, client.VolumeMount{Volume: "", Path: vm.Path, SubPath: vm.SubPath})
+		}
+	}
+	// Volumes still to be restored are checked for their paths only.
+	_, err := s.resolveMountsWith(ctx, tenant, here, func(vm client.VolumeMount) bool { return vm.Volume == "" })
+	return err
+}
+
+// restoreSandbox makes a new sandbox whose root is manifest m, restoring
+// first the volumes of pushes and mounting the volumes plan says. A
+// failure leaves neither the sandbox nor the volumes it restored.
+func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Scope, tenant string, m *repo.Manifest, name string, noStart bool, plan mountPlan, pushes map[string]volumePush) (client.Sandbox, []client.Volume, repo.RestoreStats, error) {
 	var rs repo.RestoreStats
 	tmplID := m.Labels["template"]
 	if tmplID == "" {
@@ -605,26 +689,52 @@ func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Sc
 	}
 	tmpl, err := s.template(ctx, tenant, tmplID)
 	if err != nil {
-		return client.Sandbox{}, rs, fmt.Errorf("template %s of the snapshot is not on this daemon (import it first): %w", tmplID, err)
+		return client.Sandbox{}, nil, rs, fmt.Errorf("template %s of the snapshot is not on this daemon (import it first): %w", tmplID, err)
 	}
 	specJSON := []byte(m.Labels["spec"])
 	var sp spec
 	if err := json.Unmarshal(specJSON, &sp); err != nil {
-		return client.Sandbox{}, rs, fmt.Errorf("snapshot %s: sandbox spec: %w", m.ID, errs.ErrInvalid)
+		return client.Sandbox{}, nil, rs, fmt.Errorf("snapshot %s: sandbox spec: %w", m.ID, errs.ErrInvalid)
 	}
-	// Volumes are not part of a sandbox's push; the restored sandbox starts
-	// without the mounts (restore the volumes and attach them anew).
-	sp.Volumes, sp.Origin = nil, ""
+	sp.Origin = ""
 	// Pushed specs carry their environment opened (materialize seals it).
 	if err := s.openEnv(strings.TrimPrefix(m.Source, "sandbox/"), &sp); err != nil {
-		return client.Sandbox{}, rs, fmt.Errorf("snapshot %s: %w", m.ID, err)
+		return client.Sandbox{}, nil, rs, fmt.Errorf("snapshot %s: %w", m.ID, err)
+	}
+	if name != "" {
+		if err := checkName("sandbox", name); err != nil {
+			return client.Sandbox{}, nil, rs, err
+		}
+	}
+	var restored []client.Volume
+	fail := func(err error) (client.Sandbox, []client.Volume, repo.RestoreStats, error) {
+		for _, v := range restored {
+			s.DeleteVolume(context.WithoutCancel(ctx), tenant, v.ID, true)
+		}
+		return client.Sandbox{}, nil, rs, err
+	}
+	byRecorded := map[string]string{}
+	for id, vp := range pushes {
+		v, _, err := s.restoreVolumeFrom(ctx, op, tenant, vp.sc, vp.m, vp.name)
+		if err != nil {
+			return fail(err)
+		}
+		restored = append(restored, v)
+		byRecorded[id] = v.ID
+	}
+	mounts := append([]client.VolumeMount(nil), plan.mounts...)
+	for i, rec := range plan.restore {
+		if rec != "" {
+			mounts[i].Volume = byRecorded[rec]
+		}
+	}
+	if sp.Volumes, err = s.resolveVolumeMounts(ctx, tenant, mounts); err != nil {
+		return fail(err)
 	}
 	specJSON, _ = json.Marshal(sp)
 	id := newID()
 	if name == "" {
 		name = id
-	} else if err := checkName("sandbox", name); err != nil {
-		return client.Sandbox{}, rs, err
 	}
 	fill := func(ctx context.Context, dst string) error {
 		if err := s.pool.Create(ctx, dst); err != nil {
@@ -635,7 +745,10 @@ func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Sc
 		return err
 	}
 	sb, err := s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, fill, noStart)
-	return sb, rs, err
+	if err != nil {
+		return fail(err)
+	}
+	return sb, restored, rs, nil
 }
 
 // PullRemote copies a pushed snapshot into a new local snapshot.

@@ -78,12 +78,36 @@ func (s *Service) DrillSandbox(ctx context.Context, tenant, id string, req clien
 func (s *Service) drillHere(ctx context.Context, op *operation, sc *repo.Scope, tenant string, m *repo.Manifest, verify []string) (client.Drill, error) {
 	var d client.Drill
 	t0 := time.Now()
-	name := "drill-" + strings.TrimPrefix(newID(), "sb-")
-	sb, rs, err := s.restoreSandbox(ctx, op, sc, tenant, m, name, true)
+	tag := strings.TrimPrefix(newID(), "sb-")
+	name := "drill-" + tag
+	// Every volume the push recorded comes back from its own push into a
+	// temporary volume: the drill proves the volume pushes too, and its
+	// verify command never touches the live volumes.
+	var plan mountPlan
+	for _, pm := range pushedMountsOf(m) {
+		plan.mounts = append(plan.mounts, client.VolumeMount{SubPath: pm.SubPath, Path: pm.Path, ReadOnly: pm.ReadOnly})
+		plan.restore = append(plan.restore, pm.VolumeID)
+		plan.missing = append(plan.missing, pm)
+	}
+	n := 0
+	pushes, err := s.volumePushes(ctx, tenant, m, plan.missing, func(client.PushedMount) string {
+		n++
+		return fmt.Sprintf("drill-%s-%d", tag, n)
+	})
 	if err != nil {
 		return d, err
 	}
-	defer s.DeleteSandbox(context.WithoutCancel(ctx), tenant, sb.ID, true)
+	sb, vols, rs, err := s.restoreSandbox(ctx, op, sc, tenant, m, name, true, plan, pushes)
+	if err != nil {
+		return d, err
+	}
+	defer func() {
+		ctx := context.WithoutCancel(ctx)
+		s.DeleteSandbox(ctx, tenant, sb.ID, true)
+		for _, v := range vols {
+			s.DeleteVolume(ctx, tenant, v.ID, true)
+		}
+	}()
 	d.RestoreSeconds = time.Since(t0).Seconds()
 	d.Bytes, d.Files = rs.BytesWritten, rs.Files
 	op.phase("verify")

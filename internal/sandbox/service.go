@@ -784,7 +784,9 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 					return sb, err
 				}
 			}
-			sb.Spec, _ = json.Marshal(sp)
+			if err := setSpec(&sb, sp); err != nil { // keeps the push schedule
+				return sb, err
+			}
 			return s.st.UpdateSandbox(ctx, sb)
 		})
 }

@@ -251,6 +251,10 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 		if err := s.checkForkDisk(ctx, n, sb.Name, sp.Limits.DiskBytes); err != nil {
 			return nil, err
 		}
+		// The mounts must resolve before the source is snapshotted too.
+		if _, err := s.forkMounts(ctx, tenant, "fork "+sb.Name, sp.Volumes, req.Volumes); err != nil {
+			return nil, err
+		}
 		_, err = s.transition(ctx, tenant, source, "fork",
 			[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
 			func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
@@ -275,6 +279,9 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 		return nil, fmt.Errorf("spec of snapshot %s: %w", sn.ID, err)
 	}
 	sp.Origin = sn.ID
+	if sp.Volumes, err = s.forkMounts(ctx, tenant, "fork "+sn.ID, sp.Volumes, req.Volumes); err != nil {
+		return nil, err
+	}
 	specJSON, _ := json.Marshal(sp)
 	if err := s.checkForkDisk(ctx, n, sn.ID, sp.Limits.DiskBytes); err != nil {
 		return nil, err
@@ -307,6 +314,28 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 		made = append(made, out[i])
 	}
 	return made, firstErr
+}
+
+// forkMounts returns the mounts of a fork of a sandbox that had mounts
+// vols: each volume found again (by id, origin or name; see planMounts),
+// the request's mounts replacing those at the same path or added.
+func (s *Service) forkMounts(ctx context.Context, tenant, verb string, vols, given []client.VolumeMount) ([]client.VolumeMount, error) {
+	recorded := make([]client.PushedMount, 0, len(vols))
+	for _, vm := range vols {
+		recorded = append(recorded, client.PushedMount{VolumeID: vm.Volume, SubPath: vm.SubPath, Path: vm.Path, ReadOnly: vm.ReadOnly})
+	}
+	plan, err := s.planMounts(ctx, tenant, recorded, given)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	if len(plan.missing) > 0 {
+		return nil, missingVolumesError(verb, plan.missing, false)
+	}
+	out, err := s.resolveVolumeMounts(ctx, tenant, plan.mounts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	return out, nil
 }
 
 // Rollback returns a sandbox's files to a snapshot, in place: a safety
@@ -358,7 +387,9 @@ func (s *Service) Rollback(ctx context.Context, tenant, id string, req client.Ro
 				}
 			}
 			sp.Origin = target.ID
-			sb.Spec, _ = json.Marshal(sp)
+			if err := setSpec(&sb, sp); err != nil { // keeps the push schedule
+				return sb, err
+			}
 			sb.StopReason = "rollback"
 			if sb, err = s.st.UpdateSandbox(ctx, sb); err != nil {
 				return sb, err

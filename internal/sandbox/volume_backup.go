@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -83,30 +84,35 @@ func (s *Service) pushVolumeClone(ctx context.Context, op *operation, r *repo.Re
 		Labels: l, Progress: op.progress("push " + v.Name)})
 }
 
-// volumeScopes returns the scopes holding the tenant's volume pushes: of
-// one volume when id is set, else every volume scope whose pushes belong
-// to the tenant (an empty daemon finds them through the repository alone).
+// volumeManifests returns the tenant's pushed volume snapshots and the
+// scope of each: every volume's, or those of one volume when volume is
+// set. A volume is named by id (its pushes, wherever it lives now) or by
+// name: the pushes of the local volume of that name and every push made
+// under that name (label volume_name), so a daemon that knows only the
+// repository finds a volume's pushes by its name.
 func (s *Service) volumeManifests(ctx context.Context, tenant, volume string) ([]*repo.Manifest, map[string]*repo.Scope, error) {
 	r, err := s.repository(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	all, err := r.Scopes(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	var names []string
+	for _, n := range all {
+		if strings.HasPrefix(n, "v-") {
+			names = append(names, n)
+		}
+	}
+	match := func(*repo.Manifest) bool { return true }
 	if volume != "" {
-		id := volume
+		ids := map[string]bool{volume: true}
 		if v, err := s.st.GetVolume(ctx, tenant, volume); err == nil {
-			id = v.ID
+			ids[v.ID] = true
 		}
-		names = []string{volumeScope(id)}
-	} else {
-		all, err := r.Scopes(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, n := range all {
-			if strings.HasPrefix(n, "v-") {
-				names = append(names, n)
-			}
+		match = func(m *repo.Manifest) bool {
+			return ids[strings.TrimPrefix(m.Source, "volume/")] || m.Labels["volume_name"] == volume
 		}
 	}
 	var out []*repo.Manifest
@@ -124,12 +130,13 @@ func (s *Service) volumeManifests(ctx context.Context, tenant, volume string) ([
 			return nil, nil, err
 		}
 		for _, m := range ms {
-			if m.Tenant == tenant {
+			if m.Tenant == tenant && match(m) {
 				out = append(out, m)
 				scopes[m.ID.String()] = sc
 			}
 		}
 	}
+	slices.SortFunc(out, func(a, b *repo.Manifest) int { return a.Time.Compare(b.Time) })
 	return out, scopes, nil
 }
 
@@ -175,24 +182,62 @@ func (s *Service) RestoreVolume(ctx context.Context, tenant string, req client.R
 		return client.Operation{}, fmt.Errorf("pushed volume snapshot %q: %w", req.Snapshot+req.Volume, errs.ErrNotFound)
 	}
 	sc := scopes[m.ID.String()]
-	size, _ := strconv.ParseInt(m.Labels["size_bytes"], 10, 64)
 	return s.startOp(ctx, tenant, "volume-restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
-		v, err := s.CreateVolume(ctx, tenant, client.CreateVolumeRequest{Name: req.Name, SizeBytes: size})
+		v, rs, err := s.restoreVolumeFrom(ctx, op, tenant, sc, m, req.Name)
 		if err != nil {
-			return nil, err
-		}
-		path := s.pool.Path(volumeDataset(v.ID))
-		// The restore brings the root's own owner and mode back.
-		if err := os.Chown(path, 0, 0); err != nil {
-			return nil, err
-		}
-		rs, err := sc.Restore(ctx, m.ID, path, repo.RestoreOptions{Progress: op.progress("restore")})
-		if err != nil {
-			s.DeleteVolume(context.WithoutCancel(ctx), tenant, v.ID, true)
 			return nil, err
 		}
 		return client.VolumeRestoreResult{Volume: v, Files: rs.Files, BytesWritten: rs.BytesWritten, Seconds: rs.Duration.Seconds()}, nil
 	})
+}
+
+// restoreVolumeFrom restores pushed volume snapshot m of scope sc into a
+// new volume named name, whose origin is the pushed volume; a failed
+// restore leaves no volume.
+func (s *Service) restoreVolumeFrom(ctx context.Context, op *operation, tenant string, sc *repo.Scope, m *repo.Manifest, name string) (client.Volume, repo.RestoreStats, error) {
+	size, _ := strconv.ParseInt(m.Labels["size_bytes"], 10, 64)
+	v, err := s.createVolume(ctx, tenant, client.CreateVolumeRequest{Name: name, SizeBytes: size}, strings.TrimPrefix(m.Source, "volume/"))
+	if err != nil {
+		return v, repo.RestoreStats{}, err
+	}
+	path := s.pool.Path(volumeDataset(v.ID))
+	// The restore brings the root's own owner and mode back.
+	if err := os.Chown(path, 0, 0); err != nil {
+		s.DeleteVolume(context.WithoutCancel(ctx), tenant, v.ID, true)
+		return v, repo.RestoreStats{}, err
+	}
+	rs, err := sc.Restore(ctx, m.ID, path, repo.RestoreOptions{Progress: op.progress("restore volume " + name)})
+	if err != nil {
+		s.DeleteVolume(context.WithoutCancel(ctx), tenant, v.ID, true)
+		return v, rs, fmt.Errorf("restore volume %s from %s: %w", name, m.ID, err)
+	}
+	return v, rs, nil
+}
+
+// volumePushFor finds the push of volume id to restore with sandbox push
+// sandboxPush: the one pushed with it (include_volumes), else the
+// volume's latest.
+func (s *Service) volumePushFor(ctx context.Context, tenant, id, sandboxPush string) (*repo.Manifest, *repo.Scope, error) {
+	ms, scopes, err := s.volumeManifests(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	var latest *repo.Manifest
+	for _, m := range ms {
+		if m.Source != "volume/"+id {
+			continue
+		}
+		if m.Labels["sandbox_push"] == sandboxPush {
+			return m, scopes[m.ID.String()], nil
+		}
+		if latest == nil || m.Time.After(latest.Time) {
+			latest = m
+		}
+	}
+	if latest == nil {
+		return nil, nil, fmt.Errorf("volume %s has no push: %w", id, errs.ErrNotFound)
+	}
+	return latest, scopes[latest.ID.String()], nil
 }
 
 // eraseVolumeBackups destroys a purged volume's data key and its pushed
@@ -292,7 +337,7 @@ func (s *Service) restoreLocalVolumeSnapshot(ctx context.Context, tenant, snapID
 	if src, err := s.st.GetVolume(ctx, tenant, sn.SandboxID); err == nil {
 		size = src.SizeBytes
 	}
-	v, err := s.CreateVolume(ctx, tenant, client.CreateVolumeRequest{Name: name, SizeBytes: size})
+	v, err := s.createVolume(ctx, tenant, client.CreateVolumeRequest{Name: name, SizeBytes: size}, sn.SandboxID)
 	if err != nil {
 		return client.Volume{}, err
 	}

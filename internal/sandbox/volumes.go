@@ -68,7 +68,7 @@ func (s *Service) volumeUsers(ctx context.Context, tenant, id string) ([]string,
 
 func (s *Service) volumeView(ctx context.Context, v store.Volume) client.Volume {
 	out := client.Volume{ID: v.ID, Name: v.Name, Tenant: v.TenantID, SizeBytes: v.SizeBytes, State: v.State,
-		CreatedAt: v.CreatedAt, DeletedAt: v.DeletedAt, PurgeAt: v.PurgeAt}
+		CreatedAt: v.CreatedAt, DeletedAt: v.DeletedAt, PurgeAt: v.PurgeAt, Origin: v.Origin}
 	out.UsedBytes, _ = s.pool.Usage(ctx, volumeDataset(v.ID))
 	out.AttachedTo, _ = s.volumeUsers(ctx, v.TenantID, v.ID)
 	return out
@@ -76,6 +76,12 @@ func (s *Service) volumeView(ctx context.Context, v store.Volume) client.Volume 
 
 // CreateVolume makes an empty volume with a quota.
 func (s *Service) CreateVolume(ctx context.Context, tenant string, req client.CreateVolumeRequest) (client.Volume, error) {
+	return s.createVolume(ctx, tenant, req, "")
+}
+
+// createVolume is CreateVolume for a volume about to be filled from a
+// snapshot of volume origin ("" for none).
+func (s *Service) createVolume(ctx context.Context, tenant string, req client.CreateVolumeRequest, origin string) (client.Volume, error) {
 	if err := checkName("volume", req.Name); err != nil {
 		return client.Volume{}, err
 	}
@@ -95,7 +101,7 @@ func (s *Service) CreateVolume(ctx context.Context, tenant string, req client.Cr
 	}
 	defer release() // once the record carries the promise, or there is none
 	ctx = context.WithoutCancel(ctx)
-	v := store.Volume{ID: newVolumeID(), TenantID: tenant, Name: req.Name, SizeBytes: size, State: "available", CreatedAt: s.now()}
+	v := store.Volume{ID: newVolumeID(), TenantID: tenant, Name: req.Name, SizeBytes: size, State: "available", CreatedAt: s.now(), Origin: origin}
 	ds := volumeDataset(v.ID)
 	if err := s.pool.Create(ctx, ds); err != nil {
 		return client.Volume{}, fmt.Errorf("create volume %s: %w", req.Name, err)
@@ -270,6 +276,12 @@ var forbiddenMounts = []string{"/proc", "/sys", "/dev", "/.stead", "/run/stead"}
 // resolveVolumeMounts checks a create request's volumes and returns them
 // with volume ids in place of names.
 func (s *Service) resolveVolumeMounts(ctx context.Context, tenant string, in []client.VolumeMount) ([]client.VolumeMount, error) {
+	return s.resolveMountsWith(ctx, tenant, in, nil)
+}
+
+// resolveMountsWith is resolveVolumeMounts that checks only the path and
+// sub-path of the mounts pathOnly reports (volumes not made yet).
+func (s *Service) resolveMountsWith(ctx context.Context, tenant string, in []client.VolumeMount, pathOnly func(client.VolumeMount) bool) ([]client.VolumeMount, error) {
 	seen := map[string]bool{}
 	out := make([]client.VolumeMount, 0, len(in))
 	for _, m := range in {
@@ -289,6 +301,10 @@ func (s *Service) resolveVolumeMounts(ctx context.Context, tenant string, in []c
 		sub, err := cleanSubPath(m.SubPath)
 		if err != nil {
 			return nil, err
+		}
+		if pathOnly != nil && pathOnly(m) {
+			out = append(out, client.VolumeMount{Volume: m.Volume, SubPath: sub, Path: p, ReadOnly: m.ReadOnly})
+			continue
 		}
 		v, err := s.st.GetVolume(ctx, tenant, m.Volume)
 		if err != nil {

@@ -433,6 +433,9 @@ type Volume struct {
 	CreatedAt time.Time  `json:"created_at"`
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 	PurgeAt   *time.Time `json:"purge_at,omitempty"`
+	// Origin is the id of the volume this one was restored from ("" for
+	// a volume made empty); set at create, never changed.
+	Origin string `json:"origin,omitempty"`
 }
 
 // VolumeStore holds volume records.

@@ -10,7 +10,7 @@ import (
 	"github.com/stead-dev/stead/internal/store"
 )
 
-const volumeCols = "tenant_id, id, name, size_bytes, state, created_at, deleted_at, purge_at"
+const volumeCols = "tenant_id, id, name, size_bytes, state, created_at, deleted_at, purge_at, origin"
 
 // CreateVolume stores a volume record.
 func (s *Store) CreateVolume(ctx context.Context, v store.Volume) error {
@@ -35,8 +35,8 @@ func (s *Store) CreateVolume(ctx context.Context, v store.Volume) error {
 	if err != nil {
 		return fmt.Errorf("create volume %s: purge_at: %w", v.ID, err)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO volumes ("+volumeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		v.TenantID, v.ID, v.Name, v.SizeBytes, v.State, created, del, purge)
+	_, err = s.w.ExecContext(ctx, "INSERT INTO volumes ("+volumeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		v.TenantID, v.ID, v.Name, v.SizeBytes, v.State, created, del, purge, v.Origin)
 	switch {
 	case isUnique(err):
 		return fmt.Errorf("create volume %s: id or name %q already taken: %w", v.ID, v.Name, errs.ErrConflict)
@@ -114,7 +114,7 @@ func scanVolume(sc scanner) (store.Volume, error) {
 	var v store.Volume
 	var created string
 	var del, purge sql.NullString
-	if err := sc.Scan(&v.TenantID, &v.ID, &v.Name, &v.SizeBytes, &v.State, &created, &del, &purge); err != nil {
+	if err := sc.Scan(&v.TenantID, &v.ID, &v.Name, &v.SizeBytes, &v.State, &created, &del, &purge, &v.Origin); err != nil {
 		return store.Volume{}, err
 	}
 	var err error

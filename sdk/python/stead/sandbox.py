@@ -392,10 +392,33 @@ class Sandbox:
         """This sandbox's snapshots, oldest first."""
         return Snapshot.list(sandbox=self.id, client=self._client)
 
-    def fork(self, count: int = 1, no_start: bool = False) -> List["Sandbox"]:
-        """Snapshot this sandbox and create ``count`` new sandboxes from it."""
-        res = self._client.call("POST", self._path("/fork"), body={"count": count, "no_start": no_start})
+    def fork(
+        self,
+        count: int = 1,
+        no_start: bool = False,
+        volumes: Optional[Iterable[Union[str, Dict[str, Any]]]] = None,
+    ) -> List["Sandbox"]:
+        """Snapshot this sandbox and create ``count`` new sandboxes from it.
+        They mount this sandbox's volumes; ``volumes`` (as at create) mount
+        another volume at one of those paths instead, or add a mount."""
+        body: Dict[str, Any] = {"count": count, "no_start": no_start}
+        if volumes:
+            body["volumes"] = [_mount(v) for v in volumes]
+        res = self._client.call("POST", self._path("/fork"), body=body)
         return [Sandbox(self._client, d) for d in (res or {}).get("sandboxes") or []]
+
+    def attach_volume(self, mount: Union[str, Dict[str, Any]]) -> "Sandbox":
+        """Attach a volume (``"NAME[/SUB]:/path[:ro]"`` or a dict) to this
+        stopped sandbox, mounted from its next start. A running or paused
+        sandbox refuses (:class:`ConflictError`): stop it first."""
+        self._update(self._client.call("POST", self._path("/volumes"), body=_mount(mount)))
+        return self
+
+    def detach_volume(self, path: str) -> "Sandbox":
+        """Detach the volume mounted at ``path`` from this stopped sandbox;
+        the volume keeps its data."""
+        self._update(self._client.call("DELETE", self._path("/volumes"), {"path": path}))
+        return self
 
     def rollback(self, snapshot: Union[str, Snapshot]) -> Snapshot:
         """Return the sandbox's files to ``snapshot`` (a :class:`Snapshot` or

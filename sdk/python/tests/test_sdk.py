@@ -604,6 +604,14 @@ class LiveTest(unittest.TestCase):
         self.assertFalse(b.commands.run("echo x > /shared/other").ok)  # read-only
         with self.assertRaises(stead.ConflictError):
             stead.Volume.delete(name, client=c)  # in use
+        # Mounts change only while stopped.
+        with self.assertRaises(stead.ConflictError):
+            a.attach_volume(name + "/sub:/more")
+        a.stop()
+        a.attach_volume(name + "/sub:/more:ro")
+        self.assertIn("/more", [m["path"] for m in a.raw.get("volumes") or []])
+        a.detach_volume("/more")
+        self.assertNotIn("/more", [m["path"] for m in a.raw.get("volumes") or []])
         a.delete(purge=True)
         b.delete(purge=True)
         self.assertEqual(stead.Volume.delete(name, client=c).state, "deleted")
