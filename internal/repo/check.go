@@ -2,8 +2,8 @@ package repo
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"path"

@@ -55,15 +55,15 @@ type PushOptions struct {
 
 // PushStats says what a push did.
 type PushStats struct {
-	Files         int64         `json:"files"`
-	FilesRead     int64         `json:"files_read"`
-	FilesReused   int64         `json:"files_reused"`
-	BytesRead     int64         `json:"bytes_read"`
-	ChunksNew     int64         `json:"chunks_new"`
-	ChunksKnown   int64         `json:"chunks_known"`
+	Files       int64 `json:"files"`
+	FilesRead   int64 `json:"files_read"`
+	FilesReused int64 `json:"files_reused"`
+	BytesRead   int64 `json:"bytes_read"`
+	ChunksNew   int64 `json:"chunks_new"`
+	ChunksKnown int64 `json:"chunks_known"`
 	// BlobsReplaced counts blobs uploaded again because their only
 	// indexed copy is in a pack marked damaged.
-	BlobsReplaced int64 `json:"blobs_replaced,omitempty"`
+	BlobsReplaced int64         `json:"blobs_replaced,omitempty"`
 	TreesNew      int64         `json:"trees_new"`
 	PacksWritten  int64         `json:"packs_written"`
 	BytesUploaded int64         `json:"bytes_uploaded"`
