@@ -162,7 +162,8 @@ type DamagedSnapshot struct {
 	Packs   []string `json:"packs,omitempty"`
 	Problem string   `json:"problem" doc:"the first problem found"`
 	// RepairedFrom names the local copy a repair read the missing data
-	// from (repair results only; empty when salvaging sufficed).
+	// from (repair results only; empty when intact copies sufficed:
+	// salvaged from the damaged packs, or pushed again since the check).
 	RepairedFrom string `json:"repaired_from,omitempty"`
 }
 

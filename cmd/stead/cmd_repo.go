@@ -358,7 +358,7 @@ func (g *globals) printRepairResult(op client.Operation) error {
 			for _, d := range s.Repaired {
 				from := d.RepairedFrom
 				if from == "" {
-					from = "salvaged chunks"
+					from = "intact copies (salvaged, or pushed again)"
 				}
 				row(tw, s.Scope, shortID(d.ID), damagedTime(d), damagedOwner(d), from)
 			}

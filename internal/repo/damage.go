@@ -175,11 +175,19 @@ type damageWalker struct {
 	s     *Scope
 	memo  map[seal.ID]*treeDamage
 	onErr func(string) // called once per problem found (optional)
+	// touched, when set, also counts as damage a blob lost in a marked
+	// pack even when an intact copy exists now (repair's "before"), for
+	// the snapshots taken before the pack was found damaged (found).
+	touched map[seal.ID]seal.ID
+	found   map[seal.ID]time.Time
 }
 
 type treeDamage struct {
 	problem string
 	packs   []seal.ID
+	// current is set when something below cannot be read now (not only
+	// "touched").
+	current bool
 }
 
 func newDamageWalker(s *Scope, onErr func(string)) *damageWalker {
@@ -201,9 +209,12 @@ func (w *damageWalker) tree(ctx context.Context, id seal.ID, depth int) (*treeDa
 		return nil, err
 	}
 	var out *treeDamage
-	add := func(problem string, p seal.ID) {
+	add := func(problem string, p seal.ID, current bool) {
 		if out == nil {
 			out = &treeDamage{problem: problem}
+		}
+		if current && !out.current {
+			out.current, out.problem = true, problem
 		}
 		if !p.IsZero() && !slices.Contains(out.packs, p) {
 			out.packs = append(out.packs, p)
@@ -213,9 +224,12 @@ func (w *damageWalker) tree(ctx context.Context, id seal.ID, depth int) (*treeDa
 	if depth > maxDepth {
 		msg := fmt.Sprintf("tree %s: nested deeper than %d", id, maxDepth)
 		w.report(msg)
-		add(msg, seal.ID{})
+		add(msg, seal.ID{}, true)
 		w.memo[id] = out
 		return out, nil
+	}
+	if p, ok := w.touched[id]; ok {
+		add(fmt.Sprintf("tree %s is in damaged pack %s", id, p), p, false)
 	}
 	t, err := w.load(ctx, id)
 	if err != nil {
@@ -227,7 +241,7 @@ func (w *damageWalker) tree(ctx context.Context, id seal.ID, depth int) (*treeDa
 				p = l.pack
 			}
 		}
-		add(msg, p)
+		add(msg, p, true)
 		w.memo[id] = out
 		return out, nil
 	}
@@ -240,19 +254,22 @@ func (w *damageWalker) tree(ctx context.Context, id seal.ID, depth int) (*treeDa
 				return nil, err
 			}
 			if sub != nil {
-				add(sub.problem, seal.ID{})
+				add(sub.problem, seal.ID{}, sub.current)
 				for _, p := range sub.packs {
-					add("", p)
+					add("", p, false)
 				}
 			}
 		case TypeFile:
 			var total int64
 			ok := true
 			for _, c := range n.Content {
+				if p, ok := w.touched[c]; ok {
+					add(fmt.Sprintf("tree %s: file %q: data %s is lost in damaged pack %s", id, n.Name, c, p), p, false)
+				}
 				if msg, p := w.s.blobState(c, pack.DataBlob); msg != "" {
 					msg = fmt.Sprintf("tree %s: file %q: %s", id, n.Name, msg)
 					w.report(msg)
-					add(msg, p)
+					add(msg, p, true)
 					ok = false
 					continue
 				}
@@ -262,7 +279,7 @@ func (w *damageWalker) tree(ctx context.Context, id seal.ID, depth int) (*treeDa
 			if ok && total != n.dataLen() {
 				msg := fmt.Sprintf("tree %s: file %q: chunks hold %d bytes, the file %d", id, n.Name, total, n.dataLen())
 				w.report(msg)
-				add(msg, seal.ID{})
+				add(msg, seal.ID{}, true)
 			}
 		}
 	}
@@ -295,6 +312,19 @@ func (w *damageWalker) snapshot(ctx context.Context, m *Manifest) (*SnapshotDama
 	d, err := w.tree(ctx, m.Tree, 0)
 	if err != nil || d == nil {
 		return nil, err
+	}
+	if !d.current {
+		// Only lost blobs stored again since: damaged if it was taken
+		// before the loss was found (else its push stored them anew).
+		before := false
+		for _, p := range d.packs {
+			if f, ok := w.found[p]; ok && m.Time.Before(f) {
+				before = true
+			}
+		}
+		if !before {
+			return nil, nil
+		}
 	}
 	packs := slices.Clone(d.packs)
 	slices.SortFunc(packs, func(a, b seal.ID) int { return strings.Compare(a.String(), b.String()) })

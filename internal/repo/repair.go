@@ -41,7 +41,8 @@ type RepairOptions struct {
 type RepairedSnapshot struct {
 	SnapshotDamage
 	// From names the local copy that provided the missing data ("" when
-	// salvaging the damaged packs sufficed).
+	// intact copies sufficed: salvaged from the damaged packs, or stored
+	// again by a push since the check).
 	From string `json:"from,omitempty"`
 }
 
@@ -80,11 +81,6 @@ func (s *Scope) Repair(ctx context.Context, opts RepairOptions) (*RepairResult, 
 	if err := s.loadIndex(ctx); err != nil {
 		return nil, err
 	}
-	before, err := s.damagedSnapshots(ctx, newDamageWalker(s, nil))
-	if err != nil {
-		return nil, err
-	}
-
 	// 1. Salvage: the intact blobs of damaged packs into new packs.
 	s.mu.Lock()
 	var marked []seal.ID
@@ -103,6 +99,25 @@ func (s *Scope) Repair(ctx context.Context, opts RepairOptions) (*RepairResult, 
 	}
 	s.mu.Unlock()
 	slices.SortFunc(marked, func(a, b seal.ID) int { return strings.Compare(a.String(), b.String()) })
+	// Damaged before: what is unreadable now, and what lost a blob in a
+	// damaged pack that a push since the check stored again.
+	bw := newDamageWalker(s, nil)
+	bw.touched, bw.found = map[seal.ID]seal.ID{}, map[seal.ID]time.Time{}
+	s.mu.Lock()
+	for _, id := range marked {
+		d := s.damaged[id]
+		bw.found[id] = d.Found
+		for _, b := range byPack[id] {
+			if d.lost(b.ID) {
+				bw.touched[b.ID] = id
+			}
+		}
+	}
+	s.mu.Unlock()
+	before, err := s.damagedSnapshots(ctx, bw)
+	if err != nil {
+		return nil, err
+	}
 	w := pack.NewWriter(s.codec)
 	var newPacks []pack.IndexPack
 	flush := func() error {
