@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/repo/seal"
 )
@@ -207,4 +210,81 @@ func compareIDs(a, b seal.ID) int {
 		return 1
 	}
 	return 0
+}
+
+// TestRepairKilledAnywhereLosesNothingReadable checks the repair sentences
+// of doc.go's "Damaged packs": in each trial a pack is damaged on disk and
+// marked by check --read-data in the parent, then a child repairs (its
+// source tree is the exact local copy) and is killed just before or after
+// its n-th write. After every kill, check --read-data of the repository
+// opened afresh finds nothing wrong but the damaged pack and the blobs it
+// lost ("every blob that was readable before it readable through a live
+// index"); a repair in the parent then completes, every manifest restores
+// exactly, and after a prune check --read-data is clean with no warning.
+func TestRepairKilledAnywhereLosesNothingReadable(t *testing.T) {
+	start := time.Now()
+	ctx := context.Background()
+	c := newCrashRig(t, 256<<10)
+	src := newCrashTree(t, c.base, 4, 21)
+	c.pushNow(src.dir, nil)
+	src.change(0.3)
+	c.pushNow(src.dir, c.latest()) // the latest manifest is the source tree
+	c.forgetAllBut(1)
+	c.pruneClean()
+	env := []string{envCrashPath + "=" + src.dir}
+	writes := 8
+	phases := map[string]int{}
+	for trial := range 16 {
+		// Damage a random indexed pack and let a check mark it.
+		packs := listStore(t, func() blobstore.BlobStore { _, st := c.open(); return st }(), "scopes/"+crashScope+"/data/")
+		key, _, _ := strings.Cut(packs[c.rng.IntN(len(packs))], " ")
+		bad := filepath.Base(key)
+		damage(t, filepath.Join(c.dir, key), func(b []byte) []byte { b[len(b)/3] ^= 0x10; return b })
+		sc, _ := c.open()
+		res, err := sc.Check(ctx, repo.CheckOptions{ReadData: true})
+		must(t, err)
+		if len(res.DamagedPacks) != 1 || res.DamagedPacks[0].Pack.String() != bad {
+			t.Fatalf("trial %d: check marked %+v, want %s", trial, res.DamagedPacks, bad)
+		}
+		lost := res.DamagedPacks[0].Blobs
+		before := c.objects()
+		killed := c.pointTrial("repair", &writes, env...)
+		after := c.objects()
+		phase := "finished"
+		if killed {
+			switch {
+			case !added(before.packs, after.packs) && !added(before.index, after.index):
+				phase = "before-first-write"
+			case slices.ContainsFunc(after.packs, func(k string) bool { return strings.Contains(k, bad) }) &&
+				!removed(before.index, after.index):
+				phase = "new-packs-old-index-files-kept"
+			case slices.ContainsFunc(after.packs, func(k string) bool { return strings.Contains(k, bad) }):
+				phase = "old-index-files-deleted-damaged-pack-not"
+			default:
+				phase = "damaged-pack-deleted"
+			}
+		}
+		phases[phase]++
+
+		sc, _ = c.open()
+		res, err = sc.Check(ctx, repo.CheckOptions{ReadData: true})
+		must(t, err)
+		for _, e := range res.Errors {
+			if strings.Contains(e, bad) || slices.ContainsFunc(lost, func(id seal.ID) bool { return strings.Contains(e, id.String()) }) {
+				continue
+			}
+			t.Fatalf("trial %d (killed %v, %s): check error beyond the damaged pack %s and its lost blobs: %s", trial, killed, phase, bad, e)
+		}
+		sc, _ = c.open()
+		_, err = sc.Repair(ctx, repo.RepairOptions{Sources: func(*repo.Manifest) []repo.RepairSource {
+			return []repo.RepairSource{{Dir: src.dir, Exact: true, Name: "source"}}
+		}})
+		must(t, err)
+		c.verify(true)
+		c.pruneClean()
+	}
+	t.Logf("repair kills by what they left: %v; %d point trials, %d killed; %s", phases, c.pointTrials, c.pointKilled, time.Since(start).Round(time.Millisecond))
+	if c.pointKilled < c.pointTrials/2 {
+		t.Fatalf("only %d of %d repairs were killed", c.pointKilled, c.pointTrials)
+	}
 }
