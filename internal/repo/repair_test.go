@@ -288,3 +288,45 @@ func TestRepairKilledAnywhereLosesNothingReadable(t *testing.T) {
 		t.Fatalf("only %d of %d repairs were killed", c.pointKilled, c.pointTrials)
 	}
 }
+
+// TestCheckProgressEndsOnTheTotalOfEveryScope: a read-data check of two
+// scopes reports progress whose total, from the first report on, is the
+// size of every pack of both, and whose last report reaches it.
+func TestCheckProgressEndsOnTheTotalOfEveryScope(t *testing.T) {
+	ctx := context.Background()
+	r, store, _ := newRepo(t)
+	var scopes []*repo.Scope
+	for i, name := range []string{"t-one", "t-two"} {
+		sc, err := r.Scope(ctx, name, true)
+		must(t, err)
+		src := filepath.Join(t.TempDir(), "src")
+		must(t, os.MkdirAll(src, 0o755))
+		must(t, os.WriteFile(filepath.Join(src, "f"), randBytes(uint64(i+1), (i+1)<<20), 0o644))
+		_, _, err = sc.Push(ctx, src, repo.PushOptions{Source: "s"})
+		must(t, err)
+		scopes = append(scopes, sc)
+	}
+	var want, packs int64
+	infos, err := store.List(ctx, "scopes/")
+	must(t, err)
+	for _, in := range infos {
+		if strings.Contains(in.Key, "/data/") {
+			want += in.Size
+			packs++
+		}
+	}
+	var seen []repo.Progress
+	res, err := repo.CheckScopes(ctx, scopes, repo.CheckOptions{ReadData: true, Progress: func(p repo.Progress) { seen = append(seen, p) }})
+	must(t, err)
+	if len(res) != 2 || !res[0].OK() || !res[1].OK() || len(seen) < 3 {
+		t.Fatalf("check: %+v, %d progress reports", res, len(seen))
+	}
+	for _, p := range seen {
+		if p.BytesTotal != want || p.FilesTotal != packs || p.BytesDone > want {
+			t.Fatalf("progress %+v, want totals %d bytes in %d packs throughout", p, want, packs)
+		}
+	}
+	if last := seen[len(seen)-1]; last.BytesDone != want || last.FilesDone != packs || !last.Done {
+		t.Fatalf("last progress %+v, want %d of %d bytes, done", last, want, want)
+	}
+}
