@@ -62,6 +62,9 @@ type PushResult struct {
 	BytesRead     int64            `json:"bytes_read"`
 	BytesUploaded int64            `json:"bytes_uploaded"`
 	Seconds       float64          `json:"seconds"`
+	// BlobsReplaced counts chunks and trees uploaded again because the
+	// only stored copy is in a pack a check found damaged.
+	BlobsReplaced int64 `json:"blobs_replaced,omitempty"`
 }
 
 // RemoteSnapshot is a snapshot pushed to the repository.

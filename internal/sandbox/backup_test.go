@@ -670,8 +670,8 @@ func TestDamagedPackIsNotReusedAndRepairHealsFromLocalSnapshots(t *testing.T) {
 	var fp client.PushResult
 	op, err = s.PushSandbox(ctx, tn, forks[0].ID, client.PushRequest{Wait: true})
 	opDone(t, op, err, &fp)
-	if fp.BytesUploaded < 1<<20 {
-		t.Fatalf("push of the fork uploaded %d bytes: it reused the damaged pack's data", fp.BytesUploaded)
+	if fp.BytesUploaded < 1<<20 || fp.BlobsReplaced == 0 {
+		t.Fatalf("push of the fork uploaded %d bytes, %d blobs again: it reused the damaged pack's data", fp.BytesUploaded, fp.BlobsReplaced)
 	}
 	var rr client.RestoreResult
 	op, err = s.RestoreRemote(ctx, tn, client.RestoreRequest{Snapshot: fp.RemoteSnapshot.ID, Name: "fork-restored", NoStart: true, Wait: true})
