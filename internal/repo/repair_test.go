@@ -330,3 +330,42 @@ func TestCheckProgressEndsOnTheTotalOfEveryScope(t *testing.T) {
 		t.Fatalf("last progress %+v, want %d of %d bytes, done", last, want, want)
 	}
 }
+
+// TestMissingPackIsMarkedByAStructureCheckAndRepairedFromACopy: a pack
+// file deleted from the store is marked by a check without --read-data;
+// a push of the same tree (incremental, unchanged) uploads what it held
+// again, and repair takes the missing pack out of the index: the old
+// snapshot restores exactly and check --read-data is clean.
+func TestMissingPackIsMarkedByAStructureCheckAndRepairedFromACopy(t *testing.T) {
+	ctx := context.Background()
+	f := newFaultRepo(t)
+	packs := storeKeys(t, f.local, "scopes/"+faultScope+"/data/")
+	must(t, os.Remove(filepath.Join(f.local.Dir(), packs[0])))
+	res, err := f.scope().Check(ctx, repo.CheckOptions{})
+	must(t, err)
+	if res.OK() || len(res.DamagedPacks) != 1 || !res.DamagedPacks[0].Missing || len(res.DamagedSnapshots) != 1 {
+		t.Fatalf("structure check of a missing pack: %+v", res)
+	}
+	m2, st, err := f.scope().Push(ctx, f.src, repo.PushOptions{Parent: f.m.ID, Source: "s"})
+	must(t, err)
+	if st.BlobsReplaced == 0 {
+		t.Fatalf("push after a missing pack: %+v", st)
+	}
+	rr, err := f.scope().Repair(ctx, repo.RepairOptions{})
+	must(t, err)
+	if len(rr.PacksRemoved) != 1 || len(rr.Damaged) != 0 || len(rr.Repaired) != 1 || rr.Repaired[0].ID != f.m.ID {
+		t.Fatalf("repair: %+v", rr)
+	}
+	for _, m := range []*repo.Manifest{f.m, m2} {
+		dst, err := f.restoreOf(f.scope(), m)
+		must(t, err)
+		if digest(t, dst) != f.want {
+			t.Fatalf("snapshot %s does not restore exactly after repair", m.ID)
+		}
+	}
+	res, err = f.scope().Check(ctx, repo.CheckOptions{ReadData: true})
+	must(t, err)
+	if !res.OK() || len(res.Warnings) != 0 {
+		t.Fatalf("check after repair: %+v", res)
+	}
+}
