@@ -263,10 +263,13 @@ func (s *Scope) check(ctx context.Context, pl *checkPlan, prog *checkProgress) (
 				switch {
 				case d != nil:
 					d.Found = now
+					if old := marked[id]; old != nil {
+						d.Found = old.Found // when it was first found
+					}
 					if err := s.markDamaged(ctx, d); err != nil {
 						return nil, err
 					}
-				case marked[id] != nil && !marked[id].Missing:
+				case marked[id] != nil:
 					// Read back intact (repaired by hand, or a false alarm).
 					if err := s.clearDamage(ctx, id); err != nil {
 						return nil, err
