@@ -685,14 +685,23 @@ func (s *Service) PullRemote(ctx context.Context, tenant string, req client.Pull
 	})
 }
 
-// repoScopes returns the scopes a check or repair covers: the tenant's
-// (every scope when admin), those that exist.
+// repoScopes returns the scopes a check or repair covers that exist: the
+// tenant's sandboxes' and volumes' (every scope when admin).
 func (s *Service) repoScopes(ctx context.Context, r *repo.Repository, tenant string, admin bool) ([]*repo.Scope, error) {
 	names := []string{tenantScope(tenant)}
 	if admin {
 		var err error
 		if names, err = r.Scopes(ctx); err != nil {
 			return nil, err
+		}
+	} else {
+		// The tenant's volumes: each its own scope.
+		vols, err := s.st.ListVolumes(ctx, tenant, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vols {
+			names = append(names, volumeScope(v.ID))
 		}
 	}
 	var out []*repo.Scope
@@ -709,7 +718,8 @@ func (s *Service) repoScopes(ctx context.Context, r *repo.Repository, tenant str
 	return out, nil
 }
 
-// CheckRepo checks the tenant's scope (every scope when admin). Packs it
+// CheckRepo checks the tenant's scopes (its sandboxes' and its volumes';
+// every scope when admin). Packs it
 // finds damaged are marked in the repository; the result names them and
 // the snapshots (and so sandboxes) they damage.
 func (s *Service) CheckRepo(ctx context.Context, tenant string, admin bool, req client.CheckRequest) (client.Operation, error) {
@@ -771,7 +781,7 @@ func damagedView(d repo.SnapshotDamage) client.DamagedSnapshot {
 	return v
 }
 
-// RepairRepo repairs the tenant's scope (every scope when admin): the
+// RepairRepo repairs the tenant's scopes (every scope when admin): the
 // intact blobs of damaged packs are copied to new packs, the blobs damaged
 // snapshots still lack are read again from the local snapshots this daemon
 // has of their sandbox, and the damaged packs are deleted. The result lists
@@ -829,21 +839,32 @@ func idStrings(ids []seal.ID) []string {
 	return out
 }
 
-// localCopies returns, for a pushed snapshot of a sandbox, the local
-// snapshots this daemon still has of that sandbox: first the one the push
-// read (an exact copy), then the others (which may hold some of its data).
+// localCopies returns, for a pushed snapshot of a sandbox or a volume, the
+// local snapshots this daemon still has of it: first the one the push read
+// (an exact copy; a volume's push reads a clone it then drops), then the
+// others (which may hold some of its data).
 func (s *Service) localCopies(ctx context.Context) func(m *repo.Manifest) []repo.RepairSource {
 	return func(m *repo.Manifest) []repo.RepairSource {
-		sbID, ok := strings.CutPrefix(m.Source, "sandbox/")
-		if !ok || m.Tenant == "" {
+		id, ok := strings.CutPrefix(m.Source, "sandbox/")
+		volume := false
+		if !ok {
+			if id, ok = strings.CutPrefix(m.Source, "volume/"); !ok {
+				return nil
+			}
+			volume = true
+		}
+		if m.Tenant == "" {
 			return nil
 		}
-		list, err := s.st.ListSnapshots(ctx, m.Tenant, sbID)
+		list, err := s.st.ListSnapshots(ctx, m.Tenant, id)
 		if err != nil {
 			return nil
 		}
 		var exact, others []repo.RepairSource
 		for _, sn := range list {
+			if (sn.Kind == "volume") != volume {
+				continue
+			}
 			src := repo.RepairSource{Dir: s.pool.Path(snapshotDataset(sn.ID)), Name: "local snapshot " + sn.ID}
 			if sn.ID == m.Labels["local_snapshot"] {
 				src.Exact = true
