@@ -152,11 +152,18 @@ it also downloads the packs and verifies every chunk against its id; with
 --read-data-subset only a part of them (n/m: the n-th of m slices, or p%),
 so that m checks in turn read everything.
 
+It names every damaged pack, the pushed snapshots that cannot be restored
+completely and the sandbox (or volume) each is of. A pack found damaged is
+marked so in the repository: from then on pushes, from this daemon or any
+other, upload its data again instead of reusing it. stead repo repair fixes
+what the local snapshots can.
+
 The exit code is 1 if anything is wrong.`,
 		Example: `  stead repo check
   stead repo check --read-data
   stead repo check --read-data-subset 1/5
-  stead repo check --read-data-subset 10%`,
+  stead repo check --read-data-subset 10%
+  stead repo check --read-data --json`,
 		Args: args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.ReadDataSubset != "" {
