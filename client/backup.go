@@ -29,7 +29,7 @@ func (o Operation) Err() error {
 }
 
 // DecodeResult decodes the operation's kind-specific Result (PushResult,
-// RestoreResult, CheckResult, RepoPruneResult, Drill) into v. An operation
+// RestoreResult, CheckResult, RepairResult, RepoPruneResult, Drill) into v. An operation
 // without a result leaves v unchanged.
 func (o Operation) DecodeResult(v any) error {
 	if len(o.Result) == 0 || string(o.Result) == "null" {
@@ -92,6 +92,12 @@ func (c *Client) InitRepo(ctx context.Context) (RepoInfo, error) {
 // every scope for an admin). Its Result is a CheckResult.
 func (c *Client) CheckRepo(ctx context.Context, req CheckRequest) (Operation, error) {
 	return c.startOperation(ctx, "/v1/repo/check", nil, req)
+}
+
+// RepairRepo starts repairing what a check found damaged (the caller's
+// tenant scope; every scope for an admin). Its Result is a RepairResult.
+func (c *Client) RepairRepo(ctx context.Context, req RepairRequest) (Operation, error) {
+	return c.startOperation(ctx, "/v1/repo/repair", nil, req)
 }
 
 // PruneRepo starts applying retention to the tenant's pushed snapshots

@@ -62,6 +62,9 @@ type PushResult struct {
 	BytesRead     int64            `json:"bytes_read"`
 	BytesUploaded int64            `json:"bytes_uploaded"`
 	Seconds       float64          `json:"seconds"`
+	// BlobsReplaced counts chunks and trees uploaded again because the
+	// only stored copy is in a pack a check found damaged.
+	BlobsReplaced int64 `json:"blobs_replaced,omitempty"`
 }
 
 // RemoteSnapshot is a snapshot pushed to the repository.
@@ -160,6 +163,74 @@ type ScopeCheck struct {
 	PacksRead int      `json:"packs_read"`
 	Errors    []string `json:"errors,omitempty"`
 	Warnings  []string `json:"warnings,omitempty"`
+	// DamagedPacks are the packs found damaged (by this check or an
+	// earlier one, and not repaired since): pushes upload their blobs
+	// again rather than reuse them.
+	DamagedPacks []DamagedPack `json:"damaged_packs,omitempty"`
+	// DamagedSnapshots are the pushed snapshots that cannot be restored
+	// completely, with the sandbox (or volume) each is of.
+	DamagedSnapshots []DamagedSnapshot `json:"damaged_snapshots,omitempty"`
+}
+
+// DamagedPack is a pack file of the repository found damaged.
+type DamagedPack struct {
+	ID      string    `json:"id"`
+	Found   time.Time `json:"found"`
+	Reason  string    `json:"reason"`
+	Missing bool      `json:"missing,omitempty" doc:"the pack is gone from the store"`
+	// BlobsLost counts the chunks and trees of the pack that could not be
+	// read back (the others are copied out by stead repo repair).
+	BlobsLost int `json:"blobs_lost"`
+}
+
+// DamagedSnapshot is a pushed snapshot that needs data that is missing
+// or damaged.
+type DamagedSnapshot struct {
+	ID          string    `json:"id"`
+	Time        time.Time `json:"time,omitzero"`
+	Source      string    `json:"source,omitempty"`
+	Sandbox     string    `json:"sandbox,omitempty"`
+	SandboxName string    `json:"sandbox_name,omitempty"`
+	Volume      string    `json:"volume,omitempty"`
+	// Packs are the damaged packs it needs.
+	Packs   []string `json:"packs,omitempty"`
+	Problem string   `json:"problem" doc:"the first problem found"`
+	// RepairedFrom names the local copy a repair read the missing data
+	// from (repair results only; empty when intact copies sufficed:
+	// salvaged from the damaged packs, or pushed again since the check).
+	RepairedFrom string `json:"repaired_from,omitempty"`
+}
+
+// RepairRequest repairs the repository (the caller's tenant scope; every
+// scope for an admin).
+type RepairRequest struct {
+	Wait bool `json:"wait,omitempty"`
+}
+
+// RepairResult is the result of a repair.
+type RepairResult struct {
+	// OK is set when no snapshot is left damaged.
+	OK     bool          `json:"ok"`
+	Scopes []ScopeRepair `json:"scopes"`
+}
+
+// ScopeRepair is what a repair did in one scope.
+type ScopeRepair struct {
+	Scope string `json:"scope"`
+	// PacksRemoved are damaged packs taken out of the index and deleted,
+	// after their intact chunks were copied to new packs.
+	PacksRemoved []string `json:"packs_removed"`
+	// PacksIntact are packs marked damaged that read back intact (their
+	// mark is cleared).
+	PacksIntact   []string `json:"packs_intact"`
+	BlobsSalvaged int64    `json:"blobs_salvaged"`
+	BlobsUploaded int64    `json:"blobs_uploaded" doc:"read again from local snapshots"`
+	BytesUploaded int64    `json:"bytes_uploaded"`
+	// Repaired are the snapshots that were damaged and restore again.
+	Repaired []DamagedSnapshot `json:"repaired"`
+	// Damaged are the snapshots still damaged: no local copy had what they
+	// lack. Forget them, or restore what is left of them.
+	Damaged []DamagedSnapshot `json:"damaged"`
 }
 
 // BackupRetention is a retention policy for pushed snapshots (restic's forget).

@@ -162,9 +162,46 @@ func (b *backupBackend) CheckRepo(_ context.Context, _ string, _ bool, req clien
 	b.mu.Unlock()
 	res := client.CheckResult{OK: !broken, Scopes: []client.ScopeCheck{{Scope: "t1", Snapshots: 4, Packs: 9, Blobs: 120, PacksRead: 2}}}
 	if broken {
-		res.Scopes[0].Errors = []string{"pack 9a0b: missing"}
+		res.Scopes[0].Errors = []string{"pack 9a0b: missing", "pack 9a0b: blob 77ee: authentication failed"}
+		res.Scopes[0].DamagedPacks = []client.DamagedPack{{ID: testDamagedPack, Found: testOpStart, Reason: "1 of 12 blobs unreadable", BlobsLost: 1}}
+		res.Scopes[0].DamagedSnapshots = []client.DamagedSnapshot{{ID: "3f9a1c2b5d6e7f80", Time: testOpStart, Source: "sandbox/sb-1",
+			Sandbox: "sb-1", SandboxName: "agent-1", Packs: []string{testDamagedPack}, Problem: "tree 1d2e: file \"notes.md\": chunk 77ee is unreadable in damaged pack 9a0b"}}
 	}
-	return b.start("check", "check", "", req, res)
+	op, err := b.start("check", "check", "", req, res)
+	if err == nil && broken {
+		// As the daemon does: the operation fails, with its result.
+		b.mu.Lock()
+		final := b.ops[op.ID]
+		final.State, final.Error = client.OperationFailed, "check found 2 error(s): 1 damaged pack(s), 1 damaged snapshot(s); run `stead repo repair`"
+		b.ops[op.ID] = final
+		b.mu.Unlock()
+	}
+	return op, err
+}
+
+const testDamagedPack = "9a0b5c6d7e8f90112233445566778899aabbccddeeff00112233445566778899"
+
+func (b *backupBackend) RepairRepo(_ context.Context, _ string, _ bool, req client.RepairRequest) (client.Operation, error) {
+	b.mu.Lock()
+	broken := b.broken
+	b.mu.Unlock()
+	sr := client.ScopeRepair{Scope: "t1", PacksRemoved: []string{testDamagedPack}, PacksIntact: []string{}, BlobsSalvaged: 11, BlobsUploaded: 1,
+		BytesUploaded: 1 << 20, Damaged: []client.DamagedSnapshot{},
+		Repaired: []client.DamagedSnapshot{{ID: "3f9a1c2b5d6e7f80", Time: testOpStart, Source: "sandbox/sb-1", Sandbox: "sb-1", SandboxName: "agent-1",
+			Problem: "chunk 77ee is unreadable", RepairedFrom: "local snapshot snap-7"}}}
+	if broken {
+		sr.Damaged = []client.DamagedSnapshot{{ID: "77c1aa0011223344", Time: testOpStart, Source: "sandbox/sb-2", Sandbox: "sb-2",
+			Problem: "chunk 5566 is missing"}}
+	}
+	op, err := b.start("repair", "repair", "", req, client.RepairResult{OK: !broken, Scopes: []client.ScopeRepair{sr}})
+	if err == nil && broken {
+		b.mu.Lock()
+		final := b.ops[op.ID]
+		final.State, final.Error = client.OperationFailed, "1 snapshot(s) are still damaged"
+		b.ops[op.ID] = final
+		b.mu.Unlock()
+	}
+	return op, err
 }
 
 func (b *backupBackend) PruneRepo(_ context.Context, _ string, req client.PruneRequest) (client.Operation, error) {
@@ -302,7 +339,7 @@ func TestLongVerbsWithNoWaitPrintTheOperationID(t *testing.T) {
 	srv, _ := newBackupServer(t)
 	for _, a := range [][]string{
 		{"push", "agent-1"}, {"pull", "3f9a"}, {"restore", "3f9a"}, {"restore", "agent-1", "--path", "/a", "--from", "snap-1"},
-		{"drill", "agent-1"}, {"archive", "agent-1"}, {"repo", "check"}, {"repo", "prune"},
+		{"drill", "agent-1"}, {"archive", "agent-1"}, {"repo", "check"}, {"repo", "repair"}, {"repo", "prune"},
 	} {
 		out, errOut := mustStead(t, srv, append(a, "--no-wait")...)
 		if !strings.HasPrefix(out, "op-") || strings.Count(out, "\n") != 1 || !strings.Contains(errOut, "stead op "+strings.TrimSpace(out)+" --wait") {
@@ -420,8 +457,71 @@ func TestFailedOperationsExitNonZeroWithTheirError(t *testing.T) {
 	b.broken = true
 	b.mu.Unlock()
 	code, out, errOut = stead(t, srv, "repo", "check")
-	if code != exitError || !strings.Contains(out, "error: t1: pack 9a0b: missing") || !strings.Contains(errOut, "found 1 error") {
+	if code != exitError || !strings.Contains(out, "error: t1: pack 9a0b: missing") || !strings.Contains(errOut, "found 2 error") {
 		t.Errorf("check with errors: exit %d: %q %q", code, out, errOut)
+	}
+}
+
+// TestCheckAndRepairNameDamagedPacksSnapshotsAndSandboxes: a check that
+// found a damaged pack prints, on stdout, the pack, the snapshot it
+// damages and that snapshot's sandbox (name and id), and says what to do;
+// --json carries the same in the operation's result. Repair prints what
+// it removed, what it repaired and from which local copy, and what is
+// still damaged (exit 1 then).
+func TestCheckAndRepairNameDamagedPacksSnapshotsAndSandboxes(t *testing.T) {
+	srv, b := newBackupServer(t)
+	b.mu.Lock()
+	b.broken = true
+	b.mu.Unlock()
+	code, out, errOut := stead(t, srv, "repo", "check", "--read-data")
+	for _, w := range []string{"Damaged packs:", testDamagedPack, "1 of 12 blobs unreadable", "Damaged snapshots:", "3f9a1c2b",
+		"agent-1 (sb-1)", "chunk 77ee is unreadable", "stead repo repair"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("check text output lacks %q:\n%s", w, out)
+		}
+	}
+	if code != exitError || !strings.Contains(errOut, "found 2 error(s)") || strings.Contains(errOut, "conflict") {
+		t.Errorf("check: exit %d, stderr %q", code, errOut)
+	}
+	code, out, _ = stead(t, srv, "repo", "check", "--read-data", "--json")
+	var op client.Operation
+	var res client.CheckResult
+	if code != exitError || json.Unmarshal([]byte(out), &op) != nil || op.DecodeResult(&res) != nil || len(res.Scopes) != 1 {
+		t.Fatalf("check --json: exit %d: %q", code, out)
+	}
+	sc := res.Scopes[0]
+	if res.OK || len(sc.DamagedPacks) != 1 || sc.DamagedPacks[0].ID != testDamagedPack || len(sc.DamagedSnapshots) != 1 ||
+		sc.DamagedSnapshots[0].Sandbox != "sb-1" || sc.DamagedSnapshots[0].SandboxName != "agent-1" ||
+		sc.DamagedSnapshots[0].Packs[0] != testDamagedPack || !strings.Contains(op.Error, "1 damaged pack(s), 1 damaged snapshot(s)") {
+		t.Errorf("check --json result: %+v (error %q)", res, op.Error)
+	}
+
+	code, out, errOut = stead(t, srv, "repo", "repair")
+	for _, w := range []string{"removed damaged pack " + testDamagedPack, "Repaired snapshots:", "3f9a1c2b", "agent-1 (sb-1)",
+		"local snapshot snap-7", "Still damaged", "77c1aa00", "sb-2", "chunk 5566 is missing"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("repair output lacks %q:\n%s", w, out)
+		}
+	}
+	if code != exitError || !strings.Contains(errOut, "1 snapshot(s) are still damaged") {
+		t.Errorf("repair with snapshots left damaged: exit %d, stderr %q", code, errOut)
+	}
+	code, out, _ = stead(t, srv, "repo", "repair", "--json")
+	var rr client.RepairResult
+	if code != exitError || json.Unmarshal([]byte(out), &op) != nil || op.DecodeResult(&rr) != nil ||
+		rr.OK || len(rr.Scopes[0].Repaired) != 1 || rr.Scopes[0].Repaired[0].RepairedFrom != "local snapshot snap-7" || len(rr.Scopes[0].Damaged) != 1 {
+		t.Errorf("repair --json: exit %d: %q", code, out)
+	}
+	if got := b.req("repair"); !reflect.DeepEqual(got, client.RepairRequest{}) {
+		t.Errorf("repair request %#v", got)
+	}
+
+	b.mu.Lock()
+	b.broken = false
+	b.mu.Unlock()
+	out, _ = mustStead(t, srv, "repo", "repair")
+	if !strings.Contains(out, "no damaged snapshots are left") {
+		t.Errorf("clean repair: %q", out)
 	}
 }
 

@@ -98,6 +98,12 @@ func (g *globals) finishOperation(cmd *cobra.Command, c *client.Client, label st
 		}
 	}
 	if final.State == client.OperationFailed {
+		if !g.json && len(final.Result) > 0 && string(final.Result) != "null" {
+			// A result with a failure (a check that found errors) says what.
+			if err := print(final); err != nil {
+				return err
+			}
+		}
 		return fmt.Errorf("%s failed (operation %s): %s", label, final.ID, orDash(final.Error))
 	}
 	if g.json {
@@ -117,6 +123,8 @@ func (g *globals) resultPrinter(kind string) func(client.Operation) error {
 		return g.printPullResult
 	case "check":
 		return g.printCheckResult
+	case "repair":
+		return g.printRepairResult
 	case "prune":
 		return g.printPruneResult
 	case "drill":

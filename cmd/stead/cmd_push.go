@@ -66,6 +66,9 @@ func (g *globals) printPushResult(op client.Operation) error {
 	}
 	_, err := fmt.Fprintf(g.stdout, "files: %d read, %d unchanged; %s read, %s uploaded in %s\n",
 		r.FilesRead, r.FilesReused, bytesOrZero(r.BytesRead), bytesOrZero(r.BytesUploaded), seconds(r.Seconds))
+	if err == nil && r.BlobsReplaced > 0 {
+		_, err = fmt.Fprintf(g.stdout, "%d chunk(s) uploaded again: their only stored copy is in a damaged pack (stead repo repair)\n", r.BlobsReplaced)
+	}
 	return err
 }
 

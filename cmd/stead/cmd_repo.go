@@ -26,6 +26,7 @@ without it nothing in the repository can be read.`,
 		Example: `  stead repo init
   stead repo info
   stead repo check --read-data-subset 1/5
+  stead repo repair
   stead repo prune --keep-daily 7 --keep-weekly 4 --dry-run`,
 	}
 	group(cmd)
@@ -33,6 +34,7 @@ without it nothing in the repository can be read.`,
 		newRepoInitCmd(g),
 		newRepoInfoCmd(g),
 		newRepoCheckCmd(g),
+		newRepoRepairCmd(g),
 		newRepoPruneCmd(g),
 	)
 	return cmd
@@ -150,11 +152,18 @@ it also downloads the packs and verifies every chunk against its id; with
 --read-data-subset only a part of them (n/m: the n-th of m slices, or p%),
 so that m checks in turn read everything.
 
+It names every damaged pack, the pushed snapshots that cannot be restored
+completely and the sandbox (or volume) each is of. A pack found damaged is
+marked so in the repository: from then on pushes, from this daemon or any
+other, upload its data again instead of reusing it. stead repo repair fixes
+what the local snapshots can.
+
 The exit code is 1 if anything is wrong.`,
 		Example: `  stead repo check
   stead repo check --read-data
   stead repo check --read-data-subset 1/5
-  stead repo check --read-data-subset 10%`,
+  stead repo check --read-data-subset 10%
+  stead repo check --read-data --json`,
 		Args: args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.ReadDataSubset != "" {
@@ -178,7 +187,8 @@ The exit code is 1 if anything is wrong.`,
 }
 
 // printCheckResult prints a check per scope, then its errors and
-// warnings; a check that found errors is an error (exit 1).
+// warnings, the damaged packs and the damaged snapshots with their
+// sandboxes; a check that found errors is an error (exit 1).
 func (g *globals) printCheckResult(op client.Operation) error {
 	var r client.CheckResult
 	if err := op.DecodeResult(&r); err != nil {
@@ -186,9 +196,11 @@ func (g *globals) printCheckResult(op client.Operation) error {
 	}
 	tw := newTable(g.stdout)
 	row(tw, "SCOPE", "SNAPSHOTS", "PACKS", "BLOBS", "PACKS READ", "ERRORS", "WARNINGS")
-	nerr := 0
+	nerr, npacks, nsnaps := 0, 0, 0
 	for _, s := range r.Scopes {
 		nerr += len(s.Errors)
+		npacks += len(s.DamagedPacks)
+		nsnaps += len(s.DamagedSnapshots)
 		row(tw, s.Scope, strconv.Itoa(s.Snapshots), strconv.Itoa(s.Packs), strconv.Itoa(s.Blobs), strconv.Itoa(s.PacksRead),
 			strconv.Itoa(len(s.Errors)), strconv.Itoa(len(s.Warnings)))
 	}
@@ -203,10 +215,184 @@ func (g *globals) printCheckResult(op client.Operation) error {
 			fmt.Fprintf(g.stdout, "warning: %s: %s\n", s.Scope, oneLine(w))
 		}
 	}
+	if npacks > 0 {
+		fmt.Fprintln(g.stdout, "\nDamaged packs:")
+		tw = newTable(g.stdout)
+		row(tw, "SCOPE", "PACK", "FOUND", "LOST", "REASON")
+		for _, s := range r.Scopes {
+			for _, p := range s.DamagedPacks {
+				lost := strconv.Itoa(p.BlobsLost)
+				if p.Missing {
+					lost = "all"
+				}
+				row(tw, s.Scope, p.ID, p.Found.Local().Format(remoteTimeLayout), lost, oneLine(p.Reason))
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if nsnaps > 0 {
+		fmt.Fprintln(g.stdout, "\nDamaged snapshots:")
+		if err := g.printDamagedSnapshots(r.Scopes, func(s client.ScopeCheck) (string, []client.DamagedSnapshot) {
+			return s.Scope, s.DamagedSnapshots
+		}); err != nil {
+			return err
+		}
+	}
 	if !r.OK {
+		if npacks > 0 || nsnaps > 0 {
+			fmt.Fprintln(g.stdout, "\nPushes upload the damaged packs' data again. Run stead repo repair to fix what local copies can.")
+		}
 		return fmt.Errorf("repository check found %d error(s)", nerr)
 	}
 	_, err := fmt.Fprintln(g.stdout, "no errors were found")
+	return err
+}
+
+// printDamagedSnapshots prints damaged snapshots as a table: snapshot,
+// time, sandbox (name and id) or volume, packs, problem.
+func (g *globals) printDamagedSnapshots(scopes []client.ScopeCheck, of func(client.ScopeCheck) (string, []client.DamagedSnapshot)) error {
+	tw := newTable(g.stdout)
+	row(tw, "SCOPE", "SNAPSHOT", "TIME", "SANDBOX", "PACKS", "PROBLEM")
+	for _, sc := range scopes {
+		name, list := of(sc)
+		for _, d := range list {
+			row(tw, name, shortID(d.ID), damagedTime(d), damagedOwner(d), damagedPacks(d), oneLine(d.Problem))
+		}
+	}
+	return tw.Flush()
+}
+
+func damagedTime(d client.DamagedSnapshot) string {
+	if d.Time.IsZero() {
+		return "-"
+	}
+	return d.Time.Local().Format(remoteTimeLayout)
+}
+
+// damagedOwner names what a damaged snapshot is of.
+func damagedOwner(d client.DamagedSnapshot) string {
+	switch {
+	case d.Sandbox != "" && d.SandboxName != "" && d.SandboxName != d.Sandbox:
+		return d.SandboxName + " (" + d.Sandbox + ")"
+	case d.Sandbox != "":
+		return d.Sandbox
+	case d.Volume != "":
+		return "volume " + d.Volume
+	}
+	return orDash(d.Source)
+}
+
+func damagedPacks(d client.DamagedSnapshot) string {
+	if len(d.Packs) == 0 {
+		return "-"
+	}
+	ids := make([]string, len(d.Packs))
+	for i, p := range d.Packs {
+		ids[i] = shortID(p)
+	}
+	return strings.Join(ids, ",")
+}
+
+func newRepoRepairCmd(g *globals) *cobra.Command {
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "repair",
+		Short: "Repair what a check found damaged, from the local snapshots this daemon has",
+		Long: `Repair fixes the repository after stead repo check --read-data found damaged
+packs (restic's repair packs, and the healing of a new backup, in one):
+
+  1. the intact chunks of each damaged pack are copied into new packs;
+  2. what damaged snapshots still lack is read again from the local
+     snapshots this daemon still has of their sandbox (the one each push
+     read first) and uploaded;
+  3. the damaged packs are taken out of the index and deleted.
+
+It lists the snapshots it repaired and those still damaged: no local copy
+had what they lack. Forget those (stead repo prune, or a new push makes them
+unneeded), or restore what is left of them on a daemon that has a copy.
+Your tenant's snapshots are repaired; every tenant's with an admin key.
+
+The exit code is 1 if snapshots are still damaged.`,
+		Example: `  stead repo check --read-data
+  stead repo repair
+  stead repo repair --json`,
+		Args: args(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			op, err := c.RepairRepo(cmd.Context(), client.RepairRequest{})
+			if err != nil {
+				return fmt.Errorf("repair repository: %w", err)
+			}
+			return g.finishOperation(cmd, c, "repair", op, noWait, g.printRepairResult)
+		},
+	}
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, noWaitUsage)
+	return cmd
+}
+
+// printRepairResult prints what a repair did per scope, the snapshots it
+// repaired and those still damaged (then an error: exit 1).
+func (g *globals) printRepairResult(op client.Operation) error {
+	var r client.RepairResult
+	if err := op.DecodeResult(&r); err != nil {
+		return err
+	}
+	tw := newTable(g.stdout)
+	row(tw, "SCOPE", "PACKS REMOVED", "SALVAGED", "UPLOADED", "REPAIRED", "DAMAGED")
+	nrep, ndam := 0, 0
+	for _, s := range r.Scopes {
+		nrep += len(s.Repaired)
+		ndam += len(s.Damaged)
+		row(tw, s.Scope, strconv.Itoa(len(s.PacksRemoved)), strconv.FormatInt(s.BlobsSalvaged, 10),
+			fmt.Sprintf("%d (%s)", s.BlobsUploaded, bytesOrZero(s.BytesUploaded)), strconv.Itoa(len(s.Repaired)), strconv.Itoa(len(s.Damaged)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range r.Scopes {
+		for _, p := range s.PacksRemoved {
+			fmt.Fprintf(g.stdout, "removed damaged pack %s (%s)\n", p, s.Scope)
+		}
+		for _, p := range s.PacksIntact {
+			fmt.Fprintf(g.stdout, "pack %s reads back intact: no longer marked damaged (%s)\n", p, s.Scope)
+		}
+	}
+	if nrep > 0 {
+		fmt.Fprintln(g.stdout, "\nRepaired snapshots:")
+		tw = newTable(g.stdout)
+		row(tw, "SCOPE", "SNAPSHOT", "TIME", "SANDBOX", "FROM")
+		for _, s := range r.Scopes {
+			for _, d := range s.Repaired {
+				from := d.RepairedFrom
+				if from == "" {
+					from = "intact copies (salvaged, or pushed again)"
+				}
+				row(tw, s.Scope, shortID(d.ID), damagedTime(d), damagedOwner(d), from)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if ndam > 0 {
+		fmt.Fprintln(g.stdout, "\nStill damaged (no local copy had what they lack):")
+		var scopes []client.ScopeCheck
+		for _, s := range r.Scopes {
+			scopes = append(scopes, client.ScopeCheck{Scope: s.Scope, DamagedSnapshots: s.Damaged})
+		}
+		if err := g.printDamagedSnapshots(scopes, func(s client.ScopeCheck) (string, []client.DamagedSnapshot) {
+			return s.Scope, s.DamagedSnapshots
+		}); err != nil {
+			return err
+		}
+		return fmt.Errorf("%d snapshot(s) are still damaged: forget them, or repair on a daemon that has a local copy", ndam)
+	}
+	_, err := fmt.Fprintln(g.stdout, "no damaged snapshots are left")
 	return err
 }
 

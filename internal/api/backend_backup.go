@@ -56,6 +56,10 @@ type BackupBackend interface {
 	PullRemote(ctx context.Context, tenant string, req client.PullRequest) (client.Operation, error)
 	// CheckRepo checks the tenant's scope (every scope when admin).
 	CheckRepo(ctx context.Context, tenant string, admin bool, req client.CheckRequest) (client.Operation, error)
+	// RepairRepo repairs the tenant's scope (every scope when admin):
+	// salvages damaged packs, uploads again from local copies what
+	// damaged snapshots lack, and lists the snapshots still damaged.
+	RepairRepo(ctx context.Context, tenant string, admin bool, req client.RepairRequest) (client.Operation, error)
 	// PruneRepo applies retention to the tenant's pushed snapshots and
 	// drops unreferenced data.
 	PruneRepo(ctx context.Context, tenant string, req client.PruneRequest) (client.Operation, error)

@@ -284,6 +284,30 @@ func (s *server) registerRepo(b BackupBackend) {
 		return opAnswer(o), nil
 	})
 
+	repair := s.opRoute(http.MethodPost, "/v1/repo/repair", "repair-repo", "Repair what a check found damaged", tag,
+		repoIntro+"Copies the intact chunks of the packs a check marked damaged into new packs, uploads again "+
+			"from the local snapshots this daemon still has what damaged snapshots lack, then deletes the damaged "+
+			"packs (the caller's tenant; every tenant's for an admin). The result (RepairResult) lists the "+
+			"snapshots repaired and those still damaged.")
+	huma.Register(s.api, repair, func(ctx context.Context, in *struct {
+		Body *client.RepairRequest // optional
+	}) (*opOut, error) {
+		const op = "repair repository"
+		p, err := principal(ctx)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		var req client.RepairRequest
+		if in.Body != nil {
+			req = *in.Body
+		}
+		o, err := b.RepairRepo(ctx, p.TenantID, isAdmin(p), req)
+		if err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
+		return opAnswer(o), nil
+	})
+
 	prune := s.opRoute(http.MethodPost, "/v1/repo/prune", "prune-repo", "Forget pushed snapshots by retention and free their data", tag,
 		repoIntro+"Applies retention to the tenant's pushed snapshots (each sandbox's own policy, or the retention "+
 			"given, for one sandbox when set), then deletes or repacks the packs nothing references any more. "+
@@ -311,14 +335,14 @@ func (s *server) registerRepo(b BackupBackend) {
 // registerOperations adds GET /v1/operations/{id} and its event stream.
 func (s *server) registerOperations(b BackupBackend) {
 	const tag = "operations"
-	const intro = "An operation is a long task (push, restore, pull, check, prune, drill, archive, hydrate, " +
+	const intro = "An operation is a long task (push, restore, pull, check, repair, prune, drill, archive, hydrate, " +
 		"restore-path) the daemon runs in the background; it is kept in the daemon's memory until an hour after " +
 		"it ended and is lost on a restart (its effects are not). A sandbox token sees only its own sandbox's. "
 
 	get := s.agentOp(agentScopedByBackend, http.MethodGet, "/v1/operations/{id}", "get-operation", "Describe an operation: state, progress, result", tag, 0)
 	get.Description = intro + "State is running, succeeded or failed; progress has the phase, files and bytes " +
 		"done of total, and the stored bytes moved; result is kind-specific (PushResult, RestoreResult, " +
-		"CheckResult, RepoPruneResult, Drill)."
+		"CheckResult, RepairResult, RepoPruneResult, Drill)."
 	huma.Register(s.api, get, func(ctx context.Context, in *OperationRef) (*out[client.Operation], error) {
 		const op = "get operation"
 		p, err := principal(ctx)

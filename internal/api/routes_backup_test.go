@@ -163,6 +163,11 @@ func (f *backupFake) CheckRepo(_ context.Context, tenant string, admin bool, req
 	return f.op("check", "")
 }
 
+func (f *backupFake) RepairRepo(_ context.Context, tenant string, _ bool, _ client.RepairRequest) (client.Operation, error) {
+	f.record("RepairRepo", tenant, "")
+	return f.op("repair", "")
+}
+
 func (f *backupFake) PruneRepo(_ context.Context, tenant string, req client.PruneRequest) (client.Operation, error) {
 	f.record("PruneRepo", tenant, req.Sandbox)
 	f.mu.Lock()
@@ -268,6 +273,10 @@ func backupRoutes() []route {
 		{"get-repo", "RepoInfo", func(ctx context.Context, c *client.Client) error { _, err := c.RepoInfo(ctx); return err }},
 		{"check-repo", "CheckRepo", func(ctx context.Context, c *client.Client) error {
 			_, err := c.CheckRepo(ctx, client.CheckRequest{ReadData: true})
+			return err
+		}},
+		{"repair-repo", "RepairRepo", func(ctx context.Context, c *client.Client) error {
+			_, err := c.RepairRepo(ctx, client.RepairRequest{})
 			return err
 		}},
 		{"prune-repo", "PruneRepo", func(ctx context.Context, c *client.Client) error {
@@ -499,7 +508,7 @@ func TestBackupRoutesPassTheirArguments(t *testing.T) {
 func TestBackupRoutesWithoutABodyUseTheDefaults(t *testing.T) {
 	f := newBackupFake()
 	_, srv := newTestServer(t, f, aliceKey)
-	for _, p := range []string{"/v1/sandboxes/sb/push", "/v1/repo/check", "/v1/repo/prune", "/v1/sandboxes/sb/drill", "/v1/sandboxes/sb/archive"} {
+	for _, p := range []string{"/v1/sandboxes/sb/push", "/v1/repo/check", "/v1/repo/repair", "/v1/repo/prune", "/v1/sandboxes/sb/drill", "/v1/sandboxes/sb/archive"} {
 		raw := doRaw(t, srv, http.MethodPost, p, "", http.StatusAccepted)
 		var o client.Operation
 		if err := json.Unmarshal([]byte(raw), &o); err != nil || o.State != "running" {
@@ -522,6 +531,7 @@ func TestOperationRoutesAnswer202WhileRunningAnd200WhenDone(t *testing.T) {
 		{http.MethodPost, "/v1/remote-snapshots/restore", `{"snapshot":"3f9a"}`},
 		{http.MethodPost, "/v1/remote-snapshots/pull", `{"snapshot":"3f9a"}`},
 		{http.MethodPost, "/v1/repo/check", `{}`},
+		{http.MethodPost, "/v1/repo/repair", `{}`},
 		{http.MethodPost, "/v1/repo/prune", `{}`},
 		{http.MethodPost, "/v1/sandboxes/sb/drill", `{}`},
 		{http.MethodPost, "/v1/sandboxes/sb/archive", ``},
@@ -882,6 +892,7 @@ func TestSandboxTokenReachesOnlyItsFileUndoAndItsOperations(t *testing.T) {
 		{http.MethodGet, "/v1/repo", ""},
 		{http.MethodPost, "/v1/repo/init", ""},
 		{http.MethodPost, "/v1/repo/check", `{}`},
+		{http.MethodPost, "/v1/repo/repair", `{}`},
 		{http.MethodPost, "/v1/repo/prune", `{}`},
 		{http.MethodGet, "/v1/remote-snapshots", ""},
 		{http.MethodPost, "/v1/remote-snapshots/restore", `{"snapshot":"3f9a"}`},
@@ -984,7 +995,7 @@ func TestBackupOperationsAreTaggedAndDescribed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ops := map[string]bool{ // operation -> starts an operation (200 or 202)
-		"GET /v1/repo": false, "POST /v1/repo/init": false, "POST /v1/repo/check": true, "POST /v1/repo/prune": true,
+		"GET /v1/repo": false, "POST /v1/repo/init": false, "POST /v1/repo/check": true, "POST /v1/repo/repair": true, "POST /v1/repo/prune": true,
 		"GET /v1/operations/{id}": false, "GET /v1/operations/{id}/events": false,
 		"POST /v1/sandboxes/{id}/push": true, "GET /v1/remote-snapshots": false,
 		"POST /v1/remote-snapshots/restore": true, "POST /v1/remote-snapshots/pull": true,

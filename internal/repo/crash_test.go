@@ -58,11 +58,11 @@ import (
 
 // Environment of a crash child.
 const (
-	envCrashOp     = "STEAD_REPO_CRASH_CHILD"  // push | prune | restore
+	envCrashOp     = "STEAD_REPO_CRASH_CHILD"  // push | prune | restore | repair
 	envCrashRepo   = "STEAD_REPO_CRASH_REPO"   // local blob store directory
 	envCrashKey    = "STEAD_REPO_CRASH_KEY"    // file holding the master key (hex)
 	envCrashCache  = "STEAD_REPO_CRASH_CACHE"  // the child's cache directory
-	envCrashPath   = "STEAD_REPO_CRASH_PATH"   // push source or restore target
+	envCrashPath   = "STEAD_REPO_CRASH_PATH"   // push or repair source, or restore target
 	envCrashID     = "STEAD_REPO_CRASH_ID"     // push parent or restored manifest
 	envCrashDigest = "STEAD_REPO_CRASH_DIGEST" // push: digest to record
 	envCrashPack   = "STEAD_REPO_CRASH_PACK"   // pack size in bytes
@@ -144,6 +144,11 @@ func crashChild(op string) int {
 		_, err = sc.Prune(ctx, repo.PruneOptions{})
 	case "restore":
 		_, err = sc.Restore(ctx, id, os.Getenv(envCrashPath), repo.RestoreOptions{})
+	case "repair":
+		// The source tree is the exact local copy of every manifest.
+		_, err = sc.Repair(ctx, repo.RepairOptions{Sources: func(*repo.Manifest) []repo.RepairSource {
+			return []repo.RepairSource{{Dir: os.Getenv(envCrashPath), Exact: true, Name: "source"}}
+		}})
 	default:
 		err = fmt.Errorf("unknown operation")
 	}

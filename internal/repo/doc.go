@@ -10,6 +10,7 @@
 //	scopes/<scope>/data/<xx>/<pack id>  pack files: sealed blobs, then a sealed header
 //	scopes/<scope>/index/<file id>      sealed index files: which blobs each pack holds
 //	scopes/<scope>/snapshots/<id>       sealed snapshot manifests
+//	scopes/<scope>/records/damage/<id>  sealed damage marks: a pack check found damaged
 //
 // A scope is a dedup and key domain: "t-<tenant>" holds a tenant's
 // sandboxes, "v-<volume>" one volume. Nothing is shared between scopes, so
@@ -36,7 +37,36 @@
 // killed at any point leaves every manifest's blobs reachable through a
 // live index. Forget deletes manifest objects only.
 //
-// One process writes a scope at a time: push, prune and forget take the
-// scope's lock in the Repository (in-process). Running two daemons against
-// one repository for the same tenant is not supported.
+// # Damaged packs
+//
+// Check marks every pack it finds missing or damaged with a sealed record
+// (records/damage/<pack id>, authenticated by the scope's key) before it
+// reports it, and clears the mark of a marked pack it reads back intact.
+// Every Repository that opens the scope reads the marks with the index, so
+// a daemon on another machine honours them: a blob whose only indexed copy
+// is in a marked pack counts as absent for a push, which uploads it again
+// from its source (an unchanged file whose chunks a marked pack holds is
+// read again; a parent tree that cannot be read is no parent); when a blob
+// is indexed twice, lookups resolve it to the copy outside marked packs.
+// Prune never repacks a marked pack (it deletes it once no blob in it is
+// used, then its mark).
+//
+// Repair writes new packs first: the intact blobs of the marked packs that
+// have no intact copy elsewhere, then what damaged snapshots lack, read
+// again from local copies; each batch of packs is followed by one index
+// file listing exactly those packs, as a push writes them. Only then does
+// it write an index file that lists every pack of the index files naming a
+// marked pack except the marked packs, superseding those files; then it
+// deletes the superseded index files, then the marked packs, and last their
+// marks. So a new pack is durable and indexed before an old one is dropped,
+// and a repair killed at any point leaves every blob that was readable
+// before it readable through a live index; what it can leave is an
+// unindexed pack (prune deletes it) or a mark of a pack no index lists
+// (check warns, repair and prune clear it). Repair writes no manifest:
+// a damaged snapshot is repaired when every blob it names is readable again.
+//
+// One process writes a scope at a time: push, prune, repair and forget
+// take the scope's lock in the Repository (in-process); check writes only
+// damage marks. Running two daemons against one repository for the same
+// tenant is not supported.
 package repo

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -172,10 +173,10 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 			continue
 		}
 		if err != nil {
-			return st, fmt.Errorf("prune: %w (refusing to prune a repository with an unreadable snapshot; run check)", err)
+			return st, fmt.Errorf("prune: %w (refusing to prune a repository with an unreadable snapshot; run check, then repair)", err)
 		}
 		if err := s.markUsed(ctx, m.Tree, used); err != nil {
-			return st, fmt.Errorf("prune: snapshot %s: %w (run check)", id, err)
+			return st, fmt.Errorf("prune: snapshot %s: %w (run check, then repair; forget the snapshots repair cannot fix)", id, err)
 		}
 	}
 	s.mu.Lock()
@@ -185,6 +186,7 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 	}
 	live := s.liveIndexes()
 	blobs := s.blobs
+	damaged := maps.Clone(s.damaged)
 	s.mu.Unlock()
 
 	// Classify indexed packs. A blob counts as used only at the location
@@ -222,6 +224,9 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 		case pu.usedBytes == 0:
 			remove = append(remove, id)
 			st.BytesFreed += pu.p.Size
+		case damaged[id] != nil:
+			// Not repacked: its bytes cannot be trusted. Repair salvages it.
+			keep = append(keep, pu.p)
 		case float64(pu.totalBytes-pu.usedBytes) > opts.MaxUnused*float64(pu.totalBytes):
 			repack = append(repack, pu)
 		default:
@@ -325,6 +330,14 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 	for _, id := range remove {
 		if err := s.r.store.Delete(ctx, packKey(s.name, id)); err != nil {
 			return st, fmt.Errorf("prune: delete pack %s: %w", id, err)
+		}
+	}
+	// 4. The damage marks of packs now gone.
+	for _, id := range remove {
+		if damaged[id] != nil {
+			if err := s.clearDamage(ctx, id); err != nil {
+				return st, fmt.Errorf("prune: %w", err)
+			}
 		}
 	}
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,12 +55,15 @@ type PushOptions struct {
 
 // PushStats says what a push did.
 type PushStats struct {
-	Files         int64         `json:"files"`
-	FilesRead     int64         `json:"files_read"`
-	FilesReused   int64         `json:"files_reused"`
-	BytesRead     int64         `json:"bytes_read"`
-	ChunksNew     int64         `json:"chunks_new"`
-	ChunksKnown   int64         `json:"chunks_known"`
+	Files       int64 `json:"files"`
+	FilesRead   int64 `json:"files_read"`
+	FilesReused int64 `json:"files_reused"`
+	BytesRead   int64 `json:"bytes_read"`
+	ChunksNew   int64 `json:"chunks_new"`
+	ChunksKnown int64 `json:"chunks_known"`
+	// BlobsReplaced counts blobs uploaded again because their only
+	// indexed copy is in a pack marked damaged.
+	BlobsReplaced int64         `json:"blobs_replaced,omitempty"`
 	TreesNew      int64         `json:"trees_new"`
 	PacksWritten  int64         `json:"packs_written"`
 	BytesUploaded int64         `json:"bytes_uploaded"`
@@ -140,6 +144,11 @@ type pusher struct {
 	params chunker.Params
 	// dryRun computes trees and chunk ids without storing anything (Verify).
 	dryRun bool
+	// want, when set, limits uploads to the blobs it accepts (repair from
+	// a copy that is not the pushed tree itself).
+	want func(seal.ID) bool
+	// noManifest stops after the index (repair: the blobs, not a snapshot).
+	noManifest bool
 
 	pendMu  sync.Mutex
 	pending map[seal.ID]bool
@@ -215,9 +224,11 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error
 	}
 	root := &wdir{}
 	if parentRoot != nil {
-		root.parentID = *parentRoot
-		if root.parent, err = p.s.loadTree(ctx, *parentRoot); err != nil {
-			return nil, fmt.Errorf("parent tree: %w", err)
+		if root.parent, err = p.parentTree(ctx, *parentRoot, ""); err != nil {
+			return nil, err
+		}
+		if root.parent != nil {
+			root.parentID = *parentRoot
 		}
 	}
 	var jobs []readJob
@@ -277,6 +288,9 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error
 		p.s.addIndex(id, f)
 	}
 	st.DataBytes += p.dataRead.Load()
+	if p.noManifest {
+		return &Manifest{Scope: p.s.name, Tree: *rootNode.Subtree, Root: *rootNode, Stats: st}, nil
+	}
 	m := &Manifest{Scope: p.s.name, Time: time.Now().UTC(), Tree: *rootNode.Subtree, Root: *rootNode,
 		Parent: p.opts.Parent, Source: p.opts.Source, Tenant: p.opts.Tenant, Labels: p.opts.Labels,
 		Digest: p.opts.Digest, Stats: st}
@@ -294,9 +308,26 @@ func (s *Scope) addIndex(id seal.ID, f pack.IndexFile) {
 	for _, pk := range f.Packs {
 		s.packs[pk.ID] = pk.Size
 		for _, b := range pk.Blobs {
+			if old, ok := s.blobs[b.ID]; ok && s.damaged[old.pack] == nil {
+				continue // an intact copy stays the one read
+			}
 			s.blobs[b.ID] = blobLoc{pack: pk.ID, blob: b}
 		}
 	}
+}
+
+// parentTree loads a tree of the parent snapshot. A tree that cannot be
+// read back (damaged or missing) is no parent: the files below it are read.
+func (p *pusher) parentTree(ctx context.Context, id seal.ID, rel string) (*Tree, error) {
+	t, err := p.s.loadTree(ctx, id)
+	if errors.Is(err, pack.ErrCorrupt) || errors.Is(err, seal.ErrAuth) || errors.Is(err, errs.ErrNotFound) {
+		p.s.r.log.Warn("parent tree unreadable: reading its files again", "scope", p.s.name, "dir", "/"+rel, "tree", id.String(), "err", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parent tree of /%s: %w", rel, err)
+	}
+	return t, nil
 }
 
 // nodeFromStat builds the node of name (inside dirfd) from its stat.
@@ -387,7 +418,8 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, 
 			st.Bytes += n.Size
 			p.c.files.Add(1)
 			if prev != nil && prev.Type == TypeFile && prev.Inode == n.Inode && prev.Size == n.Size &&
-				prev.MtimeNs == n.MtimeNs && prev.CtimeNs == n.CtimeNs {
+				prev.MtimeNs == n.MtimeNs && prev.CtimeNs == n.CtimeNs && (p.dryRun || p.s.allUsable(prev.Content)) {
+				// (A chunk only a damaged pack holds is read again.)
 				cur := &d.tree.Nodes[len(d.tree.Nodes)-1]
 				cur.Sparse, cur.Extents, cur.Content = prev.Sparse, prev.Extents, prev.Content
 				st.DataBytes += cur.dataLen()
@@ -406,9 +438,11 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, 
 			st.Dirs++
 			sub := &wdir{rel: rel}
 			if prev != nil && prev.Type == TypeDir && prev.Subtree != nil {
-				sub.parentID = *prev.Subtree
-				if sub.parent, err = p.s.loadTree(ctx, *prev.Subtree); err != nil {
-					return fmt.Errorf("parent tree of /%s: %w", rel, err)
+				if sub.parent, err = p.parentTree(ctx, *prev.Subtree, rel); err != nil {
+					return err
+				}
+				if sub.parent != nil {
+					sub.parentID = *prev.Subtree
 				}
 			}
 			d.subs = append(d.subs, sub)
@@ -566,7 +600,10 @@ func (p *pusher) claim(id seal.ID) bool {
 	if p.dryRun {
 		return false
 	}
-	if _, ok := p.s.lookup(id); ok {
+	if p.s.usable(id) {
+		return false // indexed in a pack not marked damaged
+	}
+	if p.want != nil && !p.want(id) {
 		return false
 	}
 	p.pendMu.Lock()
@@ -575,6 +612,9 @@ func (p *pusher) claim(id seal.ID) bool {
 		return false
 	}
 	p.pending[id] = true
+	if _, ok := p.s.lookup(id); ok {
+		atomic.AddInt64(&p.stats.BlobsReplaced, 1)
+	}
 	return true
 }
 

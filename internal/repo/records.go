@@ -20,12 +20,15 @@ func recordKey(scope, kind, id string) string {
 	return scopePrefix(scope) + "records/" + kind + "/" + id
 }
 
+// recordLabel is the AAD label of record kind/id.
+func recordLabel(kind, id string) string { return "stead record v1 " + kind + "/" + id }
+
 // PutRecord stores v as record kind/id (replacing one of that id).
 func (s *Scope) PutRecord(ctx context.Context, kind, id string, v any) error {
 	if !pool.ValidID(kind) || !pool.ValidID(id) {
 		return fmt.Errorf("record %s/%s: %w", kind, id, errs.ErrInvalid)
 	}
-	data, err := pack.SealDoc(s.codec, "stead record v1 "+kind+"/"+id, v)
+	data, err := pack.SealDoc(s.codec, recordLabel(kind, id), v)
 	if err != nil {
 		return err
 	}
@@ -56,7 +59,7 @@ func (s *Scope) Records(ctx context.Context, kind string, fn func(id string, dec
 		if err != nil {
 			return err
 		}
-		label := "stead record v1 " + kind + "/" + id
+		label := recordLabel(kind, id)
 		if err := fn(id, func(v any) error { return pack.OpenDoc(s.codec, label, data, v) }); err != nil {
 			return err
 		}

@@ -331,8 +331,11 @@ type Scope struct {
 	packs     map[seal.ID]int64 // pack id → size
 	indexes   map[seal.ID]pack.IndexFile
 	loadedIdx bool
-	// badIndexes lists index files skipped as damaged by the last load.
+	// badIndexes lists index files skipped as damaged by the last load
+	// (and damage marks that failed to authenticate).
 	badIndexes []string
+	// damaged holds the damage marks of packs (see damage.go).
+	damaged map[seal.ID]*PackDamage
 	// maxEntries overrides the restore entry bound (tests).
 	maxEntries int64
 }
@@ -347,7 +350,8 @@ func newScope(r *Repository, name string, key seal.Key) (*Scope, error) {
 		return nil, err
 	}
 	return &Scope{r: r, name: name, codec: c, seed: s.ChunkerSeed(),
-		blobs: map[seal.ID]blobLoc{}, packs: map[seal.ID]int64{}, indexes: map[seal.ID]pack.IndexFile{}}, nil
+		blobs: map[seal.ID]blobLoc{}, packs: map[seal.ID]int64{}, indexes: map[seal.ID]pack.IndexFile{},
+		damaged: map[seal.ID]*PackDamage{}}, nil
 }
 
 // Name returns the scope's name.
@@ -419,6 +423,11 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 		}
 		files[id] = f
 	}
+	damaged, badMarks, err := s.loadDamage(ctx)
+	if err != nil {
+		return err
+	}
+	bad = append(bad, badMarks...)
 	superseded := map[seal.ID]bool{}
 	for _, f := range files {
 		for _, old := range f.Supersedes {
@@ -434,6 +443,10 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 		for _, p := range f.Packs {
 			packs[p.ID] = p.Size
 			for _, b := range p.Blobs {
+				// A blob stored twice resolves to a pack not marked damaged.
+				if old, ok := blobs[b.ID]; ok && damaged[old.pack] == nil {
+					continue
+				}
 				blobs[b.ID] = blobLoc{pack: p.ID, blob: b}
 			}
 		}
@@ -443,6 +456,7 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 	s.blobs = blobs
 	s.packs = packs
 	s.badIndexes = bad
+	s.damaged = damaged
 	s.loadedIdx = true
 	s.mu.Unlock()
 	return nil

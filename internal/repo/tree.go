@@ -167,12 +167,21 @@ func (s *Scope) loadTree(ctx context.Context, id seal.ID) (*Tree, error) {
 		data = b
 		s.cacheTree(path, data)
 	}
+	t, err := decodeTree(data)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// decodeTree decodes and validates a tree blob's plaintext.
+func decodeTree(data []byte) (*Tree, error) {
 	var t Tree
 	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("decode tree %s: %w: %w", id, pack.ErrCorrupt, err)
+		return nil, fmt.Errorf("decode tree: %w: %w", pack.ErrCorrupt, err)
 	}
 	if err := t.validate(); err != nil {
-		return nil, fmt.Errorf("tree %s: %w", id, err)
+		return nil, err
 	}
 	return &t, nil
 }

@@ -463,7 +463,7 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 		}
 	}
 	res := client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
-		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds()}
+		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds(), BlobsReplaced: st.BlobsReplaced}
 	r, _ := s.repository(ctx)
 	for volID, clone := range volClones {
 		v, err := s.st.GetVolume(ctx, tenant, volID)
@@ -798,41 +798,196 @@ func (s *Service) PullRemote(ctx context.Context, tenant string, req client.Pull
 	})
 }
 
-// CheckRepo checks the tenant's scope (every scope when admin).
+// repoScopes returns the scopes a check or repair covers that exist: the
+// tenant's sandboxes' and volumes' (every scope when admin).
+func (s *Service) repoScopes(ctx context.Context, r *repo.Repository, tenant string, admin bool) ([]*repo.Scope, error) {
+	names := []string{tenantScope(tenant)}
+	if admin {
+		var err error
+		if names, err = r.Scopes(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		// The tenant's volumes: each its own scope.
+		vols, err := s.st.ListVolumes(ctx, tenant, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vols {
+			names = append(names, volumeScope(v.ID))
+		}
+	}
+	var out []*repo.Scope
+	for _, name := range names {
+		sc, err := r.Scope(ctx, name, false)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
+}
+
+// CheckRepo checks the tenant's scopes (its sandboxes' and its volumes';
+// every scope when admin). Packs it
+// finds damaged are marked in the repository; the result names them and
+// the snapshots (and so sandboxes) they damage.
 func (s *Service) CheckRepo(ctx context.Context, tenant string, admin bool, req client.CheckRequest) (client.Operation, error) {
 	r, err := s.repository(ctx)
 	if err != nil {
 		return client.Operation{}, err
 	}
-	scopes := []string{tenantScope(tenant)}
-	if admin {
-		if scopes, err = r.Scopes(ctx); err != nil {
-			return client.Operation{}, err
-		}
-	}
 	return s.startOp(ctx, tenant, "check", "", req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		scopes, err := s.repoScopes(ctx, r, tenant, admin)
+		if err != nil {
+			return nil, err
+		}
+		results, err := repo.CheckScopes(ctx, scopes, repo.CheckOptions{ReadData: req.ReadData,
+			ReadDataSubset: req.ReadDataSubset, Progress: op.progress("check")})
+		if err != nil {
+			return nil, err
+		}
 		out := client.CheckResult{OK: true, Scopes: []client.ScopeCheck{}}
-		for _, name := range scopes {
-			sc, err := r.Scope(ctx, name, false)
-			if errors.Is(err, errs.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			res, err := sc.Check(ctx, repo.CheckOptions{ReadData: req.ReadData, ReadDataSubset: req.ReadDataSubset, Progress: op.progress("check")})
-			if err != nil {
-				return nil, err
-			}
+		nerr, npacks, nsnaps := 0, 0, 0
+		for _, res := range results {
 			out.OK = out.OK && res.OK()
-			out.Scopes = append(out.Scopes, client.ScopeCheck{Scope: res.Scope, Snapshots: res.Snapshots, Packs: res.Packs,
-				Blobs: res.Blobs, PacksRead: res.PacksRead, Errors: res.Errors, Warnings: res.Warnings})
+			sc := client.ScopeCheck{Scope: res.Scope, Snapshots: res.Snapshots, Packs: res.Packs,
+				Blobs: res.Blobs, PacksRead: res.PacksRead, Errors: res.Errors, Warnings: res.Warnings}
+			for _, d := range res.DamagedPacks {
+				sc.DamagedPacks = append(sc.DamagedPacks, client.DamagedPack{ID: d.Pack.String(), Found: d.Found,
+					Reason: d.Reason, Missing: d.Missing, BlobsLost: len(d.Blobs)})
+			}
+			for _, d := range res.DamagedSnapshots {
+				sc.DamagedSnapshots = append(sc.DamagedSnapshots, damagedView(d))
+			}
+			nerr += len(res.Errors)
+			npacks += len(res.DamagedPacks)
+			nsnaps += len(res.DamagedSnapshots)
+			out.Scopes = append(out.Scopes, sc)
 		}
 		if !out.OK {
-			return out, fmt.Errorf("check found errors: %w", errs.ErrConflict)
+			msg := fmt.Sprintf("check found %d error(s)", nerr)
+			if npacks > 0 || nsnaps > 0 {
+				msg += fmt.Sprintf(": %d damaged pack(s), %d damaged snapshot(s); run `stead repo repair`", npacks, nsnaps)
+			}
+			return out, errors.New(msg)
 		}
 		return out, nil
 	})
+}
+
+// damagedView is the API form of a damaged snapshot.
+func damagedView(d repo.SnapshotDamage) client.DamagedSnapshot {
+	v := client.DamagedSnapshot{ID: d.ID.String(), Time: d.Time, Source: d.Source, Problem: d.Problem}
+	if id, ok := strings.CutPrefix(d.Source, "sandbox/"); ok {
+		v.Sandbox, v.SandboxName = id, d.Labels["sandbox_name"]
+	}
+	if id, ok := strings.CutPrefix(d.Source, "volume/"); ok {
+		v.Volume = id
+	}
+	for _, p := range d.Packs {
+		v.Packs = append(v.Packs, p.String())
+	}
+	return v
+}
+
+// RepairRepo repairs the tenant's scopes (every scope when admin): the
+// intact blobs of damaged packs are copied to new packs, the blobs damaged
+// snapshots still lack are read again from the local snapshots this daemon
+// has of their sandbox, and the damaged packs are deleted. The result lists
+// the snapshots repaired and those still damaged.
+func (s *Service) RepairRepo(ctx context.Context, tenant string, admin bool, req client.RepairRequest) (client.Operation, error) {
+	r, err := s.repository(ctx)
+	if err != nil {
+		return client.Operation{}, err
+	}
+	return s.startOp(ctx, tenant, "repair", "", req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		scopes, err := s.repoScopes(ctx, r, tenant, admin)
+		if err != nil {
+			return nil, err
+		}
+		out := client.RepairResult{OK: true, Scopes: []client.ScopeRepair{}}
+		for _, sc := range scopes {
+			res, err := sc.Repair(ctx, repo.RepairOptions{Sources: s.localCopies(ctx),
+				Progress: func(p repo.Progress) { op.progress(p.Op)(p) }})
+			if err != nil {
+				return out, fmt.Errorf("repair %s: %w", sc.Name(), err)
+			}
+			v := client.ScopeRepair{Scope: res.Scope, PacksRemoved: idStrings(res.PacksRemoved), PacksIntact: idStrings(res.PacksIntact),
+				BlobsSalvaged: res.BlobsSalvaged, BlobsUploaded: res.BlobsUploaded, BytesUploaded: res.BytesUploaded,
+				Repaired: []client.DamagedSnapshot{}, Damaged: []client.DamagedSnapshot{}}
+			for _, d := range res.Repaired {
+				dv := damagedView(d.SnapshotDamage)
+				dv.RepairedFrom = d.From
+				v.Repaired = append(v.Repaired, dv)
+			}
+			for _, d := range res.Damaged {
+				v.Damaged = append(v.Damaged, damagedView(d))
+			}
+			out.OK = out.OK && len(v.Damaged) == 0
+			out.Scopes = append(out.Scopes, v)
+			s.log.Info("repository repaired", "scope", res.Scope, "packs_removed", len(res.PacksRemoved),
+				"repaired", len(res.Repaired), "damaged", len(res.Damaged))
+		}
+		if !out.OK {
+			n := 0
+			for _, sc := range out.Scopes {
+				n += len(sc.Damaged)
+			}
+			return out, fmt.Errorf("%d snapshot(s) are still damaged: no local copy had what they lack "+
+				"(forget them, or repair on a daemon that has a copy)", n)
+		}
+		return out, nil
+	})
+}
+
+func idStrings(ids []seal.ID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id.String()
+	}
+	return out
+}
+
+// localCopies returns, for a pushed snapshot of a sandbox or a volume, the
+// local snapshots this daemon still has of it: first the one the push read
+// (an exact copy; a volume's push reads a clone it then drops), then the
+// others (which may hold some of its data).
+func (s *Service) localCopies(ctx context.Context) func(m *repo.Manifest) []repo.RepairSource {
+	return func(m *repo.Manifest) []repo.RepairSource {
+		id, ok := strings.CutPrefix(m.Source, "sandbox/")
+		volume := false
+		if !ok {
+			if id, ok = strings.CutPrefix(m.Source, "volume/"); !ok {
+				return nil
+			}
+			volume = true
+		}
+		if m.Tenant == "" {
+			return nil
+		}
+		list, err := s.st.ListSnapshots(ctx, m.Tenant, id)
+		if err != nil {
+			return nil
+		}
+		var exact, others []repo.RepairSource
+		for _, sn := range list {
+			if (sn.Kind == "volume") != volume {
+				continue
+			}
+			src := repo.RepairSource{Dir: s.pool.Path(snapshotDataset(sn.ID)), Name: "local snapshot " + sn.ID}
+			if sn.ID == m.Labels["local_snapshot"] {
+				src.Exact = true
+				exact = append(exact, src)
+			} else {
+				others = append(others, src)
+			}
+		}
+		return append(exact, others...)
+	}
 }
 
 // retentionPolicy converts the API form.

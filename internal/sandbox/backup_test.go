@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/treedigest"
 )
 
 // withRepo points a test service at a local repository directory and key file.
@@ -533,5 +536,181 @@ func TestLocalVolumeSnapshotsWithTheSandboxAndOnTheirOwn(t *testing.T) {
 		if ok, _ := s.pool.Exists(ctx, snapshotDataset(id)); ok {
 			t.Fatalf("volume snapshot %s outlived the volume's purge", id)
 		}
+	}
+}
+
+// scopePacks lists the pack files of the default tenant's scope in a
+// local repository directory.
+func scopePacks(t *testing.T, repoDir string) []string {
+	t.Helper()
+	var out []string
+	root := filepath.Join(repoDir, "repo", "scopes", tenantScope(store.DefaultTenant), "data")
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out
+}
+
+// newPacks returns the packs of after not in before.
+func newPacks(before, after []string) []string {
+	var out []string
+	for _, p := range after {
+		if !slices.Contains(before, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// flipPack flips a byte a third into a pack file (inside a blob).
+func flipPack(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0x40
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Base(path)
+}
+
+func poolDigest(t *testing.T, s *Service, dataset string) string {
+	t.Helper()
+	d, err := treedigest.Digest(context.Background(), s.pool.Path(dataset), treedigest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestDamagedPackIsNotReusedAndRepairHealsFromLocalSnapshots: three
+// sandboxes are pushed and a pack of each is damaged on disk. check
+// --read-data fails naming the three packs, the snapshots and their
+// sandboxes. A fork of the first is pushed: the push uploads the damaged
+// data again and restores exactly. repo repair then fixes the first
+// (healed by the fork's push) and the second (from its local snapshot,
+// the one its push read), and lists the third, whose local snapshot is
+// gone, as still damaged; a check then names only that one.
+func TestDamagedPackIsNotReusedAndRepairHealsFromLocalSnapshots(t *testing.T) {
+	s := newService(t)
+	repoDir := t.TempDir()
+	withRepo(t, s, repoDir)
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rnd := func(seed uint64, n int) string {
+		r := rand.New(rand.NewPCG(seed, seed))
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(r.Uint32())
+		}
+		return string(b)
+	}
+	var sbs []client.Sandbox
+	var pushes []client.PushResult
+	var damaged []string
+	for i, name := range []string{"agent", "kept", "gone"} {
+		sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.testWrite(t, sb.ID, "/workspace/data.bin", rnd(uint64(i+1), 3<<20))
+		s.testWrite(t, sb.ID, "/workspace/notes.md", name+" notes")
+		before := scopePacks(t, repoDir)
+		var p client.PushResult
+		op, err := s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Wait: true})
+		opDone(t, op, err, &p)
+		added := newPacks(before, scopePacks(t, repoDir))
+		if len(added) == 0 {
+			t.Fatalf("push of %s wrote no pack", name)
+		}
+		damaged = append(damaged, flipPack(t, added[0]))
+		sbs, pushes = append(sbs, sb), append(pushes, p)
+	}
+	// The third's local copy is gone.
+	if err := s.DeleteSnapshot(ctx, tn, pushes[2].RemoteSnapshot.Labels["local_snapshot"]); err != nil {
+		t.Fatal(err)
+	}
+
+	op, err := s.CheckRepo(ctx, tn, false, client.CheckRequest{ReadData: true, Wait: true})
+	if err != nil || op.State != "failed" || !strings.Contains(op.Error, "3 damaged pack(s), 3 damaged snapshot(s)") {
+		t.Fatalf("check: %v %+v", err, op)
+	}
+	var cr client.CheckResult
+	if err := op.DecodeResult(&cr); err != nil || len(cr.Scopes) != 1 {
+		t.Fatalf("check result: %v %s", err, op.Result)
+	}
+	var gotPacks []string
+	for _, p := range cr.Scopes[0].DamagedPacks {
+		gotPacks = append(gotPacks, p.ID)
+	}
+	slices.Sort(gotPacks)
+	slices.Sort(damaged)
+	if !slices.Equal(gotPacks, damaged) || len(cr.Scopes[0].DamagedSnapshots) != 3 {
+		t.Fatalf("check names packs %v (want %v) and %d snapshots", gotPacks, damaged, len(cr.Scopes[0].DamagedSnapshots))
+	}
+	for i, d := range cr.Scopes[0].DamagedSnapshots {
+		if d.ID != pushes[i].RemoteSnapshot.ID || d.Sandbox != sbs[i].ID || d.SandboxName != sbs[i].Name || len(d.Packs) == 0 {
+			t.Errorf("damaged snapshot %d: %+v, want %s of %s (%s)", i, d, pushes[i].RemoteSnapshot.ID, sbs[i].Name, sbs[i].ID)
+		}
+	}
+
+	// A fork of the first, pushed: the new push restores exactly.
+	forks, err := s.Fork(ctx, tn, sbs[0].ID, client.ForkRequest{NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fp client.PushResult
+	op, err = s.PushSandbox(ctx, tn, forks[0].ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, &fp)
+	if fp.BytesUploaded < 1<<20 || fp.BlobsReplaced == 0 {
+		t.Fatalf("push of the fork uploaded %d bytes, %d blobs again: it reused the damaged pack's data", fp.BytesUploaded, fp.BlobsReplaced)
+	}
+	var rr client.RestoreResult
+	op, err = s.RestoreRemote(ctx, tn, client.RestoreRequest{Snapshot: fp.RemoteSnapshot.ID, Name: "fork-restored", NoStart: true, Wait: true})
+	opDone(t, op, err, &rr)
+	if got, want := poolDigest(t, s, datasetName(rr.Sandbox.ID)), poolDigest(t, s, snapshotDataset(fp.RemoteSnapshot.Labels["local_snapshot"])); got != want {
+		t.Fatalf("the fork's push restores to digest %s, its snapshot has %s", got, want)
+	}
+
+	// Repair: the first and second are fixed, the third is listed.
+	op, err = s.RepairRepo(ctx, tn, false, client.RepairRequest{Wait: true})
+	if err != nil || op.State != "failed" || !strings.Contains(op.Error, "1 snapshot(s) are still damaged") {
+		t.Fatalf("repair: %v %+v", err, op)
+	}
+	var rep client.RepairResult
+	if err := op.DecodeResult(&rep); err != nil || len(rep.Scopes) != 1 {
+		t.Fatalf("repair result: %v %s", err, op.Result)
+	}
+	sr := rep.Scopes[0]
+	if len(sr.PacksRemoved) != 3 || len(sr.Repaired) != 2 || len(sr.Damaged) != 1 || sr.Damaged[0].SandboxName != "gone" {
+		t.Fatalf("repair: %+v", sr)
+	}
+	for _, d := range sr.Repaired {
+		if d.Sandbox == sbs[1].ID && d.RepairedFrom != "local snapshot "+pushes[1].RemoteSnapshot.Labels["local_snapshot"] {
+			t.Errorf("kept repaired from %q", d.RepairedFrom)
+		}
+	}
+	for i := range 2 {
+		op, err = s.RestoreRemote(ctx, tn, client.RestoreRequest{Snapshot: pushes[i].RemoteSnapshot.ID, Name: sbs[i].Name + "-restored", NoStart: true, Wait: true})
+		opDone(t, op, err, &rr)
+		if got := s.testRead(t, rr.Sandbox.ID, "/workspace/data.bin"); got != rnd(uint64(i+1), 3<<20) {
+			t.Errorf("%s restored after repair: data differs", sbs[i].Name)
+		}
+	}
+	op, err = s.CheckRepo(ctx, tn, false, client.CheckRequest{ReadData: true, Wait: true})
+	cr = client.CheckResult{}
+	if err != nil || op.DecodeResult(&cr) != nil {
+		t.Fatal(err)
+	}
+	if sc := cr.Scopes[0]; len(sc.DamagedPacks) != 0 || len(sc.DamagedSnapshots) != 1 || sc.DamagedSnapshots[0].Sandbox != sbs[2].ID {
+		t.Fatalf("check after repair: %+v", sc)
 	}
 }

@@ -36,7 +36,7 @@ type operation struct {
 // opSandbox returns the sandbox an operation of kind with target acts on:
 // the target of the kinds whose target is a sandbox id, "" for the others
 // (restores and pulls target a pushed snapshot, volume operations a volume
-// or its snapshot, check and prune the repository). A new kind is followed
+// or its snapshot, check, repair and prune the repository). A new kind is followed
 // by no agent token until it is listed here.
 func opSandbox(kind, target string) string {
 	switch kind {
