@@ -373,7 +373,7 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 		}
 		removeTmp() // what was there before
 		unix.Fsync(pfd)
-		s.act.touch(sb.ID, s.now())
+		s.act.touch(sb.ID, ActivityFiles, s.now())
 		res.Seconds = time.Since(t0).Seconds()
 		return res, nil
 	})

@@ -23,8 +23,10 @@ const (
 )
 
 // Orient gathers what a resuming agent must read first (see
-// api.OrientBackend). Reading it is not activity: an agent may orient a
-// stopped sandbox's state without waking it.
+// api.OrientBackend). It never wakes a sandbox: an agent may orient a
+// stopped sandbox's state. Its reads of the workspace notes are not file
+// activity; the request itself is activity of a running sandbox when its
+// own agent makes it (ActivityAPI, noted by the API layer).
 func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string, events int) (client.Orient, error) {
 	sb, err := s.get(ctx, tenant, id)
 	if err != nil {
@@ -95,7 +97,7 @@ func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string,
 }
 
 // tail returns the last lines of a file in the sandbox, without counting
-// as activity.
+// as file activity.
 func (s *Service) tail(ctx context.Context, tenant, id, p string) (client.OrientFile, error) {
 	v, _, err := s.fsFor(ctx, tenant, id, p, false, false)
 	if err != nil {

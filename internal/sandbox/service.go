@@ -50,6 +50,10 @@ type Options struct {
 	// IdleCPUThreshold is the cpu share (of one core) under which a
 	// sandbox counts as idle (default 0.05).
 	IdleCPUThreshold float64
+	// ActivitySources report activity the service cannot see itself to
+	// the idle policy (network traffic, once networking exists); see
+	// ActivitySource.
+	ActivitySources []ActivitySource
 	// Now returns the current time (tests may move it).
 	Now func() time.Time
 	// StageDir holds the private staging mounts of volume sub-paths
@@ -664,7 +668,7 @@ func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.San
 	}
 	sb.State = store.StateRunning
 	sb.StopReason = ""
-	s.act.touch(sb.ID, s.now())
+	s.act.touch(sb.ID, ActivityAPI, s.now())
 	return s.st.UpdateSandbox(ctx, sb)
 }
 
