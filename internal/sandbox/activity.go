@@ -176,6 +176,9 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 		if sp.MaxRuntime > 0 && sb.StartedAt != nil && now.Sub(*sb.StartedAt) >= sp.MaxRuntime {
 			s.log.Info("sandbox reached its max runtime", "sandbox", sb.ID, "max_runtime", sp.MaxRuntime)
 			_, err := s.stop(ctx, sb.TenantID, sb.ID, "max_runtime")
+			if isAlready(err) {
+				continue // stopped by someone else meanwhile
+			}
 			s.record(ctx, sb.TenantID, "sandbox.max_runtime_stop", sb.ID, err)
 			if err == nil {
 				acted = append(acted, sb.ID)
@@ -198,13 +201,17 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 			last, kind, _ := s.act.lastActivity(sb.ID)
 			s.log.Info("sandbox idle", "sandbox", sb.ID, "idle_timeout", sp.IdleTimeout, "on_idle", sp.OnIdle,
 				"last_activity", last, "last_activity_kind", kind)
+			action := "sandbox.idle_stop"
 			if sp.OnIdle == "pause" {
+				action = "sandbox.idle_pause"
 				_, err = s.pause(ctx, sb.TenantID, sb.ID, "idle")
-				s.record(ctx, sb.TenantID, "sandbox.idle_pause", sb.ID, err)
 			} else {
 				_, err = s.stop(ctx, sb.TenantID, sb.ID, "idle")
-				s.record(ctx, sb.TenantID, "sandbox.idle_stop", sb.ID, err)
 			}
+			if isAlready(err) {
+				continue // stopped or paused by someone else meanwhile
+			}
+			s.record(ctx, sb.TenantID, action, sb.ID, err)
 			if err == nil {
 				acted = append(acted, sb.ID)
 			} else {

@@ -41,15 +41,23 @@ func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string,
 	if events < 0 || events > 200 {
 		return client.Orient{}, fmt.Errorf("orient: events %d (0 to 200): %w", events, errs.ErrInvalid)
 	}
-	or := client.Orient{Sandbox: s.view(sb), StopReason: sb.StopReason, LastStoppedAt: sb.StoppedAt}
-	if or.Checkpoints, err = s.ListCheckpoints(ctx, tenant, sb.ID); err != nil {
+	// Every list is a list, empty when there is nothing ("files": []).
+	or := client.Orient{Sandbox: s.view(sb), StopReason: sb.StopReason, LastStoppedAt: sb.StoppedAt,
+		Checkpoints: []client.CheckpointInfo{}, OpenTasks: []client.Task{}, Files: []client.OrientFile{}}
+	cps, err := s.ListCheckpoints(ctx, tenant, sb.ID)
+	if err != nil {
 		return client.Orient{}, err
+	}
+	if cps != nil {
+		or.Checkpoints = cps
 	}
 	page, err := s.ListTasks(ctx, tenant, sb.ID, client.TaskQuery{Open: true, Limit: 50})
 	if err != nil {
 		return client.Orient{}, err
 	}
-	or.OpenTasks = page.Tasks
+	if page.Tasks != nil {
+		or.OpenTasks = page.Tasks
+	}
 	for _, p := range paths {
 		f, err := s.tail(ctx, tenant, sb.ID, p)
 		if errors.Is(err, errs.ErrNotFound) {
