@@ -34,6 +34,20 @@ func (d *daemon) cli(args ...string) (int, string, string) {
 	return 0, "", ""
 }
 
+// purgeAll destroys every sandbox of d.
+func purgeAll(t *testing.T, d *daemon) {
+	ctx := ctxT(t)
+	list, err := d.c.ListSandboxes(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range list {
+		if _, err := d.c.DeleteSandbox(ctx, sb.ID, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // exitFourStates returns the states a verb's help names in its sentence
 // "Exits 4 if the sandbox is ...;".
 func exitFourStates(t *testing.T, help string) map[string]bool {
@@ -134,6 +148,7 @@ func TestLifecycleVerbsExitCodesMatchTheirHelp(t *testing.T) {
 				if named != nil && named[st] != (want == 4) {
 					t.Fatalf("the help of %v names %s among its exit-4 states: %v; the table wants %d", v.help, st, named[st], want)
 				}
+				t.Cleanup(func() { purgeAll(t, d) }) // the pool holds so many quotas only
 				name, snap := put(t, st)
 				code, _, stderr := d.cli(v.args(name, snap)...)
 				if code != want {
