@@ -36,12 +36,16 @@ var (
 // nothing the HTTP status or the CLI's exit code does not already say.
 var classTags = []error{ErrConflict, ErrForbidden, ErrInvalid, ErrUnauthenticated}
 
+// explanations are the sentinels whose text can be the whole explanation
+// ("run r: not found"): they stay, unless a more precise text follows them
+// ("read /x: not found: no such file or directory").
+var explanations = []error{ErrNotFound, ErrQuota, ErrUnsupported}
+
 // Message is err's text as a user should read it: without the class names
 // that wrapping a sentinel leaves in it ("cannot pause sandbox a: it is
 // stopped: conflict" reads "cannot pause sandbox a: it is stopped"). The
-// sentinels whose text is the explanation itself ("run r: not found",
-// "quota exceeded", "unsupported") stay. The API's problem documents and
-// failed operations carry this text; the class is in their status.
+// API's problem documents and failed operations carry this text; the class
+// is in their status.
 func Message(err error) string {
 	msg := err.Error()
 	for _, s := range classTags {
@@ -55,6 +59,11 @@ func Message(err error) string {
 			msg = m
 		} else {
 			msg = strings.Replace(msg, ": "+tag+": ", ": ", 1)
+		}
+	}
+	for _, s := range explanations {
+		if errors.Is(err, s) {
+			msg = strings.Replace(msg, ": "+s.Error()+": ", ": ", 1)
 		}
 	}
 	return msg

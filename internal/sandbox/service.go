@@ -325,8 +325,12 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		Spec: specJSON, CreatedAt: now, UpdatedAt: now,
 	})
 	release() // the record carries the promise now (or there is none)
+	if errors.Is(err, errs.ErrConflict) {
+		// The store's error names the new id, not the name the user gave.
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: the name is taken (a deleted sandbox keeps its name until it is purged): %w", name, errs.ErrConflict)
+	}
 	if err != nil {
-		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+		return client.Sandbox{}, err // the store's error names the sandbox
 	}
 	unlock := s.lock(id)
 	defer unlock()
@@ -499,10 +503,10 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 func (s *Service) template(ctx context.Context, tenant, id string) (store.Template, error) {
 	t, err := s.st.GetTemplate(ctx, tenant, id)
 	if err == nil || id != "host" || !errors.Is(err, errs.ErrNotFound) {
-		if err != nil {
-			return t, fmt.Errorf("template %s: %w", id, err)
+		if errors.Is(err, errs.ErrNotFound) {
+			return t, fmt.Errorf("template %s: %w (stead template ls shows the templates)", id, errs.ErrNotFound)
 		}
-		return t, nil
+		return t, err // nil, or the store's error, which names the template
 	}
 	return s.ensureHostTemplate(ctx, tenant)
 }
@@ -513,7 +517,7 @@ func (s *Service) get(ctx context.Context, tenant, id string) (store.Sandbox, er
 	case errors.Is(err, errs.ErrNotFound):
 		// The store's error names the sandbox already ("get sandbox x:
 		// not found"); say it as a user reads it, once.
-		return sb, fmt.Errorf("no sandbox %s (stead list shows them; --all with the deleted ones): %w", id, errs.ErrNotFound)
+		return sb, fmt.Errorf("sandbox %s: %w (stead list shows the sandboxes, list --all the deleted ones too)", id, errs.ErrNotFound)
 	case err != nil:
 		return sb, err // the store's error names the sandbox
 	}
@@ -591,16 +595,15 @@ type alreadyError struct {
 }
 
 func (e *alreadyError) Error() string {
-	what := ""
 	switch {
 	case e.verb == "resume" && e.state == store.StateRunning:
-		what = "; it is not paused"
+		return fmt.Sprintf("sandbox %s is running, not paused; nothing was changed", e.name)
 	case e.state == store.StatePaused:
-		what = " (stead resume thaws it)"
+		return fmt.Sprintf("sandbox %s is already paused; nothing was changed (stead resume thaws it)", e.name)
 	case e.state == store.StateDeleted:
-		what = " (stead undelete brings it back; delete --purge destroys it now)"
+		return fmt.Sprintf("sandbox %s is already deleted; nothing was changed (stead undelete brings it back, delete --purge destroys it now)", e.name)
 	}
-	return fmt.Sprintf("sandbox %s is already %s%s; nothing was changed", e.name, e.state, what)
+	return fmt.Sprintf("sandbox %s is already %s; nothing was changed", e.name, e.state)
 }
 
 func (e *alreadyError) Unwrap() error { return errs.ErrConflict }

@@ -188,7 +188,7 @@ func (s *Service) GetSnapshot(ctx context.Context, tenant, id string) (client.Sn
 func (s *Service) getSnapshot(ctx context.Context, tenant, id string) (store.Snapshot, error) {
 	sn, err := s.st.GetSnapshot(ctx, tenant, id)
 	if errors.Is(err, errs.ErrNotFound) {
-		return sn, fmt.Errorf("no snapshot %s (stead snapshot ls shows them): %w", id, errs.ErrNotFound)
+		return sn, fmt.Errorf("snapshot %s: %w (stead snapshot ls shows the snapshots)", id, errs.ErrNotFound)
 	}
 	return sn, err
 }
