@@ -50,10 +50,19 @@ func (c *Client) Connect(ctx context.Context, id string) (Sandbox, error) {
 	if sb.State == "running" {
 		return sb, nil
 	}
-	return c.StartSandbox(ctx, id)
+	started, err := c.StartSandbox(ctx, id)
+	if IsConflict(err) {
+		// Started by someone else meanwhile ("already running")?
+		if now, gerr := c.GetSandbox(ctx, id); gerr == nil && now.State == "running" {
+			return now, nil
+		}
+	}
+	return started, err
 }
 
-// StartSandbox starts a stopped (or archived) sandbox.
+// StartSandbox starts a stopped (or archived) sandbox, or resumes a paused
+// one. A running sandbox is a 409 (IsConflict): it was already started and
+// nothing was done (Connect takes a sandbox as it is).
 func (c *Client) StartSandbox(ctx context.Context, id string) (Sandbox, error) {
 	return c.action(ctx, id, "start", nil)
 }
@@ -68,7 +77,8 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) (Sandbox, error) {
 	return c.action(ctx, id, "pause", nil)
 }
 
-// ResumeSandbox thaws a paused sandbox.
+// ResumeSandbox thaws a paused sandbox; any other state is a 409
+// (IsConflict), a running one included.
 func (c *Client) ResumeSandbox(ctx context.Context, id string) (Sandbox, error) {
 	return c.action(ctx, id, "resume", nil)
 }

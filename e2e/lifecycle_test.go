@@ -265,3 +265,46 @@ func TestExecStreamsTimesOutAndPTY(t *testing.T) {
 		t.Fatalf("pty exit %d %v", code, ok)
 	}
 }
+
+// TestAgentCheckpointingThroughItsSocketIsNotIdle is issue 10, item 10:
+// an agent service that writes a checkpoint through /run/stead/api.sock
+// every second and otherwise sleeps (next to no cpu) is still running after
+// three times its 20 s idle timeout; the same sandbox with an agent that
+// only sleeps is stopped as idle.
+func TestAgentCheckpointingThroughItsSocketIsNotIdle(t *testing.T) {
+	d := newDaemon(t, "--policy-interval", "1s")
+	ctx := ctxT(t)
+	working := `i=0; while :; do i=$((i+1))
+  curl -s -o /dev/null --unix-socket /run/stead/api.sock -H "Authorization: Bearer $STEAD_TOKEN" \
+    -X PUT -H 'Content-Type: application/json' --data "{\"step\": $i}" \
+    http://stead/v1/sandboxes/$STEAD_SANDBOX/checkpoints/progress
+  sleep 1; done`
+	busy, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "working", IdleTimeout: "20s",
+		Service: &client.Service{Command: []string{"sh", "-c", working}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "sleeping", IdleTimeout: "20s",
+		Service: &client.Service{Command: []string{"sh", "-c", "while :; do sleep 1; done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for time.Since(start) < 60*time.Second {
+		if b, _ := d.c.GetSandbox(ctx, busy.ID); b.State != "running" {
+			t.Fatalf("after %s the checkpointing agent's sandbox is %s (%s)", time.Since(start).Round(time.Second), b.State, b.StopReason)
+		}
+		time.Sleep(time.Second)
+	}
+	i, _ := d.c.GetSandbox(ctx, idle.ID)
+	if i.State != "stopped" || i.StopReason != "idle" {
+		t.Fatalf("sleeping agent's sandbox after 60 s: %s %q", i.State, i.StopReason)
+	}
+	if i.StoppedAt == nil || i.StoppedAt.Sub(start) > 40*time.Second {
+		t.Fatalf("sleeping agent's sandbox stopped at %v, %s after it was made", i.StoppedAt, i.StoppedAt.Sub(start))
+	}
+	cp, err := d.c.GetCheckpoint(ctx, busy.ID, "", "progress", 0)
+	if err != nil || cp.Version < 30 {
+		t.Fatalf("the agent's checkpoints: version %d, %v", cp.Version, err)
+	}
+}

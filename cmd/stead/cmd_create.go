@@ -29,7 +29,17 @@ its log is kept (stead logs, stead attach).
 --volume mounts a persistent volume (stead volume create) at an absolute
 path: NAME:/path, NAME:/path:ro for read-only, or NAME/SUB/PATH:/path to
 mount only a sub-directory of it (created if missing). Repeat it to mount
-several. Volumes outlive the sandbox: deleting it never deletes them.`,
+several. Volumes outlive the sandbox: deleting it never deletes them.
+
+--idle-timeout stops the sandbox (or pauses it, with --on-idle pause) after
+that long without activity. Activity is: the agent's own API calls through
+/run/stead/api.sock (checkpoints, session log, tasks, observations, kv,
+orient), writes to its agent state by any caller, exec and its output,
+terminal traffic, file access through the API, and cpu use of at least 5% of
+a core. Reading its state, logs or info from outside is not.
+
+Exits 4 if a sandbox (deleted ones included) already has the name; nothing
+is changed.`,
 		Example: `  stead create agent-1
   stead create agent-1 --type medium --idle-timeout 1h --env OPENAI_API_KEY=$KEY
   stead create agent-1 --stop-line /checkpoint -- python3 -m myagent --resume

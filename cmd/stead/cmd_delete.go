@@ -15,7 +15,10 @@ func newDeleteCmd(g *globals) *cobra.Command {
 		Short:   "Delete a sandbox (recoverable unless --purge)",
 		Long: `Delete a sandbox. Without --purge it is stopped and kept until its purge
 time, and stead undelete brings it back. With --purge it and its files are
-destroyed at once; this cannot be undone.`,
+destroyed at once; this cannot be undone.
+
+Exits 4 if the sandbox is deleted (already) and --purge is not given;
+nothing is changed.`,
 		Example: `  stead delete agent-1
   stead delete agent-1 --purge`,
 		Args: args(1, 1),

@@ -24,7 +24,9 @@ func newForkCmd(g *globals) *cobra.Command {
 copy of SOURCE's files, and print them. SOURCE is a snapshot id (snap-...)
 or a sandbox id or name; a sandbox is snapshotted first (frozen only for an
 instant if it is running). On a btrfs pool a fork is O(1) whatever the
-size. The new sandboxes are started unless --no-start.`,
+size. The new sandboxes are started unless --no-start.
+
+Exits 4 if the sandbox is deleted (undelete it first); nothing is changed.`,
 		Example: `  stead fork agent-1                      # one copy of agent-1 as it is now
   stead fork snap-3f9a --count 3          # three variants from hour 4
   stead fork agent-1 --count 2 --no-start

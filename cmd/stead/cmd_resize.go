@@ -19,7 +19,10 @@ func newResizeCmd(g *globals) *cobra.Command {
 		Use:   "resize SANDBOX",
 		Short: "Change the limits of a stopped sandbox",
 		Long: `Change the limits of a stopped sandbox: pick an instance type, or set
-individual limits (which override the type's).`,
+individual limits (which override the type's).
+
+Exits 4 if the sandbox is running, paused or deleted (stop it first);
+nothing is changed.`,
 		Example: `  stead stop agent-1
   stead resize agent-1 --type large
   stead resize agent-1 --cpus 2 --memory 4GiB --disk 50GiB

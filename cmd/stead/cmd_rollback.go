@@ -14,7 +14,9 @@ func newRollbackCmd(g *globals) *cobra.Command {
 		Long: `Return SANDBOX's files to SNAPSHOT. The sandbox keeps its id, name and
 settings; a running sandbox is restarted on the rolled-back files, which
 restarts its supervised agent. First a safety snapshot is taken of the files
-being replaced: roll back to it to undo the rollback.`,
+being replaced: roll back to it to undo the rollback.
+
+Exits 4 if the sandbox is deleted (undelete it first); nothing is changed.`,
 		Example: `  stead rollback agent-1 snap-3f9a
   stead rollback agent-1 snap-77c1        # undo: the safety snapshot printed by the first`,
 		Args: args(2, 2),

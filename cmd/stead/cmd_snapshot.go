@@ -47,6 +47,10 @@ func newSnapshotCreateCmd(g *globals) *cobra.Command {
 		Use:     "create SANDBOX",
 		Aliases: []string{"take"},
 		Short:   "Take a read-only snapshot of a sandbox, running or stopped",
+		Long: `Take a read-only snapshot of a sandbox's files: running (frozen only for
+the instant it takes), paused or stopped.
+
+Exits 4 if the sandbox is deleted (undelete it first); nothing is changed.`,
 		Example: `  stead snapshot create agent-1
   stead snapshot create agent-1 --label "hour 4" --description "before the refactor"
   snap=$(stead snapshot create agent-1 -q) && stead fork "$snap" --count 3`,

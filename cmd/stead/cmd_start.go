@@ -14,7 +14,10 @@ func newStartCmd(g *globals) *cobra.Command {
 	return newLifecycleCmd(g, "start", "Start a stopped sandbox",
 		"Start a stopped sandbox. Its files are as they were at stop; its agent\n"+
 			"service is started again by the supervisor. An archived sandbox is\n"+
-			"hydrated back from the repository first, with a progress bar.",
+			"hydrated back from the repository first, with a progress bar; a paused one\n"+
+			"is resumed.\n\n"+
+			"Exits 4 if the sandbox is running (already started) or deleted\n"+
+			"(undelete it first); nothing is changed.",
 		"  stead start agent-1",
 		func(ctx context.Context, c *client.Client, id string) (client.Sandbox, error) {
 			if sb, err := c.GetSandbox(ctx, id); err == nil && sb.State == "archived" {

@@ -80,7 +80,10 @@ Exit codes:
   1  error
   2  usage error (bad flags or arguments)
   3  not found (no such sandbox, file, template or volume)
-  4  conflict (the current state forbids it, e.g. starting a running sandbox)
+  4  conflict: the sandbox's state forbids it, or it is already where the
+     verb would take it (start or resume of a running sandbox, stop of a
+     stopped one, pause of a paused one, delete of a deleted one); nothing
+     was changed. Each verb's help says when it exits 4.
   5  unauthenticated (missing or unknown API key)
   stead exec and stead shell exit with the command's own exit code
   (128+N when it was killed by signal N).`,
@@ -226,6 +229,15 @@ func reportError(w io.Writer, root *cobra.Command, err error) int {
 		return ec.code
 	}
 	code := exitCodeFor(err)
+	// The daemon's answer is complete: its problem detail names the
+	// operation and the object ("cannot pause sandbox a: it is stopped").
+	// The verb's own context ("pause a: ") would only repeat it, so an API
+	// error is printed as the daemon wrote it; the verb's context stays on
+	// local errors (a file that cannot be read, a daemon out of reach).
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) {
+		err = apiErr
+	}
 	fmt.Fprintf(w, "stead: %v\n", err)
 	switch code {
 	case exitUsage:

@@ -91,7 +91,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.api = humago.New(mux, cfg)
 	// Before any route is registered: huma binds a route's middlewares at
 	// registration.
-	s.api.UseMiddleware(s.sandboxScope)
+	s.api.UseMiddleware(s.sandboxScope, s.countActivity)
 
 	s.registerHealth()
 	s.registerMisc()

@@ -53,7 +53,7 @@ func (s *server) problem(ctx context.Context, op string, err error) *huma.ErrorM
 	if errors.As(err, &model) {
 		return model
 	}
-	detail := err.Error()
+	detail := errs.Message(err)
 	tenant := ""
 	if p, ok := PrincipalFromContext(ctx); ok {
 		tenant = p.TenantID

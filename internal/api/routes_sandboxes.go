@@ -101,6 +101,9 @@ func (s *server) registerSandboxes() {
 	for _, a := range actions {
 		o := s.op(http.MethodPost, "/v1/sandboxes/{id}/"+a.name, a.name+"-sandbox", a.summary, tag, 0)
 		o.Errors = append(o.Errors, http.StatusConflict)
+		o.Description = "409 when the sandbox's state forbids it, or when the sandbox is already in the state " +
+			"this leads to (start or resume of a running sandbox, stop of a stopped one, pause of a paused one): " +
+			"nothing is changed, and the problem detail says which."
 		opName := a.name + " sandbox"
 		fn := a.fn
 		huma.Register(s.api, o, func(ctx context.Context, in *SandboxRef) (*out[client.Sandbox], error) {

@@ -4,7 +4,10 @@
 // its own.
 package errs
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 var (
 	// ErrNotFound means the named thing does not exist, or belongs to another
@@ -27,3 +30,41 @@ var (
 	// example a disk quota on a dir pool over ext4 (HTTP 501).
 	ErrUnsupported = errors.New("unsupported")
 )
+
+// classTags are the sentinels whose text is only a class name: wrapped
+// with %w they leave "...: conflict" in a message, which tells a user
+// nothing the HTTP status or the CLI's exit code does not already say.
+var classTags = []error{ErrConflict, ErrForbidden, ErrInvalid, ErrUnauthenticated}
+
+// explanations are the sentinels whose text can be the whole explanation
+// ("run r: not found"): they stay, unless a more precise text follows them
+// ("read /x: not found: no such file or directory").
+var explanations = []error{ErrNotFound, ErrQuota, ErrUnsupported}
+
+// Message is err's text as a user should read it: without the class names
+// that wrapping a sentinel leaves in it ("cannot pause sandbox a: it is
+// stopped: conflict" reads "cannot pause sandbox a: it is stopped"). The
+// API's problem documents and failed operations carry this text; the class
+// is in their status.
+func Message(err error) string {
+	msg := err.Error()
+	for _, s := range classTags {
+		if !errors.Is(err, s) {
+			continue
+		}
+		tag := s.Error()
+		if m, ok := strings.CutSuffix(msg, ": "+tag); ok {
+			msg = m
+		} else if m, ok := strings.CutPrefix(msg, tag+": "); ok {
+			msg = m
+		} else {
+			msg = strings.Replace(msg, ": "+tag+": ", ": ", 1)
+		}
+	}
+	for _, s := range explanations {
+		if errors.Is(err, s) {
+			msg = strings.Replace(msg, ": "+s.Error()+": ", ": ", 1)
+		}
+	}
+	return msg
+}

@@ -1,6 +1,7 @@
 package files
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -174,6 +175,28 @@ func pwriteAll(fd int, b []byte, off int64) error {
 		}
 		b = b[n:]
 		off += int64(n)
+	}
+	return nil
+}
+
+// Times are the access and modification times of a file, kept so that an
+// operation that fails can put them back (the change time cannot be).
+type Times struct{ atime, mtime unix.Timespec }
+
+// TimesOf returns the times of the open file fd.
+func TimesOf(fd int) (Times, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return Times{}, fmt.Errorf("stat descriptor %d: %w", fd, err)
+	}
+	return Times{atime: st.Atim, mtime: st.Mtim}, nil
+}
+
+// Restore sets the times of the open file fd (any descriptor but O_PATH)
+// to t.
+func (t Times) Restore(fd int) error {
+	if err := futimensBoth(fd, t.atime, t.mtime); err != nil {
+		return fmt.Errorf("restore times of descriptor %d: %w", fd, err)
 	}
 	return nil
 }

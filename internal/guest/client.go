@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -311,10 +312,12 @@ func (c *Client) Exec(ctx context.Context, spec ExecSpec) (ExecResult, error) {
 // startError is the error of a process init could not start; a bad
 // command or working directory is the caller's mistake (errs.ErrInvalid).
 func startError(cmd string, r Reply) error {
+	// init's error may name the command already ("sh: command not found").
+	msg := strings.TrimPrefix(r.Error, cmd+": ")
 	if r.Invalid {
-		return fmt.Errorf("exec %s: %s: %w", cmd, r.Error, errs.ErrInvalid)
+		return fmt.Errorf("exec %s: %s: %w", cmd, msg, errs.ErrInvalid)
 	}
-	return fmt.Errorf("exec %s: %s", cmd, r.Error)
+	return fmt.Errorf("exec %s: %s", cmd, msg)
 }
 
 func ctxErr(ctx context.Context, err error) error {

@@ -5,21 +5,99 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stead-dev/stead/internal/api"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/store"
 )
 
-// activity tracks, per running sandbox, the last API, exec or terminal
-// activity and the cpu counter at the last idle check.
+// ActivityKind names what showed a running sandbox to be in use. The idle
+// policy (IdleCheck) stops or pauses a sandbox only after its idle timeout
+// passed without activity of any kind.
+type ActivityKind string
+
+const (
+	// ActivityAPI is a request of the sandbox's own agent (its token, on
+	// /run/stead/api.sock or over TCP): checkpoints, session log, tasks,
+	// observations, kv, orient, file history and its operations; and a
+	// write by any other caller to the sandbox's agent state (an agent
+	// harness outside the sandbox keeps it awake through its checkpoints
+	// and session log as one inside does). Reads by other callers (a
+	// dashboard polling checkpoints or orient) are not activity.
+	ActivityAPI ActivityKind = "api"
+	// ActivityExec is an exec starting, ending or writing output.
+	ActivityExec ActivityKind = "exec"
+	// ActivityTerminal is traffic on an attached terminal (a silent one
+	// is not activity).
+	ActivityTerminal ActivityKind = "terminal"
+	// ActivityFiles is a file read or write through the API.
+	ActivityFiles ActivityKind = "files"
+	// ActivityCPU is cpu use at or above Options.IdleCPUThreshold between
+	// two idle checks.
+	ActivityCPU ActivityKind = "cpu"
+	// ActivityNetwork is traffic through the sandbox's network interface.
+	// Nothing reports it yet: networking will, as an ActivitySource that
+	// reads the interface's counters at every idle check.
+	ActivityNetwork ActivityKind = "network"
+	// ActivityPort is a request to one of the sandbox's exposed ports.
+	// Nothing reports it yet: the port proxy will, through NoteActivity on
+	// every request it forwards (and wake a stopped sandbox first when it
+	// has auto_resume).
+	ActivityPort ActivityKind = "port"
+)
+
+// ActivitySource reports activity the service cannot see itself, polled at
+// every idle check of a running sandbox with an idle timeout (as the cpu
+// counter is). It is the hook for network traffic: the network layer's
+// source compares the sandbox interface's byte counters with those of its
+// last poll.
+type ActivitySource interface {
+	// Kind is what the source's activity is recorded as.
+	Kind() ActivityKind
+	// Active reports whether sandbox id was in use since the source's last
+	// poll for it. It must return quickly; an error counts as no activity
+	// (and is logged).
+	Active(ctx context.Context, id string) (bool, error)
+}
+
+// NoteActivity records that running sandbox id is in use now, as kind. It
+// is the hook for what happens outside the service: the API layer calls it
+// (through SandboxActivity) for the agent's own requests, and the port
+// proxy will for requests to exposed ports. A sandbox that is not running
+// under this daemon is left alone: activity never starts one, and a
+// stopped sandbox's idle clock starts afresh when it starts.
+func (s *Service) NoteActivity(id string, kind ActivityKind) {
+	s.act.touch(id, kind, s.now())
+}
+
+// SandboxActivity implements api.ActivityBackend: the API calls it for
+// every request of a sandbox's own token (p.Sandbox, the sandbox itself)
+// and for writes of other callers to a sandbox's agent state (sandbox is
+// then the id or name of the request).
+func (s *Service) SandboxActivity(ctx context.Context, p api.Principal, sandbox string) {
+	id := p.Sandbox
+	if id == "" {
+		sb, err := s.get(ctx, p.TenantID, sandbox)
+		if err != nil {
+			return // the request itself answers for an unknown sandbox
+		}
+		id = sb.ID
+	}
+	s.NoteActivity(id, ActivityAPI)
+}
+
+// activity tracks, per running sandbox, the last activity (ActivityKind)
+// and the cpu counter at the last idle check. A sandbox is tracked from
+// its start (or its adoption by a new daemon) to its stop.
 type activity struct {
 	mu sync.Mutex
 	m  map[string]*actState
 }
 
 type actState struct {
-	last    time.Time     // last activity of any kind
-	cpu     time.Duration // cpu counter at lastCPU
-	lastCPU time.Time
+	last     time.Time    // last activity of any kind
+	lastKind ActivityKind // what it was ("" for the start)
+	cpu      time.Duration
+	lastCPU  time.Time // when cpu was read
 }
 
 func newActivity() *activity { return &activity{m: map[string]*actState{}} }
@@ -39,13 +117,26 @@ func (a *activity) started(id string, now time.Time) {
 	a.mu.Unlock()
 }
 
-func (a *activity) touch(id string, now time.Time) {
+// touch records activity of a tracked sandbox; an untracked one (not
+// running under this daemon) is ignored.
+func (a *activity) touch(id string, kind ActivityKind, now time.Time) {
 	a.mu.Lock()
-	st := a.get(id, now)
-	if now.After(st.last) {
-		st.last = now
+	defer a.mu.Unlock()
+	st, ok := a.m[id]
+	if ok && !now.Before(st.last) {
+		st.last, st.lastKind = now, kind
 	}
-	a.mu.Unlock()
+}
+
+// lastActivity returns when and as what sandbox id was last in use.
+func (a *activity) lastActivity(id string) (time.Time, ActivityKind, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st, ok := a.m[id]
+	if !ok {
+		return time.Time{}, "", false
+	}
+	return st.last, st.lastKind, true
 }
 
 func (a *activity) forget(id string) {
@@ -55,10 +146,11 @@ func (a *activity) forget(id string) {
 }
 
 // IdleCheck applies the auto-stop policy once to every running sandbox.
-// Activity is an API call on the sandbox, exec output, terminal traffic, or
-// cpu use at or above the threshold since the last check; an exec or an
-// attach that merely stays open is not activity, so a forgotten session
-// cannot keep a sandbox awake forever. A sandbox with no activity for its
+// Activity is any ActivityKind: the agent's own API calls, exec output,
+// terminal traffic, file access through the API, cpu use at or above the
+// threshold since the last check, and what an ActivitySource reports; an
+// exec or an attach that merely stays open is not activity, so a forgotten
+// session cannot keep a sandbox awake forever. A sandbox with no activity for its
 // idle timeout is stopped or paused; one past its max runtime is stopped;
 // one whose init died is marked stopped ("crashed"). It returns the ids it
 // stopped or paused.
@@ -84,6 +176,9 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 		if sp.MaxRuntime > 0 && sb.StartedAt != nil && now.Sub(*sb.StartedAt) >= sp.MaxRuntime {
 			s.log.Info("sandbox reached its max runtime", "sandbox", sb.ID, "max_runtime", sp.MaxRuntime)
 			_, err := s.stop(ctx, sb.TenantID, sb.ID, "max_runtime")
+			if isAlready(err) {
+				continue // stopped by someone else meanwhile
+			}
 			s.record(ctx, sb.TenantID, "sandbox.max_runtime_stop", sb.ID, err)
 			if err == nil {
 				acted = append(acted, sb.ID)
@@ -101,15 +196,22 @@ func (s *Service) IdleCheck(ctx context.Context) []string {
 		if err != nil {
 			continue
 		}
+		s.pollActivitySources(ctx, sb.ID, now)
 		if s.idle(sb.ID, sp.IdleTimeout, stats, now) {
-			s.log.Info("sandbox idle", "sandbox", sb.ID, "idle_timeout", sp.IdleTimeout, "on_idle", sp.OnIdle)
+			last, kind, _ := s.act.lastActivity(sb.ID)
+			s.log.Info("sandbox idle", "sandbox", sb.ID, "idle_timeout", sp.IdleTimeout, "on_idle", sp.OnIdle,
+				"last_activity", last, "last_activity_kind", kind)
+			action := "sandbox.idle_stop"
 			if sp.OnIdle == "pause" {
+				action = "sandbox.idle_pause"
 				_, err = s.pause(ctx, sb.TenantID, sb.ID, "idle")
-				s.record(ctx, sb.TenantID, "sandbox.idle_pause", sb.ID, err)
 			} else {
 				_, err = s.stop(ctx, sb.TenantID, sb.ID, "idle")
-				s.record(ctx, sb.TenantID, "sandbox.idle_stop", sb.ID, err)
 			}
+			if isAlready(err) {
+				continue // stopped or paused by someone else meanwhile
+			}
+			s.record(ctx, sb.TenantID, action, sb.ID, err)
 			if err == nil {
 				acted = append(acted, sb.ID)
 			} else {
@@ -131,11 +233,26 @@ func (s *Service) idle(id string, timeout time.Duration, stats steadrt.Stats, no
 		wall := now.Sub(st.lastCPU)
 		used := stats.CPUUsage - st.cpu
 		if wall > 0 && float64(used)/float64(wall) >= s.opts.IdleCPUThreshold {
-			st.last = now
+			st.last, st.lastKind = now, ActivityCPU
 		}
 	}
 	st.cpu, st.lastCPU = stats.CPUUsage, now
 	return now.Sub(st.last) >= timeout
+}
+
+// pollActivitySources asks every Options.ActivitySources whether sandbox
+// id was in use since its last poll.
+func (s *Service) pollActivitySources(ctx context.Context, id string, now time.Time) {
+	for _, src := range s.opts.ActivitySources {
+		active, err := src.Active(ctx, id)
+		if err != nil {
+			s.log.Warn("idle check: activity source", "sandbox", id, "kind", src.Kind(), "err", err)
+			continue
+		}
+		if active {
+			s.act.touch(id, src.Kind(), now)
+		}
+	}
 }
 
 // RunPolicies runs the idle check every interval, purges expired

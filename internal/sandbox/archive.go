@@ -118,10 +118,15 @@ func (s *Service) HydrateSandbox(ctx context.Context, tenant, id string, wait bo
 		return client.Operation{}, err
 	}
 	return s.startOp(ctx, tenant, "hydrate", sb.ID, wait, func(ctx context.Context, op *operation) (any, error) {
-		return s.transition(ctx, tenant, sb.ID, "hydrate", []store.SandboxState{store.StateArchived}, []store.SandboxState{store.StateStopped, store.StateRunning, store.StatePaused},
+		v, err := s.transition(ctx, tenant, sb.ID, "hydrate", []store.SandboxState{store.StateArchived}, []store.SandboxState{store.StateStopped, store.StateRunning, store.StatePaused},
 			func(ctx context.Context, cur store.Sandbox) (store.Sandbox, error) {
 				return s.hydrateLocked(ctx, op, cur)
 			})
+		if isAlready(err) {
+			// Hydrated meanwhile (by a start): what the caller wanted.
+			return s.GetSandbox(ctx, tenant, sb.ID)
+		}
+		return v, err
 	})
 }
 

@@ -48,7 +48,7 @@ type streamWriter struct {
 }
 
 func (w *streamWriter) Write(p []byte) (int, error) {
-	w.s.act.touch(w.id, w.s.now())
+	w.s.act.touch(w.id, ActivityExec, w.s.now())
 	if w.keep != nil {
 		w.keep.Write(p)
 	}
@@ -86,8 +86,8 @@ func (s *Service) Exec(ctx context.Context, tenant, id string, req client.ExecRe
 	if err != nil {
 		return client.ExecResult{}, err
 	}
-	s.act.touch(sb.ID, s.now())
-	defer func() { s.act.touch(sb.ID, s.now()) }()
+	s.act.touch(sb.ID, ActivityExec, s.now())
+	defer func() { s.act.touch(sb.ID, ActivityExec, s.now()) }()
 	spec := guest.ExecSpec{Args: req.Command, Env: env, Cwd: req.Cwd, UID: uid, GID: gid, Background: req.Background}
 	if req.Stdin != "" {
 		spec.Stdin = strings.NewReader(req.Stdin)
@@ -134,13 +134,13 @@ type ptySession struct {
 func (p *ptySession) Read(b []byte) (int, error) {
 	n, err := p.pty.Read(b)
 	if n > 0 {
-		p.s.act.touch(p.id, p.s.now())
+		p.s.act.touch(p.id, ActivityTerminal, p.s.now())
 	}
 	return n, err
 }
 
 func (p *ptySession) Write(b []byte) (int, error) {
-	p.s.act.touch(p.id, p.s.now())
+	p.s.act.touch(p.id, ActivityTerminal, p.s.now())
 	return p.pty.Write(b)
 }
 
@@ -185,7 +185,7 @@ func (s *Service) OpenPTY(ctx context.Context, tenant, id string, req api.PTYReq
 	if rows == 0 || cols == 0 {
 		rows, cols = 24, 80
 	}
-	s.act.touch(sb.ID, s.now())
+	s.act.touch(sb.ID, ActivityTerminal, s.now())
 	p, err := s.rt.OpenPTY(ctx, sb.ID, guest.ExecSpec{Args: args, Env: env, Cwd: req.Cwd, UID: uid, GID: gid}, rows, cols)
 	if err != nil {
 		return nil, fmt.Errorf("open terminal in sandbox %s: %w", sb.Name, err)
@@ -207,7 +207,7 @@ func (s *Service) ServiceInput(ctx context.Context, tenant, id string, data []by
 	if sp.Service == nil {
 		return fmt.Errorf("sandbox %s has no agent service: %w", sb.Name, errs.ErrConflict)
 	}
-	s.act.touch(sb.ID, s.now())
+	s.act.touch(sb.ID, ActivityTerminal, s.now())
 	if err := s.rt.ServiceInput(ctx, sb.ID, data); err != nil {
 		return fmt.Errorf("input to the agent of sandbox %s: %w (it may be restarting): %w", sb.Name, err, errs.ErrConflict)
 	}

@@ -61,7 +61,7 @@ func (s *Service) fsFor(ctx context.Context, tenant, id, p string, touch, write 
 		return nil, sb, err
 	}
 	if touch && sb.State == store.StateRunning {
-		s.act.touch(sb.ID, s.now())
+		s.act.touch(sb.ID, ActivityFiles, s.now())
 	}
 	sp, err := decodeSpec(sb)
 	if err != nil {

@@ -327,6 +327,9 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			return nil, err
 		}
 		defer unix.Close(pfd)
+		// A failed restore changes nothing: not even the parent's times,
+		// which making and removing the temporary entry would move.
+		times, timesErr := files.TimesOf(pfd)
 		var b [6]byte
 		rand.Read(b[:])
 		tmp := ".stead-restore-" + hex.EncodeToString(b[:])
@@ -335,10 +338,20 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			// sandbox moved it meanwhile).
 			s.asCaller(agent, func() error { return files.RemoveAt(pfd, tmp) })
 		}
+		fail := func(err error) (any, error) {
+			removeTmp()
+			if timesErr == nil {
+				// As the daemon, on the descriptor: these are the times the
+				// parent had before this operation touched it.
+				if rerr := times.Restore(pfd); rerr != nil {
+					s.log.Warn("restore-path: could not put back the parent's times", "sandbox", sb.ID, "path", to, "err", rerr)
+				}
+			}
+			return nil, err
+		}
 		op.phase("restore")
 		if err := fill(ctx, pfd, tmp); err != nil {
-			removeTmp()
-			return nil, err
+			return fail(err)
 		}
 		res := client.RestorePathResult{Path: to, From: req.Snapshot}
 		err := s.asCaller(agent, func() error {
@@ -355,12 +368,12 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			}
 			return fmt.Errorf("restore-path: swap %s: %w", to, err)
 		})
-		removeTmp() // what was there before, or the copy that could not be put in place
 		if err != nil {
-			return nil, err
+			return fail(err) // the copy that could not be put in place
 		}
+		removeTmp() // what was there before
 		unix.Fsync(pfd)
-		s.act.touch(sb.ID, s.now())
+		s.act.touch(sb.ID, ActivityFiles, s.now())
 		res.Seconds = time.Since(t0).Seconds()
 		return res, nil
 	})

@@ -124,7 +124,7 @@ func (s *Service) startOp(ctx context.Context, tenant, kind, target string, wait
 			v.EndedAt = &now
 			v.Result = raw
 			if err != nil {
-				v.State, v.Error = "failed", err.Error()
+				v.State, v.Error = "failed", errs.Message(err)
 			} else {
 				v.State = "succeeded"
 			}

@@ -23,8 +23,10 @@ const (
 )
 
 // Orient gathers what a resuming agent must read first (see
-// api.OrientBackend). Reading it is not activity: an agent may orient a
-// stopped sandbox's state without waking it.
+// api.OrientBackend). It never wakes a sandbox: an agent may orient a
+// stopped sandbox's state. Its reads of the workspace notes are not file
+// activity; the request itself is activity of a running sandbox when its
+// own agent makes it (ActivityAPI, noted by the API layer).
 func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string, events int) (client.Orient, error) {
 	sb, err := s.get(ctx, tenant, id)
 	if err != nil {
@@ -39,15 +41,23 @@ func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string,
 	if events < 0 || events > 200 {
 		return client.Orient{}, fmt.Errorf("orient: events %d (0 to 200): %w", events, errs.ErrInvalid)
 	}
-	or := client.Orient{Sandbox: s.view(sb), StopReason: sb.StopReason, LastStoppedAt: sb.StoppedAt}
-	if or.Checkpoints, err = s.ListCheckpoints(ctx, tenant, sb.ID); err != nil {
+	// Every list is a list, empty when there is nothing ("files": []).
+	or := client.Orient{Sandbox: s.view(sb), StopReason: sb.StopReason, LastStoppedAt: sb.StoppedAt,
+		Checkpoints: []client.CheckpointInfo{}, OpenTasks: []client.Task{}, Files: []client.OrientFile{}}
+	cps, err := s.ListCheckpoints(ctx, tenant, sb.ID)
+	if err != nil {
 		return client.Orient{}, err
+	}
+	if cps != nil {
+		or.Checkpoints = cps
 	}
 	page, err := s.ListTasks(ctx, tenant, sb.ID, client.TaskQuery{Open: true, Limit: 50})
 	if err != nil {
 		return client.Orient{}, err
 	}
-	or.OpenTasks = page.Tasks
+	if page.Tasks != nil {
+		or.OpenTasks = page.Tasks
+	}
 	for _, p := range paths {
 		f, err := s.tail(ctx, tenant, sb.ID, p)
 		if errors.Is(err, errs.ErrNotFound) {
@@ -95,7 +105,7 @@ func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string,
 }
 
 // tail returns the last lines of a file in the sandbox, without counting
-// as activity.
+// as file activity.
 func (s *Service) tail(ctx context.Context, tenant, id, p string) (client.OrientFile, error) {
 	v, _, err := s.fsFor(ctx, tenant, id, p, false, false)
 	if err != nil {

@@ -50,6 +50,10 @@ type Options struct {
 	// IdleCPUThreshold is the cpu share (of one core) under which a
 	// sandbox counts as idle (default 0.05).
 	IdleCPUThreshold float64
+	// ActivitySources report activity the service cannot see itself to
+	// the idle policy (network traffic, once networking exists); see
+	// ActivitySource.
+	ActivitySources []ActivitySource
 	// Now returns the current time (tests may move it).
 	Now func() time.Time
 	// StageDir holds the private staging mounts of volume sub-paths
@@ -187,13 +191,29 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 	if sp.Service != nil {
 		svc := *sp.Service
 		svc.Env = envNames(svc.Env, client.SecretMask)
+		if svc.Restart == "" {
+			svc.Restart = defaultRestart // what the supervisor does
+		}
 		v.Service = &svc
 	}
 	if sp.MaxRuntime > 0 {
 		v.MaxRuntime = sp.MaxRuntime.String()
 	}
+	// The store keeps the last stop (orient shows it as last_stopped_at);
+	// a sandbox that runs now, or is paused, has not stopped since it
+	// started.
+	switch sb.State {
+	case store.StateRunning, store.StatePaused, store.StateCreating:
+		v.StoppedAt = nil
+	}
+	if sb.State == store.StateRunning {
+		v.StopReason = ""
+	}
 	return v
 }
+
+// defaultRestart is the restart policy of a service that names none.
+const defaultRestart = "on-failure"
 
 func datasetName(id string) string { return pool.KindSandbox + "/" + id }
 
@@ -305,8 +325,12 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		Spec: specJSON, CreatedAt: now, UpdatedAt: now,
 	})
 	release() // the record carries the promise now (or there is none)
+	if errors.Is(err, errs.ErrConflict) {
+		// The store's error names the new id, not the name the user gave.
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: the name is taken (a deleted sandbox keeps its name until it is purged): %w", name, errs.ErrConflict)
+	}
 	if err != nil {
-		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+		return client.Sandbox{}, err // the store's error names the sandbox
 	}
 	unlock := s.lock(id)
 	defer unlock()
@@ -377,7 +401,7 @@ func (s *Service) serviceSpec(sp spec) (*guest.ServiceSpec, error) {
 	}
 	restart := svc.Restart
 	if restart == "" {
-		restart = "on-failure"
+		restart = defaultRestart
 	}
 	if restart != "always" && restart != "on-failure" && restart != "never" {
 		return nil, fmt.Errorf("restart %q (want always, on-failure or never): %w", svc.Restart, errs.ErrInvalid)
@@ -479,18 +503,23 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 func (s *Service) template(ctx context.Context, tenant, id string) (store.Template, error) {
 	t, err := s.st.GetTemplate(ctx, tenant, id)
 	if err == nil || id != "host" || !errors.Is(err, errs.ErrNotFound) {
-		if err != nil {
-			return t, fmt.Errorf("template %s: %w", id, err)
+		if errors.Is(err, errs.ErrNotFound) {
+			return t, fmt.Errorf("template %s: %w (stead template ls shows the templates)", id, errs.ErrNotFound)
 		}
-		return t, nil
+		return t, err // nil, or the store's error, which names the template
 	}
 	return s.ensureHostTemplate(ctx, tenant)
 }
 
 func (s *Service) get(ctx context.Context, tenant, id string) (store.Sandbox, error) {
 	sb, err := s.st.GetSandbox(ctx, tenant, id)
-	if err != nil {
-		return sb, fmt.Errorf("sandbox %s: %w", id, err)
+	switch {
+	case errors.Is(err, errs.ErrNotFound):
+		// The store's error names the sandbox already ("get sandbox x:
+		// not found"); say it as a user reads it, once.
+		return sb, fmt.Errorf("sandbox %s: %w (stead list shows the sandboxes, list --all the deleted ones too)", id, errs.ErrNotFound)
+	case err != nil:
+		return sb, err // the store's error names the sandbox
 	}
 	return sb, nil
 }
@@ -518,13 +547,17 @@ func (s *Service) ListSandboxes(ctx context.Context, tenant string, includeDelet
 }
 
 // transition runs fn on a sandbox under its lock, after checking that its
-// state is one of from; a state in same returns the sandbox unchanged.
+// state is one of from. A state in already is the state the verb leads to:
+// the sandbox is left as it is and the answer is an alreadyError (a
+// conflict: `stead start` on a running sandbox exits 4, as the help says,
+// and as `incus start` fails on a running instance), so a caller learns
+// that nothing was done.
 //
 // Once the transition begins, it runs to the end even if the caller goes
 // away: fn gets a context that is not cancelled with the request, so a
 // client's Ctrl-C cannot cut a stop hook short or leave the store behind
 // the runtime.
-func (s *Service) transition(ctx context.Context, tenant, id, verb string, from, same []store.SandboxState, fn func(context.Context, store.Sandbox) (store.Sandbox, error)) (client.Sandbox, error) {
+func (s *Service) transition(ctx context.Context, tenant, id, verb string, from, already []store.SandboxState, fn func(context.Context, store.Sandbox) (store.Sandbox, error)) (client.Sandbox, error) {
 	sb, err := s.get(ctx, tenant, id)
 	if err != nil {
 		return client.Sandbox{}, err
@@ -534,9 +567,9 @@ func (s *Service) transition(ctx context.Context, tenant, id, verb string, from,
 	if sb, err = s.get(ctx, tenant, sb.ID); err != nil {
 		return client.Sandbox{}, err
 	}
-	for _, st := range same {
+	for _, st := range already {
 		if sb.State == st {
-			return s.view(sb), nil
+			return client.Sandbox{}, &alreadyError{verb: verb, name: sb.Name, state: sb.State}
 		}
 	}
 	ok := false
@@ -552,6 +585,34 @@ func (s *Service) transition(ctx context.Context, tenant, id, verb string, from,
 	}
 	s.log.Info("sandbox "+verb, "sandbox", sb.ID, "tenant", sb.TenantID, "state", sb.State)
 	return s.view(sb), nil
+}
+
+// alreadyError answers a lifecycle verb on a sandbox that is already in
+// the state the verb leads to; it is an errs.ErrConflict.
+type alreadyError struct {
+	verb, name string
+	state      store.SandboxState
+}
+
+func (e *alreadyError) Error() string {
+	switch {
+	case e.verb == "resume" && e.state == store.StateRunning:
+		return fmt.Sprintf("sandbox %s is running, not paused; nothing was changed", e.name)
+	case e.state == store.StatePaused:
+		return fmt.Sprintf("sandbox %s is already paused; nothing was changed (stead resume thaws it)", e.name)
+	case e.state == store.StateDeleted:
+		return fmt.Sprintf("sandbox %s is already deleted; nothing was changed (stead undelete brings it back, delete --purge destroys it now)", e.name)
+	}
+	return fmt.Sprintf("sandbox %s is already %s; nothing was changed", e.name, e.state)
+}
+
+func (e *alreadyError) Unwrap() error { return errs.ErrConflict }
+
+// isAlready reports whether err says the sandbox was already where a
+// verb would have taken it.
+func isAlready(err error) bool {
+	var ae *alreadyError
+	return errors.As(err, &ae)
 }
 
 func hint(verb string, st store.SandboxState) string {
@@ -664,7 +725,7 @@ func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.San
 	}
 	sb.State = store.StateRunning
 	sb.StopReason = ""
-	s.act.touch(sb.ID, s.now())
+	s.act.touch(sb.ID, ActivityAPI, s.now())
 	return s.st.UpdateSandbox(ctx, sb)
 }
 
@@ -672,11 +733,11 @@ func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.San
 // until the retention ends), or with purge destroys it for good.
 func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bool) (client.Sandbox, error) {
 	all := []store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped, store.StateError, store.StateDeleted}
-	var same []store.SandboxState
+	var already []store.SandboxState
 	if !purge {
-		same = []store.SandboxState{store.StateDeleted}
+		already = []store.SandboxState{store.StateDeleted}
 	}
-	return s.transition(ctx, tenant, id, "delete", all, same, func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	return s.transition(ctx, tenant, id, "delete", all, already, func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 		if sb.State == store.StateRunning || sb.State == store.StatePaused || sb.State == store.StateError {
 			var err error
 			if sb, err = s.stopLocked(ctx, sb, "deleted"); err != nil {

@@ -176,18 +176,28 @@ func (s *Service) ListSnapshots(ctx context.Context, tenant, id string) ([]clien
 
 // GetSnapshot returns one snapshot.
 func (s *Service) GetSnapshot(ctx context.Context, tenant, id string) (client.Snapshot, error) {
-	sn, err := s.st.GetSnapshot(ctx, tenant, id)
+	sn, err := s.getSnapshot(ctx, tenant, id)
 	if err != nil {
-		return client.Snapshot{}, fmt.Errorf("snapshot %s: %w", id, err)
+		return client.Snapshot{}, err
 	}
 	return snapshotView(sn), nil
 }
 
+// getSnapshot reads a snapshot record; a missing one is said once, as a
+// user reads it (the store's error already names the snapshot).
+func (s *Service) getSnapshot(ctx context.Context, tenant, id string) (store.Snapshot, error) {
+	sn, err := s.st.GetSnapshot(ctx, tenant, id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return sn, fmt.Errorf("snapshot %s: %w (stead snapshot ls shows the snapshots)", id, errs.ErrNotFound)
+	}
+	return sn, err
+}
+
 // DeleteSnapshot deletes a snapshot's dataset, then its record.
 func (s *Service) DeleteSnapshot(ctx context.Context, tenant, id string) error {
-	sn, err := s.st.GetSnapshot(ctx, tenant, id)
+	sn, err := s.getSnapshot(ctx, tenant, id)
 	if err != nil {
-		return fmt.Errorf("snapshot %s: %w", id, err)
+		return err
 	}
 	unlock := s.lock(sn.ID)
 	defer unlock()
@@ -231,8 +241,8 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	var sn store.Snapshot
 	if strings.HasPrefix(source, snapshotPrefix) {
 		var err error
-		if sn, err = s.st.GetSnapshot(ctx, tenant, source); err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", source, err)
+		if sn, err = s.getSnapshot(ctx, tenant, source); err != nil {
+			return nil, err
 		}
 		if sn.Kind == "volume" {
 			return nil, fmt.Errorf("snapshot %s is of a volume: restore it into a new volume (stead volume restore): %w", sn.ID, errs.ErrInvalid)
@@ -343,9 +353,9 @@ func (s *Service) forkMounts(ctx context.Context, tenant, verb string, vols, giv
 // the snapshot is cloned beside the root and swapped in atomically, and the
 // sandbox starts again if it was running.
 func (s *Service) Rollback(ctx context.Context, tenant, id string, req client.RollbackRequest) (client.RollbackResult, error) {
-	target, err := s.st.GetSnapshot(ctx, tenant, req.Snapshot)
+	target, err := s.getSnapshot(ctx, tenant, req.Snapshot)
 	if err != nil {
-		return client.RollbackResult{}, fmt.Errorf("snapshot %s: %w", req.Snapshot, err)
+		return client.RollbackResult{}, err
 	}
 	if target.Kind == "volume" {
 		return client.RollbackResult{}, fmt.Errorf("snapshot %s is of a volume, not of a sandbox: %w", target.ID, errs.ErrInvalid)

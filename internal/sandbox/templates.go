@@ -142,8 +142,10 @@ func (s *Service) ImportTemplate(ctx context.Context, tenant string, req client.
 
 // DeleteTemplate removes a template no sandbox uses.
 func (s *Service) DeleteTemplate(ctx context.Context, tenant, id string) error {
-	if _, err := s.st.GetTemplate(ctx, tenant, id); err != nil {
-		return fmt.Errorf("template %s: %w", id, err)
+	if _, err := s.st.GetTemplate(ctx, tenant, id); errors.Is(err, errs.ErrNotFound) {
+		return fmt.Errorf("template %s: %w (stead template ls shows the templates)", id, errs.ErrNotFound)
+	} else if err != nil {
+		return err // the store's error names the template
 	}
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant, IncludeDeleted: true})
 	if err != nil {

@@ -336,11 +336,14 @@ class Sandbox:
         return self._update(self._client.call("POST", self._path("/" + action), body=body))
 
     def start(self) -> "Sandbox":
-        """Start a stopped sandbox (a paused one is resumed)."""
+        """Start a stopped sandbox (a paused one is resumed). Raises
+        :class:`~stead.ConflictError` if it is already running (``connect``
+        takes a sandbox as it is)."""
         return self._action("start")
 
     def stop(self) -> "Sandbox":
-        """Stop: the service's stop hook, then every process ends; files persist, /tmp does not."""
+        """Stop: the service's stop hook, then every process ends; files persist, /tmp does not.
+        Raises :class:`~stead.ConflictError` if it is already stopped."""
         return self._action("stop")
 
     def pause(self) -> "Sandbox":
@@ -348,7 +351,8 @@ class Sandbox:
         return self._action("pause")
 
     def resume(self) -> "Sandbox":
-        """Thaw a paused sandbox."""
+        """Thaw a paused sandbox. Raises :class:`~stead.ConflictError` for any
+        other state, a running one included."""
         return self._action("resume")
 
     def undelete(self) -> "Sandbox":

@@ -565,7 +565,9 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(sb.resume().state, "running")
         self.assertEqual(sb.commands.run("echo up").stdout, "up\n")
         self.assertEqual(sb.stop().state, "stopped")
-        self.assertEqual(sb.stop().state, "stopped")  # idempotent
+        with self.assertRaises(stead.ConflictError) as cm:
+            sb.stop()  # already stopped: refused, nothing changed
+        self.assertIn("already stopped", str(cm.exception))
         with self.assertRaises(stead.ConflictError) as cm:
             sb.pause()  # a stopped sandbox cannot be paused
         self.assertIn("stopped", str(cm.exception))
