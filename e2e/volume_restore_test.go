@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,19 +25,11 @@ func (d *daemon) volumeDigest(t *testing.T, id string) []string {
 	return e
 }
 
-// cli runs the stead CLI against d; it returns the exit code and output.
-func (d *daemon) cli(t *testing.T, a ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(d.bin, append([]string{"--endpoint", "http://" + d.addr}, a...)...)
-	cmd.Env = append(os.Environ(), "STEAD_API_KEY="+d.key)
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, string(out)
+// cliAll runs the CLI against d and returns its exit code and its stdout
+// and stderr together.
+func (d *daemon) cliAll(args ...string) (int, string) {
+	code, out, errOut := d.cli(args...)
+	return code, out + errOut
 }
 
 // mountOf returns the volume mounted at path in sb ("" for none).
@@ -127,7 +118,7 @@ func TestSandboxWithTwoVolumesRestoresOnAnEmptyDaemon(t *testing.T) {
 	if !client.IsConflict(err) || !strings.Contains(err.Error(), "shared") || !strings.Contains(err.Error(), "stead volume restore") {
 		t.Fatalf("restore without its volumes: %v", err)
 	}
-	if code, out := d2.cli(t, "restore", pr.RemoteSnapshot.ID[:12], "--name", "agent"); code != 4 || !strings.Contains(out, "/data") {
+	if code, out := d2.cliAll("restore", pr.RemoteSnapshot.ID[:12], "--name", "agent"); code != 4 || !strings.Contains(out, "/data") {
 		t.Fatalf("stead restore without volumes: exit %d: %s", code, out)
 	}
 	if l, _ := d2.c.ListSandboxes(ctx, true); len(l) != 0 {
@@ -135,12 +126,12 @@ func TestSandboxWithTwoVolumesRestoresOnAnEmptyDaemon(t *testing.T) {
 	}
 
 	// Item 5: the volume's pushes are found by its name on the new machine.
-	code, out := d2.cli(t, "volume", "pushes", "shared", "--json")
+	code, out, _ := d2.cli("volume", "pushes", "shared", "--json")
 	var pushes []client.RemoteSnapshot
 	if err := json.Unmarshal([]byte(out), &pushes); code != 0 || err != nil || len(pushes) != 2 || pushes[1].Volume != sharedV.ID {
 		t.Fatalf("stead volume pushes shared: exit %d:\n%s", code, out)
 	}
-	if code, out := d2.cli(t, "volume", "restore", "--latest", "shared", "--name", "shared-latest"); code != 0 {
+	if code, out := d2.cliAll("volume", "restore", "--latest", "shared", "--name", "shared-latest"); code != 0 {
 		t.Fatalf("stead volume restore --latest shared: exit %d: %s", code, out)
 	}
 	// The push made with the sandbox, under another name: found by origin.
@@ -187,7 +178,7 @@ func TestSandboxWithTwoVolumesRestoresOnAnEmptyDaemon(t *testing.T) {
 	if _, err := d2.c.CreateVolume(ctx, client.CreateVolumeRequest{Name: "scratch", SizeBytes: 64 << 20}); err != nil {
 		t.Fatal(err)
 	}
-	code, out = d2.cli(t, "fork", "agent", "--volume", "scratch:/data", "--json")
+	code, out, _ = d2.cli("fork", "agent", "--volume", "scratch:/data", "--json")
 	if code != 0 {
 		t.Fatalf("stead fork --volume: exit %d: %s", code, out)
 	}
@@ -213,22 +204,22 @@ func TestSandboxWithTwoVolumesRestoresOnAnEmptyDaemon(t *testing.T) {
 	}
 
 	// Attach and detach: refused while running, done while stopped.
-	if code, out := d2.cli(t, "volume", "attach", "agent", "scratch/extra:/extra"); code != 4 || !strings.Contains(out, "stop it first") {
+	if code, out := d2.cliAll("volume", "attach", "agent", "scratch/extra:/extra"); code != 4 || !strings.Contains(out, "stop it first") {
 		t.Fatalf("attach to a running sandbox: exit %d: %s", code, out)
 	}
 	if _, err := d2.c.StopSandbox(ctx, got.ID); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := d2.cli(t, "volume", "attach", "agent", "scratch/extra:/extra"); code != 0 || !strings.Contains(out, "agent: scratch/extra on /extra") {
+	if code, out := d2.cliAll("volume", "attach", "agent", "scratch/extra:/extra"); code != 0 || !strings.Contains(out, "agent: scratch/extra on /extra") {
 		t.Fatalf("attach: exit %d: %s", code, out)
 	}
-	if code, out := d2.cli(t, "volume", "attach", "agent", "scratch:/data"); code != 4 {
+	if code, out := d2.cliAll("volume", "attach", "agent", "scratch:/data"); code != 4 {
 		t.Fatalf("attach over a used mount path: exit %d: %s", code, out)
 	}
-	if code, out := d2.cli(t, "volume", "detach", "agent", "/docs"); code != 0 || strings.Contains(out, "/docs") {
+	if code, out := d2.cliAll("volume", "detach", "agent", "/docs"); code != 0 || strings.Contains(out, "/docs") {
 		t.Fatalf("detach: exit %d: %s", code, out)
 	}
-	if code, out := d2.cli(t, "volume", "detach", "agent", "/docs"); code != 3 {
+	if code, out := d2.cliAll("volume", "detach", "agent", "/docs"); code != 3 {
 		t.Fatalf("detach again: exit %d: %s", code, out)
 	}
 	if _, err := d2.c.StartSandbox(ctx, got.ID); err != nil {
