@@ -53,6 +53,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -101,8 +102,11 @@ func (Nop) Record(context.Context, Entry) error { return nil }
 
 // Defaults for Options.
 const (
-	DefaultCheckpointEvery    = 1000
-	DefaultCheckpointInterval = time.Hour
+	DefaultCheckpointEvery = 1000
+	// DefaultCheckpointInterval bounds what a kill -9 leaves unsigned and
+	// unwitnessed; a checkpoint is one row and one small file write, and
+	// none is taken while the head does not move.
+	DefaultCheckpointInterval = time.Minute
 	// maxField caps each string field of an entry, in bytes.
 	maxField = 1024
 )
@@ -122,6 +126,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Witness keeps the newest signed checkpoint outside the database (a
+	// FileWitness beside it): written after every checkpoint, compared
+	// with the database by Open and Verify. nil: none.
+	Witness Witness
 }
 
 // Log is the audit trail. Its methods are safe for concurrent use; one Log
@@ -140,6 +148,15 @@ type Log struct {
 	mu     sync.Mutex
 	head   store.AuditEntry      // last entry (Seq 0: none yet)
 	signed store.AuditCheckpoint // newest checkpoint (Seq 0: none)
+	// localSeen is what Options.Witness holds, once known (under mu).
+	localSeen *store.AuditCheckpoint
+
+	// remoteMu serialises writes of Options.Remote and guards the fields
+	// below.
+	remoteMu   sync.Mutex
+	remote     Witness
+	remoteSeen *store.AuditCheckpoint
+	remoteErr  string // the last failure logged, to log each kind once
 }
 
 var _ Recorder = (*Log)(nil)
@@ -178,10 +195,55 @@ func Open(ctx context.Context, st store.AuditStore, keyPath string, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("open audit trail: %w", err)
 	}
-	if len(cps) > 0 {
-		l.signed = cps[len(cps)-1]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if cps[i].Malformed == "" {
+			l.signed = cps[i]
+			break
+		}
 	}
+	l.openCheck(ctx, cps)
 	return l, nil
+}
+
+// openCheck says loudly what is wrong with the trail as Open finds it
+// (the daemon starts anyway; Verify reports the same), then signs the
+// head when a kill left it unsigned and writes the witness when it lags.
+func (l *Log) openCheck(ctx context.Context, cps []store.AuditCheckpoint) {
+	log := l.opts.Logger
+	if l.head.Malformed != "" {
+		log.ErrorContext(ctx, "AUDIT TRAIL DAMAGED: its last entry is malformed in the database; new entries chain on from it; run stead audit verify",
+			"seq", l.head.Seq, "problem", l.head.Malformed)
+	}
+	for _, c := range cps {
+		if c.Malformed != "" {
+			log.ErrorContext(ctx, "AUDIT TRAIL DAMAGED: a signed checkpoint is malformed in the database; run stead audit verify",
+				"seq", c.Seq, "problem", c.Malformed)
+		}
+	}
+	if l.signed.Seq > l.head.Seq {
+		log.ErrorContext(ctx, "AUDIT TRAIL TRUNCATED: a signed checkpoint covers entries the database no longer holds; run stead audit verify",
+			"checkpoint", l.signed.Seq, "last", l.head.Seq)
+	}
+	if w := l.opts.Witness; w != nil {
+		p, err := w.Load(ctx)
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+		case err != nil:
+			log.ErrorContext(ctx, "AUDIT WITNESS UNREADABLE: it is left as it is; run stead audit verify", "witness", w.Name(), "err", err)
+		default:
+			l.localSeen = &p
+			if cerr := l.witnessConflict(ctx, p, l.startLocked()); cerr != nil {
+				log.ErrorContext(ctx, "AUDIT TRAIL CONTRADICTS ITS WITNESS: entries were deleted or rewritten while the daemon was down; the witness is kept as evidence; run stead audit verify",
+					"witness", w.Name(), "witness_seq", p.Seq, "last", l.head.Seq, "err", cerr)
+			}
+		}
+	}
+	if l.head.Seq == 0 {
+		return
+	}
+	if _, err := l.checkpointLocked(ctx); err != nil {
+		log.ErrorContext(ctx, "sign audit checkpoint at start", "seq", l.head.Seq, "err", err)
+	}
 }
 
 // PublicKey returns the key checkpoints are verified with.
@@ -339,6 +401,7 @@ func (l *Log) checkpointLocked(ctx context.Context) (store.AuditCheckpoint, erro
 		return store.AuditCheckpoint{}, fmt.Errorf("sign audit checkpoint: the trail is empty: %w", errs.ErrConflict)
 	}
 	if l.signed.Seq == l.head.Seq {
+		l.witnessLocked(ctx, l.signed)
 		return l.signed, nil
 	}
 	c := l.sign(l.head, l.startLocked())
@@ -346,7 +409,137 @@ func (l *Log) checkpointLocked(ctx context.Context) (store.AuditCheckpoint, erro
 		return store.AuditCheckpoint{}, fmt.Errorf("sign audit checkpoint: %w", err)
 	}
 	l.signed = c
+	l.witnessLocked(ctx, c)
 	return c, nil
+}
+
+// witnessLocked writes c to the local witness (held under mu). The
+// checkpoint is stored in the database first, so a crash in between
+// leaves a witness one checkpoint behind, which Verify accepts. Failures
+// are logged: the checkpoint stands.
+func (l *Log) witnessLocked(ctx context.Context, c store.AuditCheckpoint) {
+	w := l.opts.Witness
+	if w == nil || (l.localSeen != nil && l.localSeen.Seq == c.Seq && bytes.Equal(l.localSeen.Hash, c.Hash) && l.localSeen.Start == c.Start) {
+		return
+	}
+	if err := l.advanceWitness(ctx, w, &l.localSeen, c); err != nil {
+		l.opts.Logger.ErrorContext(ctx, "write audit witness", "witness", w.Name(), "seq", c.Seq, "err", err)
+	}
+}
+
+// advanceWitness stores c in w unless what w holds must stay as evidence:
+// a checkpoint the database contradicts (see witnessConflict), or one that
+// cannot be read. seen caches what w holds (nil: not known yet).
+func (l *Log) advanceWitness(ctx context.Context, w Witness, seen **store.AuditCheckpoint, c store.AuditCheckpoint) error {
+	prev := *seen
+	if prev == nil {
+		p, err := w.Load(ctx)
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("advance audit witness to seq %d: %w; left as it is (move it aside once examined)", c.Seq, err)
+		default:
+			prev = &p
+			*seen = prev
+		}
+	}
+	if prev != nil {
+		if prev.Seq > c.Seq {
+			return fmt.Errorf("advance audit witness to seq %d: it holds seq %d, past the trail's head: entries were deleted; kept as evidence: %w",
+				c.Seq, prev.Seq, errs.ErrConflict)
+		}
+		if err := l.witnessConflict(ctx, *prev, c.Start); err != nil {
+			return fmt.Errorf("advance audit witness to seq %d: %w; kept as evidence", c.Seq, err)
+		}
+	}
+	if err := w.Store(ctx, c); err != nil {
+		return err
+	}
+	*seen = &c
+	return nil
+}
+
+// witnessConflict returns why the database contradicts the witnessed
+// checkpoint p (nil when it does not): p is not validly signed by this
+// daemon's key, or names an entry (at or after start, where the trail
+// begins) that the database no longer holds or holds with another hash.
+// The errors wrap errs.ErrConflict.
+func (l *Log) witnessConflict(ctx context.Context, p store.AuditCheckpoint, start int64) error {
+	if p.KeyID != l.keyID || !ed25519.Verify(l.pub, SignedMessage(p), p.Signature) {
+		return fmt.Errorf("the witnessed checkpoint of seq %d is not validly signed by this daemon's key %s (key %q): %w", p.Seq, l.keyID, p.KeyID, errs.ErrConflict)
+	}
+	if p.Seq < start {
+		return nil // pruned since: nothing left to compare
+	}
+	es, err := l.st.ListAudit(ctx, store.AuditFilter{AfterSeq: p.Seq - 1, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("compare with the audit witness: %w", err)
+	}
+	if len(es) == 0 || es[0].Seq != p.Seq {
+		return fmt.Errorf("the database no longer holds entry %d, which the witness signed: %w", p.Seq, errs.ErrConflict)
+	}
+	if !bytes.Equal(es[0].Hash, p.Hash) {
+		return fmt.Errorf("entry %d in the database differs from the one the witness signed: %w", p.Seq, errs.ErrConflict)
+	}
+	return nil
+}
+
+// SetRemote adds a second witness off the machine (a RepoWitness, which
+// needs KeyID to name its record): Run writes it every CheckpointInterval
+// when it lags, Close writes it, never while an append waits; Verify
+// compares it.
+func (l *Log) SetRemote(w Witness) {
+	l.remoteMu.Lock()
+	defer l.remoteMu.Unlock()
+	l.remote, l.remoteSeen, l.remoteErr = w, nil, ""
+}
+
+// KeyID returns the fingerprint of the key this Log signs with.
+func (l *Log) KeyID() string { return l.keyID }
+
+// advanceRemote writes the newest checkpoint to Options.Remote when it
+// lags. A failure is logged once per kind (the repository may not be
+// initialised yet, or be unreachable for a while).
+func (l *Log) advanceRemote(ctx context.Context) {
+	l.mu.Lock()
+	c := l.signed
+	l.mu.Unlock()
+	l.remoteMu.Lock()
+	defer l.remoteMu.Unlock()
+	w := l.remote
+	if w == nil || c.Seq == 0 {
+		return
+	}
+	if s := l.remoteSeen; s != nil && s.Seq == c.Seq && bytes.Equal(s.Hash, c.Hash) && s.Start == c.Start {
+		return
+	}
+	err := l.advanceWitness(ctx, w, &l.remoteSeen, c)
+	switch {
+	case err == nil:
+		if l.remoteErr != "" {
+			l.opts.Logger.InfoContext(ctx, "audit witness written again", "witness", w.Name(), "seq", c.Seq)
+		}
+		l.remoteErr = ""
+	case err.Error() != l.remoteErr:
+		l.remoteErr = err.Error()
+		level := slog.LevelWarn
+		if errors.Is(err, errs.ErrConflict) {
+			level = slog.LevelError
+		}
+		l.opts.Logger.Log(ctx, level, "write audit witness", "witness", w.Name(), "seq", c.Seq, "err", err)
+	}
+}
+
+// Close signs a checkpoint of the head and writes both witnesses: call it
+// when the daemon stops cleanly, so that a restart finds the whole trail
+// signed and witnessed.
+func (l *Log) Close(ctx context.Context) error {
+	_, err := l.Checkpoint(ctx)
+	if err != nil && !errors.Is(err, errs.ErrConflict) {
+		return err
+	}
+	l.advanceRemote(ctx)
+	return nil
 }
 
 // Prune is retention: it deletes the entries older than before, but only
@@ -398,13 +591,17 @@ func (l *Log) prune(ctx context.Context, before time.Time) (n, keepFrom int64, e
 		return 0, 0, fmt.Errorf("prune audit trail: %w", err)
 	}
 	l.signed = head
+	l.witnessLocked(ctx, head)
 	return n, keepFrom, nil
 }
 
-// Run signs a checkpoint every CheckpointInterval when the head moved and,
-// when Retention is set, prunes entries older than it; it returns when ctx
-// ends. Failures are logged.
+// Run verifies the whole trail once (logging what it finds), then signs a
+// checkpoint every CheckpointInterval when the head moved, writes the
+// witnesses and, when Retention is set, prunes entries older than it; it
+// returns when ctx ends. Failures are logged.
 func (l *Log) Run(ctx context.Context) {
+	l.verifyAtStart(ctx)
+	l.advanceRemote(ctx)
 	t := time.NewTicker(l.opts.CheckpointInterval)
 	defer t.Stop()
 	for {
@@ -416,10 +613,26 @@ func (l *Log) Run(ctx context.Context) {
 		if _, err := l.Checkpoint(ctx); err != nil && !errors.Is(err, errs.ErrConflict) {
 			l.opts.Logger.ErrorContext(ctx, "sign audit checkpoint", "err", err)
 		}
+		l.advanceRemote(ctx)
 		if l.opts.Retention > 0 {
 			if _, err := l.Prune(ctx, l.opts.Now().Add(-l.opts.Retention)); err != nil {
 				l.opts.Logger.ErrorContext(ctx, "prune audit trail", "err", err)
 			}
 		}
+	}
+}
+
+// verifyAtStart verifies the trail and logs every problem loudly.
+func (l *Log) verifyAtStart(ctx context.Context) {
+	rep, err := l.Verify(ctx)
+	switch {
+	case err != nil:
+		l.opts.Logger.ErrorContext(ctx, "verify the audit trail", "err", err)
+	case !rep.OK:
+		for _, p := range rep.Problems {
+			l.opts.Logger.ErrorContext(ctx, "AUDIT TRAIL ALTERED: "+p.Text, "seq", p.Seq, "kind", p.Kind)
+		}
+	default:
+		l.opts.Logger.InfoContext(ctx, "audit trail verified", "entries", rep.Entries, "last", rep.LastSeq, "signed", rep.SignedSeq)
 	}
 }
