@@ -232,7 +232,7 @@ func (l *Log) openCheck(ctx context.Context, cps []store.AuditCheckpoint) {
 			log.ErrorContext(ctx, "AUDIT WITNESS UNREADABLE: it is left as it is; run stead audit verify", "witness", w.Name(), "err", err)
 		default:
 			l.localSeen = &p
-			if cerr := l.witnessConflict(ctx, p, l.startLocked()); cerr != nil {
+			if cerr := l.witnessConflict(ctx, p, l.startLocked(), cps); cerr != nil {
 				log.ErrorContext(ctx, "AUDIT TRAIL CONTRADICTS ITS WITNESS: entries were deleted or rewritten while the daemon was down; the witness is kept as evidence; run stead audit verify",
 					"witness", w.Name(), "witness_seq", p.Seq, "last", l.head.Seq, "err", cerr)
 			}
@@ -432,6 +432,9 @@ func (l *Log) witnessLocked(ctx context.Context, c store.AuditCheckpoint) {
 // cannot be read. seen caches what w holds (nil: not known yet).
 func (l *Log) advanceWitness(ctx context.Context, w Witness, seen **store.AuditCheckpoint, c store.AuditCheckpoint) error {
 	prev := *seen
+	// What this Log wrote itself it trusts; what it finds it checks
+	// against the database's checkpoints too.
+	var cps []store.AuditCheckpoint
 	if prev == nil {
 		p, err := w.Load(ctx)
 		switch {
@@ -441,14 +444,19 @@ func (l *Log) advanceWitness(ctx context.Context, w Witness, seen **store.AuditC
 		default:
 			prev = &p
 			*seen = prev
+			if cps, err = l.st.ListAuditCheckpoints(ctx); err != nil {
+				return fmt.Errorf("advance audit witness to seq %d: %w", c.Seq, err)
+			}
 		}
+	} else if prev.Seq == c.Seq && !checkpointReplaced(c, *prev) {
+		return nil
 	}
 	if prev != nil {
 		if prev.Seq > c.Seq {
 			return fmt.Errorf("advance audit witness to seq %d: it holds seq %d, past the trail's head: entries were deleted; kept as evidence: %w",
 				c.Seq, prev.Seq, errs.ErrConflict)
 		}
-		if err := l.witnessConflict(ctx, *prev, c.Start); err != nil {
+		if err := l.witnessConflict(ctx, *prev, c.Start, cps); err != nil {
 			return fmt.Errorf("advance audit witness to seq %d: %w; kept as evidence", c.Seq, err)
 		}
 	}
@@ -462,9 +470,10 @@ func (l *Log) advanceWitness(ctx context.Context, w Witness, seen **store.AuditC
 // witnessConflict returns why the database contradicts the witnessed
 // checkpoint p (nil when it does not): p is not validly signed by this
 // daemon's key, or names an entry (at or after start, where the trail
-// begins) that the database no longer holds or holds with another hash.
-// The errors wrap errs.ErrConflict.
-func (l *Log) witnessConflict(ctx context.Context, p store.AuditCheckpoint, start int64) error {
+// begins) that the database no longer holds or holds with another hash,
+// or, when cps (the database's checkpoints) is not nil, a checkpoint the
+// database no longer holds. The errors wrap errs.ErrConflict.
+func (l *Log) witnessConflict(ctx context.Context, p store.AuditCheckpoint, start int64, cps []store.AuditCheckpoint) error {
 	if p.KeyID != l.keyID || !ed25519.Verify(l.pub, SignedMessage(p), p.Signature) {
 		return fmt.Errorf("the witnessed checkpoint of seq %d is not validly signed by this daemon's key %s (key %q): %w", p.Seq, l.keyID, p.KeyID, errs.ErrConflict)
 	}
@@ -481,7 +490,25 @@ func (l *Log) witnessConflict(ctx context.Context, p store.AuditCheckpoint, star
 	if !bytes.Equal(es[0].Hash, p.Hash) {
 		return fmt.Errorf("entry %d in the database differs from the one the witness signed: %w", p.Seq, errs.ErrConflict)
 	}
-	return nil
+	if cps == nil {
+		return nil
+	}
+	for _, c := range cps {
+		if c.Seq == p.Seq && !checkpointReplaced(c, p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the signed checkpoint of seq %d that the witness holds is gone from the database: %w", p.Seq, errs.ErrConflict)
+}
+
+// checkpointReplaced reports whether the stored checkpoint c of a seq is
+// not the witnessed one p, other than as a prune replaces the head's
+// checkpoint (same hash, later start).
+func checkpointReplaced(c, p store.AuditCheckpoint) bool {
+	if bytes.Equal(c.Signature, p.Signature) {
+		return false
+	}
+	return !(bytes.Equal(c.Hash, p.Hash) && c.Start > p.Start)
 }
 
 // SetRemote adds a second witness off the machine (a RepoWitness, which

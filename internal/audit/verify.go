@@ -255,7 +255,7 @@ func (l *Log) compareWitness(ctx context.Context, w Witness, start, last int64, 
 			p.Seq, w.Name(), when)
 		return wr, nil
 	}
-	if _, ok := signed[p.Seq]; !ok {
+	if c, ok := signed[p.Seq]; !ok || checkpointReplaced(c, p) {
 		wr.Note = fmt.Sprintf("the database lacks the signed checkpoint of seq %d", p.Seq)
 		fail(p.Seq, "checkpoint-missing", "the signed checkpoint of seq %d (signed %s, kept by the witness in %s) is missing from the database: deleted",
 			p.Seq, when, w.Name())
