@@ -227,3 +227,53 @@ func (d *daemon) cli(t *testing.T, args ...string) (int, string, string) {
 	}
 	return code, stdout.String(), stderr.String()
 }
+
+// TestAuditRepositoryWitnessCatchesTruncationWithoutTheLocalWitness: with a
+// repository configured, the signed head is also kept there (sealed), so a
+// tail deleted with its checkpoints and the witness file beside the
+// database is still found.
+func TestAuditRepositoryWitnessCatchesTruncationWithoutTheLocalWitness(t *testing.T) {
+	repoDir := filepath.Join(t.TempDir(), "repo")
+	d := newDaemon(t, "--pool", "dir", "--repo", repoDir, "--audit-checkpoint-interval", "200ms")
+	ctx := ctxT(t)
+	if info, err := d.c.InitRepo(ctx); err != nil || !info.Initialized {
+		t.Fatalf("repo init: %+v %v", info, err)
+	}
+	for range 12 {
+		if _, err := d.c.StopSandbox(ctx, "no-such-sandbox"); !client.IsNotFound(err) {
+			t.Fatalf("stop of a missing sandbox: %v", err)
+		}
+	}
+	rep, err := d.c.VerifyAudit(ctx)
+	if err != nil || !rep.OK {
+		t.Fatalf("verify before tampering: %+v %v", rep, err)
+	}
+	d.stopGracefully()
+	last := witnessFile(t, d).Seq
+	recs, _ := filepath.Glob(filepath.Join(repoDir, "scopes", "audit", "records", "audit-witness", "*"))
+	if len(recs) != 1 {
+		t.Fatalf("repository witness records: %v", recs)
+	}
+	if b, err := os.ReadFile(recs[0]); err != nil || strings.Contains(string(b), "signature") {
+		t.Fatalf("repository witness is not sealed: %q %v", b, err)
+	}
+
+	db, err := sql.Open("sqlite", filepath.Join(d.dataDir, "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, "DELETE FROM audit_entries WHERE seq > ?", last-3)
+	mustExec(t, db, "DELETE FROM audit_checkpoints WHERE seq > ?", last-3)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(d.dataDir, "audit.witness")); err != nil {
+		t.Fatal(err)
+	}
+	d.start()
+	code, out, _ := d.cli(t, "audit", "verify")
+	if code != 1 || !strings.Contains(out, "[truncated]") || !strings.Contains(out, "witness in repository") {
+		t.Fatalf("truncation with the local witness gone: exit %d\n%s", code, out)
+	}
+	t.Logf("verify:\n%s", out)
+}

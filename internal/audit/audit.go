@@ -24,12 +24,42 @@
 // # Checkpoints
 //
 // Every Options.CheckpointEvery entries, every Options.CheckpointInterval
-// when the head moved (Run), and on demand (Checkpoint), the Log signs
-// "entry Seq has Hash and the trail starts at Start" with its ed25519 key
-// (see SignedMessage). A hash chain alone can be rewritten consistently by
-// anyone who can write the database; a signed checkpoint cannot be, without
-// the key, which is generated on first start and kept in a file of mode
-// 0600 in the daemon's data directory (Open's keyPath).
+// when the head moved (Run), when Open finds the head unsigned (a kill -9
+// left it so), on a clean stop (Close) and on demand (Checkpoint), the Log
+// signs "entry Seq has Hash and the trail starts at Start" with its ed25519
+// key (see SignedMessage). A hash chain alone can be rewritten consistently
+// by anyone who can write the database; a signed checkpoint cannot be,
+// without the key, which is generated on first start and kept in a file of
+// mode 0600 in the daemon's data directory (Open's keyPath).
+//
+// # Witnesses
+//
+// A checkpoint in the database does not survive someone deleting it with
+// the entries it covered. So the newest checkpoint is also kept outside
+// the database: in a file beside it (Options.Witness, a FileWitness,
+// written after every checkpoint) and, when a repository is configured, as
+// a sealed record there (SetRemote, a RepoWitness, written every
+// CheckpointInterval when it lags and on Close, independent of pushes).
+// Verify compares the database with each: a witnessed seq past the last
+// entry is a truncated tail, a witnessed hash the database holds otherwise
+// is a rewrite, a witnessed checkpoint missing from the database was
+// deleted, a witness of another key means the key was replaced.
+//
+// Crash ordering: a checkpoint is stored in the database (durable when
+// PutAuditCheckpoint returns) before any witness is written, and a witness
+// is replaced atomically (FileWitness: temp file, fsync, rename, fsync of
+// the directory; the repository's Put is atomic). So a crash leaves each
+// witness naming the newest checkpoint or an older one the database still
+// holds, never one the database lacks; Verify accepts a witness that lags.
+// A kill -9 leaves at most the entries of one CheckpointInterval (or
+// CheckpointEvery entries) unsigned and unwitnessed.
+//
+// A witness only moves forward: the Log does not overwrite one that names
+// a seq past the head, an entry the database holds with another hash, a
+// checkpoint no longer in the database, or another key's signature, nor
+// one it cannot read. It logs the conflict loudly and keeps the witness as
+// evidence; once the operator has examined it, moving the file (or the
+// repository record) aside lets the daemon write a new one.
 //
 // # Retention
 //
@@ -43,13 +73,25 @@
 // newer than the last checkpoint are never pruned. The prune itself is
 // recorded as an entry (action "audit.prune").
 //
+// # Malformed rows
+//
+// A row the store cannot decode (a time that is not a stored time, a hash
+// that is not hex) does not stop Open: the store returns it marked
+// Malformed, Open logs it loudly, the chain is extended from it, and Verify
+// reports it.
+//
 // # Limits
 //
-// Verify detects any change to entries up to the newest checkpoint, and any
-// change to later entries except a consistent rewrite or truncation of that
-// unsigned tail, which the running daemon still catches by comparing with
-// the head it appended itself (not across a restart). A checkpoint is only
-// as trustworthy as the key file.
+// Verify detects any change to entries up to the newest witnessed
+// checkpoint, and any change to later entries except a consistent rewrite
+// or truncation of that unsigned tail, which the running daemon still
+// catches by comparing with the head it appended itself (not across a
+// restart). A checkpoint is only as trustworthy as the key file, and the
+// file witness only as the data directory: someone who can replace both
+// the database and the witness file with an older consistent copy (or
+// delete both, with every checkpoint) is caught only by the repository's
+// witness, which needs the repository's key to forge and which they
+// must also reach to delete.
 package audit
 
 import (
@@ -228,6 +270,10 @@ func (l *Log) openCheck(ctx context.Context, cps []store.AuditCheckpoint) {
 		p, err := w.Load(ctx)
 		switch {
 		case errors.Is(err, errs.ErrNotFound):
+			if l.signed.Seq > 0 {
+				log.ErrorContext(ctx, "AUDIT WITNESS MISSING: the database holds signed checkpoints but the witness beside it is gone (removed?); writing a new one; the repository's witness, if any, still holds the old head",
+					"witness", w.Name(), "signed", l.signed.Seq)
+			}
 		case err != nil:
 			log.ErrorContext(ctx, "AUDIT WITNESS UNREADABLE: it is left as it is; run stead audit verify", "witness", w.Name(), "err", err)
 		default:
