@@ -277,3 +277,30 @@ func TestAuditRepositoryWitnessCatchesTruncationWithoutTheLocalWitness(t *testin
 	}
 	t.Logf("verify:\n%s", out)
 }
+
+// TestAuditHeadIsSignedAcrossKill9s: with the default interval, three
+// kill -9s in a row still leave a signed, witnessed trail: each start signs
+// the head the last run left unsigned.
+func TestAuditHeadIsSignedAcrossKill9s(t *testing.T) {
+	d := newDaemon(t, "--pool", "dir")
+	ctx := ctxT(t)
+	for range 3 {
+		for range 5 {
+			if _, err := d.c.StopSandbox(ctx, "no-such-sandbox"); !client.IsNotFound(err) {
+				t.Fatalf("stop of a missing sandbox: %v", err)
+			}
+		}
+		d.kill9()
+		d.start()
+	}
+	rep, err := d.c.VerifyAudit(ctx)
+	if err != nil || !rep.OK {
+		t.Fatalf("verify after three kill -9s: %+v %v", rep, err)
+	}
+	if rep.Entries < 15 || rep.SignedSeq < 15 || rep.Checkpoints < 3 {
+		t.Fatalf("after three kill -9s the trail is not signed: %+v", rep)
+	}
+	if w := witnessFile(t, d); w.Seq != rep.SignedSeq {
+		t.Fatalf("witness holds seq %d, newest checkpoint %d", w.Seq, rep.SignedSeq)
+	}
+}
