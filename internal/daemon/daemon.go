@@ -59,6 +59,9 @@ type Config struct {
 	// signed and witnessed when it moved (0: audit.DefaultCheckpointInterval);
 	// a kill -9 leaves at most this much of the trail unsigned.
 	AuditCheckpointInterval time.Duration
+	// NoAuditRepoWitness keeps the audit trail's witness out of the
+	// repository (drill daemons: theirs would outlive them there).
+	NoAuditRepoWitness bool
 	// StopGrace overrides the default service stop grace (30 s).
 	StopGrace time.Duration
 	// Repo is the off-box repository: a directory, file:///dir or
@@ -157,6 +160,8 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe))
+	}
+	if repoCfg != nil && !cfg.NoAuditRepoWitness {
 		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
 	}
 	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
