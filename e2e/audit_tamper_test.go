@@ -130,6 +130,14 @@ func TestAuditTamperingIsDetectedAfterStopAndKill9(t *testing.T) {
 				if !found || !strings.Contains(out, "["+tc.kind+"]") {
 					t.Fatalf("%s: no %q problem reported:\n%s\n%+v", tc.name, tc.kind, out, rep.Problems)
 				}
+				// The daemon said so in its log when it started.
+				deadline := time.Now().Add(20 * time.Second)
+				for !strings.Contains(d.logText(), "AUDIT TRAIL") {
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: the restarted daemon did not log it", tc.name)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
 				t.Logf("%s after %s:\n%s", tc.name, stop, out)
 			})
 		}

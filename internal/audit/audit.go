@@ -673,7 +673,10 @@ func (l *Log) prune(ctx context.Context, before time.Time) (n, keepFrom int64, e
 // witnesses and, when Retention is set, prunes entries older than it; it
 // returns when ctx ends. Failures are logged.
 func (l *Log) Run(ctx context.Context) {
-	l.verifyAtStart(ctx)
+	// A long trail takes a while to verify: the interval goes on meanwhile.
+	var wg sync.WaitGroup
+	wg.Go(func() { l.verifyAtStart(ctx) })
+	defer wg.Wait()
 	l.advanceRemote(ctx)
 	t := time.NewTicker(l.opts.CheckpointInterval)
 	defer t.Stop()
