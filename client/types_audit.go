@@ -94,10 +94,13 @@ type AuditWitness struct {
 	Start int64     `json:"start,omitempty"`
 	Time  time.Time `json:"time,omitzero"`
 	// OK is true when the database holds the witnessed entry with the
-	// witnessed hash and its signed checkpoint (or the entry was pruned).
+	// witnessed hash and its signed checkpoint (or the entry was pruned
+	// since). A witness that could not be compared for a reason other
+	// than damage (a repository not initialised or unreachable, nothing
+	// written there yet) is not OK but is not a problem either.
 	OK bool `json:"ok"`
-	// Note says what is wrong (or, when OK, anything worth knowing, such
-	// as "unavailable: ..." for a repository that cannot be reached).
+	// Note says what is wrong or why it was not compared (or, when OK,
+	// anything worth knowing).
 	Note string `json:"note,omitempty"`
 }
 
