@@ -73,6 +73,7 @@ type daemon struct {
 	runDir  string
 	addr    string
 	extra   []string
+	env     []string // added to the daemon's environment
 	cmd     *exec.Cmd
 	log     *os.File
 	key     string
@@ -92,9 +93,15 @@ func freePort(t *testing.T) string {
 // sandboxes and its pool are torn down when the test ends.
 func newDaemon(t *testing.T, extra ...string) *daemon {
 	t.Helper()
+	return newDaemonEnv(t, nil, extra...)
+}
+
+// newDaemonEnv is newDaemon with env added to the daemon's environment.
+func newDaemonEnv(t *testing.T, env []string, extra ...string) *daemon {
+	t.Helper()
 	bin := steadBinary(t)
 	base := t.TempDir()
-	d := &daemon{t: t, bin: bin, dataDir: filepath.Join(base, "data"), runDir: filepath.Join(base, "run"), addr: freePort(t), extra: extra}
+	d := &daemon{t: t, bin: bin, dataDir: filepath.Join(base, "data"), runDir: filepath.Join(base, "run"), addr: freePort(t), extra: extra, env: env}
 	d.start()
 	t.Cleanup(d.teardown)
 	return d
@@ -110,6 +117,9 @@ func (d *daemon) start() {
 	args := append([]string{"serve", "--data-dir", d.dataDir, "--run-dir", d.runDir, "--listen", d.addr,
 		"--socket", filepath.Join(d.runDir, "stead.sock"), "--pool-size", "24", "--pool-overcommit", "8", "--stop-grace", "3s"}, d.extra...)
 	d.cmd = exec.Command(d.bin, args...)
+	if d.env != nil {
+		d.cmd.Env = append(os.Environ(), d.env...)
+	}
 	logPath := filepath.Join(filepath.Dir(d.dataDir), "daemon.log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

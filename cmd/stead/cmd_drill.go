@@ -28,7 +28,10 @@ drill is recorded (stead drill ls).
 
 With --empty-data-dir the restore goes through a second, empty daemon data
 directory that knows only the repository and its key: what recovering on
-a new machine after losing this one would take.
+a new machine after losing this one would take. Its pool is of the same
+kind as this daemon's (a fresh btrfs image for a btrfs daemon), so the
+recovery time is the one a replacement machine would see; the image, its
+loop device, mounts and cgroups are removed when the drill ends.
 
 The exit code is 1 if the drill failed.`,
 		Example: `  stead drill agent-1

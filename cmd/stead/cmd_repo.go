@@ -44,7 +44,12 @@ func newRepoInitCmd(g *globals) *cobra.Command {
 		Short: "Initialise the repository the daemon was started with (admin key)",
 		Long: `Create the repository at the location the daemon was started with, and its
 master key. It needs an admin key. Back up the key file it names: without
-it nothing in the repository can be read.`,
+it nothing in the repository can be read.
+
+A key file that exists already is used, never replaced. On a repository
+that is initialised already, init changes nothing (exit 4); if the daemon's
+key file is missing, restore your copy of it there (or restart the daemon
+with --repo-key-file naming the copy).`,
 		Example: "  stead repo init",
 		Args:    args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -46,7 +46,9 @@ level; the daemon log warns at 85% and 95%.
 Running sandboxes keep running when the daemon stops or is killed; the next
 start adopts them.`,
 		Example: `  stead serve
-  stead serve --data-dir /srv/stead --listen 127.0.0.1:7878 --pool dir`,
+  stead serve --data-dir /srv/stead --listen 127.0.0.1:7878 --pool dir
+  AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... stead serve --repo s3://127.0.0.1:9000/bucket/stead?secure=false
+  stead serve --repo s3://s3.example.com/bucket/stead --repo-credentials-file /etc/stead/s3.credentials`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			level := slog.LevelInfo
@@ -92,7 +94,8 @@ start adopts them.`,
 	f.BoolVar(&repoWitness, "audit-repo-witness", true, "also keep the audit trail's signed head in the repository (when one is configured)")
 	f.MarkHidden("audit-repo-witness")
 	f.DurationVar(&cfg.StopGrace, "stop-grace", 30*time.Second, "default grace period of a service's stop hook")
-	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://ACCESS:SECRET@host:port/bucket/prefix (env STEAD_REPO; S3 keys also from STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY)")
+	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://host:port/bucket/prefix (env STEAD_REPO); S3 keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY, --repo-credentials-file or ~/.aws/credentials, never needed on the command line")
+	f.StringVar(&cfg.RepoCredentialsFile, "repo-credentials-file", os.Getenv("STEAD_S3_CREDENTIALS_FILE"), "file with the S3 keys, AWS format ([default] aws_access_key_id = ..., aws_secret_access_key = ...), mode 0600 (env STEAD_S3_CREDENTIALS_FILE)")
 	f.StringVar(&cfg.RepoKeyFile, "repo-key-file", os.Getenv("STEAD_REPO_KEY_FILE"), "the repository's master key file (default DATA/repo.key; keep a copy off this machine)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
 	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")

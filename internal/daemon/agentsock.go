@@ -15,6 +15,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/guest"
 )
@@ -116,16 +117,25 @@ func (a *agentSockets) closeAll() {
 }
 
 // loadOrCreateKey returns the 32-byte key in path, creating it (0600)
-// on first use.
+// on first use. A key file that exists but cannot be read, or holds
+// something else than 32 bytes, is an error: replacing it would silently
+// invalidate every token made with it.
 func loadOrCreateKey(path string) ([]byte, error) {
-	if b, err := os.ReadFile(path); err == nil && len(b) == 32 {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) != 32 {
+			return nil, fmt.Errorf("key file %s holds %d bytes, not 32: restore it from a copy, or remove it to make a new one (agents' tokens change): %w", path, len(b), errs.ErrInvalid)
+		}
 		return b, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read key: %w", err)
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("create %s: %w", path, err)
 	}
-	if err := fsutil.WriteFileAtomic(path, key, 0o600); err != nil {
+	if err := fsutil.WriteFileExclusive(path, key, 0o600); err != nil {
 		return nil, err
 	}
 	return key, nil

@@ -65,8 +65,13 @@ type Config struct {
 	// StopGrace overrides the default service stop grace (30 s).
 	StopGrace time.Duration
 	// Repo is the off-box repository: a directory, file:///dir or
-	// s3://[ACCESS:SECRET@]host:port/bucket/prefix ("" = none).
+	// s3://host:port/bucket/prefix ("" = none). S3 credentials come from
+	// the environment or a credentials file (see s3.ParseURL); inline
+	// ones (s3://ACCESS:SECRET@...) work but are logged as a warning.
 	Repo string
+	// RepoCredentialsFile is a file with the S3 credentials (AWS format,
+	// 0600); "" looks in the environment and ~/.aws/credentials.
+	RepoCredentialsFile string
 	// RepoKeyFile holds the repository's master key (default DATA/repo.key).
 	RepoKeyFile string
 	// NoUserNS runs sandboxes without user namespaces (root inside is
@@ -127,6 +132,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// Last of all: the cgroup parents no sandbox uses go with the daemon.
+	defer rt.Close()
 	tokenKey, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "token.key"))
 	if err != nil {
 		return err
@@ -146,7 +153,7 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("sign the audit trail's head at shutdown", "err", err)
 		}
 	}()
-	repoCfg, err := openRepo(ctx, cfg)
+	repoCfg, child, err := openRepo(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -159,7 +166,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
 	})
 	if repoCfg != nil {
-		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe))
+		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
 	}
 	if repoCfg != nil && !cfg.NoAuditRepoWitness {
 		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
@@ -208,6 +215,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
 	go auditLog.Run(pctx)
+	go svc.CheckRepoKey(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())
 
 	select {
@@ -281,11 +289,19 @@ func cgroupVersion() int {
 	return 1
 }
 
+// childRepo is how a child daemon (a drill's) is given the repository:
+// the location on its command line, the credentials in its environment.
+type childRepo struct {
+	arg string
+	env []string
+}
+
 // openRepo opens the blob store of the configured repository (nil when
 // none is configured). The repository itself is opened on first use.
-func openRepo(ctx context.Context, cfg Config) (*sandbox.RepoConfig, error) {
+func openRepo(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.RepoConfig, childRepo, error) {
+	child := childRepo{arg: cfg.Repo, env: os.Environ()}
 	if cfg.Repo == "" {
-		return nil, nil
+		return nil, child, nil
 	}
 	keyFile := cfg.RepoKeyFile
 	if keyFile == "" {
@@ -293,18 +309,25 @@ func openRepo(ctx context.Context, cfg Config) (*sandbox.RepoConfig, error) {
 	}
 	var bs blobstore.BlobStore
 	if strings.HasPrefix(cfg.Repo, "s3://") {
-		c, err := s3.ParseURL(cfg.Repo)
+		c, err := s3.Parse(cfg.Repo, s3.Options{CredentialsFile: cfg.RepoCredentialsFile})
 		if err != nil {
-			return nil, fmt.Errorf("repository: %w", err) // never echo the URL: it may hold the secret
+			return nil, child, fmt.Errorf("repository: %w", err) // never echo the URL: it may hold the secret
+		}
+		if c.CredentialSource == s3.SourceURL {
+			log.Warn("the repository URL holds the S3 secret key: on a command line, every process listing (ps) shows it; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or STEAD_S3_ACCESS_KEY and STEAD_S3_SECRET_KEY), or use --repo-credentials-file or ~/.aws/credentials, and drop ACCESS:SECRET@ from the URL",
+				"location", c.Location())
+		} else {
+			log.Info("repository credentials", "location", c.Location(), "from", c.CredentialSource)
 		}
 		if bs, err = s3.New(ctx, c); err != nil {
-			return nil, fmt.Errorf("repository %s: %w", c.Location(), err)
+			return nil, child, fmt.Errorf("repository %s: %w", c.Location(), err)
 		}
+		child = childRepo{arg: c.URL(), env: c.Env(os.Environ())}
 	} else {
 		var err error
 		if bs, err = local.New(strings.TrimPrefix(cfg.Repo, "file://")); err != nil {
-			return nil, fmt.Errorf("repository %s: %w", cfg.Repo, err)
+			return nil, child, fmt.Errorf("repository %s: %w", cfg.Repo, err)
 		}
 	}
-	return &sandbox.RepoConfig{Store: bs, KeyFile: keyFile, CacheDir: filepath.Join(cfg.DataDir, "repo-cache")}, nil
+	return &sandbox.RepoConfig{Store: bs, KeyFile: keyFile, CacheDir: filepath.Join(cfg.DataDir, "repo-cache")}, child, nil
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/pool/btrfs"
 	"github.com/stead-dev/stead/internal/pool/dir"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/runtime/linux"
@@ -23,11 +26,15 @@ import (
 )
 
 // drillEnv runs the restore half of an empty-data-dir drill in a second
-// stead daemon started on a fresh data directory (a dir pool, its own
-// store, run dir and cgroup parent) that knows only the repository and the
+// stead daemon started on a fresh data directory (its own store, run dir,
+// cgroup parent and a pool of the same kind as this daemon's: a fresh
+// btrfs image for a btrfs daemon) that knows only the repository and the
 // key file: what a replacement machine would have. The recovery time runs
-// from starting that daemon to a verified, started sandbox.
-func drillEnv(cfg Config, keyFile, exe string) sandbox.DrillEnv {
+// from starting that daemon to a verified, started sandbox. The child gets
+// the repository's location on its command line and its credentials in
+// its environment, never in argv. Everything it made (pool image, loop
+// device, mounts, cgroups, data dir) is removed when the drill ends.
+func drillEnv(cfg Config, keyFile, exe string, child childRepo, poolKind string) sandbox.DrillEnv {
 	return func(ctx context.Context, tenant string, sc *repo.Scope, m *repo.Manifest, verify []string, progress func(string)) (client.Drill, error) {
 		var d client.Drill
 		if tenant != store.DefaultTenant {
@@ -37,13 +44,21 @@ func drillEnv(cfg Config, keyFile, exe string) sandbox.DrillEnv {
 		if err != nil {
 			return d, err
 		}
-		defer cleanDrillDir(context.WithoutCancel(ctx), base)
+		defer cleanDrillDir(context.WithoutCancel(ctx), base, cfg.Logger)
+		if cfg.Logger != nil {
+			cfg.Logger.Info("drill: starting a fresh daemon", "data_dir", base, "pool", poolKind)
+		}
 		sock := filepath.Join(base, "api.sock")
 		t0 := time.Now()
 		progress("start-empty-daemon")
-		cmd := exec.Command(exe, "serve", "--data-dir", base, "--run-dir", filepath.Join(base, "run"),
-			"--listen", "", "--socket", sock, "--pool", "dir", "--repo", cfg.Repo, "--repo-key-file", keyFile,
-			"--policy-interval", "1h", "--audit-repo-witness=false")
+		args := []string{"serve", "--data-dir", base, "--run-dir", filepath.Join(base, "run"),
+			"--listen", "", "--socket", sock, "--pool", poolKind, "--repo", child.arg, "--repo-key-file", keyFile,
+			"--policy-interval", "1h", "--audit-repo-witness=false"}
+		if poolKind == "btrfs" {
+			args = append(args, "--pool-size", strconv.FormatInt(drillPoolGiB(m), 10))
+		}
+		cmd := exec.Command(exe, args...)
+		cmd.Env = child.env
 		logf, _ := os.Create(filepath.Join(base, "daemon.log"))
 		if logf != nil {
 			cmd.Stdout, cmd.Stderr = logf, logf
@@ -142,10 +157,35 @@ func waitDaemon(ctx context.Context, base, sock string) (*client.Client, error) 
 
 func tailString(s string, n int) string { return s[max(0, len(s)-n):] }
 
-// cleanDrillDir deletes the drill's data dir; datasets go through the dir
-// pool (read-only ones are immutable).
-func cleanDrillDir(ctx context.Context, base string) {
-	if pl, err := dir.Open(ctx, filepath.Join(base, "pool")); err == nil {
+// drillPoolGiB sizes the fresh daemon's btrfs image for restoring m: the
+// sandbox's disk quota must fit in the pool's usable size (size less the
+// reserve, pool.DefaultReserve) and the data with room to spare. The image
+// is sparse: only what the restore writes takes disk space.
+func drillPoolGiB(m *repo.Manifest) int64 {
+	var sp struct {
+		Limits struct {
+			DiskBytes int64 `json:"disk_bytes"`
+		} `json:"limits"`
+	}
+	json.Unmarshal([]byte(m.Labels["spec"]), &sp)
+	need := max(sp.Limits.DiskBytes, m.Stats.DataBytes+m.Stats.DataBytes/4+256<<20)
+	size := need + need/9 + 1<<30 // usable is 90%, at least 512 MiB less
+	return (size + 1<<30 - 1) >> 30
+}
+
+// cleanDrillDir deletes the drill's data dir and what its daemon made
+// outside it: mounts, the pool (datasets, image, loop device) and the
+// runtime's cgroups and rootfs directory.
+func cleanDrillDir(ctx context.Context, base string, log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	poolDir := filepath.Join(base, "pool")
+	fsutil.UnmountUnder(filepath.Join(base, "run"))
+	if err := btrfs.Destroy(ctx, btrfs.Options{Dir: poolDir, Image: filepath.Join(base, "pool.img"), Logger: log}); err != nil {
+		log.Warn("drill: remove the fresh daemon's pool", "err", err)
+	}
+	if pl, err := dir.Open(ctx, poolDir); err == nil { // a dir pool (read-only datasets are immutable)
 		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
 			ids, _ := pl.List(ctx, kind)
 			for _, id := range ids {
@@ -155,8 +195,10 @@ func cleanDrillDir(ctx context.Context, base string) {
 		pl.Close()
 	}
 	fsutil.UnmountUnder(base)
-	linux.RemoveHostState(filepath.Join(base, "run", "containers"))
+	if err := linux.RemoveHostState(filepath.Join(base, "run", "containers")); err != nil {
+		log.Warn("drill: remove the fresh daemon's cgroups", "err", err)
+	}
 	if err := os.RemoveAll(base); err != nil && !errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(os.Stderr, "stead: remove drill dir %s: %v\n", base, err)
+		log.Warn("drill: remove the fresh daemon's data dir", "dir", base, "err", err)
 	}
 }

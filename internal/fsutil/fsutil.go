@@ -45,6 +45,41 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	return SyncDir(dir)
 }
 
+// WriteFileExclusive writes data to a new file at path, durably (temp file,
+// fsync, link into place, directory fsync), and fails with an error
+// satisfying errors.Is(err, fs.ErrExist) when path already exists: unlike
+// WriteFileAtomic it never replaces a file, so two writers racing for
+// path cannot overwrite each other (the key files that must never change).
+func WriteFileExclusive(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	// link(2) fails with EEXIST instead of replacing path.
+	if err := os.Link(tmp, path); err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return SyncDir(dir)
+}
+
 // SyncDir fsyncs a directory so renames and creates in it are durable.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)

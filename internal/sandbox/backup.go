@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,32 +80,46 @@ func tenantScope(tenant string) string {
 	return "t-" + hex.EncodeToString(h[:12])
 }
 
-// masterKey reads the key file; create makes it when absent.
-func (s *Service) masterKey(create bool) (seal.Key, error) {
+// The master key file's lifecycle. InitRepo is the only writer: it makes
+// the key file when it is missing and the repository is not initialised,
+// never replaces one (fsutil.WriteFileExclusive), and removes the file it
+// made when the repository could not be bound to it. A refused init
+// writes nothing. A key file missing for an initialised repository is
+// reported as such (restore the copy), never papered over with a new key.
+
+// readMasterKey reads the key file; an error satisfying
+// errors.Is(err, fs.ErrNotExist) when it is missing.
+func (s *Service) readMasterKey() (seal.Key, error) {
 	var k seal.Key
 	rc := s.opts.Repo
 	b, err := os.ReadFile(rc.KeyFile)
-	if errors.Is(err, os.ErrNotExist) && create {
-		if k, err = seal.NewKey(); err != nil {
-			return k, err
-		}
-		if err := fsutil.WriteFileAtomic(rc.KeyFile, []byte(hex.EncodeToString(k[:])+"\n"), 0o600); err != nil {
-			return k, fmt.Errorf("write master key: %w", err)
-		}
-		return k, nil
-	}
-	if errors.Is(err, os.ErrNotExist) {
-		return k, fmt.Errorf("master key %s is missing: copy the key file of the daemon that made the repository here, or run `stead repo init` for a new repository: %w", rc.KeyFile, errs.ErrConflict)
-	}
 	if err != nil {
 		return k, fmt.Errorf("read master key: %w", err)
 	}
 	raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(raw) != len(k) {
-		return k, fmt.Errorf("master key %s: want 64 hex digits: %w", rc.KeyFile, errs.ErrInvalid)
+		return k, fmt.Errorf("master key %s: want 64 hex digits (restore the key file from your copy): %w", rc.KeyFile, errs.ErrInvalid)
 	}
 	copy(k[:], raw)
 	return k, nil
+}
+
+// keyMissing explains a missing key file: what to do depends on whether
+// the repository is initialised. It wraps repo.ErrNoRepository when the
+// repository is not.
+func (s *Service) keyMissing(ctx context.Context) error {
+	rc := s.opts.Repo
+	loc := rc.Store.Location()
+	_, err := rc.Store.Stat(ctx, "config")
+	switch {
+	case err == nil:
+		return fmt.Errorf("the repository at %s is initialised but its master key file %s is missing: restore your copy of the key file to %s (or start `stead serve` with --repo-key-file naming the copy); `stead repo init` will not replace it: %w",
+			loc, rc.KeyFile, rc.KeyFile, errs.ErrConflict)
+	case errors.Is(err, errs.ErrNotFound):
+		return fmt.Errorf("%w at %s yet: run `stead repo init` (it creates the master key file %s): %w", repo.ErrNoRepository, loc, rc.KeyFile, errs.ErrConflict)
+	default:
+		return fmt.Errorf("master key %s is missing; stat the repository at %s: %w", rc.KeyFile, loc, err)
+	}
 }
 
 // repository opens the configured repository once.
@@ -116,7 +132,10 @@ func (s *Service) repository(ctx context.Context) (*repo.Repository, error) {
 	if s.bk.repo != nil {
 		return s.bk.repo, nil
 	}
-	k, err := s.masterKey(false)
+	k, err := s.readMasterKey()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, s.keyMissing(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -125,13 +144,25 @@ func (s *Service) repository(ctx context.Context) (*repo.Repository, error) {
 		return nil, fmt.Errorf("%w: %w", err, errs.ErrConflict)
 	}
 	if errors.Is(err, repo.ErrWrongKey) {
-		return nil, fmt.Errorf("%w (key file %s): %w", err, s.opts.Repo.KeyFile, errs.ErrForbidden)
+		return nil, fmt.Errorf("%w (key file %s: restore the key file this repository was made with): %w", err, s.opts.Repo.KeyFile, errs.ErrForbidden)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.bk.repo = r
 	return r, nil
+}
+
+// CheckRepoKey opens the configured repository, if any, and logs what stops
+// it from opening (a missing or wrong key file), so an operator learns it
+// at start rather than at the first push.
+func (s *Service) CheckRepoKey(ctx context.Context) {
+	if s.opts.Repo == nil {
+		return
+	}
+	if _, err := s.repository(ctx); err != nil && !errors.Is(err, repo.ErrNoRepository) && ctx.Err() == nil {
+		s.log.Error("the repository cannot be opened", "location", s.opts.Repo.Store.Location(), "err", err)
+	}
 }
 
 // scope opens the tenant's scope (created on first push).
@@ -174,20 +205,80 @@ func (s *Service) RepoInfo(ctx context.Context, admin bool) (client.RepoInfo, er
 }
 
 // InitRepo initialises the configured repository (admin only), creating
-// the master key file if there is none.
+// the master key file if there is none. A refused init (the repository is
+// initialised already) changes nothing and says what to do.
 func (s *Service) InitRepo(ctx context.Context) (client.RepoInfo, error) {
 	if s.opts.Repo == nil {
 		return client.RepoInfo{}, errNoRepo
 	}
-	k, err := s.masterKey(true)
-	if err != nil {
-		return client.RepoInfo{}, err
-	}
-	if err := repo.Init(ctx, s.opts.Repo.Store, k); err != nil {
+	if err := s.initRepo(ctx); err != nil {
 		return client.RepoInfo{}, err
 	}
 	s.log.Info("repository initialised", "location", s.opts.Repo.Store.Location(), "key_file", s.opts.Repo.KeyFile)
 	return s.RepoInfo(ctx, true)
+}
+
+func (s *Service) initRepo(ctx context.Context) error {
+	rc := s.opts.Repo
+	loc := rc.Store.Location()
+	s.bk.mu.Lock() // one init at a time, and none while the repository opens
+	defer s.bk.mu.Unlock()
+	if _, err := rc.Store.Stat(ctx, "config"); err == nil {
+		return s.initRefused(ctx)
+	} else if !errors.Is(err, errs.ErrNotFound) {
+		return fmt.Errorf("stat the repository at %s: %w", loc, err)
+	}
+	k, err := s.readMasterKey()
+	created := false
+	if errors.Is(err, fs.ErrNotExist) {
+		if k, err = seal.NewKey(); err != nil {
+			return err
+		}
+		if err := fsutil.WriteFileExclusive(rc.KeyFile, []byte(hex.EncodeToString(k[:])+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write master key: %w", err)
+		}
+		created = true
+	} else if err != nil {
+		return err
+	}
+	ierr := repo.Init(ctx, rc.Store, k)
+	if ierr == nil {
+		return nil
+	}
+	if errors.Is(ierr, errs.ErrConflict) { // initialised by another daemon meanwhile
+		ierr = s.initRefused(ctx)
+	}
+	// Keep the new key only if the repository is bound to it after all (a
+	// write the server stored although the call failed).
+	if created {
+		if _, oerr := repo.Open(ctx, rc.Store, k, repo.Options{Logger: s.log}); oerr != nil {
+			if err := os.Remove(rc.KeyFile); err == nil {
+				fsutil.SyncDir(filepath.Dir(rc.KeyFile))
+			}
+		}
+	}
+	return ierr
+}
+
+// initRefused explains why an initialised repository is not initialised
+// again, from the state of the key file.
+func (s *Service) initRefused(ctx context.Context) error {
+	rc := s.opts.Repo
+	loc := rc.Store.Location()
+	k, err := s.readMasterKey()
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the repository at %s is already initialised and its master key file %s is missing; nothing was changed: restore your copy of the key file to %s (or start `stead serve` with --repo-key-file naming the copy): %w",
+			loc, rc.KeyFile, rc.KeyFile, errs.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("the repository at %s is already initialised; nothing was changed: %w", loc, err)
+	}
+	_, err = repo.Open(ctx, rc.Store, k, repo.Options{Logger: s.log})
+	if errors.Is(err, repo.ErrWrongKey) {
+		return fmt.Errorf("the repository at %s is already initialised, with another master key than the one in %s; nothing was changed: restore the key file the repository was made with: %w",
+			loc, rc.KeyFile, errs.ErrConflict)
+	}
+	return fmt.Errorf("the repository at %s is already initialised (master key file %s); nothing was changed: %w", loc, rc.KeyFile, errs.ErrConflict)
 }
 
 // GetOperation returns one of p's operations (see api.BackupBackend).

@@ -39,8 +39,12 @@ type Config struct {
 	// Prefix, if not empty, is prepended (with a '/') to every key, so
 	// several stores can share one bucket. It must be a valid key.
 	Prefix string
-	// AccessKey and SecretKey are the credentials (S3 signature V4).
-	AccessKey, SecretKey string
+	// AccessKey and SecretKey are the credentials (S3 signature V4);
+	// SessionToken goes with temporary ones.
+	AccessKey, SecretKey, SessionToken string
+	// CredentialSource says where Parse found the credentials (SourceURL,
+	// "environment (VAR)", "file PATH [profile]"); for logs.
+	CredentialSource string
 	// Region is the bucket's region; empty asks the server (one extra
 	// request per process).
 	Region string
@@ -75,7 +79,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open blob store %s: %w", cfg.Location(), err)
 	}
 	client, err := minio.New(cfg.Endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, ""),
+		Creds:  credentials.NewStaticV4(cfg.AccessKey, cfg.SecretKey, cfg.SessionToken),
 		Secure: cfg.Secure,
 		Region: cfg.Region,
 	})
@@ -108,7 +112,7 @@ func validate(cfg Config) error {
 	case cfg.Prefix != "" && !blobstore.ValidKey(cfg.Prefix):
 		return fmt.Errorf("prefix %q is not a valid key: %w", cfg.Prefix, errs.ErrInvalid)
 	case cfg.AccessKey == "" || cfg.SecretKey == "":
-		return fmt.Errorf("no credentials (set them in the URL or STEAD_S3_ACCESS_KEY and STEAD_S3_SECRET_KEY): %w", errs.ErrInvalid)
+		return fmt.Errorf("no credentials (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, STEAD_S3_ACCESS_KEY and STEAD_S3_SECRET_KEY, or a credentials file): %w", errs.ErrInvalid)
 	}
 	return nil
 }

@@ -32,24 +32,24 @@ func TestParseURLAcceptsDocumentedForms(t *testing.T) {
 	}{
 		{
 			"s3://AK:SK@127.0.0.1:9000/bucket/prefix?secure=false&region=us-east-1", noEnv,
-			Config{Endpoint: "127.0.0.1:9000", Bucket: "bucket", Prefix: "prefix", AccessKey: "AK", SecretKey: "SK", Region: "us-east-1"},
+			Config{Endpoint: "127.0.0.1:9000", Bucket: "bucket", Prefix: "prefix", AccessKey: "AK", SecretKey: "SK", Region: "us-east-1", CredentialSource: SourceURL},
 		},
 		{
 			"s3://AK:S%2FK%40x@s3.example.com/my.bucket/a/b/c/", noEnv,
-			Config{Endpoint: "s3.example.com", Bucket: "my.bucket", Prefix: "a/b/c", AccessKey: "AK", SecretKey: "S/K@x", Secure: true},
+			Config{Endpoint: "s3.example.com", Bucket: "my.bucket", Prefix: "a/b/c", AccessKey: "AK", SecretKey: "S/K@x", Secure: true, CredentialSource: SourceURL},
 		},
 		{
 			"s3://minio:9000/bkt", env("envA", "envS"),
-			Config{Endpoint: "minio:9000", Bucket: "bkt", AccessKey: "envA", SecretKey: "envS", Secure: true},
+			Config{Endpoint: "minio:9000", Bucket: "bkt", AccessKey: "envA", SecretKey: "envS", Secure: true, CredentialSource: "environment (STEAD_S3_ACCESS_KEY)"},
 		},
 		{
 			"s3://[::1]:9000/bkt/?secure=0", env("a", "s"),
-			Config{Endpoint: "[::1]:9000", Bucket: "bkt", AccessKey: "a", SecretKey: "s"},
+			Config{Endpoint: "[::1]:9000", Bucket: "bkt", AccessKey: "a", SecretKey: "s", CredentialSource: "environment (STEAD_S3_ACCESS_KEY)"},
 		},
 		{
 			// Credentials in the URL win over the environment.
 			"s3://u:p@h/bkt", env("envA", "envS"),
-			Config{Endpoint: "h", Bucket: "bkt", AccessKey: "u", SecretKey: "p", Secure: true},
+			Config{Endpoint: "h", Bucket: "bkt", AccessKey: "u", SecretKey: "p", Secure: true, CredentialSource: SourceURL},
 		},
 	}
 	for _, tc := range tests {
@@ -143,6 +143,7 @@ func FuzzParseURL(f *testing.F) {
 		if err != nil {
 			t.Fatalf("parseURL(formatURL(%+v)) = %v (url %q, from %q)", cfg, err, formatURL(cfg), raw)
 		}
+		cfg.CredentialSource, again.CredentialSource = "", "" // env first, then the url
 		if again != cfg {
 			t.Fatalf("round trip of %q: %+v, then %+v", raw, cfg, again)
 		}

@@ -600,6 +600,56 @@ func (p *Pool) Unmount(ctx context.Context) error {
 	return nil
 }
 
+// Destroy removes a pool that will not be used again (a drill's fresh
+// daemon, tests): every dataset, then, for a loop-backed pool, the mount,
+// every loop device backed by the image and the image itself. It never
+// formats or mounts anything: a pool whose Dir is not on btrfs (its image
+// not mounted) has only its image (and stale loop devices) removed. Running sandboxes must
+// be gone.
+func Destroy(ctx context.Context, opts Options) error {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var errsOut []error
+	// A btrfs at Dir: the image's mount, or a data dir on btrfs itself.
+	if sfs := (unix.Statfs_t{}); unix.Statfs(opts.Dir, &sfs) == nil && sfs.Type == unix.BTRFS_SUPER_MAGIC {
+		p, err := Open(ctx, Options{Dir: opts.Dir, Image: opts.Image, Logger: log})
+		if err != nil {
+			return fmt.Errorf("destroy pool %s: %w", opts.Dir, err)
+		}
+		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
+			ids, _ := p.List(ctx, kind)
+			for _, id := range ids {
+				if err := p.Delete(ctx, kind+"/"+id); err != nil && !errors.Is(err, errs.ErrNotFound) {
+					errsOut = append(errsOut, err)
+				}
+			}
+		}
+		if err := p.Unmount(ctx); err != nil {
+			errsOut = append(errsOut, err)
+		}
+	}
+	if opts.Image != "" {
+		if loops, err := loopsBackedBy(opts.Image); err == nil {
+			for _, l := range loops {
+				if mps, err := mountsOfDevice(loopMajor, l.minor); err == nil && len(mps) == 0 {
+					if err := detachLoop(l); err != nil {
+						errsOut = append(errsOut, fmt.Errorf("detach %s: %w", l.path, err))
+					}
+				}
+			}
+		}
+		if err := os.Remove(opts.Image); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errsOut = append(errsOut, err)
+		}
+	}
+	if err := errors.Join(errsOut...); err != nil {
+		return fmt.Errorf("destroy pool %s: %w", opts.Dir, err)
+	}
+	return nil
+}
+
 // Kind returns "btrfs".
 func (p *Pool) Kind() string { return "btrfs" }
 

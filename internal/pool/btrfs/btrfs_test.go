@@ -718,3 +718,48 @@ func mustOpenDir(t *testing.T, dir string) int {
 	t.Cleanup(func() { unix.Close(fd) })
 	return fd
 }
+
+// TestBtrfsDestroyRemovesDatasetsImageAndLoopDevice: Destroy of a mounted
+// image pool with a read-only snapshot leaves no mount, no loop device and
+// no image; Destroy of a pool that is not mounted formats nothing.
+func TestBtrfsDestroyRemovesDatasetsImageAndLoopDevice(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	ctx := t.Context()
+	p, err := Open(ctx, Options{Dir: filepath.Join(tmp, "mnt"), Image: filepath.Join(tmp, "pool.img"), ImageSize: testImageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(p.dir, unix.MNT_DETACH) })
+	if err := p.Create(ctx, "sandboxes/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Clone(ctx, "sandboxes/a", "snapshots/s", pool.CloneOptions{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Destroy(ctx, Options{Dir: p.dir, Image: p.image}); err != nil {
+		t.Fatal(err)
+	}
+	if isMountpoint(t, p.dir) {
+		t.Fatal("pool still mounted after Destroy")
+	}
+	if _, err := os.Stat(p.image); !os.IsNotExist(err) {
+		t.Fatalf("image left: %v", err)
+	}
+	backing, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, b := range backing {
+		if f, _ := os.ReadFile(b); strings.HasPrefix(string(f), p.image) {
+			t.Fatalf("loop device %s left for the image", b)
+		}
+	}
+	if err := os.RemoveAll(p.dir); err != nil {
+		t.Fatalf("the pool dir cannot be removed: %v", err)
+	}
+	// Nothing mounted, no image: nothing is made.
+	if err := Destroy(ctx, Options{Dir: p.dir, Image: p.image}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p.image); !os.IsNotExist(err) {
+		t.Fatalf("Destroy made an image: %v", err)
+	}
+}

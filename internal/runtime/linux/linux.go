@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,6 +102,7 @@ type Runtime struct {
 	slots      map[string]int   // sandbox id → user-namespace slot
 	userns     map[int]*os.File // slot → a user namespace with its mapping
 	views      procViews        // lxcfs and cpusets (procviews.go)
+	parents    []string         // this process's cgroup parent directories (cgroups.go)
 }
 
 var _ steadrt.Runtime = (*Runtime)(nil)
@@ -151,6 +153,10 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r := &Runtime{opts: opts, log: opts.Logger, bin: bin, containers: map[string]*libcontainer.Container{},
 		slots: map[string]int{}, userns: map[int]*os.File{}}
+	if err := r.recordParents(); err != nil {
+		bin.Close()
+		return nil, err
+	}
 	r.loadSlots()
 	if !opts.NoUserNS {
 		r.prewarm()
@@ -721,10 +727,16 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 			}
 		}
 	}
-	// cgroups: v1 has one hierarchy per controller, v2 one tree.
+	// cgroups: v1 has one hierarchy per controller, v2 one tree; the
+	// recorded parents include those of earlier runs in other cgroups.
 	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + r.opts.CgroupParent)
 	if p := "/sys/fs/cgroup/" + r.opts.CgroupParent; fileIsDir(p) {
 		roots = append(roots, p)
+	}
+	for _, p := range readParents(r.opts.StateDir) {
+		if fileIsDir(p) && !slices.Contains(roots, p) {
+			roots = append(roots, p)
+		}
 	}
 	for _, root := range roots {
 		ents, err := os.ReadDir(root)
@@ -753,6 +765,8 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 			cleaned[id] = true
 		}
 	}
+	// Parents of earlier runs that no sandbox uses any more.
+	removeEmptyParents(r.opts.StateDir, r.parents)
 	out := make([]string, 0, len(cleaned))
 	for id := range cleaned {
 		out = append(out, id)
@@ -764,20 +778,6 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 func fileIsDir(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
-}
-
-// RemoveHostState removes what a runtime on stateDir made outside it, for
-// a runtime that will not be used again (tests, uninstall): its (empty)
-// parent cgroups and its (empty) rootfs directory. Cgroups that still hold
-// sandboxes are left alone.
-func RemoveHostState(stateDir string) {
-	parent := cgroupParentFor(stateDir)
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
-	dirs = append(dirs, "/sys/fs/cgroup/"+parent)
-	for _, d := range dirs {
-		os.Remove(d)
-	}
-	os.Remove(rootfsDirFor(stateDir)) // if empty
 }
 
 // rootfsDirFor names the rootfs directory of the runtime whose state lives

@@ -1,0 +1,165 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
+
+	"github.com/stead-dev/stead/internal/fsutil"
+)
+
+// Cgroup parents. libcontainer makes a sandbox's cgroup <CgroupParent>/<id>
+// in every hierarchy, relative to the cgroup of the process that starts it:
+// on cgroup v1 below that process's own cgroup in each controller (so the
+// memory controller's may sit deeper than the others, for example
+// /sys/fs/cgroup/memory/process_api/<hash>/stead-<hash> while the cpu one is
+// /sys/fs/cgroup/cpu/stead-<hash>), on v2 below the parent of its own
+// cgroup. libcontainer removes a sandbox's cgroup with the sandbox, never
+// the parents it made for it. So the runtime records every parent
+// directory it may use (StateDir/cgroup-parents, one a line, written
+// durably before any sandbox starts; a daemon restarted in another cgroup
+// adds its own, and its adopted sandboxes keep theirs) and removes the ones
+// left empty: Close (a daemon that stops), Sweep (those of earlier runs)
+// and RemoveHostState (a runtime that will not be used again). A parent
+// that still holds a sandbox is left alone: rmdir of a cgroup with
+// children fails.
+
+// parentsFile lists, in StateDir, the cgroup parent directories used.
+const parentsFile = "cgroup-parents"
+
+// parentDirs returns the directories libcontainer makes as parent in each
+// hierarchy for a sandbox started by this process (the same computation:
+// a manager for a probe cgroup, which creates nothing).
+func parentDirs(parent string) ([]string, error) {
+	m, err := manager.New(&cgroups.Cgroup{Name: "probe", Parent: parent, Resources: &cgroups.Resources{}})
+	if err != nil {
+		return nil, fmt.Errorf("cgroup paths of %s: %w", parent, err)
+	}
+	var out []string
+	for _, p := range m.GetPaths() {
+		if p != "" {
+			out = append(out, filepath.Dir(p))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// readParents returns the parent directories recorded in stateDir.
+func readParents(stateDir string) []string {
+	b, err := os.ReadFile(filepath.Join(stateDir, parentsFile))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if ownedParent(l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// ownedParent reports whether p can be a parent this package made: a
+// stead-named directory below /sys/fs/cgroup (the record is root's, but a
+// removal is never aimed elsewhere).
+func ownedParent(p string) bool {
+	return filepath.IsAbs(p) && filepath.Clean(p) == p && strings.HasPrefix(p, "/sys/fs/cgroup/") &&
+		strings.HasPrefix(filepath.Base(p), "stead")
+}
+
+// writeParents records dirs in stateDir (durably); none removes the record.
+func writeParents(stateDir string, dirs []string) error {
+	path := filepath.Join(stateDir, parentsFile)
+	if len(dirs) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove cgroup record: %w", err)
+		}
+		return nil
+	}
+	return fsutil.WriteFileAtomic(path, []byte(strings.Join(dirs, "\n")+"\n"), 0o600)
+}
+
+// recordParents adds this process's parent directories to the record.
+func (r *Runtime) recordParents() error {
+	cur, err := parentDirs(r.opts.CgroupParent)
+	if err != nil {
+		return err
+	}
+	r.parents = cur
+	old := readParents(r.opts.StateDir)
+	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(old), cur...))))
+	if slices.Equal(all, old) {
+		return nil
+	}
+	return writeParents(r.opts.StateDir, all)
+}
+
+// removeEmptyParents removes the recorded parent directories that hold no
+// cgroup (all but keep), updates the record and returns what is left.
+func removeEmptyParents(stateDir string, keep []string) []string {
+	var left []string
+	for _, d := range readParents(stateDir) {
+		if slices.Contains(keep, d) {
+			left = append(left, d)
+			continue
+		}
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			left = append(left, d)
+		}
+	}
+	writeParents(stateDir, left)
+	return left
+}
+
+// Close removes the cgroup parents of this runtime that no sandbox uses
+// (running sandboxes keep theirs; a later runtime on the same StateDir
+// reuses and eventually removes them) and its rootfs directory if empty.
+// Call it when the daemon stops; the runtime must not start sandboxes
+// afterwards.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if left := removeEmptyParents(r.opts.StateDir, nil); len(left) > 0 {
+		r.log.Info("cgroup parents kept for running sandboxes", "cgroups", len(left))
+	}
+	os.Remove(r.opts.RootfsDir) // if empty: sandboxes' roots are there only while they start
+	return nil
+}
+
+// RemoveHostState removes what a runtime on stateDir made outside it, for
+// a runtime that will not be used again (tests, drills, uninstall): its
+// (empty) parent cgroups, wherever libcontainer made them, and its (empty)
+// rootfs directory. Cgroups that still hold sandboxes are left alone and
+// reported in the error.
+func RemoveHostState(stateDir string) error {
+	left := removeEmptyParents(stateDir, nil)
+	// Parents from before the record (and this process's own).
+	parent := cgroupParentFor(stateDir)
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
+	dirs = append(dirs, "/sys/fs/cgroup/"+parent)
+	if cur, err := parentDirs(parent); err == nil {
+		dirs = append(dirs, cur...)
+	}
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) && !slices.Contains(left, d) {
+			left = append(left, d)
+		}
+	}
+	os.Remove(rootfsDirFor(stateDir)) // if empty
+	if len(left) > 0 {
+		return fmt.Errorf("remove host state of %s: cgroups still in use: %s", stateDir, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// CgroupParentFor names the cgroup parent a runtime on stateDir uses by
+// default (for tests that look for what it left).
+func CgroupParentFor(stateDir string) string { return cgroupParentFor(stateDir) }

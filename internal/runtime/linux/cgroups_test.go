@@ -1,0 +1,116 @@
+package linux
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+	"github.com/stead-dev/stead/internal/testutil"
+)
+
+// CgroupsNamed returns every directory named name below /sys/fs/cgroup,
+// in every hierarchy and at any depth (the memory controller's may sit
+// below the starting process's own cgroup).
+func cgroupsNamed(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			out = append(out, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return out
+}
+
+func testRootfs(t *testing.T) string {
+	root := t.TempDir()
+	for _, d := range []string{"proc", "dev", "sys", "tmp", ".stead", "usr"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	for _, l := range []string{"bin", "lib", "lib64"} {
+		os.Symlink("usr/"+l, filepath.Join(root, l))
+	}
+	return root
+}
+
+// TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem: a runtime
+// records the parent directory of every hierarchy as libcontainer computes
+// it (the memory one below this process's own memory cgroup on a v1 host
+// like this one), keeps them while a sandbox runs, and Close removes them
+// all once no sandbox is left: nothing named after the runtime's cgroup
+// parent remains anywhere under /sys/fs/cgroup.
+func TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	exe, _ := os.Executable()
+	state := filepath.Join(dir, "state")
+	r, err := New(Options{StateDir: state, RunDir: filepath.Join(dir, "run"), Binary: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveHostState(state) })
+	ctx := context.Background()
+	if err := r.Start(ctx, steadrt.Spec{ID: "rt-cg", Rootfs: testRootfs(t), Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}},
+		Limits: steadrt.Limits{CPUs: 1, MemoryBytes: 256 << 20, Pids: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	recorded := readParents(state)
+	if len(recorded) == 0 {
+		t.Fatal("no cgroup parent recorded")
+	}
+	found := cgroupsNamed(t, r.opts.CgroupParent)
+	for _, p := range found {
+		if !slices.Contains(recorded, p) {
+			t.Errorf("cgroup parent %s exists but is not recorded (%v)", p, recorded)
+		}
+	}
+	var mem bool
+	for _, p := range found {
+		mem = mem || strings.HasPrefix(p, "/sys/fs/cgroup/memory/")
+	}
+	if len(found) < 2 || (!mem && !fileIsDir("/sys/fs/cgroup/unified")) {
+		t.Fatalf("cgroup parents found: %v", found)
+	}
+	t.Logf("cgroup parents: %v", found)
+	// A daemon that stops while the sandbox runs keeps its parents.
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := r.Status(ctx, "rt-cg"); st != steadrt.StatusRunning {
+		t.Fatalf("sandbox after Close: %s", st)
+	}
+	if got := cgroupsNamed(t, r.opts.CgroupParent); len(got) != len(found) {
+		t.Fatalf("Close with a running sandbox removed parents: %d of %d left", len(got), len(found))
+	}
+	// A new runtime on the same state adopts it; once it is gone, Close
+	// leaves nothing.
+	r2, err := New(Options{StateDir: state, RunDir: filepath.Join(dir, "run"), Binary: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Kill(ctx, "rt-cg"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := cgroupsNamed(t, r.opts.CgroupParent); len(left) > 0 {
+		t.Fatalf("cgroups left after the last sandbox and Close: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(state, parentsFile)); !os.IsNotExist(err) {
+		t.Fatalf("record left: %v", err)
+	}
+	if _, err := os.Stat(r.opts.RootfsDir); !os.IsNotExist(err) {
+		t.Fatalf("rootfs dir %s left: %v", r.opts.RootfsDir, err)
+	}
+}
