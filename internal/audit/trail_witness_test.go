@@ -3,6 +3,8 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/blobstore/local"
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/repo/seal"
 )
@@ -200,6 +203,11 @@ func TestRunCheckpointsAndWitnessesOnTheInterval(t *testing.T) {
 // newRepoWitness returns a witness kept in a real repository on a local
 // blob store.
 func newRepoWitness(t *testing.T, keyID string) audit.Witness {
+	w, _ := newRepoWitnessIn(t, keyID)
+	return w
+}
+
+func newRepoWitnessIn(t *testing.T, keyID string) (audit.Witness, *repo.Repository) {
 	t.Helper()
 	bs, err := local.New(t.TempDir())
 	if err != nil {
@@ -218,7 +226,45 @@ func newRepoWitness(t *testing.T, keyID string) audit.Witness {
 	}
 	return audit.NewRepoWitness(func(ctx context.Context) (audit.RecordStore, error) {
 		return r.Scope(ctx, "audit", true)
-	}, keyID, bs.Location())
+	}, keyID, bs.Location()), r
+}
+
+// The repository's witness is sealed, round-trips, and its scope passes
+// the repository's own check.
+func TestRepoWitnessIsSealedAndPassesRepoCheck(t *testing.T) {
+	w, r := newRepoWitnessIn(t, "0123456789abcdef")
+	if _, err := w.Load(t.Context()); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("load before any store: %v", err)
+	}
+	e, _ := newWitnessedEnv(t, audit.Options{CheckpointEvery: 3})
+	record(t, e.log, 3)
+	cps, err := e.st.ListAuditCheckpoints(t.Context())
+	if err != nil || len(cps) != 1 {
+		t.Fatal(cps, err)
+	}
+	if err := w.Store(t.Context(), cps[0]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Load(t.Context())
+	if err != nil || got.Seq != 3 || !bytes.Equal(got.Signature, cps[0].Signature) || !got.Time.Equal(cps[0].Time) {
+		t.Fatalf("load: %+v %v", got, err)
+	}
+	infos, err := r.Store().List(t.Context(), "scopes/audit/records/")
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("records: %v %v", infos, err)
+	}
+	raw, err := r.Store().Get(t.Context(), infos[0].Key)
+	if err != nil || bytes.Contains(raw, []byte("signature")) || bytes.Contains(raw, []byte(hex.EncodeToString(cps[0].Hash))) {
+		t.Fatalf("the repository witness is stored in the clear: %q %v", raw, err)
+	}
+	sc, err := r.Scope(t.Context(), "audit", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sc.Check(t.Context(), repo.CheckOptions{ReadData: true})
+	if err != nil || !res.OK() {
+		t.Fatalf("repo check of the audit scope: %+v %v", res, err)
+	}
 }
 
 // With the file witness gone too, the repository's copy still shows the
