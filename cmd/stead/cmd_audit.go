@@ -88,6 +88,12 @@ Every problem found is listed with its seq and kind (altered, deleted,
 inserted, relinked, truncated, rewritten, checkpoint-forged,
 checkpoint-missing, malformed, witness); --json gives the same as an object.
 
+A witness the database contradicts is never overwritten: it stays as
+evidence, and verify keeps failing, until an operator who has examined it
+moves DATA_DIR/audit.witness aside (and, for the repository's copy, the
+record scopes/audit/records/audit-witness/KEY_ID); the daemon then writes a
+new one from the database as it is.
+
 Exit codes: 0 the trail is intact; 1 it was altered (or could not be
 checked).`,
 		Example: `  stead audit verify

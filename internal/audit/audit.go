@@ -498,11 +498,15 @@ func (l *Log) advanceWitness(ctx context.Context, w Witness, seen **store.AuditC
 		return nil
 	}
 	if prev != nil {
+		// On a conflict, forget what w holds: the next attempt reads it
+		// again, and writes anew once an operator has moved it aside.
 		if prev.Seq > c.Seq {
+			*seen = nil
 			return fmt.Errorf("advance audit witness to seq %d: it holds seq %d, past the trail's head: entries were deleted; kept as evidence: %w",
 				c.Seq, prev.Seq, errs.ErrConflict)
 		}
 		if err := l.witnessConflict(ctx, *prev, c.Start, cps); err != nil {
+			*seen = nil
 			return fmt.Errorf("advance audit witness to seq %d: %w; kept as evidence", c.Seq, err)
 		}
 	}

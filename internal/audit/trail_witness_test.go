@@ -94,6 +94,21 @@ func TestWitnessDetectsTruncatedTail(t *testing.T) {
 			}
 			wantProblem(t, "grown past the witness", verify(t, l), 10, "rewritten", "differs from the one the witness")
 			wantProblem(t, "grown past the witness, restarted", verify(t, e.open(t, opts)), 10, "rewritten", "")
+			if !dropCheckpoints {
+				return
+			}
+			// The operator, having examined it, moves the witness aside:
+			// the running daemon writes a new one from the database.
+			if err := os.Rename(filepath.Join(e.dir, "audit.witness"), filepath.Join(e.dir, "audit.witness.evidence")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Checkpoint(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if got := witnessSeq(t, opts.Witness); got != 12 {
+				t.Fatalf("witness after it was moved aside: seq %d, want 12", got)
+			}
+			wantOK(t, verify(t, l))
 		})
 	}
 }
