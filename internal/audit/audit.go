@@ -192,6 +192,7 @@ type Log struct {
 	signed store.AuditCheckpoint // newest checkpoint (Seq 0: none)
 	// localSeen is what Options.Witness holds, once known (under mu).
 	localSeen *store.AuditCheckpoint
+	localErr  string // the last witness failure logged, to log each kind once
 
 	// remoteMu serialises writes of Options.Remote and guards the fields
 	// below.
@@ -277,9 +278,8 @@ func (l *Log) openCheck(ctx context.Context, cps []store.AuditCheckpoint) {
 		case err != nil:
 			log.ErrorContext(ctx, "AUDIT WITNESS UNREADABLE: it is left as it is; run stead audit verify", "witness", w.Name(), "err", err)
 		default:
-			l.localSeen = &p
 			if cerr := l.witnessConflict(ctx, p, l.startLocked(), cps); cerr != nil {
-				log.ErrorContext(ctx, "AUDIT TRAIL CONTRADICTS ITS WITNESS: entries were deleted or rewritten while the daemon was down; the witness is kept as evidence; run stead audit verify",
+				log.ErrorContext(ctx, "AUDIT TRAIL CONTRADICTS ITS WITNESS: entries or checkpoints were deleted or rewritten while the daemon was down; the witness is kept as evidence; run stead audit verify",
 					"witness", w.Name(), "witness_seq", p.Seq, "last", l.head.Seq, "err", cerr)
 			}
 		}
@@ -465,10 +465,15 @@ func (l *Log) checkpointLocked(ctx context.Context) (store.AuditCheckpoint, erro
 // are logged: the checkpoint stands.
 func (l *Log) witnessLocked(ctx context.Context, c store.AuditCheckpoint) {
 	w := l.opts.Witness
-	if w == nil || (l.localSeen != nil && l.localSeen.Seq == c.Seq && bytes.Equal(l.localSeen.Hash, c.Hash) && l.localSeen.Start == c.Start) {
+	if w == nil || (l.localSeen != nil && l.localSeen.Seq == c.Seq && bytes.Equal(l.localSeen.Signature, c.Signature)) {
 		return
 	}
-	if err := l.advanceWitness(ctx, w, &l.localSeen, c); err != nil {
+	err := l.advanceWitness(ctx, w, &l.localSeen, c)
+	switch {
+	case err == nil:
+		l.localErr = ""
+	case err.Error() != l.localErr: // once per kind: Verify repeats it
+		l.localErr = err.Error()
 		l.opts.Logger.ErrorContext(ctx, "write audit witness", "witness", w.Name(), "seq", c.Seq, "err", err)
 	}
 }
@@ -489,23 +494,27 @@ func (l *Log) advanceWitness(ctx context.Context, w Witness, seen **store.AuditC
 			return fmt.Errorf("advance audit witness to seq %d: %w; left as it is (move it aside once examined)", c.Seq, err)
 		default:
 			prev = &p
-			*seen = prev
 			if cps, err = l.st.ListAuditCheckpoints(ctx); err != nil {
 				return fmt.Errorf("advance audit witness to seq %d: %w", c.Seq, err)
 			}
 		}
-	} else if prev.Seq == c.Seq && !checkpointReplaced(c, *prev) {
-		return nil
 	}
 	if prev != nil {
 		// On a conflict, forget what w holds: the next attempt reads it
 		// again, and writes anew once an operator has moved it aside.
-		if prev.Seq > c.Seq {
-			*seen = nil
-			return fmt.Errorf("advance audit witness to seq %d: it holds seq %d, past the trail's head: entries were deleted; kept as evidence: %w",
-				c.Seq, prev.Seq, errs.ErrConflict)
+		var err error
+		switch {
+		case prev.Seq > c.Seq:
+			err = fmt.Errorf("it holds seq %d, past the trail's head: entries were deleted: %w", prev.Seq, errs.ErrConflict)
+		case prev.Seq == c.Seq && checkpointReplaced(c, *prev):
+			err = fmt.Errorf("the checkpoint of seq %d it holds is gone from the database (signed anew since): %w", c.Seq, errs.ErrConflict)
+		case prev.Seq == c.Seq && bytes.Equal(prev.Signature, c.Signature):
+			*seen = prev
+			return nil // holds c already
+		default:
+			err = l.witnessConflict(ctx, *prev, c.Start, cps)
 		}
-		if err := l.witnessConflict(ctx, *prev, c.Start, cps); err != nil {
+		if err != nil {
 			*seen = nil
 			return fmt.Errorf("advance audit witness to seq %d: %w; kept as evidence", c.Seq, err)
 		}
@@ -587,7 +596,7 @@ func (l *Log) advanceRemote(ctx context.Context) {
 	if w == nil || c.Seq == 0 {
 		return
 	}
-	if s := l.remoteSeen; s != nil && s.Seq == c.Seq && bytes.Equal(s.Hash, c.Hash) && s.Start == c.Start {
+	if s := l.remoteSeen; s != nil && s.Seq == c.Seq && bytes.Equal(s.Signature, c.Signature) {
 		return
 	}
 	err := l.advanceWitness(ctx, w, &l.remoteSeen, c)

@@ -313,3 +313,31 @@ func TestRepoWitnessDetectsTruncationWhenTheFileIsGone(t *testing.T) {
 	}
 	wantProblem(t, "file and tail gone", verify(t, l), 6, "truncated", "repository")
 }
+
+// A crash between storing a checkpoint in the database and writing the
+// witness leaves the witness one checkpoint behind: that verifies, and the
+// restarted daemon brings it up to date.
+func TestWitnessOneCheckpointBehindIsAccepted(t *testing.T) {
+	e, opts := newWitnessedEnv(t, audit.Options{CheckpointEvery: 4})
+	path := filepath.Join(e.dir, "audit.witness")
+	record(t, e.log, 4)
+	old, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, e.log, 4) // checkpoint 8, witness 8
+	// The crash: the witness write of checkpoint 8 never happened.
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := verify(t, e.log)
+	wantOK(t, rep)
+	if len(rep.Witnesses) != 1 || !rep.Witnesses[0].OK || rep.Witnesses[0].Seq != 4 {
+		t.Fatalf("lagging witness: %+v", rep.Witnesses)
+	}
+	l := e.open(t, opts)
+	if got := witnessSeq(t, opts.Witness); got != 8 {
+		t.Fatalf("witness after a restart: seq %d, want 8", got)
+	}
+	wantOK(t, verify(t, l))
+}
