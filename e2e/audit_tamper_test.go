@@ -67,6 +67,9 @@ func TestAuditTamperingIsDetectedAfterStopAndKill9(t *testing.T) {
 			mustExec(t, db, "DELETE FROM audit_entries WHERE seq > ?", last-3)
 			mustExec(t, db, "DELETE FROM audit_checkpoints WHERE seq > ?", last-3)
 		}, "truncated"},
+		{"DeleteTheNewestCheckpoint", func(t *testing.T, db *sql.DB, _ int64) {
+			mustExec(t, db, "DELETE FROM audit_checkpoints WHERE seq = (SELECT MAX(seq) FROM audit_checkpoints)")
+		}, "checkpoint-missing"},
 		{"MalformedRow", func(t *testing.T, db *sql.DB, _ int64) {
 			mustExec(t, db, "UPDATE audit_entries SET time = 'last tuesday' WHERE seq = 3")
 		}, "malformed"},

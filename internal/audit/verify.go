@@ -257,8 +257,12 @@ func (l *Log) compareWitness(ctx context.Context, w Witness, start, last int64, 
 	}
 	if c, ok := signed[p.Seq]; !ok || checkpointReplaced(c, p) {
 		wr.Note = fmt.Sprintf("the database lacks the signed checkpoint of seq %d", p.Seq)
-		fail(p.Seq, "checkpoint-missing", "the signed checkpoint of seq %d (signed %s, kept by the witness in %s) is missing from the database: deleted",
-			p.Seq, when, w.Name())
+		since := ""
+		if ok {
+			since = fmt.Sprintf(" (the one there now was signed %s, after it was gone)", c.Time.Format("2006-01-02T15:04:05Z"))
+		}
+		fail(p.Seq, "checkpoint-missing", "the signed checkpoint of seq %d (signed %s, kept by the witness in %s) is missing from the database: deleted%s",
+			p.Seq, when, w.Name(), since)
 		return wr, nil
 	}
 	wr.OK = true
