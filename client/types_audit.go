@@ -57,6 +57,51 @@ type AuditReport struct {
 	// signed with.
 	KeyID     string `json:"key_id"`
 	PublicKey string `json:"public_key"`
+	// Problems lists what was found, by seq (the first is BadSeq and
+	// Problem); empty when OK.
+	Problems []AuditProblem `json:"problems"`
+	// Witnesses are the copies of the newest signed checkpoint kept
+	// outside the database (a file beside it, the repository), and how
+	// the database compares with each.
+	Witnesses []AuditWitness `json:"witnesses"`
+}
+
+// AuditProblem is one thing Verify found wrong with the trail.
+type AuditProblem struct {
+	// Seq is the first seq concerned (0: the trail as a whole).
+	Seq int64 `json:"seq"`
+	// Kind classifies it: "altered" (an entry's contents), "deleted" (an
+	// entry missing at the front or in the middle), "inserted",
+	// "relinked" (a link broken: inserted, removed, replaced or reordered
+	// entries), "truncated" (entries missing at the end), "rewritten" (a
+	// consistent rewrite caught by a signed hash), "checkpoint-forged",
+	// "checkpoint-missing", "malformed" (a row the store cannot decode) or
+	// "witness" (a witness missing, unreadable or signed by another key).
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+}
+
+// AuditWitness is one witness of the trail and how the database compares
+// with it.
+type AuditWitness struct {
+	// Name says where it is kept ("file /var/lib/stead/audit.witness",
+	// "repository s3://...").
+	Name string `json:"name"`
+	// Seq, Hash (hex), Start and Time are those of the checkpoint it holds
+	// (Seq 0: it holds none or could not be read).
+	Seq   int64     `json:"seq,omitempty"`
+	Hash  string    `json:"hash,omitempty"`
+	Start int64     `json:"start,omitempty"`
+	Time  time.Time `json:"time,omitzero"`
+	// OK is true when the database holds the witnessed entry with the
+	// witnessed hash and its signed checkpoint (or the entry was pruned
+	// since). A witness that could not be compared for a reason other
+	// than damage (a repository not initialised or unreachable, nothing
+	// written there yet) is not OK but is not a problem either.
+	OK bool `json:"ok"`
+	// Note says what is wrong or why it was not compared (or, when OK,
+	// anything worth knowing).
+	Note string `json:"note,omitempty"`
 }
 
 // AuditQuery selects entries for ListAudit and ExportAudit.

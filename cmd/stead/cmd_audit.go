@@ -3,7 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,8 +29,11 @@ every sandbox, survives sandbox deletion and purge, and has its own
 retention: old entries are pruned only up to a signed checkpoint, so the
 rest stays verifiable.
 
-stead audit verify walks the whole chain and exits 1 when any entry was
-edited, deleted, inserted or reordered, naming the first seq found altered.
+stead audit verify walks the whole chain and compares it with the trail's
+witnesses (the signed head, also kept in DATA_DIR/audit.witness and in the
+repository) and exits 1 when any entry was edited, deleted, inserted or
+reordered, the tail was truncated, a signed checkpoint is missing or a row is
+malformed, listing every problem by seq.
 All audit commands need an admin key; an admin of the default tenant sees
 every tenant's entries, other admins their own tenant's.`,
 		Example: `  stead audit verify
@@ -65,12 +70,34 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 func newAuditVerifyCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify",
-		Short: "Check the audit trail's hash chain and signed checkpoints",
+		Short: "Check the audit trail's hash chain, signed checkpoints and witnesses",
 		Long: `Check the whole audit trail: every entry's hash, every link between
-entries and every signed checkpoint. Exits 0 when the trail is intact, 1 when
-it was altered (the first seq found altered and what is wrong there are
-printed). Entries after the newest checkpoint are protected by the hash
-chain alone; sign one now with stead audit checkpoint.`,
+entries, every signed checkpoint, and the database against the trail's
+witnesses: copies of the newest signed checkpoint kept outside the database,
+in DATA_DIR/audit.witness and, when a repository is configured, in the
+repository. A witness is what catches a tail deleted while the daemon was
+down, together with the checkpoints that covered it.
+
+The daemon signs the head every --audit-checkpoint-interval (default 1m)
+when it moved, every 1000 entries, at start and on a clean stop; entries
+after the newest checkpoint are protected by the hash chain alone (after a
+kill -9, at most one interval's worth). Sign one now with stead audit
+checkpoint.
+
+Every problem found is listed with its seq and kind (altered, deleted,
+inserted, relinked, truncated, rewritten, checkpoint-forged,
+checkpoint-missing, malformed, witness); --json gives the same as an object.
+
+A witness the database contradicts is never overwritten: it stays as
+evidence, and verify keeps failing, until an operator who has examined it
+moves DATA_DIR/audit.witness aside (and, for the repository's copy, the
+record scopes/audit/records/audit-witness/KEY_ID); the daemon then writes a
+new one from the database as it is.
+
+Exit codes: 0 the trail is intact; 1 it was altered (or could not be
+checked).`,
+		Example: `  stead audit verify
+  stead audit verify --json | jq '.problems[]'`,
 		Args: args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
@@ -90,22 +117,65 @@ chain alone; sign one now with stead audit checkpoint.`,
 				}
 				return nil
 			}
+			if err := printAuditReport(g.stdout, rep); err != nil {
+				return err
+			}
 			if !rep.OK {
 				return fmt.Errorf("audit trail ALTERED at seq %d: %s", rep.BadSeq, rep.Problem)
 			}
-			if rep.Entries == 0 {
-				_, err = fmt.Fprintf(g.stdout, "audit trail OK: empty (key %s)\n", rep.KeyID)
-				return err
-			}
-			signed := "no signed checkpoint yet"
-			if rep.SignedSeq > 0 {
-				signed = fmt.Sprintf("%d checkpoint(s) signed by key %s, the newest at seq %d", rep.Checkpoints, rep.KeyID, rep.SignedSeq)
-			}
-			_, err = fmt.Fprintf(g.stdout, "audit trail OK: %d entries, seq %d to %d; %s; %d entries after it protected by the chain only\n",
-				rep.Entries, rep.FirstSeq, rep.LastSeq, signed, rep.Unsigned)
-			return err
+			return nil
 		},
 	}
+}
+
+// printAuditReport writes a verify report as text: the verdict, every
+// problem, then the witnesses.
+func printAuditReport(w io.Writer, rep client.AuditReport) error {
+	var b strings.Builder
+	switch {
+	case !rep.OK:
+		fmt.Fprintf(&b, "audit trail ALTERED: %d problem(s); the first at seq %d\n", len(rep.Problems), rep.BadSeq)
+		for _, p := range rep.Problems {
+			seq := "-"
+			if p.Seq > 0 {
+				seq = strconv.FormatInt(p.Seq, 10)
+			}
+			fmt.Fprintf(&b, "  seq %s [%s]: %s\n", seq, p.Kind, p.Text)
+		}
+	case rep.Entries == 0:
+		fmt.Fprintf(&b, "audit trail OK: empty (key %s)\n", rep.KeyID)
+	default:
+		signed := "no signed checkpoint yet"
+		if rep.SignedSeq > 0 {
+			signed = fmt.Sprintf("%d checkpoint(s) signed by key %s, the newest at seq %d", rep.Checkpoints, rep.KeyID, rep.SignedSeq)
+		}
+		fmt.Fprintf(&b, "audit trail OK: %d entries, seq %d to %d; %s; %d entries after it protected by the chain only\n",
+			rep.Entries, rep.FirstSeq, rep.LastSeq, signed, rep.Unsigned)
+	}
+	if rep.Entries > 0 && !rep.OK {
+		fmt.Fprintf(&b, "the database holds %d entries, seq %d to %d; newest valid checkpoint: seq %d (key %s)\n",
+			rep.Entries, rep.FirstSeq, rep.LastSeq, rep.SignedSeq, rep.KeyID)
+	}
+	for _, wt := range rep.Witnesses {
+		state := "matches"
+		if !wt.OK {
+			state = "DOES NOT MATCH"
+			if strings.HasPrefix(wt.Note, "unavailable") || wt.Note == "holds no checkpoint" {
+				state = "not compared"
+			}
+		}
+		held := "nothing"
+		if wt.Seq > 0 {
+			held = fmt.Sprintf("seq %d signed %s", wt.Seq, wt.Time.Local().Format(time.DateTime))
+		}
+		fmt.Fprintf(&b, "witness %s: %s, %s", wt.Name, held, state)
+		if wt.Note != "" {
+			fmt.Fprintf(&b, " (%s)", wt.Note)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func newAuditLsCmd(g *globals) *cobra.Command {

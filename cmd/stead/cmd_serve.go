@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/daemon"
 	"github.com/stead-dev/stead/internal/sandbox"
 )
@@ -24,6 +25,7 @@ func newServeCmd() *cobra.Command {
 	var size int64
 	var reserve string
 	var verbose bool
+	var repoWitness bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the stead daemon",
@@ -65,9 +67,13 @@ start adopts them.`,
 				}
 				cfg.PoolReserve = n
 			}
+			if cfg.AuditCheckpointInterval <= 0 {
+				return usageError{fmt.Errorf("--audit-checkpoint-interval %s: want a positive duration such as 1m", cfg.AuditCheckpointInterval)}
+			}
 			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
 				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
 			}
+			cfg.NoAuditRepoWitness = !repoWitness
 			cfg.Version = version
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -84,6 +90,9 @@ start adopts them.`,
 	f.StringVar(&reserve, "pool-reserve", "", "pool space kept from sandboxes and volumes for the daemon, such as 2GiB (default 10% of the pool, at least 512MiB)")
 	f.Float64Var(&cfg.PoolOvercommit, "pool-overcommit", sandbox.DefaultPoolOvercommit, "the disk quotas of live sandboxes and volumes may add up to this many times the pool's usable size (1: every quota can always be filled)")
 	f.DurationVar(&cfg.PolicyInterval, "policy-interval", 15*time.Second, "how often idle and retention policies run")
+	f.DurationVar(&cfg.AuditCheckpointInterval, "audit-checkpoint-interval", audit.DefaultCheckpointInterval, "how often the audit trail's head is signed and written to its witnesses (DATA/audit.witness, the repository) when it moved; a kill -9 leaves at most this much unsigned")
+	f.BoolVar(&repoWitness, "audit-repo-witness", true, "also keep the audit trail's signed head in the repository (when one is configured)")
+	f.MarkHidden("audit-repo-witness")
 	f.DurationVar(&cfg.StopGrace, "stop-grace", 30*time.Second, "default grace period of a service's stop hook")
 	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://host:port/bucket/prefix (env STEAD_REPO); S3 keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY, --repo-credentials-file or ~/.aws/credentials, never needed on the command line")
 	f.StringVar(&cfg.RepoCredentialsFile, "repo-credentials-file", os.Getenv("STEAD_S3_CREDENTIALS_FILE"), "file with the S3 keys, AWS format ([default] aws_access_key_id = ..., aws_secret_access_key = ...), mode 0600 (env STEAD_S3_CREDENTIALS_FILE)")

@@ -130,9 +130,12 @@ func (s *server) registerAuditRoutes(b Backend) {
 
 	verify := s.op(http.MethodGet, "/v1/audit/verify", "verify-audit", "Verify the audit trail", tag, 0)
 	verify.Description = auditIntro + "Walks the whole chain (every tenant's entries) and checks every link, every " +
-		"entry's hash and every signed checkpoint. ok is false when any entry was edited, deleted, inserted or " +
-		"reordered, or the chain no longer matches a signed checkpoint; bad_seq is the first seq found altered " +
-		"and problem says how. The answer is 200 either way."
+		"entry's hash and every signed checkpoint, and compares the database with the trail's witnesses (the " +
+		"signed head also kept in a file beside the database and in the repository). ok is false when any entry " +
+		"was edited, deleted, inserted or reordered, the tail was truncated, a signed checkpoint is missing, a " +
+		"row is malformed or a witness is missing or signed by another key; problems lists each by seq and kind, " +
+		"bad_seq and problem repeat the first; witnesses says how the database compares with each. The answer " +
+		"is 200 either way."
 	verify.Errors = append(verify.Errors, forbidden...)
 	huma.Register(s.api, verify, func(ctx context.Context, _ *struct{}) (*out[client.AuditReport], error) {
 		const op = "verify audit trail"

@@ -24,12 +24,42 @@
 // # Checkpoints
 //
 // Every Options.CheckpointEvery entries, every Options.CheckpointInterval
-// when the head moved (Run), and on demand (Checkpoint), the Log signs
-// "entry Seq has Hash and the trail starts at Start" with its ed25519 key
-// (see SignedMessage). A hash chain alone can be rewritten consistently by
-// anyone who can write the database; a signed checkpoint cannot be, without
-// the key, which is generated on first start and kept in a file of mode
-// 0600 in the daemon's data directory (Open's keyPath).
+// when the head moved (Run), when Open finds the head unsigned (a kill -9
+// left it so), on a clean stop (Close) and on demand (Checkpoint), the Log
+// signs "entry Seq has Hash and the trail starts at Start" with its ed25519
+// key (see SignedMessage). A hash chain alone can be rewritten consistently
+// by anyone who can write the database; a signed checkpoint cannot be,
+// without the key, which is generated on first start and kept in a file of
+// mode 0600 in the daemon's data directory (Open's keyPath).
+//
+// # Witnesses
+//
+// A checkpoint in the database does not survive someone deleting it with
+// the entries it covered. So the newest checkpoint is also kept outside
+// the database: in a file beside it (Options.Witness, a FileWitness,
+// written after every checkpoint) and, when a repository is configured, as
+// a sealed record there (SetRemote, a RepoWitness, written every
+// CheckpointInterval when it lags and on Close, independent of pushes).
+// Verify compares the database with each: a witnessed seq past the last
+// entry is a truncated tail, a witnessed hash the database holds otherwise
+// is a rewrite, a witnessed checkpoint missing from the database was
+// deleted, a witness of another key means the key was replaced.
+//
+// Crash ordering: a checkpoint is stored in the database (durable when
+// PutAuditCheckpoint returns) before any witness is written, and a witness
+// is replaced atomically (FileWitness: temp file, fsync, rename, fsync of
+// the directory; the repository's Put is atomic). So a crash leaves each
+// witness naming the newest checkpoint or an older one the database still
+// holds, never one the database lacks; Verify accepts a witness that lags.
+// A kill -9 leaves at most the entries of one CheckpointInterval (or
+// CheckpointEvery entries) unsigned and unwitnessed.
+//
+// A witness only moves forward: the Log does not overwrite one that names
+// a seq past the head, an entry the database holds with another hash, a
+// checkpoint no longer in the database, or another key's signature, nor
+// one it cannot read. It logs the conflict loudly and keeps the witness as
+// evidence; once the operator has examined it, moving the file (or the
+// repository record) aside lets the daemon write a new one.
 //
 // # Retention
 //
@@ -43,16 +73,29 @@
 // newer than the last checkpoint are never pruned. The prune itself is
 // recorded as an entry (action "audit.prune").
 //
+// # Malformed rows
+//
+// A row the store cannot decode (a time that is not a stored time, a hash
+// that is not hex) does not stop Open: the store returns it marked
+// Malformed, Open logs it loudly, the chain is extended from it, and Verify
+// reports it.
+//
 // # Limits
 //
-// Verify detects any change to entries up to the newest checkpoint, and any
-// change to later entries except a consistent rewrite or truncation of that
-// unsigned tail, which the running daemon still catches by comparing with
-// the head it appended itself (not across a restart). A checkpoint is only
-// as trustworthy as the key file.
+// Verify detects any change to entries up to the newest witnessed
+// checkpoint, and any change to later entries except a consistent rewrite
+// or truncation of that unsigned tail, which the running daemon still
+// catches by comparing with the head it appended itself (not across a
+// restart). A checkpoint is only as trustworthy as the key file, and the
+// file witness only as the data directory: someone who can replace both
+// the database and the witness file with an older consistent copy (or
+// delete both, with every checkpoint) is caught only by the repository's
+// witness, which needs the repository's key to forge and which they
+// must also reach to delete.
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -101,8 +144,11 @@ func (Nop) Record(context.Context, Entry) error { return nil }
 
 // Defaults for Options.
 const (
-	DefaultCheckpointEvery    = 1000
-	DefaultCheckpointInterval = time.Hour
+	DefaultCheckpointEvery = 1000
+	// DefaultCheckpointInterval bounds what a kill -9 leaves unsigned and
+	// unwitnessed; a checkpoint is one row and one small file write, and
+	// none is taken while the head does not move.
+	DefaultCheckpointInterval = time.Minute
 	// maxField caps each string field of an entry, in bytes.
 	maxField = 1024
 )
@@ -122,6 +168,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Witness keeps the newest signed checkpoint outside the database (a
+	// FileWitness beside it): written after every checkpoint, compared
+	// with the database by Open and Verify. nil: none.
+	Witness Witness
 }
 
 // Log is the audit trail. Its methods are safe for concurrent use; one Log
@@ -140,6 +190,16 @@ type Log struct {
 	mu     sync.Mutex
 	head   store.AuditEntry      // last entry (Seq 0: none yet)
 	signed store.AuditCheckpoint // newest checkpoint (Seq 0: none)
+	// localSeen is what Options.Witness holds, once known (under mu).
+	localSeen *store.AuditCheckpoint
+	localErr  string // the last witness failure logged, to log each kind once
+
+	// remoteMu serialises writes of Options.Remote and guards the fields
+	// below.
+	remoteMu   sync.Mutex
+	remote     Witness
+	remoteSeen *store.AuditCheckpoint
+	remoteErr  string // the last failure logged, to log each kind once
 }
 
 var _ Recorder = (*Log)(nil)
@@ -178,10 +238,58 @@ func Open(ctx context.Context, st store.AuditStore, keyPath string, opts Options
 	if err != nil {
 		return nil, fmt.Errorf("open audit trail: %w", err)
 	}
-	if len(cps) > 0 {
-		l.signed = cps[len(cps)-1]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if cps[i].Malformed == "" {
+			l.signed = cps[i]
+			break
+		}
 	}
+	l.openCheck(ctx, cps)
 	return l, nil
+}
+
+// openCheck says loudly what is wrong with the trail as Open finds it
+// (the daemon starts anyway; Verify reports the same), then signs the
+// head when a kill left it unsigned and writes the witness when it lags.
+func (l *Log) openCheck(ctx context.Context, cps []store.AuditCheckpoint) {
+	log := l.opts.Logger
+	if l.head.Malformed != "" {
+		log.ErrorContext(ctx, "AUDIT TRAIL DAMAGED: its last entry is malformed in the database; new entries chain on from it; run stead audit verify",
+			"seq", l.head.Seq, "problem", l.head.Malformed)
+	}
+	for _, c := range cps {
+		if c.Malformed != "" {
+			log.ErrorContext(ctx, "AUDIT TRAIL DAMAGED: a signed checkpoint is malformed in the database; run stead audit verify",
+				"seq", c.Seq, "problem", c.Malformed)
+		}
+	}
+	if l.signed.Seq > l.head.Seq {
+		log.ErrorContext(ctx, "AUDIT TRAIL TRUNCATED: a signed checkpoint covers entries the database no longer holds; run stead audit verify",
+			"checkpoint", l.signed.Seq, "last", l.head.Seq)
+	}
+	if w := l.opts.Witness; w != nil {
+		p, err := w.Load(ctx)
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+			if l.signed.Seq > 0 {
+				log.ErrorContext(ctx, "AUDIT WITNESS MISSING: the database holds signed checkpoints but the witness beside it is gone (removed?); writing a new one; the repository's witness, if any, still holds the old head",
+					"witness", w.Name(), "signed", l.signed.Seq)
+			}
+		case err != nil:
+			log.ErrorContext(ctx, "AUDIT WITNESS UNREADABLE: it is left as it is; run stead audit verify", "witness", w.Name(), "err", err)
+		default:
+			if cerr := l.witnessConflict(ctx, p, l.startLocked(), cps); cerr != nil {
+				log.ErrorContext(ctx, "AUDIT TRAIL CONTRADICTS ITS WITNESS: entries or checkpoints were deleted or rewritten while the daemon was down; the witness is kept as evidence; run stead audit verify",
+					"witness", w.Name(), "witness_seq", p.Seq, "last", l.head.Seq, "err", cerr)
+			}
+		}
+	}
+	if l.head.Seq == 0 {
+		return
+	}
+	if _, err := l.checkpointLocked(ctx); err != nil {
+		log.ErrorContext(ctx, "sign audit checkpoint at start", "seq", l.head.Seq, "err", err)
+	}
 }
 
 // PublicKey returns the key checkpoints are verified with.
@@ -339,6 +447,7 @@ func (l *Log) checkpointLocked(ctx context.Context) (store.AuditCheckpoint, erro
 		return store.AuditCheckpoint{}, fmt.Errorf("sign audit checkpoint: the trail is empty: %w", errs.ErrConflict)
 	}
 	if l.signed.Seq == l.head.Seq {
+		l.witnessLocked(ctx, l.signed)
 		return l.signed, nil
 	}
 	c := l.sign(l.head, l.startLocked())
@@ -346,7 +455,177 @@ func (l *Log) checkpointLocked(ctx context.Context) (store.AuditCheckpoint, erro
 		return store.AuditCheckpoint{}, fmt.Errorf("sign audit checkpoint: %w", err)
 	}
 	l.signed = c
+	l.witnessLocked(ctx, c)
 	return c, nil
+}
+
+// witnessLocked writes c to the local witness (held under mu). The
+// checkpoint is stored in the database first, so a crash in between
+// leaves a witness one checkpoint behind, which Verify accepts. Failures
+// are logged: the checkpoint stands.
+func (l *Log) witnessLocked(ctx context.Context, c store.AuditCheckpoint) {
+	w := l.opts.Witness
+	if w == nil || (l.localSeen != nil && l.localSeen.Seq == c.Seq && bytes.Equal(l.localSeen.Signature, c.Signature)) {
+		return
+	}
+	err := l.advanceWitness(ctx, w, &l.localSeen, c)
+	switch {
+	case err == nil:
+		l.localErr = ""
+	case err.Error() != l.localErr: // once per kind: Verify repeats it
+		l.localErr = err.Error()
+		l.opts.Logger.ErrorContext(ctx, "write audit witness", "witness", w.Name(), "seq", c.Seq, "err", err)
+	}
+}
+
+// advanceWitness stores c in w unless what w holds must stay as evidence:
+// a checkpoint the database contradicts (see witnessConflict), or one that
+// cannot be read. seen caches what w holds (nil: not known yet).
+func (l *Log) advanceWitness(ctx context.Context, w Witness, seen **store.AuditCheckpoint, c store.AuditCheckpoint) error {
+	prev := *seen
+	// What this Log wrote itself it trusts; what it finds it checks
+	// against the database's checkpoints too.
+	var cps []store.AuditCheckpoint
+	if prev == nil {
+		p, err := w.Load(ctx)
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("advance audit witness to seq %d: %w; left as it is (move it aside once examined)", c.Seq, err)
+		default:
+			prev = &p
+			if cps, err = l.st.ListAuditCheckpoints(ctx); err != nil {
+				return fmt.Errorf("advance audit witness to seq %d: %w", c.Seq, err)
+			}
+		}
+	}
+	if prev != nil {
+		// On a conflict, forget what w holds: the next attempt reads it
+		// again, and writes anew once an operator has moved it aside.
+		var err error
+		switch {
+		case prev.Seq > c.Seq:
+			err = fmt.Errorf("it holds seq %d, past the trail's head: entries were deleted: %w", prev.Seq, errs.ErrConflict)
+		case prev.Seq == c.Seq && checkpointReplaced(c, *prev):
+			err = fmt.Errorf("the checkpoint of seq %d it holds is gone from the database (signed anew since): %w", c.Seq, errs.ErrConflict)
+		case prev.Seq == c.Seq && bytes.Equal(prev.Signature, c.Signature):
+			*seen = prev
+			return nil // holds c already
+		default:
+			err = l.witnessConflict(ctx, *prev, c.Start, cps)
+		}
+		if err != nil {
+			*seen = nil
+			return fmt.Errorf("advance audit witness to seq %d: %w; kept as evidence", c.Seq, err)
+		}
+	}
+	if err := w.Store(ctx, c); err != nil {
+		return err
+	}
+	*seen = &c
+	return nil
+}
+
+// witnessConflict returns why the database contradicts the witnessed
+// checkpoint p (nil when it does not): p is not validly signed by this
+// daemon's key, or names an entry (at or after start, where the trail
+// begins) that the database no longer holds or holds with another hash,
+// or, when cps (the database's checkpoints) is not nil, a checkpoint the
+// database no longer holds. The errors wrap errs.ErrConflict.
+func (l *Log) witnessConflict(ctx context.Context, p store.AuditCheckpoint, start int64, cps []store.AuditCheckpoint) error {
+	if p.KeyID != l.keyID || !ed25519.Verify(l.pub, SignedMessage(p), p.Signature) {
+		return fmt.Errorf("the witnessed checkpoint of seq %d is not validly signed by this daemon's key %s (key %q): %w", p.Seq, l.keyID, p.KeyID, errs.ErrConflict)
+	}
+	if p.Seq < start {
+		return nil // pruned since: nothing left to compare
+	}
+	es, err := l.st.ListAudit(ctx, store.AuditFilter{AfterSeq: p.Seq - 1, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("compare with the audit witness: %w", err)
+	}
+	if len(es) == 0 || es[0].Seq != p.Seq {
+		return fmt.Errorf("the database no longer holds entry %d, which the witness signed: %w", p.Seq, errs.ErrConflict)
+	}
+	if !bytes.Equal(es[0].Hash, p.Hash) {
+		return fmt.Errorf("entry %d in the database differs from the one the witness signed: %w", p.Seq, errs.ErrConflict)
+	}
+	if cps == nil {
+		return nil
+	}
+	for _, c := range cps {
+		if c.Seq == p.Seq && !checkpointReplaced(c, p) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the signed checkpoint of seq %d that the witness holds is gone from the database: %w", p.Seq, errs.ErrConflict)
+}
+
+// checkpointReplaced reports whether the stored checkpoint c of a seq is
+// not the witnessed one p, other than as a prune replaces the head's
+// checkpoint (same hash, later start).
+func checkpointReplaced(c, p store.AuditCheckpoint) bool {
+	if bytes.Equal(c.Signature, p.Signature) {
+		return false
+	}
+	return !(bytes.Equal(c.Hash, p.Hash) && c.Start > p.Start)
+}
+
+// SetRemote adds a second witness off the machine (a RepoWitness, which
+// needs KeyID to name its record): Run writes it every CheckpointInterval
+// when it lags, Close writes it, never while an append waits; Verify
+// compares it.
+func (l *Log) SetRemote(w Witness) {
+	l.remoteMu.Lock()
+	defer l.remoteMu.Unlock()
+	l.remote, l.remoteSeen, l.remoteErr = w, nil, ""
+}
+
+// KeyID returns the fingerprint of the key this Log signs with.
+func (l *Log) KeyID() string { return l.keyID }
+
+// advanceRemote writes the newest checkpoint to Options.Remote when it
+// lags. A failure is logged once per kind (the repository may not be
+// initialised yet, or be unreachable for a while).
+func (l *Log) advanceRemote(ctx context.Context) {
+	l.mu.Lock()
+	c := l.signed
+	l.mu.Unlock()
+	l.remoteMu.Lock()
+	defer l.remoteMu.Unlock()
+	w := l.remote
+	if w == nil || c.Seq == 0 {
+		return
+	}
+	if s := l.remoteSeen; s != nil && s.Seq == c.Seq && bytes.Equal(s.Signature, c.Signature) {
+		return
+	}
+	err := l.advanceWitness(ctx, w, &l.remoteSeen, c)
+	switch {
+	case err == nil:
+		if l.remoteErr != "" {
+			l.opts.Logger.InfoContext(ctx, "audit witness written again", "witness", w.Name(), "seq", c.Seq)
+		}
+		l.remoteErr = ""
+	case err.Error() != l.remoteErr:
+		l.remoteErr = err.Error()
+		level := slog.LevelWarn
+		if errors.Is(err, errs.ErrConflict) {
+			level = slog.LevelError
+		}
+		l.opts.Logger.Log(ctx, level, "write audit witness", "witness", w.Name(), "seq", c.Seq, "err", err)
+	}
+}
+
+// Close signs a checkpoint of the head and writes both witnesses: call it
+// when the daemon stops cleanly, so that a restart finds the whole trail
+// signed and witnessed.
+func (l *Log) Close(ctx context.Context) error {
+	_, err := l.Checkpoint(ctx)
+	if err != nil && !errors.Is(err, errs.ErrConflict) {
+		return err
+	}
+	l.advanceRemote(ctx)
+	return nil
 }
 
 // Prune is retention: it deletes the entries older than before, but only
@@ -398,13 +677,20 @@ func (l *Log) prune(ctx context.Context, before time.Time) (n, keepFrom int64, e
 		return 0, 0, fmt.Errorf("prune audit trail: %w", err)
 	}
 	l.signed = head
+	l.witnessLocked(ctx, head)
 	return n, keepFrom, nil
 }
 
-// Run signs a checkpoint every CheckpointInterval when the head moved and,
-// when Retention is set, prunes entries older than it; it returns when ctx
-// ends. Failures are logged.
+// Run verifies the whole trail once (logging what it finds), then signs a
+// checkpoint every CheckpointInterval when the head moved, writes the
+// witnesses and, when Retention is set, prunes entries older than it; it
+// returns when ctx ends. Failures are logged.
 func (l *Log) Run(ctx context.Context) {
+	// A long trail takes a while to verify: the interval goes on meanwhile.
+	var wg sync.WaitGroup
+	wg.Go(func() { l.verifyAtStart(ctx) })
+	defer wg.Wait()
+	l.advanceRemote(ctx)
 	t := time.NewTicker(l.opts.CheckpointInterval)
 	defer t.Stop()
 	for {
@@ -416,10 +702,26 @@ func (l *Log) Run(ctx context.Context) {
 		if _, err := l.Checkpoint(ctx); err != nil && !errors.Is(err, errs.ErrConflict) {
 			l.opts.Logger.ErrorContext(ctx, "sign audit checkpoint", "err", err)
 		}
+		l.advanceRemote(ctx)
 		if l.opts.Retention > 0 {
 			if _, err := l.Prune(ctx, l.opts.Now().Add(-l.opts.Retention)); err != nil {
 				l.opts.Logger.ErrorContext(ctx, "prune audit trail", "err", err)
 			}
 		}
+	}
+}
+
+// verifyAtStart verifies the trail and logs every problem loudly.
+func (l *Log) verifyAtStart(ctx context.Context) {
+	rep, err := l.Verify(ctx)
+	switch {
+	case err != nil:
+		l.opts.Logger.ErrorContext(ctx, "verify the audit trail", "err", err)
+	case !rep.OK:
+		for _, p := range rep.Problems {
+			l.opts.Logger.ErrorContext(ctx, "AUDIT TRAIL ALTERED: "+p.Text, "seq", p.Seq, "kind", p.Kind)
+		}
+	default:
+		l.opts.Logger.InfoContext(ctx, "audit trail verified", "entries", rep.Entries, "last", rep.LastSeq, "signed", rep.SignedSeq)
 	}
 }

@@ -55,6 +55,13 @@ type Config struct {
 	PoolOvercommit float64
 	// PolicyInterval is how often idle and retention policies run.
 	PolicyInterval time.Duration
+	// AuditCheckpointInterval is how often the audit trail's head is
+	// signed and witnessed when it moved (0: audit.DefaultCheckpointInterval);
+	// a kill -9 leaves at most this much of the trail unsigned.
+	AuditCheckpointInterval time.Duration
+	// NoAuditRepoWitness keeps the audit trail's witness out of the
+	// repository (drill daemons: theirs would outlive them there).
+	NoAuditRepoWitness bool
 	// StopGrace overrides the default service stop grace (30 s).
 	StopGrace time.Duration
 	// Repo is the off-box repository: a directory, file:///dir or
@@ -131,11 +138,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	auditLog, err := audit.Open(ctx, st, filepath.Join(cfg.DataDir, "audit.key"), audit.Options{Logger: log})
+	auditLog, err := audit.Open(ctx, st, filepath.Join(cfg.DataDir, "audit.key"), audit.Options{Logger: log,
+		CheckpointInterval: cfg.AuditCheckpointInterval, Witness: audit.NewFileWitness(filepath.Join(cfg.DataDir, "audit.witness"))})
 	if err != nil {
 		return err
 	}
-	defer auditLog.Checkpoint(context.WithoutCancel(ctx))
+	// On a clean stop: sign the head and write both witnesses (the
+	// repository's bounded in time). Deferred after st.Close, so it runs
+	// before it.
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer ccancel()
+		if err := auditLog.Close(cctx); err != nil {
+			log.Error("sign the audit trail's head at shutdown", "err", err)
+		}
+	}()
 	repoCfg, child, err := openRepo(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -150,6 +167,9 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
+	}
+	if repoCfg != nil && !cfg.NoAuditRepoWitness {
+		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
 	}
 	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}

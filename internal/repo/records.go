@@ -66,3 +66,19 @@ func (s *Scope) Records(ctx context.Context, kind string, fn func(id string, dec
 	}
 	return nil
 }
+
+// GetRecord decodes record kind/id into v: errs.ErrNotFound (wrapped) when
+// there is none; a record that fails authentication is an error.
+func (s *Scope) GetRecord(ctx context.Context, kind, id string, v any) error {
+	if !pool.ValidID(kind) || !pool.ValidID(id) {
+		return fmt.Errorf("record %s/%s: %w", kind, id, errs.ErrInvalid)
+	}
+	data, err := s.r.store.Get(ctx, recordKey(s.name, kind, id))
+	if err != nil {
+		return fmt.Errorf("record %s/%s: %w", kind, id, err)
+	}
+	if err := pack.OpenDoc(s.codec, "stead record v1 "+kind+"/"+id, data, v); err != nil {
+		return fmt.Errorf("record %s/%s: %w", kind, id, err)
+	}
+	return nil
+}

@@ -30,6 +30,12 @@ type AuditEntry struct {
 	// Hash is SHA-256 over PrevHash and the fields above (package audit
 	// defines the encoding).
 	Hash []byte `json:"hash"`
+	// Malformed says why the stored row could not be decoded as written
+	// ("" when it could): a time that is not a stored time, a hash that is
+	// not hex. The store still returns such a row (a hash as its raw bytes,
+	// a bad time as the zero time) so that one damaged row neither hides
+	// the rest of the trail nor stops the chain from being extended.
+	Malformed string `json:"-"`
 }
 
 // AuditCheckpoint is a signed statement of the chain's head: "entry Seq has
@@ -44,6 +50,10 @@ type AuditCheckpoint struct {
 	// KeyID names the signing key (a fingerprint of its public key).
 	KeyID     string `json:"key_id"`
 	Signature []byte `json:"signature"`
+	// Malformed says why the stored row could not be decoded ("" when it
+	// could); such a checkpoint is returned with the undecodable fields as
+	// raw bytes or zero, and never verifies.
+	Malformed string `json:"-"`
 }
 
 // AuditFilter selects entries for ListAudit.
@@ -75,6 +85,11 @@ type AuditFilter struct {
 //     UTC, to the microsecond or better.
 //   - Empty Action, Hash or (for checkpoints) Signature or KeyID, and a Seq
 //     < 1, are errs.ErrInvalid.
+//   - A stored row that cannot be decoded (edited by hand, damaged) is not
+//     an error of LastAudit, ListAudit or ListAuditCheckpoints: it is
+//     returned with Malformed set, a hash that is not hex as its raw bytes,
+//     and AppendAudit compares e.PrevHash with the last hash in that same
+//     form. Only package audit judges such rows.
 type AuditStore interface {
 	// AppendAudit stores e as the next entry of the chain.
 	AppendAudit(ctx context.Context, e AuditEntry) error

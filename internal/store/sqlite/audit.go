@@ -1,12 +1,14 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
@@ -42,7 +44,7 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 			return err
 		case e.Seq != last.Int64+1:
 			return fmt.Errorf("next seq is %d, not %d: %w", last.Int64+1, e.Seq, errs.ErrConflict)
-		case lastHash.String != hex.EncodeToString(e.PrevHash):
+		case !bytes.Equal(decodeHash(lastHash.String), e.PrevHash):
 			return fmt.Errorf("prev_hash does not match the hash of entry %d: %w", last.Int64, errs.ErrConflict)
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO audit_entries ("+auditCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -161,15 +163,11 @@ func (s *Store) ListAuditCheckpoints(ctx context.Context) ([]store.AuditCheckpoi
 		if err := rows.Scan(&c.Seq, &hash, &c.Start, &at, &c.KeyID, &sig); err != nil {
 			return nil, fmt.Errorf("list audit checkpoints: %w", err)
 		}
-		if c.Hash, err = hex.DecodeString(hash); err != nil {
-			return nil, fmt.Errorf("list audit checkpoints: seq %d hash: %w", c.Seq, err)
-		}
-		if c.Signature, err = hex.DecodeString(sig); err != nil {
-			return nil, fmt.Errorf("list audit checkpoints: seq %d signature: %w", c.Seq, err)
-		}
-		if c.Time, err = parseTime(at); err != nil {
-			return nil, fmt.Errorf("list audit checkpoints: %w", err)
-		}
+		var bad []string
+		c.Hash = decodeHashNote(hash, "hash", &bad)
+		c.Signature = decodeHashNote(sig, "signature", &bad)
+		c.Time = parseTimeNote(at, &bad)
+		c.Malformed = strings.Join(bad, "; ")
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -221,15 +219,38 @@ func scanAudit(sc scanner) (store.AuditEntry, error) {
 	if err := sc.Scan(&e.Seq, &at, &e.Actor, &e.Tenant, &e.Action, &e.Target, &e.Outcome, &prev, &hash); err != nil {
 		return store.AuditEntry{}, err
 	}
-	var err error
-	if e.Time, err = parseTime(at); err != nil {
-		return store.AuditEntry{}, err
-	}
-	if e.PrevHash, err = hex.DecodeString(prev); err != nil {
-		return store.AuditEntry{}, fmt.Errorf("entry %d prev_hash: %w", e.Seq, err)
-	}
-	if e.Hash, err = hex.DecodeString(hash); err != nil {
-		return store.AuditEntry{}, fmt.Errorf("entry %d hash: %w", e.Seq, err)
-	}
+	var bad []string
+	e.Time = parseTimeNote(at, &bad)
+	e.PrevHash = decodeHashNote(prev, "prev_hash", &bad)
+	e.Hash = decodeHashNote(hash, "hash", &bad)
+	e.Malformed = strings.Join(bad, "; ")
 	return e, nil
+}
+
+// decodeHash returns the bytes of a stored hash: hex-decoded, or its raw
+// bytes when it is not hex (a malformed row; see store.AuditStore).
+func decodeHash(s string) []byte {
+	if b, err := hex.DecodeString(s); err == nil {
+		return b
+	}
+	return []byte(s)
+}
+
+// decodeHashNote is decodeHash that notes in bad why s is malformed.
+func decodeHashNote(s, column string, bad *[]string) []byte {
+	if _, err := hex.DecodeString(s); err != nil {
+		*bad = append(*bad, fmt.Sprintf("%s %.40q is not hex", column, s))
+	}
+	return decodeHash(s)
+}
+
+// parseTimeNote parses a stored time, noting in bad when it is not one
+// (and returning the zero time).
+func parseTimeNote(s string, bad *[]string) time.Time {
+	t, err := parseTime(s)
+	if err != nil {
+		*bad = append(*bad, fmt.Sprintf("time %.40q is not a stored time", s))
+		return time.Time{}
+	}
+	return t
 }
