@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,8 +107,8 @@ func TestAuditTamperingIsDetectedAfterStopAndKill9(t *testing.T) {
 				}
 				d.start() // a damaged trail does not stop the daemon
 
-				code, out, errOut := d.cli(t, "audit", "verify")
-				jcode, jout, _ := d.cli(t, "audit", "verify", "--json")
+				code, out, errOut := d.cli("audit", "verify")
+				jcode, jout, _ := d.cli("audit", "verify", "--json")
 				var rep client.AuditReport
 				if err := json.Unmarshal([]byte(jout), &rep); err != nil {
 					t.Fatalf("verify --json: %v: %q", err, jout)
@@ -222,23 +221,6 @@ func waitWitness(t *testing.T, d *daemon, seq int64) {
 	}
 }
 
-// cli runs the stead CLI against the daemon and returns its exit code,
-// stdout and stderr.
-func (d *daemon) cli(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(d.bin, append([]string{"--endpoint", "http://" + d.addr, "--api-key", d.key}, args...)...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run stead %v: %v", args, err)
-	}
-	return code, stdout.String(), stderr.String()
-}
-
 // TestAuditRepositoryWitnessCatchesTruncationWithoutTheLocalWitness: with a
 // repository configured, the signed head is also kept there (sealed), so a
 // tail deleted with its checkpoints and the witness file beside the
@@ -282,7 +264,7 @@ func TestAuditRepositoryWitnessCatchesTruncationWithoutTheLocalWitness(t *testin
 		t.Fatal(err)
 	}
 	d.start()
-	code, out, _ := d.cli(t, "audit", "verify")
+	code, out, _ := d.cli("audit", "verify")
 	if code != 1 || !strings.Contains(out, "[truncated]") || !strings.Contains(out, "witness in repository") {
 		t.Fatalf("truncation with the local witness gone: exit %d\n%s", code, out)
 	}
