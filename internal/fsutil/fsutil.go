@@ -17,32 +17,15 @@ import (
 // directory is written and fsynced, renamed over path, and the directory is
 // fsynced, so after a crash path holds either the old or the new content.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp)
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", path, err)
 	}
-	return SyncDir(dir)
+	return SyncDir(filepath.Dir(path))
 }
 
 // WriteFileExclusive writes data to a new file at path, durably (temp file,
@@ -51,33 +34,43 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // WriteFileAtomic it never replaces a file, so two writers racing for
 // path cannot overwrite each other (the key files that must never change).
 func WriteFileExclusive(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := writeTemp(path, data, perm)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp)
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
 	// link(2) fails with EEXIST instead of replacing path.
 	if err := os.Link(tmp, path); err != nil {
 		return fmt.Errorf("create %s: %w", path, err)
 	}
-	return SyncDir(dir)
+	return SyncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data, with mode perm, to a new temporary file beside
+// path and fsyncs it; the caller moves it into place and removes it.
+func writeTemp(path string, data []byte, perm os.FileMode) (string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	err = f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("sync: %w", err)
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return tmp, nil
 }
 
 // SyncDir fsyncs a directory so renames and creates in it are durable.
