@@ -345,8 +345,11 @@ type CreateSnapshotRequest struct {
 
 // ForkRequest makes new sandboxes from a snapshot or a sandbox.
 type ForkRequest struct {
-	Count   int  `json:"count,omitempty" minimum:"0" maximum:"50" doc:"How many sandboxes (default 1)"`
-	NoStart bool `json:"no_start,omitempty" doc:"Create them stopped"`
+	Count int `json:"count,omitempty" minimum:"0" maximum:"50" doc:"How many sandboxes (default 1)"`
+	// Name names the new sandbox; with Count > 1 the forks are Name-1,
+	// Name-2, ... Default: each fork is named by its id.
+	Name    string `json:"name,omitempty" maxLength:"60" doc:"Name of the new sandbox (with count > 1: name-1, name-2, ...); default its id"`
+	NoStart bool   `json:"no_start,omitempty" doc:"Create them stopped"`
 	// Volumes replace the source's volume mount at the same path, or add
 	// one; the source's other mounts are kept.
 	Volumes []VolumeMount `json:"volumes,omitempty" doc:"Mounts replacing the source's mount at the same path, or added"`

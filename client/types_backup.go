@@ -69,18 +69,21 @@ type PushResult struct {
 
 // RemoteSnapshot is a snapshot pushed to the repository.
 type RemoteSnapshot struct {
-	ID          string            `json:"id" doc:"manifest id (hex); any unique prefix of 4+ digits works"`
-	Scope       string            `json:"scope"`
-	Sandbox     string            `json:"sandbox,omitempty"`
-	SandboxName string            `json:"sandbox_name,omitempty"`
-	Volume      string            `json:"volume,omitempty"`
-	Source      string            `json:"source"`
-	Parent      string            `json:"parent,omitempty"`
-	Time        time.Time         `json:"time"`
-	Files       int64             `json:"files"`
-	Bytes       int64             `json:"bytes"`
-	DataBytes   int64             `json:"data_bytes"`
-	Labels      map[string]string `json:"labels,omitempty"`
+	ID          string    `json:"id" doc:"manifest id (hex); any unique prefix of 4+ digits works"`
+	Scope       string    `json:"scope"`
+	Sandbox     string    `json:"sandbox,omitempty"`
+	SandboxName string    `json:"sandbox_name,omitempty"`
+	Volume      string    `json:"volume,omitempty"`
+	Source      string    `json:"source"`
+	Parent      string    `json:"parent,omitempty"`
+	Time        time.Time `json:"time"`
+	Files       int64     `json:"files"`
+	Bytes       int64     `json:"bytes"`
+	DataBytes   int64     `json:"data_bytes"`
+	// AddedBytes is what the push stored in the repository (0 when the
+	// push predates the figure).
+	AddedBytes int64             `json:"added_bytes,omitempty" doc:"bytes the push added to the repository (new packs and index); 0 if unknown"`
+	Labels     map[string]string `json:"labels,omitempty"`
 	// Mounts are the volume mounts a pushed sandbox had (label "volumes"):
 	// a restore attaches them again.
 	Mounts []PushedMount `json:"mounts,omitempty" doc:"volume mounts of the pushed sandbox, re-attached by a restore"`

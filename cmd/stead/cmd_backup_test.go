@@ -142,7 +142,7 @@ func (b *backupBackend) ListRemoteSnapshots(_ context.Context, _, sandbox string
 		return nil, nil
 	}
 	return []client.RemoteSnapshot{
-		{ID: "3f9a1c2b5d6e7f80", Sandbox: "sb-1", SandboxName: "agent-1", Source: "snap-7", Time: testOpStart, Files: 12, Bytes: 3 << 20, DataBytes: 1 << 20},
+		{ID: "3f9a1c2b5d6e7f80", Sandbox: "sb-1", SandboxName: "agent-1", Source: "snap-7", Time: testOpStart, Files: 12, Bytes: 3 << 20, DataBytes: 1 << 20, AddedBytes: 1536},
 		{ID: "77c1aa00", Sandbox: "sb-2", Time: testOpStart.Add(time.Hour), Files: 1},
 	}, nil
 }
@@ -608,8 +608,9 @@ func TestRemoteLsDrillLsAndHistoryTables(t *testing.T) {
 	srv, b := newBackupServer(t)
 	out, _ := mustStead(t, srv, "remote", "ls")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ID TIME SANDBOX FILES SIZE STORED SOURCE" ||
-		!strings.HasPrefix(lines[1], "3f9a1c2b ") || !strings.Contains(lines[1], "agent-1") || !strings.Contains(lines[2], "sb-2") {
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "ID TIME SANDBOX FILES SIZE DATA ADDED SOURCE" ||
+		!strings.HasPrefix(lines[1], "3f9a1c2b ") || !strings.Contains(lines[1], "agent-1") || !strings.Contains(lines[2], "sb-2") ||
+		!strings.Contains(lines[1], "1.5 KiB") || !strings.Contains(lines[2], " - ") {
 		t.Fatalf("remote ls:\n%s", out)
 	}
 	if code, _, errOut := stead(t, srv, "remote", "ls", "none"); code != exitOK || !strings.Contains(errOut, "no pushed snapshots") {

@@ -29,6 +29,7 @@ size. The new sandboxes are started unless --no-start.
 Exits 4 if the sandbox is deleted (undelete it first); nothing is changed.`,
 		Example: `  stead fork agent-1                      # one copy of agent-1 as it is now
   stead fork snap-3f9a --count 3          # three variants from hour 4
+  stead fork agent-1 --name agent-1-try     # a named copy
   stead fork agent-1 --count 2 --no-start
   stead fork agent-1 --volume scratch-2:/data     # same files, another volume at /data
   stead fork snap-3f9a --json | jq -r '.[].id'`,
@@ -65,6 +66,7 @@ Exits 4 if the sandbox is deleted (undelete it first); nothing is changed.`,
 	}
 	cmd.Flags().IntVarP(&req.Count, "count", "n", 1, fmt.Sprintf("how many sandboxes to create (1 to %d)", maxForkCount))
 	cmd.Flags().BoolVar(&req.NoStart, "no-start", false, "create them stopped")
+	cmd.Flags().StringVar(&req.Name, "name", "", "name of the new sandbox (with --count N: NAME-1 ... NAME-N); default its id")
 	cmd.Flags().StringArrayVarP(&vols, "volume", "v", nil, "the forks mount SOURCE's volumes; mount this one instead at its path (or add it): "+volumeMountSyntax+" (repeatable)")
 	return cmd
 }

@@ -77,10 +77,14 @@ by id). ID shows the first 8 hex digits; --json shows everything.`,
 // writeRemoteSnapshots prints remote snapshots as an aligned table.
 func writeRemoteSnapshots(w io.Writer, list []client.RemoteSnapshot) error {
 	tw := newTable(w)
-	row(tw, "ID", "TIME", "SANDBOX", "FILES", "SIZE", "STORED", "SOURCE")
+	row(tw, "ID", "TIME", "SANDBOX", "FILES", "SIZE", "DATA", "ADDED", "SOURCE")
 	for _, rs := range list {
+		added := "-"
+		if rs.AddedBytes > 0 {
+			added = bytesOrZero(rs.AddedBytes)
+		}
 		row(tw, shortID(rs.ID), rs.Time.Local().Format(remoteTimeLayout), remoteSandbox(rs),
-			strconv.FormatInt(rs.Files, 10), bytesOrZero(rs.Bytes), bytesOrZero(rs.DataBytes), orDash(rs.Source))
+			strconv.FormatInt(rs.Files, 10), bytesOrZero(rs.Bytes), bytesOrZero(rs.DataBytes), added, orDash(rs.Source))
 	}
 	return tw.Flush()
 }

@@ -29,6 +29,10 @@ type Stats struct {
 	// data regions hold (less for sparse files).
 	Bytes     int64 `json:"bytes"`
 	DataBytes int64 `json:"data_bytes"`
+	// AddedBytes is what the push that made the snapshot stored in the
+	// repository (new packs and index, encrypted and compressed): what it
+	// cost, beside the logical size above. 0 for older manifests.
+	AddedBytes int64 `json:"added_bytes,omitempty"`
 }
 
 // Manifest is a pushed snapshot: a root tree plus what it was taken of.

@@ -288,6 +288,7 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error
 		p.s.addIndex(id, f)
 	}
 	st.DataBytes += p.dataRead.Load()
+	st.AddedBytes = p.c.moved.Load()
 	if p.noManifest {
 		return &Manifest{Scope: p.s.name, Tree: *rootNode.Subtree, Root: *rootNode, Stats: st}, nil
 	}
@@ -553,6 +554,9 @@ func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, e
 			want += e.Len
 		}
 		r = io.MultiReader(rs...)
+		// Holes are not read: they count as done at once, so the
+		// progress of a push with sparse files ends at its total.
+		p.c.bytesDone.Add(sb.Size - want)
 	}
 	cr := &countReader{r: r, c: &p.c.bytesDone}
 	ch.Reset(cr)

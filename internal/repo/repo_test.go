@@ -192,6 +192,10 @@ func TestIncrementalPushReadsOnlyChangedFiles(t *testing.T) {
 	if m2.Tree != m1.Tree {
 		t.Fatal("unchanged tree got a new id")
 	}
+	// Each manifest says what its push added, beside the logical size.
+	if m1.Stats.AddedBytes != st1.BytesUploaded || m1.Stats.AddedBytes < 8<<20 || m2.Stats.AddedBytes != 0 {
+		t.Fatalf("added bytes: full push %d (uploaded %d), no-change push %d", m1.Stats.AddedBytes, st1.BytesUploaded, m2.Stats.AddedBytes)
+	}
 
 	// Change 64 KiB in the middle of the big file, in place.
 	f, err := os.OpenFile(filepath.Join(src, "big"), os.O_WRONLY, 0)
@@ -478,5 +482,29 @@ func TestVerifyMatchesRestoreAndFindsChanges(t *testing.T) {
 	must(t, err)
 	if len(v.Diffs) != 2 {
 		t.Fatalf("verify found %d differences, want 2: %v", len(v.Diffs), v.Diffs)
+	}
+}
+
+// TestPushProgressOfSparseFilesEndsAtItsTotal: holes are never read, and
+// they count as done, so the last progress report of a push with sparse
+// files is at 100%.
+func TestPushProgressOfSparseFilesEndsAtItsTotal(t *testing.T) {
+	ctx := context.Background()
+	r, _, _ := newRepo(t)
+	src := t.TempDir()
+	f, err := os.Create(filepath.Join(src, "sparse"))
+	must(t, err)
+	_, err = f.WriteAt(randBytes(1, 64<<10), 32<<20)
+	must(t, err)
+	must(t, f.Truncate(64<<20))
+	must(t, f.Close())
+	must(t, os.WriteFile(filepath.Join(src, "dense"), randBytes(2, 1<<20), 0o644))
+	sc, err := r.Scope(ctx, "t-sparse", true)
+	must(t, err)
+	var last repo.Progress
+	_, _, err = sc.Push(ctx, src, repo.PushOptions{Source: "s", Progress: func(p repo.Progress) { last = p }})
+	must(t, err)
+	if last.BytesTotal != 65<<20 || last.BytesDone != last.BytesTotal {
+		t.Fatalf("last progress of a push with a sparse file: %d of %d bytes", last.BytesDone, last.BytesTotal)
 	}
 }

@@ -238,6 +238,23 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	if n < 0 || n > maxFork {
 		return nil, fmt.Errorf("fork count %d (want 1 to %d): %w", n, maxFork, errs.ErrInvalid)
 	}
+	forkNames := make([]string, n)
+	for i := range forkNames {
+		switch {
+		case req.Name == "":
+			continue // named by its id
+		case n == 1:
+			forkNames[i] = req.Name
+		default:
+			forkNames[i] = fmt.Sprintf("%s-%d", req.Name, i+1)
+		}
+		if err := checkName("fork", forkNames[i]); err != nil {
+			return nil, err
+		}
+		if _, err := s.st.GetSandbox(ctx, tenant, forkNames[i]); err == nil {
+			return nil, fmt.Errorf("fork: the name %s is taken (a deleted sandbox keeps its name until it is purged): %w", forkNames[i], errs.ErrConflict)
+		}
+	}
 	var sn store.Snapshot
 	if strings.HasPrefix(source, snapshotPrefix) {
 		var err error
@@ -308,7 +325,11 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 			defer wg.Done()
 			defer func() { <-sem }()
 			id := newID()
-			out[i], errsByIdx[i] = s.materialize(ctx, tenant, id, id, tmpl, specJSON, snapshotDataset(sn.ID), req.NoStart)
+			name := forkNames[i]
+			if name == "" {
+				name = id
+			}
+			out[i], errsByIdx[i] = s.materialize(ctx, tenant, id, name, tmpl, specJSON, snapshotDataset(sn.ID), req.NoStart)
 		}(i)
 	}
 	wg.Wait()

@@ -62,6 +62,26 @@ func TestSnapshotForkRollback(t *testing.T) {
 			t.Fatalf("fork %d reads %q", i, got)
 		}
 	}
+	// Named forks: one by its name, several as name-1, name-2; a taken
+	// or id-shaped name is refused and makes nothing.
+	named, err := s.Fork(ctx, tn, snap.ID, client.ForkRequest{Name: "plan-b", NoStart: true})
+	if err != nil || len(named) != 1 || named[0].Name != "plan-b" {
+		t.Fatalf("fork --name: %+v %v", named, err)
+	}
+	named, err = s.Fork(ctx, tn, snap.ID, client.ForkRequest{Name: "try", Count: 2, NoStart: true})
+	if err != nil || len(named) != 2 || named[0].Name != "try-1" || named[1].Name != "try-2" {
+		t.Fatalf("fork --name --count 2: %+v %v", named, err)
+	}
+	before, _ := s.ListSandboxes(ctx, tn, true)
+	if _, err := s.Fork(ctx, tn, snap.ID, client.ForkRequest{Name: "plan-b"}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("fork onto a taken name: %v", err)
+	}
+	if _, err := s.Fork(ctx, tn, snap.ID, client.ForkRequest{Name: "sb-abc"}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("fork with an id-shaped name: %v", err)
+	}
+	if after, _ := s.ListSandboxes(ctx, tn, true); len(after) != len(before) {
+		t.Fatalf("a refused fork made %d sandboxes", len(after)-len(before))
+	}
 	s.testWrite(t, forks[0].ID, "/workspace/plan.md", "variant A")
 	if got := s.testRead(t, forks[1].ID, "/workspace/plan.md"); got != "hour 4" {
 		t.Fatalf("forks are not independent: %q", got)
