@@ -32,9 +32,9 @@ func (s *Service) PushVolume(ctx context.Context, tenant, id string, req client.
 	if err != nil {
 		return client.Operation{}, err
 	}
-	v, err := s.st.GetVolume(ctx, tenant, id)
+	v, err := s.getVolume(ctx, tenant, id)
 	if err != nil {
-		return client.Operation{}, fmt.Errorf("volume %s: %w", id, err)
+		return client.Operation{}, err
 	}
 	if v.State != "available" {
 		return client.Operation{}, fmt.Errorf("volume %s is %s: %w", v.Name, v.State, errs.ErrConflict)
@@ -266,10 +266,10 @@ func (s *Service) eraseVolumeBackups(ctx context.Context, v store.Volume) error 
 // snapshots/snap-...) as a local snapshot (kind "volume"; Sandbox names the
 // volume). parent is the sandbox snapshot it was taken with, if any.
 func (s *Service) recordVolumeSnapshot(ctx context.Context, tenant, volID, clone, parent, label string) (store.Snapshot, error) {
-	v, err := s.st.GetVolume(ctx, tenant, volID)
+	v, err := s.getVolume(ctx, tenant, volID)
 	if err != nil {
 		s.pool.Delete(context.WithoutCancel(ctx), clone)
-		return store.Snapshot{}, fmt.Errorf("volume %s: %w", volID, err)
+		return store.Snapshot{}, err
 	}
 	sn := store.Snapshot{ID: strings.TrimPrefix(clone, pool.KindSnapshot+"/"), TenantID: tenant, SandboxID: v.ID,
 		SandboxName: v.Name, ParentID: parent, Label: label, Kind: "volume", CreatedAt: s.now()}
@@ -285,9 +285,9 @@ func (s *Service) recordVolumeSnapshot(ctx context.Context, tenant, volID, clone
 // write to it; snapshot a sandbox with include_volumes to freeze its
 // writers for the instant).
 func (s *Service) CreateVolumeSnapshot(ctx context.Context, tenant, id string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
-	v, err := s.st.GetVolume(ctx, tenant, id)
+	v, err := s.getVolume(ctx, tenant, id)
 	if err != nil {
-		return client.Snapshot{}, fmt.Errorf("volume %s: %w", id, err)
+		return client.Snapshot{}, err
 	}
 	if v.State != "available" {
 		return client.Snapshot{}, fmt.Errorf("volume %s is %s: %w", v.Name, v.State, errs.ErrConflict)

@@ -139,20 +139,30 @@ func (s *Service) ListVolumes(ctx context.Context, tenant string, includeDeleted
 	return out, nil
 }
 
+// getVolume reads a volume record; an absent one is an error naming the
+// volume once, with what to do.
+func (s *Service) getVolume(ctx context.Context, tenant, id string) (store.Volume, error) {
+	v, err := s.st.GetVolume(ctx, tenant, id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return v, fmt.Errorf("volume %s: %w (stead volume ls shows the volumes)", id, errs.ErrNotFound)
+	}
+	return v, err // the store's error names the volume
+}
+
 // GetVolume returns one volume.
 func (s *Service) GetVolume(ctx context.Context, tenant, id string) (client.Volume, error) {
-	v, err := s.st.GetVolume(ctx, tenant, id)
+	v, err := s.getVolume(ctx, tenant, id)
 	if err != nil {
-		return client.Volume{}, fmt.Errorf("volume %s: %w", id, err)
+		return client.Volume{}, err
 	}
 	return s.volumeView(ctx, v), nil
 }
 
 // DeleteVolume soft-deletes a volume (or purges it) when no sandbox uses it.
 func (s *Service) DeleteVolume(ctx context.Context, tenant, id string, purge bool) (client.Volume, error) {
-	v, err := s.st.GetVolume(ctx, tenant, id)
+	v, err := s.getVolume(ctx, tenant, id)
 	if err != nil {
-		return client.Volume{}, fmt.Errorf("volume %s: %w", id, err)
+		return client.Volume{}, err
 	}
 	unlock := s.lock(v.ID)
 	defer unlock()
@@ -204,9 +214,9 @@ func (s *Service) purgeVolume(ctx context.Context, v store.Volume) error {
 
 // UndeleteVolume brings back a soft-deleted volume.
 func (s *Service) UndeleteVolume(ctx context.Context, tenant, id string) (client.Volume, error) {
-	v, err := s.st.GetVolume(ctx, tenant, id)
+	v, err := s.getVolume(ctx, tenant, id)
 	if err != nil {
-		return client.Volume{}, fmt.Errorf("volume %s: %w", id, err)
+		return client.Volume{}, err
 	}
 	if v.State != "deleted" {
 		return client.Volume{}, fmt.Errorf("volume %s is not deleted: %w", v.Name, errs.ErrConflict)
@@ -306,9 +316,9 @@ func (s *Service) resolveMountsWith(ctx context.Context, tenant string, in []cli
 			out = append(out, client.VolumeMount{Volume: m.Volume, SubPath: sub, Path: p, ReadOnly: m.ReadOnly})
 			continue
 		}
-		v, err := s.st.GetVolume(ctx, tenant, m.Volume)
+		v, err := s.getVolume(ctx, tenant, m.Volume)
 		if err != nil {
-			return nil, fmt.Errorf("volume %s: %w", m.Volume, err)
+			return nil, err
 		}
 		if v.State != "available" {
 			return nil, fmt.Errorf("volume %s is deleted (undelete it first): %w", v.Name, errs.ErrConflict)

@@ -114,3 +114,19 @@ func TestVolumesOutliveSandboxesAndShareFiles(t *testing.T) {
 		t.Fatalf("long name: %v", err)
 	}
 }
+
+// TestAbsentVolumeIsNamedOnce: an absent volume's error names it once and
+// says where to look, whichever verb meets it.
+func TestAbsentVolumeIsNamedOnce(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	_, e1 := s.GetVolume(ctx, tn, "nope")
+	_, e2 := s.DeleteVolume(ctx, tn, "nope", false)
+	_, e3 := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Volumes: []client.VolumeMount{{Volume: "nope", Path: "/data"}}})
+	for _, err := range []error{e1, e2, e3} {
+		if !errors.Is(err, errs.ErrNotFound) || strings.Count(err.Error(), "nope") != 1 || !strings.Contains(err.Error(), "stead volume ls") {
+			t.Errorf("absent volume: %v", err)
+		}
+	}
+}

@@ -596,6 +596,21 @@ func (p *Pool) Unmount(ctx context.Context) error {
 			return fmt.Errorf("unmount pool %s: detach %s: %w", p.dir, l.path, err)
 		}
 	}
+	// A device another mount namespace still holds for an instant (one
+	// being set up when the pool was unmounted: a sandbox of another
+	// daemon, copying the host's mounts before it pivots) is only marked
+	// autoclear; it goes when that copy does.
+	for i := 0; ; i++ {
+		left, err := loopsBackedBy(p.image)
+		if err != nil || len(left) == 0 {
+			break
+		}
+		if i == 100 {
+			p.log.Warn("loop device still held after the unmount; it goes when its last user does", "image", p.image, "device", left[0].path)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	p.log.Info("unmounted pool image", "image", p.image)
 	return nil
 }
