@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,25 +19,8 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/blobstore/s3/s3test"
 	"github.com/stead-dev/stead/internal/runtime/linux"
+	"github.com/stead-dev/stead/internal/testutil"
 )
-
-// cgroupsNamed returns every directory named name below /sys/fs/cgroup, in
-// every hierarchy and at any depth (on this host the memory controller's
-// sit below the starting process's own memory cgroup).
-func cgroupsNamed(name string) []string {
-	var out []string
-	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if d.Name() == name {
-			out = append(out, p)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	return out
-}
 
 // TestDaemonStopRemovesItsCgroups: a daemon that stops while a sandbox
 // runs keeps the sandbox's cgroups (it keeps running); once the sandbox is
@@ -53,12 +35,12 @@ func TestDaemonStopRemovesItsCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.sh(ctx, sb.ID, "agent", "true")
-	running := cgroupsNamed(parent)
+	running := testutil.CgroupsNamed(parent)
 	if len(running) < 5 {
 		t.Fatalf("cgroup parents of a running sandbox: %v", running)
 	}
 	d.stopGracefully()
-	if got := cgroupsNamed(parent); len(got) != len(running) {
+	if got := testutil.CgroupsNamed(parent); len(got) != len(running) {
 		t.Fatalf("a stop with a running sandbox removed its cgroups: %v, had %v", got, running)
 	}
 	d.start()
@@ -67,7 +49,7 @@ func TestDaemonStopRemovesItsCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.stopGracefully()
-	if left := cgroupsNamed(parent); len(left) > 0 {
+	if left := testutil.CgroupsNamed(parent); len(left) > 0 {
 		t.Fatalf("cgroups left after the daemon stopped with no sandbox: %v", left)
 	}
 	if left, _ := filepath.Glob("/run/stead-rootfs-*"); slices.Contains(left, rootfsDirOf(filepath.Join(d.runDir, "containers"))) {
@@ -199,7 +181,7 @@ func checkDrillLeftNothing(t *testing.T, args string) {
 		}
 	}
 	parent := linux.CgroupParentFor(filepath.Join(flagValue(args, "run-dir"), "containers"))
-	if left := cgroupsNamed(parent); len(left) > 0 {
+	if left := testutil.CgroupsNamed(parent); len(left) > 0 {
 		t.Errorf("the drill left cgroups: %v", left)
 	}
 	if _, err := os.Stat(rootfsDirOf(filepath.Join(flagValue(args, "run-dir"), "containers"))); !os.IsNotExist(err) {

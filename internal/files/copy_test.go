@@ -64,29 +64,18 @@ func TestCopyTreeUnderSymlinkSwapsNeverLeavesEitherTree(t *testing.T) {
 	dfd, err := unix.Open(e.host("dst"), unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	must(t, err)
 	defer unix.Close(dfd)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var swaps atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if unix.Renameat2(unix.AT_FDCWD, e.host("src/d"), unix.AT_FDCWD, e.host("src/evil"), unix.RENAME_EXCHANGE) == nil {
-				swaps.Add(1)
-			}
-			// The copy being made: its subdirectories for host links.
-			c := e.host(fmt.Sprintf("dst/c%d/sub%d", i%50, i%20))
-			if os.Rename(c, c+".x") == nil {
-				os.Symlink(e.outside, c)
-				swaps.Add(1)
-			}
+	swaps := adversary(func(i int) (n int64) {
+		if unix.Renameat2(unix.AT_FDCWD, e.host("src/d"), unix.AT_FDCWD, e.host("src/evil"), unix.RENAME_EXCHANGE) == nil {
+			n++
 		}
-	}()
+		// The copy being made: its subdirectories for host links.
+		c := e.host(fmt.Sprintf("dst/c%d/sub%d", i%50, i%20))
+		if os.Rename(c, c+".x") == nil {
+			os.Symlink(e.outside, c)
+			n++
+		}
+		return n
+	})
 	copied := 0
 	for i := range 200 {
 		if e.r.CopyTree(context.Background(), "/src/d", dfd, fmt.Sprintf("c%d", i%50)) == nil {
@@ -94,11 +83,10 @@ func TestCopyTreeUnderSymlinkSwapsNeverLeavesEitherTree(t *testing.T) {
 		}
 		RemoveAt(dfd, fmt.Sprintf("c%d", i%50))
 	}
-	close(stop)
-	wg.Wait()
-	t.Logf("%d swaps, %d copies made", swaps.Load(), copied)
-	if swaps.Load() < 100 {
-		t.Fatalf("only %d swaps: the race was not exercised", swaps.Load())
+	n := swaps()
+	t.Logf("%d swaps, %d copies made", n, copied)
+	if n < 100 {
+		t.Fatalf("only %d swaps: the race was not exercised", n)
 	}
 	e.checkOutside(t)
 }
@@ -129,5 +117,31 @@ func TestAsUserActsWithTheUsersPermissions(t *testing.T) {
 	}
 	if _, _, err := e.r.ReadFile("/secret"); err != nil {
 		t.Fatalf("after AsUser the daemon lost root: %v", err)
+	}
+}
+
+// adversary runs swap(i) for i = 0, 1, ... in a goroutine, as fast as it
+// can, the way a sandbox would race the daemon; the returned stop ends it
+// and tells how many swaps (the sum of swap's results) were made.
+func adversary(swap func(i int) int64) (stop func() int64) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var swaps atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			swaps.Add(swap(i))
+		}
+	}()
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		return swaps.Load()
 	}
 }

@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,25 +299,16 @@ func TestRemoveRecursiveDoesNotFollowSymlinkSwappedMidWalk(t *testing.T) {
 		must(t, os.MkdirAll(e.host(fmt.Sprintf("w/d%02d/sub", i)), 0o755))
 		must(t, os.WriteFile(e.host(fmt.Sprintf("w/d%02d/sub/f", i)), nil, 0o644))
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			d := e.host(fmt.Sprintf("w/d%02d", i%50))
-			os.Symlink("../../../outside", d+"/tmp")
-			os.Rename(d+"/tmp", d+"/sub")
+	swaps := adversary(func(i int) int64 {
+		d := e.host(fmt.Sprintf("w/d%02d", i%50))
+		os.Symlink("../../../outside", d+"/tmp")
+		if os.Rename(d+"/tmp", d+"/sub") == nil {
+			return 1
 		}
-	}()
+		return 0
+	})
 	err := e.r.Remove("/w", true)
-	close(stop)
-	wg.Wait()
+	swaps()
 	t.Logf("Remove under attack: %v", err)
 	e.checkOutside(t)
 }
@@ -333,30 +322,18 @@ func TestConcurrentSymlinkSwapNeverEscapes(t *testing.T) {
 	must(t, os.Symlink("../../outside", e.host("work/rel")))
 	must(t, os.MkdirAll(e.host("work/d"), 0o755))
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var swaps atomic.Int64
-	wg.Add(1)
-	go func() {
-		// The "sandbox": atomically exchange work/d with a symlink to the
-		// host's outside/ (absolute or relative), as fast as it can.
-		defer wg.Done()
-		d := e.host("work/d")
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			other := e.host("work/abs")
-			if i%2 == 1 {
-				other = e.host("work/rel")
-			}
-			if unix.Renameat2(unix.AT_FDCWD, d, unix.AT_FDCWD, other, unix.RENAME_EXCHANGE) == nil {
-				swaps.Add(1)
-			}
+	// The "sandbox": atomically exchange work/d with a symlink to the
+	// host's outside/ (absolute or relative), as fast as it can.
+	swaps := adversary(func(i int) int64 {
+		other := e.host("work/abs")
+		if i%2 == 1 {
+			other = e.host("work/rel")
 		}
-	}()
+		if unix.Renameat2(unix.AT_FDCWD, e.host("work/d"), unix.AT_FDCWD, other, unix.RENAME_EXCHANGE) == nil {
+			return 1
+		}
+		return 0
+	})
 	var okWrites int
 	for i := range 2000 {
 		p := fmt.Sprintf("/work/d/f%d", i%7)
@@ -383,11 +360,10 @@ func TestConcurrentSymlinkSwapNeverEscapes(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	wg.Wait()
-	t.Logf("%d swaps, %d successful writes", swaps.Load(), okWrites)
-	if swaps.Load() < 100 {
-		t.Fatalf("only %d swaps: the race was not exercised", swaps.Load())
+	n := swaps()
+	t.Logf("%d swaps, %d successful writes", n, okWrites)
+	if n < 100 {
+		t.Fatalf("only %d swaps: the race was not exercised", n)
 	}
 	e.checkOutside(t)
 }

@@ -2,7 +2,9 @@
 package testutil
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -19,4 +21,22 @@ func RequireRoot(t testing.TB) {
 		t.Skip("needs root (skipped because STEAD_TEST_ALLOW_SKIP=1)")
 	}
 	t.Fatal("this test needs root; run as root or set STEAD_TEST_ALLOW_SKIP=1 to skip")
+}
+
+// CgroupsNamed returns every directory named name below /sys/fs/cgroup, in
+// every hierarchy and at any depth (on cgroup v1 the memory controller's
+// may sit below the test process's own memory cgroup).
+func CgroupsNamed(name string) []string {
+	var out []string
+	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if d.Name() == name {
+			out = append(out, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return out
 }

@@ -2,7 +2,6 @@ package linux
 
 import (
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,25 +11,6 @@ import (
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/testutil"
 )
-
-// CgroupsNamed returns every directory named name below /sys/fs/cgroup,
-// in every hierarchy and at any depth (the memory controller's may sit
-// below the starting process's own cgroup).
-func cgroupsNamed(t *testing.T, name string) []string {
-	t.Helper()
-	var out []string
-	filepath.WalkDir("/sys/fs/cgroup", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		if d.Name() == name {
-			out = append(out, p)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	return out
-}
 
 func testRootfs(t *testing.T) string {
 	root := t.TempDir()
@@ -68,7 +48,7 @@ func TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem(t *testing.T) {
 	if len(recorded) == 0 {
 		t.Fatal("no cgroup parent recorded")
 	}
-	found := cgroupsNamed(t, r.opts.CgroupParent)
+	found := testutil.CgroupsNamed(r.opts.CgroupParent)
 	for _, p := range found {
 		if !slices.Contains(recorded, p) {
 			t.Errorf("cgroup parent %s exists but is not recorded (%v)", p, recorded)
@@ -89,7 +69,7 @@ func TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem(t *testing.T) {
 	if st, _ := r.Status(ctx, "rt-cg"); st != steadrt.StatusRunning {
 		t.Fatalf("sandbox after Close: %s", st)
 	}
-	if got := cgroupsNamed(t, r.opts.CgroupParent); len(got) != len(found) {
+	if got := testutil.CgroupsNamed(r.opts.CgroupParent); len(got) != len(found) {
 		t.Fatalf("Close with a running sandbox removed parents: %d of %d left", len(got), len(found))
 	}
 	// A new runtime on the same state adopts it; once it is gone, Close
@@ -104,7 +84,7 @@ func TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem(t *testing.T) {
 	if err := r2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left := cgroupsNamed(t, r.opts.CgroupParent); len(left) > 0 {
+	if left := testutil.CgroupsNamed(r.opts.CgroupParent); len(left) > 0 {
 		t.Fatalf("cgroups left after the last sandbox and Close: %v", left)
 	}
 	if _, err := os.Stat(filepath.Join(state, parentsFile)); !os.IsNotExist(err) {
