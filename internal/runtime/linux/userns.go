@@ -54,19 +54,29 @@ func (r *Runtime) hostID(slot int) int64 {
 func (r *Runtime) allocSlot(id string) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s := r.lowestFreeSlot(id)
+	if s < 0 {
+		return 0, fmt.Errorf("start sandbox %s: all %d user-namespace id ranges are in use", id, r.opts.IDSlots)
+	}
+	r.slots[id] = s
+	return s, nil
+}
+
+// lowestFreeSlot is the lowest slot no sandbox but except holds (-1 when
+// every one is taken). The caller holds r.mu.
+func (r *Runtime) lowestFreeSlot(except string) int {
 	used := make(map[int]bool, len(r.slots))
 	for other, s := range r.slots {
-		if other != id {
+		if other != except {
 			used[s] = true
 		}
 	}
 	for s := range r.opts.IDSlots {
 		if !used[s] {
-			r.slots[id] = s
-			return s, nil
+			return s
 		}
 	}
-	return 0, fmt.Errorf("start sandbox %s: all %d user-namespace id ranges are in use", id, r.opts.IDSlots)
+	return -1
 }
 
 func (r *Runtime) freeSlot(id string) {
@@ -130,17 +140,7 @@ func (r *Runtime) usernsFile(slot int) (*os.File, error) {
 // for it (a few milliseconds: a process is made and stopped).
 func (r *Runtime) prewarm() {
 	r.mu.Lock()
-	used := make(map[int]bool, len(r.slots))
-	for _, s := range r.slots {
-		used[s] = true
-	}
-	next := -1
-	for s := range r.opts.IDSlots {
-		if !used[s] {
-			next = s
-			break
-		}
-	}
+	next := r.lowestFreeSlot("")
 	_, have := r.userns[next]
 	r.mu.Unlock()
 	if next >= 0 && !have {
