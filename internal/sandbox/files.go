@@ -98,16 +98,22 @@ func (s *Service) fsFor(ctx context.Context, tenant, id, p string, touch, write 
 // as the bind mount is made), so a symlink planted in a mounted sub-path
 // resolves inside that sub-path, never in a sibling's.
 func (s *Service) volumeRoot(m client.VolumeMount) (*files.Root, error) {
-	r, err := files.OpenRoot(s.pool.Path(volumeDataset(m.Volume)))
-	if err != nil || m.SubPath == "" {
-		return r, err
-	}
-	defer r.Close()
-	sub, err := r.OpenSubRoot("/" + m.SubPath)
+	r, err := s.datasetRoot(volumeDataset(m.Volume), m.SubPath)
 	if err != nil {
 		return nil, fmt.Errorf("volume %s sub-path %s: %w", m.Volume, m.SubPath, err)
 	}
-	return sub, nil
+	return r, nil
+}
+
+// datasetRoot opens a dataset of the pool as a root, or its sub-directory
+// sub (a volume's mounted sub-path) as a root of its own.
+func (s *Service) datasetRoot(dataset, sub string) (*files.Root, error) {
+	r, err := files.OpenRoot(s.pool.Path(dataset))
+	if err != nil || sub == "" {
+		return r, err
+	}
+	defer r.Close()
+	return r.OpenSubRoot("/" + sub)
 }
 
 func fileView(fi files.FileInfo) client.FileInfo {

@@ -264,17 +264,9 @@ func (s *Service) RestorePath(ctx context.Context, tenant, id string, req client
 			return client.Operation{}, notFound
 		}
 		fill = func(ctx context.Context, dirfd int, tmp string) error {
-			root, err := files.OpenRoot(s.pool.Path(snapshotDataset(sn.ID)))
+			root, err := s.datasetRoot(snapshotDataset(sn.ID), sub)
 			if err != nil {
 				return err
-			}
-			if sub != "" {
-				subRoot, err := root.OpenSubRoot("/" + sub)
-				root.Close()
-				if err != nil {
-					return err
-				}
-				root = subRoot
 			}
 			defer root.Close()
 			return s.asCaller(agent, func() error { return root.CopyTree(ctx, srcPath, dirfd, tmp) })
