@@ -16,6 +16,9 @@ type Sandbox struct {
 	Limits       Limits        `json:"limits"`
 	Service      *Service      `json:"service,omitempty"`
 	Volumes      []VolumeMount `json:"volumes,omitempty"`
+	Address      string        `json:"address,omitempty" doc:"IPv4 address on the daemon's bridge, leased for the sandbox's life"`
+	Network      NetworkPolicy `json:"network" doc:"Egress policy"`
+	AutoResume   bool          `json:"auto_resume,omitempty" doc:"A request to an exposed port wakes the sandbox"`
 	IdleTimeout  string        `json:"idle_timeout" doc:"Go duration; 0 disables auto-stop"`
 	OnIdle       string        `json:"on_idle" enum:"stop,pause"`
 	MaxRuntime   string        `json:"max_runtime,omitempty"`
@@ -77,6 +80,8 @@ type CreateSandboxRequest struct {
 	MaxRuntime   string            `json:"max_runtime,omitempty"`
 	NoStart      bool              `json:"no_start,omitempty" doc:"Create stopped"`
 	Volumes      []VolumeMount     `json:"volumes,omitempty" doc:"Persistent volumes to mount"`
+	Network      *NetworkPolicy    `json:"network,omitempty" doc:"Egress policy; default: internet on, nothing else refused but what is always refused"`
+	AutoResume   bool              `json:"auto_resume,omitempty" doc:"A request to an exposed port starts or resumes the sandbox when it is stopped or paused"`
 }
 
 // ResizeRequest changes the limits of a stopped sandbox.
