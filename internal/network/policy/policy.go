@@ -181,6 +181,9 @@ func checkDomain(name string) error {
 	if len(labels) < 2 {
 		return fmt.Errorf("not an address, CIDR or domain (a domain has a dot; *.example.com matches the names below example.com): %w", errs.ErrInvalid)
 	}
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return fmt.Errorf("a domain's last label is not a number (an address is written without a trailing dot): %w", errs.ErrInvalid)
+	}
 	for _, l := range labels {
 		if l == "" || len(l) > 63 {
 			return fmt.Errorf("a domain label is empty or longer than 63 bytes: %w", errs.ErrInvalid)
