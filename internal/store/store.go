@@ -10,6 +10,7 @@ package store
 
 import (
 	"context"
+	"net/netip"
 	"time"
 )
 
@@ -144,8 +145,35 @@ type Store interface {
 	SessionStore
 	AuditStore
 	TaskStore
+	LeaseStore
 
 	Close() error
+}
+
+// Lease is a sandbox's network address.
+type Lease struct {
+	SandboxID string     `json:"sandbox_id"`
+	Addr      netip.Addr `json:"addr"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+// LeaseStore keeps the sandboxes' network addresses.
+//
+// Contract, checked by storetest:
+//   - LeaseAddress is idempotent: a sandbox holding an address of subnet's
+//     family inside subnet gets it again; one outside subnet (the subnet
+//     was changed) is dropped and a new one leased. A new lease is the
+//     lowest free address after the subnet's first two (the network and
+//     the gateway), before its last (broadcast, for IPv4). Two sandboxes
+//     never hold one address. errs.ErrQuota when the subnet is full;
+//     errs.ErrInvalid for an empty id or an invalid subnet.
+//   - ReleaseLease frees every address of the sandbox; releasing none is
+//     not an error.
+//   - ListLeases is ordered by SandboxID, then address.
+type LeaseStore interface {
+	LeaseAddress(ctx context.Context, sandboxID string, subnet netip.Prefix) (netip.Addr, error)
+	ReleaseLease(ctx context.Context, sandboxID string) error
+	ListLeases(ctx context.Context) ([]Lease, error)
 }
 
 // AnyVersion is the ifVersion of a checkpoint write that checks nothing.

@@ -78,6 +78,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteSandboxOfOtherTenantReturnsNotFound", testDeleteSandboxOtherTenant},
 		{"ListsOfEmptyStoreAreEmpty", testEmptyLists},
 
+		{"LeaseAddressIsStableAndLowestFree", testLeaseStableLowestFree},
+		{"LeaseAddressSkipsNetworkGatewayAndBroadcast", testLeaseSkipsReserved},
+		{"LeaseAddressMovesIntoANewSubnet", testLeaseNewSubnet},
+		{"LeaseAddressRefusesBadInputAndFullSubnet", testLeaseBadInputFull},
+		{"ConcurrentLeasesNeverShareAnAddress", testLeaseConcurrent},
+
 		{"ConcurrentCreatesAndReadsAllSucceed", testConcurrentCreates},
 		{"ConcurrentCreatesOfOneNameHaveOneWinner", testConcurrentSameName},
 		{"ConcurrentUpdatesLoseNoIncrement", testConcurrentUpdates},
