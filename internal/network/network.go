@@ -70,7 +70,13 @@ type Limits struct {
 
 // Attachment is what a sandbox's network is made from.
 type Attachment struct {
-	ID     string
+	ID string
+	// NetNS is the path of the sandbox's network namespace, made by the
+	// runtime (/proc/<pid>/ns/net, from runtime.Spec.Network); Attach
+	// holds it by a bind mount under RunDir. "" reattaches the namespace
+	// held from an earlier Attach (a daemon restart adopting a running
+	// sandbox): ErrNotAttached if there is none.
+	NetNS  string
 	Policy policy.Policy
 	Limits Limits
 }

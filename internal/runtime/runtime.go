@@ -39,6 +39,13 @@ type Spec struct {
 	// TmpBytes caps the /tmp tmpfs (it counts against the memory limit).
 	TmpBytes int64
 	Service  *guest.ServiceSpec
+	// Network, when set, is called once the sandbox's namespaces exist and
+	// before its init runs anything: pid is the init's host pid, so its
+	// network namespace is /proc/<pid>/ns/net (package network links it
+	// to the host). An error fails the start. The namespace is the
+	// sandbox's own, owned by its user namespace; the sandbox's root holds
+	// no CAP_NET_ADMIN, so it cannot reconfigure it.
+	Network func(ctx context.Context, pid int) error
 }
 
 // Status is what the runtime knows of a sandbox.

@@ -322,8 +322,26 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		Init:       true,
 	}
 	t1 := time.Now()
-	if err := c.Run(p); err != nil {
-		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	if spec.Network == nil {
+		if err := c.Run(p); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+	} else {
+		// Start stops the init before it runs anything of the sandbox's:
+		// its network is made then, so the first process already has it.
+		if err := c.Start(p); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		pid, err := p.Pid()
+		if err != nil {
+			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		if err := spec.Network(ctx, pid); err != nil {
+			return fmt.Errorf("start sandbox %s: network: %w", spec.ID, err)
+		}
+		if err := c.Exec(); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
 	}
 	t2 := time.Now()
 	// Reap our direct child while this daemon lives; after a daemon

@@ -8,12 +8,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/guest"
@@ -35,6 +38,50 @@ func Run(t *testing.T, newRuntime Factory) {
 	t.Run("UnknownSandboxIsAbsentAndStopIsIdempotent", func(t *testing.T) { unknownSandboxIsAbsent(t, newRuntime) })
 	t.Run("AnotherRuntimeAdoptsRunningSandboxes", func(t *testing.T) { anotherRuntimeAdopts(t, newRuntime) })
 	t.Run("RootInsideIsNotRootOnHost", func(t *testing.T) { rootInsideIsNotRootOnHost(t, newRuntime) })
+	t.Run("NetworkIsMadeBeforeInitRunsAndIsNotTheSandboxs", func(t *testing.T) { networkBeforeInit(t, newRuntime) })
+}
+
+// networkBeforeInit: Spec.Network is called with the init's pid before
+// the sandbox runs anything, in the sandbox's own network namespace; the
+// sandbox's root cannot reconfigure that namespace; a failing Network
+// fails the start and leaves nothing.
+func networkBeforeInit(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	root, mounts := miniRoot(t)
+	ctx := context.Background()
+	var ino uint64
+	network := func(ctx context.Context, pid int) error {
+		var st unix.Stat_t
+		if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+			return err
+		}
+		ino = st.Ino
+		return nil
+	}
+	if err := r.Start(ctx, steadrt.Spec{ID: "rt-netns", Rootfs: root, Mounts: mounts, Env: baseEnv, Network: network}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(context.Background(), "rt-netns") })
+	out, code := run(t, r, "rt-netns", 0, "readlink", "/proc/self/ns/net")
+	if code != 0 || strings.TrimSpace(out) != fmt.Sprintf("net:[%d]", ino) {
+		t.Fatalf("sandbox netns %q (exit %d), want the one Network saw, net:[%d]", out, code, ino)
+	}
+	if _, err := os.Stat("/sbin/ip"); err == nil {
+		for _, cmd := range []string{"ip link set lo down", "ip addr add 10.1.2.3/24 dev lo", "ip link add x type dummy"} {
+			if out, code := run(t, r, "rt-netns", 0, "sh", "-c", cmd); code == 0 {
+				t.Errorf("%q as the sandbox's root succeeded: %s", cmd, out)
+			}
+		}
+	}
+	failing := func(ctx context.Context, pid int) error { return errors.New("no network today") }
+	root2, mounts2 := miniRoot(t)
+	err := r.Start(ctx, steadrt.Spec{ID: "rt-netns-fail", Rootfs: root2, Mounts: mounts2, Env: baseEnv, Network: failing})
+	if err == nil || !strings.Contains(err.Error(), "no network today") {
+		t.Fatalf("start with a failing Network: %v", err)
+	}
+	if st, _ := r.Status(ctx, "rt-netns-fail"); st != steadrt.StatusAbsent {
+		t.Fatalf("a failed start left state: %s", st)
+	}
 }
 
 // rootInsideIsNotRootOnHost: the sandbox runs in a user namespace mapping
