@@ -55,6 +55,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.cleanSnapshotLeftovers(ctx); err != nil {
 		return fmt.Errorf("reconcile: snapshot leftovers: %w", err)
 	}
+	if err := s.syncNetwork(ctx); err != nil {
+		return fmt.Errorf("reconcile: network: %w", err)
+	}
 	swept, err := s.rt.Sweep(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: sweep runtime leftovers: %w", err)
@@ -100,6 +103,7 @@ func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map
 			return err
 		default:
 			s.rt.Kill(ctx, sb.ID)
+			s.detachNetwork(ctx, sb.ID)
 			now := s.now()
 			sb.State = store.StateStopped
 			sb.StoppedAt = &now

@@ -18,6 +18,7 @@ import (
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/guest"
+	"github.com/stead-dev/stead/internal/network/policy"
 	"github.com/stead-dev/stead/internal/pool"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/session"
@@ -79,6 +80,8 @@ type Options struct {
 	Repo *RepoConfig
 	// DrillEnv runs drills into an empty data dir (nil: unsupported).
 	DrillEnv DrillEnv
+	// Net connects sandboxes to the network (nil: loopback only).
+	Net *NetworkOptions
 	// PoolOvercommit bounds the disk quotas of live sandboxes and volumes
 	// together at this many times the pool's usable size (default
 	// DefaultPoolOvercommit; see capacity.go).
@@ -151,6 +154,9 @@ func New(opts Options) *Service {
 		s.rec = opts.Audit
 	}
 	s.disk.level = -1
+	if opts.Net != nil && opts.Net.Manager != nil {
+		s.opts.ActivitySources = append(s.opts.ActivitySources, &netActivity{n: opts.Net.Manager, last: map[string]uint64{}})
+	}
 	return s
 }
 
@@ -186,7 +192,14 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		Service: sp.Service, Volumes: sp.Volumes, IdleTimeout: sp.IdleTimeout.String(), OnIdle: sp.OnIdle,
 		StopReason: sb.StopReason, CreatedAt: sb.CreatedAt, StartedAt: sb.StartedAt,
 		StoppedAt: sb.StoppedAt, DeletedAt: sb.DeletedAt, PurgeAt: sb.PurgeAt,
-		Env: envNames(sp.Env, client.SecretMask),
+		Env:        envNames(sp.Env, client.SecretMask),
+		Network:    policyOf(sp).API(),
+		AutoResume: sp.AutoResume,
+	}
+	if n := s.net(); n != nil {
+		if a, ok := n.Addr(sb.ID); ok {
+			v.Address = a.String()
+		}
 	}
 	if sp.Service != nil {
 		svc := *sp.Service
@@ -240,7 +253,15 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	if err != nil {
 		return client.Sandbox{}, err
 	}
-	sp := spec{InstanceType: it.Name, Limits: it.Limits, Env: req.Env, Service: req.Service, OnIdle: req.OnIdle}
+	sp := spec{InstanceType: it.Name, Limits: it.Limits, Env: req.Env, Service: req.Service, OnIdle: req.OnIdle, AutoResume: req.AutoResume}
+	if req.Network != nil {
+		p, err := policy.Parse(*req.Network)
+		if err != nil {
+			return client.Sandbox{}, fmt.Errorf("network policy: %w", err)
+		}
+		canon := p.API()
+		sp.Network = &canon
+	}
 	if err := checkLimits(client.Limits{DiskBytes: req.DiskBytes}); err != nil {
 		return client.Sandbox{}, err
 	}
@@ -310,6 +331,9 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		it, _ := lookupInstanceType("")
 		sp.Limits.DiskBytes = it.Limits.DiskBytes
 	}
+	// Exposure belongs to a sandbox, not to its files: a fork or a
+	// restore exposes nothing until asked.
+	sp.Ports = nil
 	release, err := s.admitDisk(ctx, "disk quota of sandbox "+name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
 	if err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
@@ -336,6 +360,7 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	defer unlock()
 	ctx = context.WithoutCancel(ctx) // see transition
 	fail := func(err error) (client.Sandbox, error) {
+		s.releaseNetwork(context.WithoutCancel(ctx), id)
 		s.pool.Delete(context.WithoutCancel(ctx), datasetName(id))
 		s.st.DeleteSandbox(context.WithoutCancel(ctx), tenant, id)
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
@@ -473,6 +498,7 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 		return sb, err
 	}
 	rs.Mounts = append(rs.Mounts, vm...)
+	s.withNetwork(&rs, sb, sp)
 	if dir, err := s.openAgentSocket(sb.ID); err != nil {
 		release()
 		return sb, err
@@ -484,6 +510,7 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 	release()
 	if err != nil {
 		s.closeAgentSocket(sb.ID)
+		s.detachNetwork(context.WithoutCancel(ctx), sb.ID)
 		return sb, err
 	}
 	now := s.now()
@@ -493,6 +520,7 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 	updated, err := s.st.UpdateSandbox(ctx, sb)
 	if err != nil {
 		s.rt.Kill(context.WithoutCancel(ctx), sb.ID)
+		s.detachNetwork(context.WithoutCancel(ctx), sb.ID)
 		return sb, err
 	}
 	s.act.started(sb.ID, now)
@@ -684,6 +712,7 @@ func (s *Service) stopLocked(ctx context.Context, sb store.Sandbox, reason strin
 		return sb, err
 	}
 	s.closeAgentSocket(sb.ID)
+	s.detachNetwork(ctx, sb.ID)
 	now := s.now()
 	sb.State = store.StateStopped
 	sb.StoppedAt = &now
@@ -759,6 +788,9 @@ func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bo
 func (s *Service) purgeLocked(ctx context.Context, sb store.Sandbox) error {
 	s.rt.Kill(ctx, sb.ID)
 	s.closeAgentSocket(sb.ID)
+	if err := s.releaseNetwork(ctx, sb.ID); err != nil {
+		return err
+	}
 	if err := s.pool.Delete(ctx, datasetName(sb.ID)); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return err
 	}

@@ -136,6 +136,12 @@ type spec struct {
 	IdleTimeout time.Duration        `json:"idle_timeout"`
 	OnIdle      string               `json:"on_idle"`
 	MaxRuntime  time.Duration        `json:"max_runtime,omitempty"`
+	// Network is the egress policy (nil: policy.Default, the internet on).
+	Network *client.NetworkPolicy `json:"network,omitempty"`
+	// AutoResume lets a request to an exposed port start or resume it.
+	AutoResume bool `json:"auto_resume,omitempty"`
+	// Ports are the exposed ports; a fork or a restore starts with none.
+	Ports []portSpec `json:"ports,omitempty"`
 }
 
 // parseDuration parses an optional Go duration; "" gives def.
