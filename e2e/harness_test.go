@@ -115,7 +115,10 @@ func (d *daemon) start() {
 	// make many sandboxes and fill none. A test may pass its own flags in
 	// extra (the last of a repeated flag wins).
 	args := append([]string{"serve", "--data-dir", d.dataDir, "--run-dir", d.runDir, "--listen", d.addr,
-		"--socket", filepath.Join(d.runDir, "stead.sock"), "--pool-size", "24", "--pool-overcommit", "8", "--stop-grace", "3s"}, d.extra...)
+		"--socket", filepath.Join(d.runDir, "stead.sock"), "--pool-size", "24", "--pool-overcommit", "8", "--stop-grace", "3s",
+		// Daemons run side by side: networking (one bridge per daemon) is
+		// turned on by the tests that need it (netDaemon).
+		"--no-network", "--proxy-listen", "127.0.0.1:0"}, d.extra...)
 	d.cmd = exec.Command(d.bin, args...)
 	if d.env != nil {
 		d.cmd.Env = append(os.Environ(), d.env...)

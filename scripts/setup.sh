@@ -16,6 +16,8 @@ command -v python3    >/dev/null || need+=(python3)
 [ -x /usr/bin/sqlite3 ] || need+=(sqlite3)   # used inside sandboxes by the volume locking test
 [ -x /usr/bin/perl ]    || need+=(perl)
 [ -x /usr/bin/curl ]    || need+=(curl)      # the agent's API socket is exercised with curl inside a sandbox
+command -v nft    >/dev/null || need+=(nftables)   # the network tests read the daemon's table with nft
+command -v ip     >/dev/null || need+=(iproute2)   # tests try to reconfigure a sandbox's network from inside
 command -v strace >/dev/null || need+=(strace)   # ptrace inside a sandbox (user namespaces)
 command -v gdb    >/dev/null || need+=(gdb)
 # lxcfs gives each sandbox /proc views of its own size; stead starts it itself

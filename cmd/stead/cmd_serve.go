@@ -73,6 +73,9 @@ start adopts them.`,
 			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
 				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
 			}
+			if (cfg.Network.ProxyTLSCert == "") != (cfg.Network.ProxyTLSKey == "") {
+				return usageError{fmt.Errorf("--proxy-tls-cert and --proxy-tls-key go together")}
+			}
 			cfg.NoAuditRepoWitness = !repoWitness
 			cfg.Version = version
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -97,6 +100,15 @@ start adopts them.`,
 	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://host:port/bucket/prefix (env STEAD_REPO); S3 keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY, --repo-credentials-file or ~/.aws/credentials, never needed on the command line")
 	f.StringVar(&cfg.RepoCredentialsFile, "repo-credentials-file", os.Getenv("STEAD_S3_CREDENTIALS_FILE"), "file with the S3 keys, AWS format ([default] aws_access_key_id = ..., aws_secret_access_key = ...), mode 0600 (env STEAD_S3_CREDENTIALS_FILE)")
 	f.StringVar(&cfg.RepoKeyFile, "repo-key-file", os.Getenv("STEAD_REPO_KEY_FILE"), "the repository's master key file (default DATA/repo.key; keep a copy off this machine)")
+	f.BoolVar(&cfg.Network.Disabled, "no-network", false, "give sandboxes loopback only (no bridge, no internet, no resolver)")
+	f.StringVar(&cfg.Network.Bridge, "bridge", "stead0", "host bridge of the sandboxes; it also names the daemon's nftables table")
+	f.StringVar(&cfg.Network.Subnet, "subnet", "10.88.0.0/16", "IPv4 subnet of the sandboxes (the bridge takes the first address)")
+	f.StringVar(&cfg.Network.Subnet6, "subnet6", "", "IPv6 /64 of the sandboxes, such as fd00:88::/64 (empty: IPv4 only)")
+	f.StringSliceVar(&cfg.Network.DNSUpstreams, "dns-upstream", nil, "DNS servers the sandboxes' resolver forwards to, host:port (default: the host's /etc/resolv.conf)")
+	f.StringVar(&cfg.Network.ProxyListen, "proxy-listen", "127.0.0.1:7879", "address of the port proxy that serves exposed sandbox ports (empty: only the /v1/sandboxes/{id}/ports/{port}/ routes of the API)")
+	f.StringVar(&cfg.Network.ProxyDomain, "proxy-domain", "localhost", "domain of the port proxy: port P of sandbox S answers at P-S.DOMAIN (browsers and curl resolve *.localhost to this machine; empty: path routing only)")
+	f.StringVar(&cfg.Network.ProxyTLSCert, "proxy-tls-cert", "", "certificate file (PEM) to serve the port proxy over TLS and HTTP/2")
+	f.StringVar(&cfg.Network.ProxyTLSKey, "proxy-tls-key", "", "key file (PEM) of --proxy-tls-cert")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
 	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")
 	f.MarkHidden("insecure-no-userns")

@@ -77,7 +77,9 @@ type Config struct {
 	// NoUserNS runs sandboxes without user namespaces (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
-	Version  string
+	// Network configures sandbox networking and the port proxy.
+	Network NetworkConfig
+	Version string
 	Logger   *slog.Logger
 }
 
@@ -157,6 +159,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	netp, err := startNetwork(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer netp.close()
 	socks := newAgentSockets(filepath.Join(cfg.RunDir, "api"), log)
 	defer socks.closeAll()
 	svc := sandbox.New(sandbox.Options{
@@ -164,6 +171,7 @@ func Run(ctx context.Context, cfg Config) error {
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
+		Net: netp.opts,
 	})
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
@@ -171,7 +179,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if repoCfg != nil && !cfg.NoAuditRepoWitness {
 		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
 	}
-	handler := api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version})
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 4)
+	handler := netp.serveProxy(pctx, svc, api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version}), cfg.Network, errc, log)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
@@ -189,7 +200,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	svc.CheckPoolFill(ctx)
 
-	errc := make(chan error, 2)
 	listeners := map[string]net.Listener{}
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
@@ -211,8 +221,6 @@ func Run(ctx context.Context, cfg Config) error {
 		go func(ln net.Listener) { errc <- srv.Serve(ln) }(ln)
 		log.Info("listening", "addr", addr)
 	}
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
 	go auditLog.Run(pctx)
 	go svc.CheckRepoKey(pctx)

@@ -53,7 +53,10 @@ func drillEnv(cfg Config, keyFile, exe string, child childRepo, poolKind string)
 		progress("start-empty-daemon")
 		args := []string{"serve", "--data-dir", base, "--run-dir", filepath.Join(base, "run"),
 			"--listen", "", "--socket", sock, "--pool", poolKind, "--repo", child.arg, "--repo-key-file", keyFile,
-			"--policy-interval", "1h", "--audit-repo-witness=false"}
+			"--policy-interval", "1h", "--audit-repo-witness=false",
+			// The drill's daemon runs beside this one: no second bridge,
+			// no second port proxy (a verify command runs offline).
+			"--no-network", "--proxy-listen", ""}
 		if poolKind == "btrfs" {
 			args = append(args, "--pool-size", strconv.FormatInt(drillPoolGiB(m), 10))
 		}

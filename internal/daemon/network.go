@@ -1,0 +1,189 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/network"
+	"github.com/stead-dev/stead/internal/network/egress"
+	"github.com/stead-dev/stead/internal/network/resolver"
+	"github.com/stead-dev/stead/internal/portproxy"
+	"github.com/stead-dev/stead/internal/sandbox"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// NetworkConfig configures sandbox networking and the port proxy.
+type NetworkConfig struct {
+	// Disabled gives sandboxes loopback only.
+	Disabled bool
+	// Bridge is the host bridge (default "stead0"); it also names the
+	// daemon's nftables table, so two daemons on one host need two.
+	Bridge string
+	// Subnet is the sandboxes' IPv4 subnet (default 10.88.0.0/16).
+	Subnet string
+	// Subnet6 is an IPv6 /64 (ULA) for sandboxes; "" = IPv4 only.
+	Subnet6 string
+	// DNSUpstreams are the resolver's upstreams (host:port); empty = the
+	// nameservers of the host's /etc/resolv.conf.
+	DNSUpstreams []string
+	// ProxyListen is the port proxy's address ("" = no proxy listener;
+	// the path routes on the API still work).
+	ProxyListen string
+	// ProxyDomain routes <port>-<sandbox>.<domain> by Host ("" = path
+	// routing only).
+	ProxyDomain string
+	// ProxyTLSCert and ProxyTLSKey serve the proxy over TLS (HTTP/2).
+	ProxyTLSCert, ProxyTLSKey string
+}
+
+// netParts are the running parts of sandbox networking.
+type netParts struct {
+	opts  *sandbox.NetworkOptions
+	mgr   *network.Manager
+	res   *resolver.Server
+	eg    *egress.Proxy
+	proxy *portproxy.Proxy
+	ln    net.Listener
+}
+
+func (p *netParts) close() {
+	if p == nil {
+		return
+	}
+	if p.ln != nil {
+		p.ln.Close()
+	}
+	if p.eg != nil {
+		p.eg.Close()
+	}
+	if p.res != nil {
+		p.res.Close()
+	}
+}
+
+// startNetwork sets up the bridge, the firewall, the resolver and the
+// egress proxy; sandboxes are attached by the service.
+func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Logger) (*netParts, error) {
+	nc := cfg.Network
+	parts := &netParts{opts: &sandbox.NetworkOptions{ProxyDomain: nc.ProxyDomain}}
+	if cfg.Listen != "" {
+		parts.opts.APIBase = "http://" + cfg.Listen
+	}
+	if nc.ProxyListen != "" {
+		ln, err := net.Listen("tcp", nc.ProxyListen)
+		if err != nil {
+			return nil, fmt.Errorf("port proxy: listen on %s: %w", nc.ProxyListen, err)
+		}
+		parts.ln = ln
+		scheme := "http"
+		if nc.ProxyTLSCert != "" {
+			scheme = "https"
+		}
+		parts.opts.ProxyBase = scheme + "://" + ln.Addr().String()
+	}
+	if nc.Disabled {
+		log.Warn("sandbox networking is off: sandboxes have loopback only")
+		return parts, nil
+	}
+	subnet, err := netip.ParsePrefix(orDefault(nc.Subnet, "10.88.0.0/16"))
+	if err != nil || !subnet.Addr().Is4() {
+		parts.close()
+		return nil, fmt.Errorf("network subnet %q: want an IPv4 CIDR such as 10.88.0.0/16", nc.Subnet)
+	}
+	var subnet6 netip.Prefix
+	if nc.Subnet6 != "" {
+		if subnet6, err = netip.ParsePrefix(nc.Subnet6); err != nil || !subnet6.Addr().Is6() {
+			parts.close()
+			return nil, fmt.Errorf("network subnet6 %q: want an IPv6 CIDR such as fd00:88::/64", nc.Subnet6)
+		}
+	}
+	bridge := orDefault(nc.Bridge, "stead0")
+	runDir := filepath.Join(cfg.RunDir, "net")
+	mgr, err := network.New(ctx, network.Config{Bridge: bridge, Table: bridge, Subnet: subnet.Masked(), Subnet6: subnet6.Masked(),
+		RunDir: runDir, Leases: st, Logger: log})
+	if err != nil {
+		parts.close()
+		return nil, fmt.Errorf("sandbox network: %w", err)
+	}
+	parts.mgr = mgr
+	parts.opts.Manager = mgr
+	parts.opts.Leases = st
+	gw := mgr.Gateway()
+	ups := nc.DNSUpstreams
+	if len(ups) == 0 {
+		if ups, err = resolver.HostUpstreams("/etc/resolv.conf"); err != nil || len(ups) == 0 {
+			parts.close()
+			return nil, fmt.Errorf("sandbox DNS: no upstream in /etc/resolv.conf (%v); give --dns-upstream", err)
+		}
+	}
+	res, err := resolver.New(resolver.Options{
+		Listen: []string{net.JoinHostPort(gw.String(), "53")}, Upstreams: ups, Logger: log,
+		Lookup: mgr.Lookup, OnResolved: mgr.AddResolved,
+		OnRefused: func(id, name string) { mgr.NoteRefused(id) },
+	})
+	if err == nil {
+		err = res.Start(ctx)
+	}
+	if err != nil {
+		parts.close()
+		return nil, fmt.Errorf("sandbox DNS resolver on %s: %w", gw, err)
+	}
+	parts.res = res
+	eg, err := egress.New(egress.Options{
+		Listen: net.JoinHostPort(gw.String(), strconv.Itoa(network.DefaultEgressPort)), Logger: log,
+		Lookup: mgr.Lookup, Resolved: mgr.Resolved, Forbidden: mgr.Forbidden,
+		OnRefused: func(id string, dst netip.AddrPort, name string) { mgr.NoteRefused(id) },
+	})
+	if err == nil {
+		err = eg.Start(ctx)
+	}
+	if err != nil {
+		parts.close()
+		return nil, fmt.Errorf("sandbox egress proxy on %s: %w", gw, err)
+	}
+	parts.eg = eg
+	resolv := filepath.Join(runDir, "resolv.conf")
+	if err := fsutil.WriteFileAtomic(resolv, []byte("# stead: the sandbox's resolver (it applies the network policy)\nnameserver "+gw.String()+"\noptions edns0\n"), 0o644); err != nil {
+		parts.close()
+		return nil, fmt.Errorf("sandbox resolv.conf: %w", err)
+	}
+	parts.opts.ResolvConf = resolv
+	log.Info("sandbox network ready", "bridge", bridge, "subnet", subnet, "gateway", gw, "dns_upstreams", strings.Join(ups, ","))
+	return parts, nil
+}
+
+// serveProxy starts the port proxy on its listener (if any) and returns
+// the API handler with the proxy's path and port-forward routes in front.
+func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger) http.Handler {
+	p.proxy = portproxy.New(portproxy.Options{Backend: svc.PortBackend(), Domain: nc.ProxyDomain, Logger: log})
+	if p.ln != nil {
+		go func() {
+			err := p.proxy.Serve(ctx, p.ln, nc.ProxyTLSCert, nc.ProxyTLSKey)
+			if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+				errc <- fmt.Errorf("port proxy: %w", err)
+			}
+		}()
+		log.Info("port proxy listening", "addr", p.ln.Addr().String(), "domain", nc.ProxyDomain)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", p.proxy.PathHandler())
+	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", p.proxy.ForwardHandler())
+	mux.Handle("/", apiHandler)
+	return mux
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
