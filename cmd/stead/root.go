@@ -140,6 +140,8 @@ Exit codes:
 		newArchiveCmd(g),
 		newHistoryCmd(g),
 		newOpCmd(g),
+		newNetworkCmd(g),
+		newPortCmd(g),
 	)
 	return root
 }
