@@ -413,3 +413,32 @@ func TestPolicyLine(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkAndPortVerbsHaveHelpWithExamples: every network and port verb
+// says what it does and shows how (house style), and the groups alone
+// print their help.
+func TestNetworkAndPortVerbsHaveHelpWithExamples(t *testing.T) {
+	root := newRootCmd(&globals{})
+	for _, path := range [][]string{
+		{"network"}, {"network", "show"}, {"network", "set"},
+		{"port"}, {"port", "ls"}, {"port", "expose"}, {"port", "unexpose"},
+	} {
+		cmd, rest, err := root.Find(path)
+		if err != nil || len(rest) != 0 || cmd.Name() != path[len(path)-1] {
+			t.Errorf("%q: not a verb (%v)", path, err)
+			continue
+		}
+		if cmd.Short == "" || cmd.Example == "" || !strings.Contains(cmd.Example, "stead "+strings.Join(path, " ")) {
+			t.Errorf("%q: short %q, example %q", path, cmd.Short, cmd.Example)
+		}
+	}
+	srv, _ := newNetworkServer(t)
+	for _, group := range []string{"network", "port"} {
+		if code, out, _ := stead(t, srv, group); code != exitOK || !strings.Contains(out, "Usage:") {
+			t.Errorf("stead %s: exit %d:\n%s", group, code, out)
+		}
+		if code, _, _ := stead(t, srv, group, "bogus"); code != exitUsage {
+			t.Errorf("stead %s bogus: exit %d, want %d", group, code, exitUsage)
+		}
+	}
+}
