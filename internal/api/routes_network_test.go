@@ -256,3 +256,69 @@ func TestNetworkChangesAreAudited(t *testing.T) {
 		t.Errorf("audited %q, want %q", got, want)
 	}
 }
+
+// TestNetworkRoutesAreDescribedInOpenAPI: every network operation has a
+// summary and a description, and every property of its bodies and
+// parameters says what it is.
+func TestNetworkRoutesAreDescribedInOpenAPI(t *testing.T) {
+	c, _ := newTestServer(t, &fakeBackend{}, "")
+	raw, err := c.OpenAPI(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type schema struct {
+		Description string             `json:"description"`
+		Properties  map[string]*schema `json:"properties"`
+		Ref         string             `json:"$ref"`
+		Items       *schema            `json:"items"`
+	}
+	var doc struct {
+		Paths map[string]map[string]struct {
+			OperationID string `json:"operationId"`
+			Summary     string `json:"summary"`
+			Description string `json:"description"`
+			Parameters  []struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+			} `json:"parameters"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]*schema `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	ops := 0
+	for _, path := range []string{"/v1/sandboxes/{id}/network", "/v1/sandboxes/{id}/ports", "/v1/sandboxes/{id}/ports/{port}"} {
+		for method, op := range doc.Paths[path] {
+			ops++
+			if op.OperationID == "" || op.Summary == "" || op.Description == "" {
+				t.Errorf("%s %s: id %q, summary %q, description %q", method, path, op.OperationID, op.Summary, op.Description)
+			}
+			for _, p := range op.Parameters {
+				if p.Description == "" {
+					t.Errorf("%s %s: parameter %s has no description", method, path, p.Name)
+				}
+			}
+		}
+	}
+	if ops != 5 {
+		t.Errorf("%d network operations in the OpenAPI document, want 5", ops)
+	}
+	for _, name := range []string{"NetworkInfo", "NetworkPolicy", "Port", "ExposedPort", "ExposePortRequest"} {
+		s := doc.Components.Schemas[name]
+		if s == nil {
+			t.Errorf("schema %s missing", name)
+			continue
+		}
+		for prop, ps := range s.Properties {
+			if ps.Description == "" && ps.Ref == "" && (ps.Items == nil || ps.Items.Ref == "") {
+				t.Errorf("%s.%s has no description", name, prop)
+			}
+			if ps.Description == "" && (ps.Ref != "" || (ps.Items != nil && ps.Items.Ref != "")) {
+				t.Errorf("%s.%s (a reference) has no description", name, prop)
+			}
+		}
+	}
+}
