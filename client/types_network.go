@@ -34,22 +34,22 @@ type NetworkInfo struct {
 	Address   string        `json:"address,omitempty" doc:"The sandbox's IPv4 address, stable across stop/start and restarts"`
 	Address6  string        `json:"address6,omitempty" doc:"The sandbox's IPv6 address, when the host has IPv6"`
 	Gateway   string        `json:"gateway,omitempty" doc:"The bridge address: default route and resolver"`
-	Policy    NetworkPolicy `json:"policy"`
+	Policy    NetworkPolicy `json:"policy" doc:"The egress policy"`
 	Refused   uint64        `json:"refused" doc:"Connections and lookups refused by policy since the sandbox started"`
 	RxBytes   uint64        `json:"rx_bytes" doc:"Bytes received by the sandbox since it started"`
 	TxBytes   uint64        `json:"tx_bytes" doc:"Bytes sent by the sandbox since it started"`
 	Bandwidth int64         `json:"bandwidth_bits" doc:"Egress and ingress rate limit in bits/s (0: none)"`
 	MaxConns  int           `json:"max_conns" doc:"Connection-tracking limit (0: none)"`
-	Ports     []Port        `json:"ports"`
+	Ports     []Port        `json:"ports" doc:"Exposed ports, in port order"`
 }
 
 // Port is a port of a sandbox exposed through the daemon's port proxy.
 type Port struct {
-	Port      int       `json:"port" minimum:"1" maximum:"65535"`
+	Port      int       `json:"port" minimum:"1" maximum:"65535" doc:"Port inside the sandbox"`
 	Public    bool      `json:"public" doc:"Reachable without a key or token"`
 	URL       string    `json:"url,omitempty" doc:"By Host: <port>-<sandbox>.<domain>, when the proxy has a domain"`
 	PathURL   string    `json:"path_url,omitempty" doc:"By path: /v1/sandboxes/{id}/ports/{port}/ on the API or proxy address"`
-	ExposedAt time.Time `json:"exposed_at"`
+	ExposedAt time.Time `json:"exposed_at" doc:"When it was exposed"`
 }
 
 // ExposePortRequest exposes a port.

@@ -16,6 +16,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 		svc    client.Service
 		svcEnv []string
 		vols   []string
+		netf   createNetworkFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create [NAME] [flags] [-- SERVICE_COMMAND [ARGS...]]",
@@ -38,12 +39,22 @@ orient), writes to its agent state by any caller, exec and its output,
 terminal traffic, file access through the API, and cpu use of at least 5% of
 a core. Reading its state, logs or info from outside is not.
 
+The sandbox gets an address on the daemon's bridge and the internet, with
+only the host, other sandboxes and metadata ranges refused. --no-internet
+refuses everything leaving it; --allow (repeatable) makes the policy
+default-deny, admitting only its entries; --deny (repeatable) refuses its
+entries. Entries are ` + policyEntrySyntax + `.
+See stead network. --auto-resume makes a request to an exposed port (stead
+port expose) start or resume the sandbox when it is stopped or paused.
+
 Exits 4 if a sandbox (deleted ones included) already has the name; nothing
 is changed.`,
 		Example: `  stead create agent-1
   stead create agent-1 --type medium --idle-timeout 1h --env OPENAI_API_KEY=$KEY
   stead create agent-1 --stop-line /checkpoint -- python3 -m myagent --resume
-  stead create agent-1 --volume shared/agents/a1:/data --volume refs:/refs:ro`,
+  stead create agent-1 --volume shared/agents/a1:/data --volume refs:/refs:ro
+  stead create agent-1 --allow '*.pypi.org' --allow files.pythonhosted.org --auto-resume
+  stead create agent-1 --no-internet`,
 		Args: args(0, -1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			pos, service := splitAtDash(a, cmd.ArgsLenAtDash())
@@ -60,6 +71,7 @@ is changed.`,
 			if req.Volumes, err = parseVolumes(vols); err != nil {
 				return err
 			}
+			req.Network = netf.policy()
 			if len(service) > 0 {
 				svc.Command = service
 				if svc.Env, err = parseEnv(svcEnv); err != nil {
@@ -93,6 +105,10 @@ is changed.`,
 	f.StringVar(&req.MaxRuntime, "max-runtime", "", "stop after running this long, e.g. 24h")
 	f.BoolVar(&req.NoStart, "no-start", false, "create the sandbox stopped")
 	f.StringArrayVarP(&vols, "volume", "v", nil, "mount a persistent volume: "+volumeMountSyntax+" (repeatable)")
+	f.BoolVar(&netf.noInternet, "no-internet", false, "refuse all traffic leaving the sandbox (see stead network)")
+	f.StringArrayVar(&netf.allow, "allow", nil, "admit only these destinations: address, CIDR or *.domain (repeatable; default-deny)")
+	f.StringArrayVar(&netf.deny, "deny", nil, "refuse this destination: address, CIDR or *.domain (repeatable)")
+	f.BoolVar(&req.AutoResume, "auto-resume", false, "a request to an exposed port starts or resumes the sandbox")
 	f.StringVar(&svc.User, "service-user", "", "user of the service: agent (default) or root")
 	f.StringVar(&svc.Cwd, "service-cwd", "", "working directory of the service")
 	f.StringArrayVar(&svcEnv, "service-env", nil, "service environment variable KEY=VALUE (repeatable)")
@@ -101,4 +117,25 @@ is changed.`,
 	f.StringVar(&svc.StopLine, "stop-line", "", "line written to the service's stdin on stop instead of a signal, e.g. /checkpoint")
 	f.StringVar(&svc.StopGrace, "stop-grace", "", "time between the stop hook and SIGKILL (default 30s)")
 	return cmd
+}
+
+// createNetworkFlags are the egress policy flags of stead create.
+type createNetworkFlags struct {
+	noInternet bool
+	allow      []string
+	deny       []string
+}
+
+// policy is the policy the flags ask for, or nil (the daemon's default)
+// when none was given.
+func (f createNetworkFlags) policy() *client.NetworkPolicy {
+	if !f.noInternet && len(f.allow) == 0 && len(f.deny) == 0 {
+		return nil
+	}
+	p := &client.NetworkPolicy{Allow: f.allow, Deny: f.deny}
+	if f.noInternet {
+		off := false
+		p.Internet = &off
+	}
+	return p
 }

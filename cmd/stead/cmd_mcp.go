@@ -31,7 +31,8 @@ func newMCPCmd(g *globals) *cobra.Command {
 		Long: `Serve the stead API as a Model Context Protocol (MCP) server, so that an MCP
 client (Claude Code, an agent harness, an IDE) can drive sandboxes with tools:
 exec, read_file, write_file, list_files, checkpoint_put, checkpoint_get,
-session_append, orient, snapshot, fork and rollback.
+session_append, orient, snapshot, fork, rollback, network_show, network_set,
+port_list, port_expose and port_unexpose.
 
 The server is a client of the daemon: it reaches it at --endpoint with
 --api-key, like every other verb, and every tool call acts with that key.

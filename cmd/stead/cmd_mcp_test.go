@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/stead-dev/stead/internal/mcp"
 )
 
 // mcpConnect opens an MCP client session over tr.
@@ -48,7 +50,7 @@ func mcpCall(t *testing.T, cs *sdk.ClientSession, name string, args map[string]a
 func exerciseMCP(t *testing.T, cs *sdk.ClientSession) {
 	t.Helper()
 	tools, err := cs.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 11 {
+	if err != nil || len(tools.Tools) != len(mcp.ToolNames()) {
 		t.Fatalf("list tools: %d, %v", len(tools.Tools), err)
 	}
 	res, out := mcpCall(t, cs, "exec", map[string]any{"command": []string{"ls", "-la"}})

@@ -89,6 +89,9 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 		row(tw, "Service:", strings.Join(sb.Service.Command, " "))
 		row(tw, "Restart:", orDash(sb.Service.Restart))
 	}
+	row(tw, "Address:", orDash(sb.Address))
+	row(tw, "Network:", policyLine(sb.Network))
+	row(tw, "Auto-resume:", yesNo(sb.AutoResume))
 	for i, m := range sb.Volumes {
 		label := ""
 		if i == 0 {

@@ -79,7 +79,7 @@ Exit codes:
   0  success
   1  error
   2  usage error (bad flags or arguments)
-  3  not found (no such sandbox, file, template or volume)
+  3  not found (no such sandbox, file, template, volume or exposed port)
   4  conflict: the sandbox's state forbids it, or it is already where the
      verb would take it (start or resume of a running sandbox, stop of a
      stopped one, pause of a paused one, delete of a deleted one); nothing
@@ -140,6 +140,8 @@ Exit codes:
 		newArchiveCmd(g),
 		newHistoryCmd(g),
 		newOpCmd(g),
+		newNetworkCmd(g),
+		newPortCmd(g),
 	)
 	return root
 }

@@ -55,6 +55,9 @@ type server struct {
 //   - the off-box backup routes (/v1/repo, /v1/operations,
 //     /v1/remote-snapshots, /v1/drills, /v1/sandboxes/{id}/push ...) only
 //     when b also implements BackupBackend;
+//   - the network and port routes (/v1/sandboxes/{id}/network,
+//     /v1/sandboxes/{id}/ports ...) only when b also implements
+//     NetworkBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
 //     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
 //     tenant is passed to every Backend call.
@@ -113,6 +116,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if bb, ok := b.(BackupBackend); ok {
 		s.registerBackup(bb)
+	}
+	if nb, ok := b.(NetworkBackend); ok {
+		s.registerNetwork(nb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)

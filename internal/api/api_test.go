@@ -188,6 +188,17 @@ func allRoutes() []route {
 			_, err := c.UndeleteVolume(ctx, "vol-1")
 			return err
 		}},
+		{"get-network", "GetNetwork", func(ctx context.Context, c *client.Client) error { _, err := c.GetNetwork(ctx, sb); return err }},
+		{"set-network", "SetNetwork", func(ctx context.Context, c *client.Client) error {
+			_, err := c.SetNetwork(ctx, sb, client.NetworkPolicy{Allow: []string{"*.example.com"}})
+			return err
+		}},
+		{"list-ports", "ListPorts", func(ctx context.Context, c *client.Client) error { _, err := c.ListPorts(ctx, sb); return err }},
+		{"expose-port", "ExposePort", func(ctx context.Context, c *client.Client) error {
+			_, err := c.ExposePort(ctx, sb, 8080, client.ExposePortRequest{})
+			return err
+		}},
+		{"unexpose-port", "UnexposePort", func(ctx context.Context, c *client.Client) error { return c.UnexposePort(ctx, sb, 8080) }},
 	}
 }
 
@@ -412,6 +423,8 @@ func TestOpenAPIDocumentListsEveryRoute(t *testing.T) {
 		"POST /v1/sandboxes/{id}/fork", "POST /v1/snapshots/{id}/fork", "POST /v1/sandboxes/{id}/rollback",
 		"POST /v1/volumes", "GET /v1/volumes", "GET /v1/volumes/{id}", "DELETE /v1/volumes/{id}",
 		"POST /v1/volumes/{id}/undelete",
+		"GET /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/network", "GET /v1/sandboxes/{id}/ports",
+		"PUT /v1/sandboxes/{id}/ports/{port}", "DELETE /v1/sandboxes/{id}/ports/{port}",
 	}
 	for _, w := range want {
 		method, path, _ := strings.Cut(w, " ")
@@ -918,6 +931,10 @@ func TestSandboxScopeAllowsOnlyItsOwnAgentState(t *testing.T) {
 		{"/v1/sandboxes/sb-1/observations", true},
 		{"/v1/sandboxes/sb-1/kv", true},
 		{"/v1/sandboxes/sb-1/kv/cfg/model", true},
+		{"/v1/sandboxes/sb-1/network", true}, // GET only: sandboxScope refuses PUT
+		{"/v1/sandboxes/sb-1/ports", true},
+		{"/v1/sandboxes/sb-2/network", false},
+		{"/v1/sandboxes/sb-1/networks", false},
 		{"/v1/sandboxes/sb-2/tasks", false},
 		{"/v1/sandboxes/sb-2/observations", false},
 		{"/v1/sandboxes/sb-2/kv/k", false},

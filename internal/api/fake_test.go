@@ -73,6 +73,12 @@ type fakeBackend struct {
 	UndeleteVolumeFunc func(ctx context.Context, tenant, id string) (client.Volume, error)
 	AttachVolumeFunc   func(ctx context.Context, tenant, sandbox string, m client.VolumeMount) (client.Sandbox, error)
 	DetachVolumeFunc   func(ctx context.Context, tenant, sandbox, path string) (client.Sandbox, error)
+
+	GetNetworkFunc   func(ctx context.Context, tenant, sandbox string) (client.NetworkInfo, error)
+	SetNetworkFunc   func(ctx context.Context, tenant, sandbox string, p client.NetworkPolicy) (client.NetworkInfo, error)
+	ListPortsFunc    func(ctx context.Context, tenant, sandbox string) ([]client.Port, error)
+	ExposePortFunc   func(ctx context.Context, tenant, sandbox string, port int, req client.ExposePortRequest) (client.ExposedPort, error)
+	UnexposePortFunc func(ctx context.Context, tenant, sandbox string, port int) error
 }
 
 // fakeCall is one recorded backend call.
@@ -85,6 +91,7 @@ var (
 	_ CheckpointBackend = (*fakeBackend)(nil)
 	_ SnapshotBackend   = (*fakeBackend)(nil)
 	_ VolumeBackend     = (*fakeBackend)(nil)
+	_ NetworkBackend    = (*fakeBackend)(nil)
 )
 
 func (f *fakeBackend) record(method, tenant, id string) {
@@ -533,6 +540,59 @@ func (f *fakeBackend) DetachVolume(ctx context.Context, tenant, sandbox, path st
 		return f.DetachVolumeFunc(ctx, tenant, sandbox, path)
 	}
 	return f.sandbox(tenant, sandbox)
+}
+
+func (f *fakeBackend) GetNetwork(ctx context.Context, tenant, sandbox string) (client.NetworkInfo, error) {
+	f.record("GetNetwork", tenant, sandbox)
+	if f.GetNetworkFunc != nil {
+		return f.GetNetworkFunc(ctx, tenant, sandbox)
+	}
+	if f.Err != nil {
+		return client.NetworkInfo{}, f.Err
+	}
+	return client.NetworkInfo{Enabled: true, Address: "10.88.0.2", Gateway: "10.88.0.1"}, nil
+}
+
+func (f *fakeBackend) SetNetwork(ctx context.Context, tenant, sandbox string, p client.NetworkPolicy) (client.NetworkInfo, error) {
+	f.record("SetNetwork", tenant, sandbox)
+	if f.SetNetworkFunc != nil {
+		return f.SetNetworkFunc(ctx, tenant, sandbox, p)
+	}
+	if f.Err != nil {
+		return client.NetworkInfo{}, f.Err
+	}
+	return client.NetworkInfo{Enabled: true, Address: "10.88.0.2", Gateway: "10.88.0.1", Policy: p}, nil
+}
+
+func (f *fakeBackend) ListPorts(ctx context.Context, tenant, sandbox string) ([]client.Port, error) {
+	f.record("ListPorts", tenant, sandbox)
+	if f.ListPortsFunc != nil {
+		return f.ListPortsFunc(ctx, tenant, sandbox)
+	}
+	return nil, f.Err
+}
+
+func (f *fakeBackend) ExposePort(ctx context.Context, tenant, sandbox string, port int, req client.ExposePortRequest) (client.ExposedPort, error) {
+	f.record("ExposePort", tenant, sandbox)
+	if f.ExposePortFunc != nil {
+		return f.ExposePortFunc(ctx, tenant, sandbox, port, req)
+	}
+	if f.Err != nil {
+		return client.ExposedPort{}, f.Err
+	}
+	ep := client.ExposedPort{Port: client.Port{Port: port, Public: req.Public}}
+	if !req.Public {
+		ep.Token = "tok"
+	}
+	return ep, nil
+}
+
+func (f *fakeBackend) UnexposePort(ctx context.Context, tenant, sandbox string, port int) error {
+	f.record("UnexposePort", tenant, sandbox)
+	if f.UnexposePortFunc != nil {
+		return f.UnexposePortFunc(ctx, tenant, sandbox, port)
+	}
+	return f.Err
 }
 
 // echoPTY is a terminal that echoes its input. Writing "exit N\n" ends the

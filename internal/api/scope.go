@@ -130,9 +130,12 @@ func sandboxTokenRefusal(sandbox string) error {
 
 // sandboxScopedAreas are what a sandbox-scoped token may reach under
 // /v1/sandboxes/{its id}/: agent state, never lifecycle, exec or files;
-// and its file history and restore-path (the agent's undo for a file).
+// its file history and restore-path (the agent's undo for a file); and its
+// network and ports, which only their GET routes open (sandboxScope
+// refuses the PUT and DELETE routes: an agent must never loosen its own
+// egress policy or expose its own ports).
 var sandboxScopedAreas = []string{"checkpoints", "threads", "runs", "orient", "tasks", "observations", "kv",
-	"history", "restore-path"}
+	"history", "restore-path", "network", "ports"}
 
 // sandboxScopeAllows is the coarse path fence for a token scoped to
 // sandbox id: /v1/sandboxes/<id>/<area>[/...] for an allowed area, and the

@@ -93,6 +93,9 @@ func TestSandboxTokenRoutesAreExactlyThese(t *testing.T) {
 		"GET /v1/sandboxes/{id}/kv":                  own,
 		"DELETE /v1/sandboxes/{id}/kv/{key}":         own,
 
+		"GET /v1/sandboxes/{id}/network": own,
+		"GET /v1/sandboxes/{id}/ports":   own,
+
 		"GET /v1/sandboxes/{id}/orient":        own,
 		"GET /v1/sandboxes/{id}/history":       own,
 		"POST /v1/sandboxes/{id}/restore-path": own,

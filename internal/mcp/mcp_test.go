@@ -46,13 +46,20 @@ type testBackend struct {
 	snaps []client.Snapshot
 
 	orientAsked string
+
+	policy   client.NetworkPolicy
+	policies []client.NetworkPolicy // every SetNetwork, in order
+	ports    []client.Port
 }
 
 func (b *testBackend) Authenticate(_ context.Context, secret string) (api.Principal, error) {
-	if secret != "k" {
-		return api.Principal{}, errs.ErrUnauthenticated
+	switch secret {
+	case "k":
+		return api.Principal{TenantID: "t1", KeyID: "key-mcp"}, nil
+	case "agent": // the token of sandbox sb-1 itself
+		return api.Principal{TenantID: "t1", Sandbox: "sb-1"}, nil
 	}
-	return api.Principal{TenantID: "t1", KeyID: "key-mcp"}, nil
+	return api.Principal{}, errs.ErrUnauthenticated
 }
 
 // check fails for any sandbox but agent-1 (by name or id).
@@ -216,6 +223,70 @@ func (b *testBackend) Orient(_ context.Context, _, id string, files []string, ev
 		Files:      of,
 		Text:       "You are in agent-1.\n",
 	}, nil
+}
+
+// network answers agent-1's network; b.mu is held.
+func (b *testBackend) network() client.NetworkInfo {
+	return client.NetworkInfo{Enabled: true, Address: "10.88.0.7", Gateway: "10.88.0.1", Policy: b.policy,
+		Refused: 2, RxBytes: 10, TxBytes: 20, Ports: slices.Clone(b.ports)}
+}
+
+func (b *testBackend) GetNetwork(_ context.Context, _, id string) (client.NetworkInfo, error) {
+	if err := b.check(id); err != nil {
+		return client.NetworkInfo{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.network(), nil
+}
+
+func (b *testBackend) SetNetwork(_ context.Context, _, id string, p client.NetworkPolicy) (client.NetworkInfo, error) {
+	if err := b.check(id); err != nil {
+		return client.NetworkInfo{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.policy = p
+	b.policies = append(b.policies, p)
+	return b.network(), nil
+}
+
+func (b *testBackend) ListPorts(_ context.Context, _, id string) ([]client.Port, error) {
+	if err := b.check(id); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.ports), nil
+}
+
+func (b *testBackend) ExposePort(_ context.Context, _, id string, port int, req client.ExposePortRequest) (client.ExposedPort, error) {
+	if err := b.check(id); err != nil {
+		return client.ExposedPort{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := client.Port{Port: port, Public: req.Public, URL: fmt.Sprintf("https://%d-sb-1.stead.example", port),
+		PathURL: fmt.Sprintf("/v1/sandboxes/sb-1/ports/%d/", port), ExposedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	b.ports = append(slices.DeleteFunc(b.ports, func(q client.Port) bool { return q.Port == port }), p)
+	ep := client.ExposedPort{Port: p}
+	if !req.Public {
+		ep.Token = "port-token"
+	}
+	return ep, nil
+}
+
+func (b *testBackend) UnexposePort(_ context.Context, _, id string, port int) error {
+	if err := b.check(id); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(b.ports)
+	if b.ports = slices.DeleteFunc(b.ports, func(q client.Port) bool { return q.Port == port }); len(b.ports) == n {
+		return fmt.Errorf("port %d of sandbox %s is not exposed: %w", port, id, errs.ErrNotFound)
+	}
+	return nil
 }
 
 // newDaemon serves a test daemon and returns its backend and a client of
@@ -412,6 +483,20 @@ func testTools(t *testing.T, b *testBackend, c *client.Client, cs *sdk.ClientSes
 		if !bytes.Contains(schema, []byte(`"exit_code"`)) {
 			t.Errorf("exec output schema: %s", schema)
 		}
+		for name, readOnly := range map[string]bool{"network_show": true, "port_list": true,
+			"network_set": false, "port_expose": false, "port_unexpose": false} {
+			a := byName[name].Annotations
+			if a == nil || a.ReadOnlyHint != readOnly || (!readOnly && (a.DestructiveHint == nil || !*a.DestructiveHint)) {
+				t.Errorf("%s annotations %+v: read-only %v, else destructive", name, a, readOnly)
+			}
+		}
+		if a := byName["port_expose"].Annotations; a.IdempotentHint {
+			t.Error("port_expose is marked idempotent, but it rotates the token")
+		}
+		schema, _ = json.Marshal(byName["port_expose"].OutputSchema)
+		if !bytes.Contains(schema, []byte(`"token"`)) || !bytes.Contains(schema, []byte(`"urls"`)) {
+			t.Errorf("port_expose output schema: %s", schema)
+		}
 		schema, _ = json.Marshal(byName["session_append"].InputSchema)
 		if !bytes.Contains(schema, []byte(`"tool_intent"`)) {
 			t.Errorf("session_append type enum: %s", schema)
@@ -597,6 +682,91 @@ func testTools(t *testing.T, b *testBackend, c *client.Client, cs *sdk.ClientSes
 		wantToolError(t, cs, "rollback", map[string]any{"snapshot": "snap-404"}, "HTTP 404")
 		wantToolError(t, cs, "snapshot", map[string]any{"sandbox": "missing"}, "HTTP 404")
 	})
+
+	t.Run("network", func(t *testing.T) {
+		var n NetworkOutput
+		mustCall(t, cs, "network_show", map[string]any{}, &n)
+		if !n.Enabled || n.Address != "10.88.0.7" || !n.Policy.Internet || n.Policy.Allow == nil || n.Ports == nil || n.Refused != 2 {
+			t.Errorf("network_show: %+v", n)
+		}
+		// Each part given replaces that part; the others are kept.
+		mustCall(t, cs, "network_set", map[string]any{"allow": []string{"*.pypi.org"}, "deny": []string{"10.0.0.0/8"}}, &n)
+		if !n.Policy.Internet || !slices.Equal(n.Policy.Allow, []string{"*.pypi.org"}) || !slices.Equal(n.Policy.Deny, []string{"10.0.0.0/8"}) {
+			t.Errorf("network_set allow+deny: %+v", n.Policy)
+		}
+		mustCall(t, cs, "network_set", map[string]any{"internet": false}, &n)
+		if n.Policy.Internet || !slices.Equal(n.Policy.Allow, []string{"*.pypi.org"}) {
+			t.Errorf("network_set internet=false lost the lists: %+v", n.Policy)
+		}
+		mustCall(t, cs, "network_set", map[string]any{"allow": []string{}}, &n)
+		if n.Policy.Internet || len(n.Policy.Allow) != 0 || !slices.Equal(n.Policy.Deny, []string{"10.0.0.0/8"}) {
+			t.Errorf("network_set allow=[]: %+v", n.Policy)
+		}
+		b.mu.Lock()
+		sets := len(b.policies)
+		b.mu.Unlock()
+		if sets != 3 {
+			t.Errorf("%d policies set, want 3", sets)
+		}
+		wantToolError(t, cs, "network_set", map[string]any{}, "nothing to change")
+		wantToolError(t, cs, "network_show", map[string]any{"sandbox": "missing"}, "show network of sandbox missing", "HTTP 404")
+		wantToolError(t, cs, "network_set", map[string]any{"sandbox": "missing", "internet": true}, "HTTP 404")
+	})
+
+	t.Run("ports", func(t *testing.T) {
+		var list PortListOutput
+		mustCall(t, cs, "port_list", map[string]any{}, &list)
+		if list.Ports == nil || len(list.Ports) != 0 {
+			t.Errorf("port_list of none: %+v, want []", list)
+		}
+		var ep PortExposeOutput
+		mustCall(t, cs, "port_expose", map[string]any{"port": 8080}, &ep)
+		if ep.Port != 8080 || ep.Public || ep.Token != "port-token" || len(ep.URLs) != 2 ||
+			ep.URLs[0] != "https://8080-sb-1.stead.example" || ep.URLs[1] != c.Endpoint()+"/v1/sandboxes/sb-1/ports/8080/" {
+			t.Errorf("port_expose private: %+v", ep)
+		}
+		ep = PortExposeOutput{}
+		mustCall(t, cs, "port_expose", map[string]any{"port": 3000, "public": true}, &ep)
+		if ep.Port != 3000 || !ep.Public || ep.Token != "" {
+			t.Errorf("port_expose public: %+v", ep)
+		}
+		mustCall(t, cs, "port_list", map[string]any{}, &list)
+		if len(list.Ports) != 2 || list.Ports[0].Port != 8080 || list.Ports[1].ExposedAt != "2026-01-02T03:04:05Z" {
+			t.Errorf("port_list: %+v", list)
+		}
+		var un PortUnexposeOutput
+		mustCall(t, cs, "port_unexpose", map[string]any{"port": 8080}, &un)
+		if un.Port != 8080 || un.Exposed || un.Sandbox != "agent-1" {
+			t.Errorf("port_unexpose: %+v", un)
+		}
+		wantToolError(t, cs, "port_unexpose", map[string]any{"port": 8080}, "not exposed", "HTTP 404")
+		wantToolError(t, cs, "port_expose", map[string]any{"port": 0}, "1 to 65535")
+		wantToolError(t, cs, "port_expose", map[string]any{"port": 70000}, "1 to 65535")
+		wantToolError(t, cs, "port_list", map[string]any{"sandbox": "missing"}, "HTTP 404")
+	})
+}
+
+// TestSandboxTokenCannotChangeItsNetworkThroughMCP: an MCP server run with
+// the sandbox's own token (the agent's) shows its network and ports, and
+// every change is a tool error the model can read.
+func TestSandboxTokenCannotChangeItsNetworkThroughMCP(t *testing.T) {
+	b, good := newDaemon(t)
+	c, err := client.New(good.Endpoint(), "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connectMemory(t, NewServer(c, Options{Sandbox: "sb-1"}))
+	var n NetworkOutput
+	mustCall(t, cs, "network_show", map[string]any{}, &n)
+	mustCall(t, cs, "port_list", map[string]any{}, nil)
+	wantToolError(t, cs, "network_set", map[string]any{"internet": true}, "HTTP 403")
+	wantToolError(t, cs, "port_expose", map[string]any{"port": 8080, "public": true}, "HTTP 403")
+	wantToolError(t, cs, "port_unexpose", map[string]any{"port": 8080}, "HTTP 403")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.policies) != 0 || len(b.ports) != 0 {
+		t.Errorf("the sandbox's token changed its network: %+v %+v", b.policies, b.ports)
+	}
 }
 
 func TestNoDefaultSandbox(t *testing.T) {

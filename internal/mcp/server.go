@@ -1,6 +1,7 @@
 // Package mcp is stead's Model Context Protocol server: it exposes a stead
 // daemon to an MCP client (a model harness) as tools — exec, files,
-// checkpoints, the session log, orient, snapshots, fork and rollback.
+// checkpoints, the session log, orient, snapshots, fork and rollback, and
+// a sandbox's network and exposed ports.
 //
 // The server is an API client: every tool call is one or a few calls of
 // the Go SDK (package client) to the daemon, with the caller's API key. An
@@ -48,6 +49,7 @@ var toolNames = []string{
 	"exec", "read_file", "write_file", "list_files",
 	"checkpoint_put", "checkpoint_get", "session_append", "orient",
 	"snapshot", "fork", "rollback",
+	"network_show", "network_set", "port_list", "port_expose", "port_unexpose",
 }
 
 // ToolNames returns the names of the tools NewServer registers.

@@ -146,6 +146,8 @@ func (t *tools) register(s *sdk.Server) {
 		InputSchema: t.inputSchema(schemaFor[RollbackInput]()),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no},
 	}, t.rollback)
+
+	t.registerNetwork(s)
 }
 
 // Command is exec's command: an argv, or a shell command line (given as a

@@ -15,6 +15,8 @@ Standard library only. Quick start::
     run = sb.session.start_run(sb.session.create_thread("main"))
     sb.session.append(run, "tool_intent", {"tool": "deploy"}, idempotency_key="deploy-1")
     print(sb.orient().text)                            # shows the intent as IN DOUBT
+    sb.set_network(allow=["*.pypi.org"])               # egress: default-deny but PyPI
+    print(sb.expose_port(8080).token)                  # private port, token shown once
     sb.delete(purge=True)
 
 See sdk/python/README.md for the whole surface.
@@ -39,8 +41,30 @@ from .errors import (
     UnauthenticatedError,
     UnreachableError,
 )
-from .models import Checkpoint, CheckpointInfo, CommandResult, FileInfo
+from .models import (
+    Checkpoint,
+    CheckpointInfo,
+    CommandResult,
+    Event,
+    EventPage,
+    ExposedPort,
+    FileInfo,
+    KVEntry,
+    ModelSession,
+    NetworkInfo,
+    NetworkPolicy,
+    Observation,
+    Orient,
+    OrientFile,
+    Port,
+    Run,
+    RunResume,
+    Task,
+    Thread,
+)
 from .sandbox import Checkpoints, Commands, Files, Sandbox, SandboxState, Session, Snapshot
+from .session import EVENT_TYPES
+from .tasks import KV, TASK_STATES, Observations, Tasks
 from .volume import Volume
 
 __version__ = "0.1.0"
@@ -79,6 +103,10 @@ __all__ = [
     "Task",
     "Observation",
     "KVEntry",
+    "NetworkPolicy",
+    "NetworkInfo",
+    "Port",
+    "ExposedPort",
     "SteadError",
     "StealError",
     "InvalidError",

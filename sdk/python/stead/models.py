@@ -22,6 +22,10 @@ __all__ = [
     "Task",
     "Observation",
     "KVEntry",
+    "NetworkPolicy",
+    "NetworkInfo",
+    "Port",
+    "ExposedPort",
 ]
 
 
@@ -455,5 +459,120 @@ class Orient:
             files=[OrientFile.from_json(f) for f in d.get("files") or []],
             run=RunResume.from_json(run) if run else None,
             recent_events=[Event.from_json(e) for e in d.get("recent_events") or []],
+            raw=d,
+        )
+
+
+@dataclass
+class NetworkPolicy:
+    """A sandbox's egress policy. A destination is decided in this order:
+    the host, other sandboxes, link-local, loopback and metadata ranges are
+    always refused; with ``internet`` False everything is refused; an entry
+    of ``deny`` that matches refuses it; with ``allow`` empty the rest is
+    admitted, otherwise only what an entry of ``allow`` matches (an allow
+    list makes the policy default-deny).
+
+    Entries are addresses (``"1.2.3.4"``), CIDRs (``"10.0.0.0/8"``), names
+    (``"example.com"``: that name only) or domain patterns
+    (``"*.example.com"``: every name below it).
+    """
+
+    internet: bool = True
+    allow: List[str] = field(default_factory=list)
+    deny: List[str] = field(default_factory=list)
+
+    def to_json(self) -> Dict[str, Any]:
+        """The API's JSON of the policy."""
+        return {"internet": bool(self.internet), "allow": list(self.allow), "deny": list(self.deny)}
+
+    @classmethod
+    def from_json(cls, d: Optional[Dict[str, Any]]) -> "NetworkPolicy":
+        d = d or {}
+        internet = d.get("internet")
+        return cls(
+            internet=True if internet is None else bool(internet),
+            allow=list(d.get("allow") or []),
+            deny=list(d.get("deny") or []),
+        )
+
+
+@dataclass
+class Port:
+    """A port of a sandbox exposed through the daemon's port proxy.
+
+    ``url`` reaches it by host (``<port>-<sandbox>.<domain>``, when the
+    proxy has a domain); ``path_url`` by path (``/v1/sandboxes/{id}/ports/{port}/``
+    on the daemon's or the proxy's address). A private port (``public``
+    False) needs its token.
+    """
+
+    port: int
+    public: bool = False
+    url: str = ""
+    path_url: str = ""
+    exposed_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Port":
+        return cls(
+            port=d.get("port", 0),
+            public=d.get("public", False),
+            url=d.get("url", ""),
+            path_url=d.get("path_url", ""),
+            exposed_at=d.get("exposed_at", ""),
+            raw=d,
+        )
+
+
+@dataclass
+class ExposedPort(Port):
+    """The answer to exposing a port: the :class:`Port` and, for a private
+    port, its access ``token``, shown only this once (exposing the port
+    again rotates it). Send it as the header ``X-Stead-Port-Token``, or open
+    a URL once with ``?stead_token=TOKEN`` in a browser."""
+
+    token: str = field(default="", repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ExposedPort":
+        p = Port.from_json(d)
+        return cls(port=p.port, public=p.public, url=p.url, path_url=p.path_url, exposed_at=p.exposed_at,
+                   raw=d, token=d.get("token", ""))
+
+
+@dataclass
+class NetworkInfo:
+    """A sandbox's network: its address, egress policy, counters and
+    exposed ports. ``enabled`` is False when the daemon runs without
+    networking (the sandbox has loopback only)."""
+
+    enabled: bool = False
+    address: str = ""
+    address6: str = ""
+    gateway: str = ""  # default route and DNS resolver
+    policy: NetworkPolicy = field(default_factory=NetworkPolicy)
+    refused: int = 0  # connections and lookups refused since the sandbox started
+    rx_bytes: int = 0
+    tx_bytes: int = 0
+    bandwidth_bits: int = 0  # rate limit in bits/s, 0: none
+    max_conns: int = 0  # connection-tracking limit, 0: none
+    ports: List[Port] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "NetworkInfo":
+        return cls(
+            enabled=d.get("enabled", False),
+            address=d.get("address", ""),
+            address6=d.get("address6", ""),
+            gateway=d.get("gateway", ""),
+            policy=NetworkPolicy.from_json(d.get("policy")),
+            refused=d.get("refused", 0),
+            rx_bytes=d.get("rx_bytes", 0),
+            tx_bytes=d.get("tx_bytes", 0),
+            bandwidth_bits=d.get("bandwidth_bits", 0),
+            max_conns=d.get("max_conns", 0),
+            ports=[Port.from_json(p) for p in d.get("ports") or []],
             raw=d,
         )

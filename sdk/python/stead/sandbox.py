@@ -1,4 +1,4 @@
-"""Sandboxes: lifecycle, commands, files, snapshots, checkpoint state and orient."""
+"""Sandboxes: lifecycle, commands, files, snapshots, checkpoint state, orient and network."""
 
 from __future__ import annotations
 
@@ -9,7 +9,17 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Unio
 
 from .client import Client, Response, default_client, quote
 from .errors import ExecError, InvalidError
-from .models import Checkpoint, CheckpointInfo, CommandResult, FileInfo, Orient
+from .models import (
+    Checkpoint,
+    CheckpointInfo,
+    CommandResult,
+    ExposedPort,
+    FileInfo,
+    NetworkInfo,
+    NetworkPolicy,
+    Orient,
+    Port,
+)
 from .session import Session
 from .tasks import KV, Observations, Tasks
 
@@ -57,6 +67,39 @@ def _mount(v: Union[str, Dict[str, Any]]) -> Dict[str, Any]:
         m["sub_path"] = sub
     m["path"] = target
     return m
+
+
+def _policy(v: Union[None, NetworkPolicy, Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A network policy's JSON from a :class:`NetworkPolicy` or a dict
+    (internet, allow, deny)."""
+    if v is None:
+        return None
+    if isinstance(v, NetworkPolicy):
+        return v.to_json()
+    if isinstance(v, dict):
+        unknown = set(v) - {"internet", "allow", "deny"}
+        if unknown:
+            raise InvalidError("network: unknown keys %s (want internet, allow, deny)" % sorted(unknown))
+        return NetworkPolicy.from_json(v).to_json()
+    raise TypeError("network is a stead.NetworkPolicy or a dict with internet, allow and deny")
+
+
+def _entries(name: str, v: Union[str, Iterable[str]]) -> List[str]:
+    """A list of policy entries (a single string is one entry)."""
+    if isinstance(v, str):
+        return [v]
+    out = list(v)
+    for e in out:
+        if not isinstance(e, str) or not e.strip():
+            raise InvalidError("%s: entry %r is not an address, CIDR or domain pattern" % (name, e))
+    return out
+
+
+def _port(port: int) -> int:
+    """A port number, checked to be 1-65535."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise InvalidError("port %r: give a port number from 1 to 65535" % (port,))
+    return port
 
 
 def _service(v: Union[None, str, Sequence[str], Dict[str, Any]]) -> Optional[Dict[str, Any]]:
@@ -230,6 +273,23 @@ class Sandbox:
         """Why the sandbox last stopped (user, idle, max_runtime ...)."""
         return self.raw.get("stop_reason", "")
 
+    @property
+    def address(self) -> str:
+        """The sandbox's IPv4 address on the daemon's bridge ("" without
+        networking); stable across stop/start and daemon restarts."""
+        return self.raw.get("address", "")
+
+    @property
+    def network(self) -> NetworkPolicy:
+        """The sandbox's egress policy as last seen (see :meth:`get_network`
+        for the live counters and ports)."""
+        return NetworkPolicy.from_json(self.raw.get("network"))
+
+    @property
+    def auto_resume(self) -> bool:
+        """Whether a request to an exposed port starts or resumes the sandbox."""
+        return bool(self.raw.get("auto_resume", False))
+
     def __repr__(self) -> str:
         return "Sandbox(id=%r, name=%r, state=%r)" % (self.id, self.name, self.status)
 
@@ -262,6 +322,8 @@ class Sandbox:
         on_idle: Optional[str] = None,
         max_runtime: Union[None, int, float, str] = None,
         no_start: bool = False,
+        network: Union[None, NetworkPolicy, Dict[str, Any]] = None,
+        auto_resume: bool = False,
     ) -> "Sandbox":
         """Create a sandbox (started unless ``no_start``).
 
@@ -281,6 +343,11 @@ class Sandbox:
             on_idle: ``"stop"`` (default) or ``"pause"``.
             max_runtime: seconds or a duration string.
             no_start: create it stopped.
+            network: the egress policy, a :class:`~stead.NetworkPolicy` or a
+                dict (internet, allow, deny); default: internet on, nothing
+                refused but what is always refused.
+            auto_resume: a request to an exposed port starts or resumes the
+                sandbox when it is stopped or paused.
         """
         c = default_client(client)
         req: Dict[str, Any] = {}
@@ -293,6 +360,7 @@ class Sandbox:
             ("idle_timeout", _duration(idle_timeout)),
             ("on_idle", on_idle),
             ("max_runtime", _duration(max_runtime)),
+            ("network", _policy(network)),
         ):
             if v is not None:
                 req[k] = v
@@ -300,6 +368,8 @@ class Sandbox:
             req["volumes"] = [_mount(v) for v in volumes]
         if no_start:
             req["no_start"] = True
+        if auto_resume:
+            req["auto_resume"] = True
         return cls(c, c.call("POST", "/v1/sandboxes", body=req))
 
     @classmethod
@@ -433,6 +503,64 @@ class Sandbox:
         res = self._client.call("POST", self._path("/rollback"), body={"snapshot": sid})
         self._update(res["sandbox"])
         return Snapshot(self._client, res["safety"])
+
+    # -- network and ports -----------------------------------------------------
+
+    def get_network(self) -> NetworkInfo:
+        """The sandbox's network: address, gateway, egress policy, refusal
+        and traffic counters, limits and exposed ports."""
+        return NetworkInfo.from_json(self._client.call("GET", self._path("/network")) or {})
+
+    def set_network(
+        self,
+        internet: Optional[bool] = None,
+        allow: Union[None, str, Iterable[str]] = None,
+        deny: Union[None, str, Iterable[str]] = None,
+    ) -> NetworkInfo:
+        """Change the sandbox's egress policy and return its network.
+
+        The current policy is read, each argument given replaces that part
+        of it (``allow=[]`` empties the allow list; a non-empty one makes the
+        policy default-deny), and the result is written back. It applies at
+        once, without a restart, and is kept across stop/start, snapshot and
+        fork. An entry the daemon cannot parse raises
+        :class:`~stead.InvalidError` and nothing changes; the sandbox's own
+        token (the agent's) may not call it (:class:`~stead.ForbiddenError`).
+        """
+        if internet is None and allow is None and deny is None:
+            raise InvalidError("set_network: nothing to change; pass internet, allow or deny")
+        p = self.get_network().policy
+        if internet is not None:
+            p.internet = bool(internet)
+        if allow is not None:
+            p.allow = _entries("allow", allow)
+        if deny is not None:
+            p.deny = _entries("deny", deny)
+        n = NetworkInfo.from_json(self._client.call("PUT", self._path("/network"), body=p.to_json()) or {})
+        self.raw["network"] = n.policy.to_json()
+        return n
+
+    def list_ports(self) -> List[Port]:
+        """The sandbox's exposed ports, in port order (tokens are never listed)."""
+        return [Port.from_json(d) for d in self._client.call("GET", self._path("/ports")) or []]
+
+    def expose_port(self, port: int, public: bool = False) -> ExposedPort:
+        """Expose ``port`` (1-65535) through the daemon's port proxy.
+
+        A private port (the default) comes back with its ``token``, shown
+        only this once: exposing the port again rotates it. ``public`` makes
+        it reachable without a token. Nothing needs to listen on the port
+        yet. :class:`~stead.SteadError` with status 501 when the daemon runs
+        without networking or without a port proxy."""
+        body: Dict[str, Any] = {"public": True} if public else {}
+        return ExposedPort.from_json(
+            self._client.call("PUT", self._path("/ports/%d" % _port(port)), body=body) or {}
+        )
+
+    def unexpose_port(self, port: int) -> None:
+        """Stop exposing ``port``: its URLs stop answering and its token
+        stops working. :class:`~stead.NotFoundError` if it is not exposed."""
+        self._client.call("DELETE", self._path("/ports/%d" % _port(port)))
 
     # -- orient -------------------------------------------------------------
 

@@ -398,6 +398,81 @@ class CannedServerTest(unittest.TestCase):
         sb.kv.delete("a/b", if_version=0)
         self.assertEqual(self.srv.requests[-1][2]["If-Match"], '"0"')
 
+    def test_network_and_ports_wire_format(self):
+        policy = {"allow": ["*.pypi.org"], "deny": ["10.0.0.0/8"]}
+        net = {"enabled": True, "address": "10.88.0.7", "gateway": "10.88.0.1", "policy": policy,
+               "refused": 3, "rx_bytes": 10, "tx_bytes": 20, "bandwidth_bits": 0, "max_conns": 4096,
+               "ports": [{"port": 3000, "public": True, "url": "https://3000-sb-1.x", "exposed_at": "2026-01-01T00:00:00Z"}]}
+
+        def put_network(h):
+            body = json.loads(h.server.requests[-1][3])
+            out = dict(net, policy=body)
+            data = json.dumps(out).encode()
+            h.send_response(200)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+
+        c = self.start({
+            ("POST", "/v1/sandboxes"): (201, "application/json",
+                                        json.dumps(dict(SB, address="10.88.0.7", network=policy, auto_resume=True))),
+            ("GET", "/v1/sandboxes/sb-1/network"): (200, "application/json", json.dumps(net)),
+            ("PUT", "/v1/sandboxes/sb-1/network"): put_network,
+            ("GET", "/v1/sandboxes/sb-1/ports"): (200, "application/json", json.dumps(net["ports"])),
+            ("PUT", "/v1/sandboxes/sb-1/ports/8080"): (200, "application/json", json.dumps(
+                {"port": 8080, "public": False, "path_url": "/v1/sandboxes/sb-1/ports/8080/", "token": "tok"})),
+            ("DELETE", "/v1/sandboxes/sb-1/ports/8080"): (204, "application/json", ""),
+            ("DELETE", "/v1/sandboxes/sb-1/ports/9"): _problem(404, "port 9 of sandbox sb-1 is not exposed"),
+        })
+        sb = stead.Sandbox.create(client=c, name="one", network=stead.NetworkPolicy(allow=["*.pypi.org"]),
+                                  auto_resume=True)
+        req = json.loads(self.srv.requests[-1][3])
+        self.assertEqual((req["network"], req["auto_resume"]),
+                         ({"internet": True, "allow": ["*.pypi.org"], "deny": []}, True))
+        self.assertEqual((sb.address, sb.network.allow, sb.network.internet, sb.auto_resume),
+                         ("10.88.0.7", ["*.pypi.org"], True, True))
+        stead.Sandbox.create(client=c, name="two", network={"internet": False})
+        self.assertEqual(json.loads(self.srv.requests[-1][3])["network"], {"internet": False, "allow": [], "deny": []})
+        stead.Sandbox.create(client=c, name="three")
+        req = json.loads(self.srv.requests[-1][3])
+        self.assertNotIn("network", req)
+        self.assertNotIn("auto_resume", req)
+        with self.assertRaises(stead.InvalidError):
+            stead.Sandbox.create(client=c, name="x", network={"alow": ["typo.example"]})
+
+        n = sb.get_network()
+        self.assertEqual((n.enabled, n.address, n.policy.deny, n.refused, n.max_conns, n.ports[0].url),
+                         (True, "10.88.0.7", ["10.0.0.0/8"], 3, 4096, "https://3000-sb-1.x"))
+        # set_network reads the policy, replaces the parts given, writes it back.
+        n = sb.set_network(deny=["*.evil.example"], internet=False)
+        self.assertEqual(json.loads(self.srv.requests[-1][3]),
+                         {"internet": False, "allow": ["*.pypi.org"], "deny": ["*.evil.example"]})
+        self.assertEqual((n.policy.internet, n.policy.deny), (False, ["*.evil.example"]))
+        self.assertEqual(sb.network.deny, ["*.evil.example"])
+        sb.set_network(allow=[])
+        self.assertEqual(json.loads(self.srv.requests[-1][3])["allow"], [])
+        sb.set_network(allow="api.openai.com")
+        self.assertEqual(json.loads(self.srv.requests[-1][3])["allow"], ["api.openai.com"])
+        with self.assertRaises(stead.InvalidError):
+            sb.set_network()
+
+        self.assertEqual([(p.port, p.public) for p in sb.list_ports()], [(3000, True)])
+        ep = sb.expose_port(8080)
+        self.assertEqual((ep.port, ep.public, ep.token, ep.path_url), (8080, False, "tok", "/v1/sandboxes/sb-1/ports/8080/"))
+        self.assertEqual(json.loads(self.srv.requests[-1][3] or b"{}"), {})
+        sb.expose_port(8080, public=True)
+        self.assertEqual(json.loads(self.srv.requests[-1][3]), {"public": True})
+        sb.unexpose_port(8080)
+        self.assertEqual(self.srv.requests[-1][:2], ("DELETE", "/v1/sandboxes/sb-1/ports/8080"))
+        with self.assertRaises(stead.NotFoundError):
+            sb.unexpose_port(9)
+        n_requests = len(self.srv.requests)
+        for bad in (0, 65536, -1, "80", True, 80.0):
+            with self.assertRaises(stead.InvalidError, msg=repr(bad)):
+                sb.expose_port(bad)
+        self.assertEqual(len(self.srv.requests), n_requests)
+
 
 # ---------------------------------------------------------------------------
 # Live tests: a real daemon.
@@ -717,6 +792,48 @@ class LiveTest(unittest.TestCase):
             s.end(run)
         run2 = s.start_run(th)
         self.assertEqual(s.end(run2, status="interrupted").status, "interrupted")
+
+    def test_network_and_ports(self):
+        # Needs the network routes (GET/PUT /v1/sandboxes/{id}/network,
+        # /ports), served once the daemon's backend implements
+        # api.NetworkBackend; before that, GET network of a sandbox that
+        # exists is a 404 and the test says so (TestPythonSDK fails on it).
+        sb = self.new_sandbox(network={"deny": ["192.0.2.0/24"]}, auto_resume=True)
+        try:
+            n = sb.get_network()
+        except stead.NotFoundError:
+            self.skipTest("the daemon serves no network routes (its backend does not implement NetworkBackend)")
+        self.assertTrue(sb.auto_resume)
+        self.assertEqual(sb.network.deny, ["192.0.2.0/24"])
+        self.assertEqual(n.policy.deny, ["192.0.2.0/24"])
+        self.assertTrue(n.policy.internet)
+        if n.enabled:
+            self.assertTrue(n.address)
+            self.assertEqual(sb.refresh().address, n.address)
+        n = sb.set_network(allow=["*.pypi.org"], internet=False)
+        self.assertEqual((n.policy.internet, n.policy.allow, n.policy.deny), (False, ["*.pypi.org"], ["192.0.2.0/24"]))
+        self.assertEqual(sb.get_network().policy.allow, ["*.pypi.org"])
+        with self.assertRaises(stead.InvalidError):
+            sb.set_network(deny=["not a valid entry"])
+        self.assertEqual(sb.list_ports(), [])
+        if not n.enabled:
+            # Without networking there is no port proxy: 501.
+            with self.assertRaises(stead.SteadError) as cm:
+                sb.expose_port(8080)
+            self.assertEqual(cm.exception.status, 501)
+            return
+        ep = sb.expose_port(8080)
+        self.assertEqual((ep.port, ep.public), (8080, False))
+        self.assertTrue(ep.token)
+        again = sb.expose_port(8080)
+        self.assertNotEqual(again.token, ep.token)  # exposing again rotates the token
+        pub = sb.expose_port(3000, public=True)
+        self.assertEqual((pub.public, pub.token), (True, ""))
+        self.assertEqual([(p.port, p.public) for p in sb.list_ports()], [(3000, True), (8080, False)])
+        sb.unexpose_port(8080)
+        with self.assertRaises(stead.NotFoundError):
+            sb.unexpose_port(8080)
+        self.assertEqual([p.port for p in sb.get_network().ports], [3000])
 
     def test_tasks_observations_kv(self):
         sb = self.new_sandbox(no_start=True)
