@@ -356,6 +356,9 @@ func (s *Service) ExposePort(ctx context.Context, tenant, id string, port int, r
 	if port < 1 || port > 65535 {
 		return client.ExposedPort{}, fmt.Errorf("port %d (want 1-65535): %w", port, errs.ErrInvalid)
 	}
+	if s.net() == nil {
+		return client.ExposedPort{}, fmt.Errorf("expose port %d: this daemon runs without sandbox networking (serve --no-network): %w", port, errs.ErrUnsupported)
+	}
 	var out client.ExposedPort
 	_, err := s.updateSpec(ctx, tenant, id, "expose a port of", func(ctx context.Context, sb store.Sandbox, sp *spec) error {
 		if len(sp.Ports) >= maxPorts && !slices.ContainsFunc(sp.Ports, func(p portSpec) bool { return p.Port == port }) {
