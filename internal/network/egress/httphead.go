@@ -226,12 +226,13 @@ var errHeadTooLarge = errors.New("HTTP head larger than the proxy reads")
 func peekHead(br *bufio.Reader) ([]byte, error) {
 	n, scanned := 1, 0
 	for {
-		b, err := br.Peek(n)
+		_, err := br.Peek(n) // waits for n bytes
+		b, _ := br.Peek(br.Buffered())
 		from := max(0, scanned-len(crlfcrlf)+1)
 		if i := bytes.Index(b[from:], crlfcrlf); i >= 0 {
 			return b[:from+i+len(crlfcrlf)], nil
 		}
-		if errors.Is(err, bufio.ErrBufferFull) || len(b) == br.Size() {
+		if len(b) >= br.Size() || errors.Is(err, bufio.ErrBufferFull) {
 			return nil, errHeadTooLarge
 		}
 		if err != nil {
@@ -241,7 +242,7 @@ func peekHead(br *bufio.Reader) ([]byte, error) {
 			return nil, err
 		}
 		scanned = len(b)
-		n = min(br.Buffered()+1, br.Size())
+		n = len(b) + 1
 	}
 }
 
