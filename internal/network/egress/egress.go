@@ -379,12 +379,13 @@ func (cn *conn) serveHTTP(ctx context.Context) {
 	upBr := bufio.NewReaderSize(up, maxPeek)
 	switched := make(chan bool, 1)
 	upDone := make(chan struct{})
+	firstSwitches, connect := head.switches(), head.Method == "CONNECT"
 	go func() {
 		// Responses are relayed as they come; the requests side checks
 		// requests only.
 		defer close(upDone)
-		if head.switches() {
-			switched <- awaitSwitch(cn.c, upBr, head.Method == "CONNECT")
+		if firstSwitches {
+			switched <- awaitSwitch(cn.c, upBr, connect)
 		}
 		if _, err := io.Copy(cn.c, upBr); err != nil {
 			cn.c.Close() // unblock the request side
@@ -444,7 +445,7 @@ func (cn *conn) serveHTTP(ctx context.Context) {
 			<-upDone
 			return
 		}
-		if first && head.switches() {
+		if first && firstSwitches {
 			var sw bool
 			select {
 			case sw = <-switched:

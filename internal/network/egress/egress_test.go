@@ -127,7 +127,7 @@ func newHarness(t *testing.T, pol client.NetworkPolicy, resolved ...string) *har
 		Lookup: func(src netip.Addr) (string, policy.Policy, bool) {
 			return sandbox, h.pol, src == loopback
 		},
-		Resolved: func(id string, a netip.Addr) bool { return id == sandbox && h.resolved[a] },
+		Resolved:  func(id string, a netip.Addr) bool { return id == sandbox && h.resolved[a] },
 		Forbidden: func(a netip.Addr) bool { return h.forbidden[a] },
 		OnRefused: func(id string, dst netip.AddrPort, name string) {
 			h.mu.Lock()

@@ -94,6 +94,7 @@ type Server struct {
 	addrs   []netip.AddrPort
 	cancel  context.CancelFunc
 	base    context.Context
+	closed  bool
 	wg      sync.WaitGroup
 }
 
@@ -139,8 +140,8 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.base != nil {
-		return errors.New("start resolver: already started")
+	if s.base != nil || s.closed {
+		return errors.New("start resolver: already started or closed")
 	}
 	var (
 		pcs   []net.PacketConn
@@ -186,8 +187,11 @@ func (s *Server) Start(ctx context.Context) error {
 	s.addrs = bound
 	s.log.InfoContext(ctx, "resolver listening", "addrs", bound, "upstreams", s.opts.Upstreams)
 	go func() {
-		<-ctx.Done()
-		s.Close()
+		select {
+		case <-ctx.Done():
+			s.Close()
+		case <-s.base.Done():
+		}
 	}()
 	return nil
 }
@@ -229,6 +233,7 @@ func (s *Server) Addrs() []netip.AddrPort {
 // idempotent.
 func (s *Server) Close() error {
 	s.mu.Lock()
+	s.closed = true
 	servers := s.servers
 	s.servers = nil
 	if s.cancel != nil {

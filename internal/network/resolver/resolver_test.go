@@ -23,9 +23,9 @@ import (
 type upstream struct {
 	addr string
 	// truncUDP: answers over UDP are empty and truncated.
-	truncUDP bool
+	truncUDP atomic.Bool
 	// servfail: every answer is SERVFAIL.
-	servfail bool
+	servfail atomic.Bool
 	mu       sync.Mutex
 	zone     map[string][]dns.RR // by lower-case fqdn
 	queries  map[string]int      // by "udp"/"tcp"
@@ -73,12 +73,12 @@ func (u *upstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Compress = true
-	if u.servfail {
+	if u.servfail.Load() {
 		m.Rcode = dns.RcodeServerFailure
 		w.WriteMsg(m)
 		return
 	}
-	if u.truncUDP && !isTCP {
+	if u.truncUDP.Load() && !isTCP {
 		m.Truncated = true
 		w.WriteMsg(m)
 		return
@@ -125,6 +125,8 @@ type harness struct {
 	mu       sync.Mutex
 	resolved []resolvedCall
 	refused  []string
+	// gate, when set, holds OnResolved until it is closed.
+	gate atomic.Pointer[chan struct{}]
 }
 
 type resolvedCall struct {
@@ -148,6 +150,9 @@ func newHarness(t *testing.T, pol client.NetworkPolicy, opts Options, upstreams 
 		return "sb1", *h.pol.Load(), true
 	}
 	opts.OnResolved = func(id string, addrs []netip.Addr, ttl time.Duration) {
+		if g := h.gate.Load(); g != nil {
+			<-*g
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.resolved = append(h.resolved, resolvedCall{id, addrs, ttl})
@@ -251,6 +256,30 @@ func TestAllowedNameForwardedAndAdmittedBeforeAnswer(t *testing.T) {
 	res, _ = h.calls()
 	if len(res) != 2 || res[1].ttl != 300*time.Second {
 		t.Fatalf("AAAA OnResolved %+v", res)
+	}
+}
+
+func TestAnswerWaitsForOnResolved(t *testing.T) {
+	up := startUpstream(t, zone...)
+	gate := make(chan struct{})
+	h := newHarness(t, client.NetworkPolicy{Allow: []string{"api.example.test"}}, Options{}, up.addr)
+	h.gate.Store(&gate)
+	answered := make(chan *dns.Msg, 1)
+	go func() {
+		m := new(dns.Msg)
+		m.SetQuestion("api.example.test.", dns.TypeA)
+		c := &dns.Client{Net: "tcp", Timeout: 10 * time.Second}
+		r, _, _ := c.Exchange(m, h.addr)
+		answered <- r
+	}()
+	select {
+	case r := <-answered:
+		t.Fatalf("answered before OnResolved returned: %v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(gate)
+	if r := <-answered; r == nil || !slices.Equal(addrsOf(r), []string{"198.18.1.10"}) {
+		t.Fatalf("answer %v", r)
 	}
 }
 
@@ -379,7 +408,7 @@ func TestAddressesIgnoresRecordsOffTheChain(t *testing.T) {
 
 func TestTCPAndTruncationRetry(t *testing.T) {
 	up := startUpstream(t, zone...)
-	up.truncUDP = true
+	up.truncUDP.Store(true)
 	h := newHarness(t, client.NetworkPolicy{Allow: []string{"api.example.test"}}, Options{}, up.addr)
 	r := h.query(t, "udp", "api.example.test", dns.TypeA)
 	if r.Truncated || !slices.Equal(addrsOf(r), []string{"198.18.1.10"}) {
@@ -422,7 +451,7 @@ func itoa(i int) string { return netip.AddrFrom4([4]byte{0, 0, 0, byte(i)}).Stri
 
 func TestUpstreamFailover(t *testing.T) {
 	bad := startUpstream(t)
-	bad.servfail = true
+	bad.servfail.Store(true)
 	good := startUpstream(t, zone...)
 	// A port nothing answers on (UDP: the query times out or is refused).
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -443,7 +472,7 @@ func TestUpstreamFailover(t *testing.T) {
 
 func TestAllUpstreamsFailingIsSERVFAIL(t *testing.T) {
 	bad := startUpstream(t)
-	bad.servfail = true
+	bad.servfail.Store(true)
 	h := newHarness(t, client.NetworkPolicy{}, Options{}, bad.addr)
 	if r := h.query(t, "udp", "api.example.test", dns.TypeA); r.Rcode != dns.RcodeServerFailure {
 		t.Fatalf("answer %v", r)
