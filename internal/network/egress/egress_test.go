@@ -361,15 +361,9 @@ func TestUnknownSourceClosed(t *testing.T) {
 	u := newUpstream(t, false)
 	h := newHarness(t, client.NetworkPolicy{})
 	h.route(dstHTTP, u)
-	c, err := net.Dial("tcp4", strings.Replace(h.p.Addr().String(), "127.0.0.1", "127.0.0.2", 1))
-	if err != nil {
-		t.Skipf("127.0.0.2 not reachable: %v", err)
-	}
-	defer c.Close()
-	// The proxy listens on 127.0.0.1 only; dial it from 127.0.0.2.
-	c.Close()
+	// Lookup knows 127.0.0.1 only: connect from 127.0.0.2.
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
-	c, err = d.Dial("tcp", h.p.Addr().String())
+	c, err := d.Dial("tcp", h.p.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,5 +538,73 @@ func TestMalformedRequestsRefused(t *testing.T) {
 	}
 	if u.requests.Load() != 0 {
 		t.Fatal("a malformed request reached the upstream")
+	}
+}
+
+// connectUpstream is a raw server that answers a CONNECT with 200 and
+// then echoes.
+func connectUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+				io.Copy(c, br)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestConnectThenRawRelay(t *testing.T) {
+	h := newHarness(t, byName, "198.18.1.10")
+	h.routes[dstHTTP] = connectUpstream(t)
+	c, br := h.dial(t)
+	if code, _ := roundTrip(t, c, br, "CONNECT bad.cdn.test:443 HTTP/1.1\r\nHost: bad.cdn.test:443\r\n\r\n"); code != 403 {
+		t.Fatalf("denied CONNECT: %d", code)
+	}
+	c, br = h.dial(t)
+	io.WriteString(c, "CONNECT api.example.test:443 HTTP/1.1\r\nHost: api.example.test:443\r\n\r\n")
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	raw := get("evil.test", "/")
+	io.WriteString(c, raw)
+	got := make([]byte, len(raw))
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != raw {
+		t.Fatalf("echo %q %v", got, err)
+	}
+}
+
+func TestSlowHeadClosedWithoutAnswer(t *testing.T) {
+	u := newUpstream(t, false)
+	h := newHarness(t, byName, "198.18.1.10")
+	h.route(dstHTTP, u)
+	c, br := h.dial(t)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: api.exa")
+	start := time.Now()
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("an incomplete head got an answer")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("closed after %v, want about the header timeout", d)
+	}
+	if u.requests.Load() != 0 {
+		t.Fatal("an incomplete head reached the upstream")
 	}
 }

@@ -16,8 +16,9 @@ const soOriginalDst = 80
 // OriginalDst returns the destination a connection redirected by
 // netfilter (nft "redirect", iptables REDIRECT) was addressed to, from
 // conntrack: getsockopt SO_ORIGINAL_DST for IPv4, IP6T_SO_ORIGINAL_DST
-// for IPv6. On a connection that was not redirected it returns the
-// local address.
+// for IPv6. A connection conntrack tracks but nothing redirected gives
+// its own local address; one conntrack does not track (no netfilter hook
+// in the namespace) gives an error wrapping ENOENT.
 func OriginalDst(c *net.TCPConn) (netip.AddrPort, error) {
 	local, ok := c.LocalAddr().(*net.TCPAddr)
 	if !ok {
