@@ -358,7 +358,7 @@ func (cn *conn) serveHTTP(ctx context.Context) {
 		cn.badRequest(ctx, err)
 		return
 	}
-	if strings.EqualFold(head.Upgrade, "h2c") {
+	if upgradesTo(head.Upgrade, "h2c") {
 		cn.refused(ctx, head.Name, "h2c upgrade")
 		cn.writeFinal(forbidden(head.Name, "an upgrade to HTTP/2 (h2c), whose streams the proxy cannot check"))
 		return
@@ -395,6 +395,10 @@ func (cn *conn) serveHTTP(ctx context.Context) {
 			cn.c.CloseWrite()
 		}
 	}()
+	defer func() {
+		up.Close()
+		<-upDone // the response side uses cn.c: it ends first
+	}()
 	finish := func() {
 		closeWrite(up)
 		select {
@@ -418,17 +422,16 @@ func (cn *conn) serveHTTP(ctx context.Context) {
 				cn.endWith(ctx, up, upDone, badRequestResponse(err))
 				return
 			}
-			if head.switches() || !cn.admit(head.Name) {
-				why := "http host"
-				if head.switches() {
-					why = "an upgrade or CONNECT after the first request"
-				}
-				cn.refused(ctx, head.Name, why)
-				reason := ""
-				if head.switches() {
-					reason = "an upgrade or CONNECT that is not the connection's first request"
-				}
-				cn.endWith(ctx, up, upDone, forbidden(head.Name, reason))
+			if head.switches() {
+				// Only the first request's response is watched for a
+				// switch (see awaitSwitch).
+				cn.refused(ctx, head.Name, "upgrade after the first request")
+				cn.endWith(ctx, up, upDone, forbidden(head.Name, "an upgrade or CONNECT that is not the connection's first request"))
+				return
+			}
+			if !cn.admit(head.Name) {
+				cn.refused(ctx, head.Name, "http host")
+				cn.endWith(ctx, up, upDone, forbidden(head.Name, ""))
 				return
 			}
 		}
@@ -463,6 +466,17 @@ func (cn *conn) serveHTTP(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// upgradesTo reports whether an Upgrade header's value names protocol.
+func upgradesTo(upgrade, protocol string) bool {
+	for p := range strings.SplitSeq(upgrade, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(p), "/")
+		if strings.EqualFold(name, protocol) {
+			return true
+		}
+	}
+	return false
 }
 
 // peekWhileUp waits for the first byte of the next request, giving up

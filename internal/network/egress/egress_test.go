@@ -530,6 +530,7 @@ func TestMalformedRequestsRefused(t *testing.T) {
 		"GET / HTTP/1.1\r\nHost : a.test\r\n\r\n",
 		"GET / HTTP/2.0\r\nHost: a.test\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a.test\r\nUpgrade: websocket, H2C\r\nConnection: Upgrade\r\n\r\n",
 	} {
 		c, br := h.dial(t)
 		if code, _ := roundTrip(t, c, br, req); code != 400 && code != 403 {
