@@ -271,6 +271,10 @@ func (s *Server) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 		s.reply(w, r, proto, refuse(r, dns.RcodeFormatError))
 		return
 	}
+	if opt := r.IsEdns0(); opt != nil && opt.Version() != 0 {
+		s.reply(w, r, proto, refuse(r, dns.RcodeBadVers))
+		return
+	}
 	q := r.Question[0]
 	switch {
 	case q.Qclass != dns.ClassINET:

@@ -492,6 +492,20 @@ func TestRefusesANYAndZoneTransfers(t *testing.T) {
 	}
 }
 
+func TestUnknownEDNSVersionIsBADVERS(t *testing.T) {
+	up := startUpstream(t, zone...)
+	h := newHarness(t, client.NetworkPolicy{}, Options{}, up.addr)
+	m := new(dns.Msg)
+	m.SetQuestion("api.example.test.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().SetVersion(1)
+	c := &dns.Client{Net: "udp", Timeout: 3 * time.Second}
+	r, _, err := c.Exchange(m, h.addr)
+	if err != nil || r.Rcode != dns.RcodeBadVers || r.IsEdns0() == nil {
+		t.Fatalf("answer %v, %v", r, err)
+	}
+}
+
 func TestRateLimitPerSource(t *testing.T) {
 	up := startUpstream(t, zone...)
 	h := newHarness(t, client.NetworkPolicy{}, Options{Rate: 0.001, Burst: 5}, up.addr)
