@@ -140,6 +140,7 @@ Exit codes:
 		newArchiveCmd(g),
 		newHistoryCmd(g),
 		newOpCmd(g),
+		newPortForwardCmd(g),
 	)
 	return root
 }
