@@ -125,6 +125,20 @@ func appMux(release <-chan struct{}) http.Handler {
 		}
 		_, _ = io.WriteString(w, "data: second\n\n")
 	})
+	// A slow body of known length: ReverseProxy flushes it as it comes
+	// only with FlushInterval -1.
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", "25")
+		_, _ = io.WriteString(w, "data: first\n\n")
+		http.NewResponseController(w).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = io.WriteString(w, "data: second")
+	})
 	mux.HandleFunc("/ws", func(w http.ResponseWriter, r *http.Request) {
 		c, err := websocket.Accept(w, r, nil)
 		if err != nil {
@@ -322,11 +336,11 @@ func TestPrivatePortNeedsCredentials(t *testing.T) {
 	f := newFixture(t)
 	url := f.pathURL(f.appPort, "/")
 	for name, hdr := range map[string]map[string]string{
-		"none":          nil,
-		"unknown key":   {"Authorization": "Bearer nope"},
-		"wrong token":   {TokenHeader: "tok-2"},
-		"basic scheme":  {"Authorization": "Basic " + keyGood},
-		"wrong cookie":  {"Cookie": TokenCookie + "=tok-2"},
+		"none":         nil,
+		"unknown key":  {"Authorization": "Bearer nope"},
+		"wrong token":  {TokenHeader: "tok-2"},
+		"basic scheme": {"Authorization": "Basic " + keyGood},
+		"wrong cookie": {"Cookie": TokenCookie + "=tok-2"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp, body := get(t, url, hdr)
@@ -506,33 +520,47 @@ func TestWebSocketThroughProxy(t *testing.T) {
 }
 
 func TestStreamedResponseArrivesBeforeHandlerEnds(t *testing.T) {
-	f := newFixture(t)
-	resp, err := http.Get(f.pathURL(f.pubPort, "/stream"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	br := bufio.NewReader(resp.Body)
-	line := make(chan string, 1)
-	go func() {
-		l, _ := br.ReadString('\n')
-		line <- l
-	}()
-	select {
-	case l := <-line:
-		if l != "data: first\n" {
-			t.Fatalf("first line %q", l)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the first event did not arrive while the handler was still running")
-	}
-	close(f.release)
-	rest, err := io.ReadAll(br)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(rest), "data: second") {
-		t.Errorf("rest %q lacks the second event", rest)
+	for _, path := range []string{"/stream", "/slow"} {
+		t.Run(path[1:], func(t *testing.T) {
+			f := newFixture(t)
+			type first struct {
+				resp *http.Response
+				line string
+				br   *bufio.Reader
+				err  error
+			}
+			got := make(chan first, 1)
+			go func() {
+				resp, err := http.Get(f.pathURL(f.pubPort, path))
+				if err != nil {
+					got <- first{err: err}
+					return
+				}
+				br := bufio.NewReader(resp.Body)
+				l, err := br.ReadString('\n')
+				got <- first{resp: resp, line: l, br: br, err: err}
+			}()
+			var fst first
+			select {
+			case fst = <-got:
+			case <-time.After(2 * time.Second):
+				t.Fatal("the first chunk did not arrive while the app's handler was still running")
+			}
+			if fst.resp != nil {
+				defer func() { _ = fst.resp.Body.Close() }()
+			}
+			if fst.err != nil || fst.line != "data: first\n" {
+				t.Fatalf("first line %q, %v", fst.line, fst.err)
+			}
+			close(f.release)
+			rest, err := io.ReadAll(fst.br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(rest), "data: second") {
+				t.Errorf("rest %q lacks the second chunk", rest)
+			}
+		})
 	}
 }
 
