@@ -71,6 +71,36 @@ func TestH2CWithPriorKnowledge(t *testing.T) {
 	decodeEcho(t)(resp, body)
 }
 
+func TestServerSeesHTTP2FromH2CClient(t *testing.T) {
+	f := newFixture(t)
+	srv := f.p.Server()
+	seen := make(chan int, 1)
+	inner := srv.Handler
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.ProtoMajor
+		inner.ServeHTTP(w, r)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close() }()
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &protos}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest(http.MethodGet,
+		fmt.Sprintf("http://%s/v1/sandboxes/%s/ports/%d/", ln.Addr(), testSandbox, f.pubPort), nil)
+	decodeEcho(t)(do(t, &http.Client{Transport: tr}, req))
+	if got := <-seen; got != 2 {
+		t.Errorf("the proxy saw HTTP/%d, want HTTP/2", got)
+	}
+	if srv.WriteTimeout != 0 || srv.ReadHeaderTimeout <= 0 {
+		t.Errorf("WriteTimeout %s, ReadHeaderTimeout %s: want none and some", srv.WriteTimeout, srv.ReadHeaderTimeout)
+	}
+}
+
 func TestTLSNegotiatesHTTP2(t *testing.T) {
 	f := newFixture(t)
 	certFile, keyFile, pool := writeTestCert(t)

@@ -39,7 +39,9 @@ import (
 
 // Defaults of Options.
 const (
+	// DefaultWakeTimeout is the default Options.WakeTimeout.
 	DefaultWakeTimeout = 60 * time.Second
+	// DefaultDialTimeout is the default Options.DialTimeout.
 	DefaultDialTimeout = 10 * time.Second
 )
 
