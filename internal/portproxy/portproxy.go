@@ -95,8 +95,11 @@ type Proxy struct {
 	wakes       singleflight.Group
 }
 
-// New returns a proxy for opts.
+// New returns a proxy for opts. It panics if opts.Backend is nil.
 func New(opts Options) *Proxy {
+	if opts.Backend == nil {
+		panic("portproxy.New: Options.Backend is nil")
+	}
 	p := &Proxy{
 		b:           opts.Backend,
 		domain:      strings.Trim(strings.ToLower(opts.Domain), "."),
