@@ -142,6 +142,7 @@ Exit codes:
 		newOpCmd(g),
 		newNetworkCmd(g),
 		newPortCmd(g),
+		newPortForwardCmd(g),
 	)
 	return root
 }
