@@ -15,9 +15,18 @@ package network
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/network/policy"
 	"github.com/stead-dev/stead/internal/store"
@@ -43,9 +52,50 @@ type Config struct {
 	// address: connections to ports 80 and 443 of a sandbox whose policy
 	// names domains are redirected to it (default 3129).
 	EgressPort int
+	// Table is the name of the nftables table (family inet) the Manager
+	// owns entirely (default "stead"). It also names the aliases of the
+	// Manager's links, so instances with different tables, bridges and
+	// RunDirs never touch each other's state.
+	Table string
 	// Leases keeps the address leases.
 	Leases Leases
+	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Bridge == "" {
+		c.Bridge = "stead0"
+	}
+	if len(c.Bridge) > 15 {
+		return fmt.Errorf("check bridge name %q: longer than 15 bytes", c.Bridge)
+	}
+	if !c.Subnet.IsValid() {
+		c.Subnet = netip.MustParsePrefix("10.88.0.0/16")
+	}
+	c.Subnet = c.Subnet.Masked()
+	if !c.Subnet.Addr().Is4() || c.Subnet.Bits() > 30 {
+		return fmt.Errorf("check subnet %s: want an IPv4 prefix of /30 or wider", c.Subnet)
+	}
+	if c.RunDir == "" {
+		c.RunDir = "/run/stead/net"
+	}
+	if c.ResolverPort == 0 {
+		c.ResolverPort = 53
+	}
+	if c.EgressPort == 0 {
+		c.EgressPort = 3129
+	}
+	if c.Table == "" {
+		c.Table = "stead"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Leases == nil {
+		return errors.New("check network config: no Leases")
+	}
+	return nil
 }
 
 // Leases keeps each sandbox's address (the store implements it).
@@ -117,68 +167,663 @@ var ErrNotAttached = errors.New("sandbox has no network attached")
 type Manager struct {
 	cfg Config
 	log *slog.Logger
+	gw  netip.Addr
+
+	// op serializes every change of the host's state.
+	op sync.Mutex
+	// mu guards sbs and byAddr and the sandboxes' in-memory fields.
+	mu     sync.RWMutex
+	sbs    map[string]*sandbox
+	byAddr map[netip.Addr]*sandbox
+
+	localMu sync.Mutex
+	localAt time.Time
+	local   map[netip.Addr]bool
+}
+
+// sandbox is an attached sandbox as the Manager remembers it.
+type sandbox struct {
+	id, key string
+	addr    netip.Addr
+	pol     policy.Policy
+	lim     Limits
+	veth    string
+	netns   string
+	resolv  string
+	// refusedBase counts firewall drops of counter objects since replaced
+	// (a Sync rebuilds them); noted counts NoteRefused.
+	refusedBase, noted uint64
+	// resolved mirrors set named-<id>: address -> expiry.
+	resolved map[netip.Addr]time.Time
 }
 
 // New sets up the bridge, the sysctls sandbox traffic needs
 // (net.ipv4.ip_forward, logged when it changes) and the nftables table
-// with no sandbox in it; it attaches nothing.
+// with no sandbox in it; it attaches nothing. Until Sync or Attach adds
+// them, traffic from sandboxes that still run is dropped.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
-	panic("network: not implemented")
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "network", "bridge", cfg.Bridge),
+		gw:     cfg.Subnet.Addr().Next(),
+		sbs:    map[string]*sandbox{},
+		byAddr: map[netip.Addr]*sandbox{},
+	}
+	if cfg.Subnet6.IsValid() {
+		m.log.Warn("IPv6 for sandboxes is not implemented: sandboxes get IPv4 only and their IPv6 is dropped", "subnet6", cfg.Subnet6)
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "ns"), 0o700); err != nil {
+		return nil, fmt.Errorf("create run dir: %w", err)
+	}
+	if err := m.ensureForwarding(); err != nil {
+		return nil, err
+	}
+	if _, err := m.ensureBridge(); err != nil {
+		return nil, err
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.rebuild(b, nil, time.Now()); err != nil {
+		return nil, err
+	}
+	if err := b.flush("table " + cfg.Table); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Gateway is the bridge's IPv4 address.
-func (m *Manager) Gateway() netip.Addr { panic("network: not implemented") }
+func (m *Manager) Gateway() netip.Addr { return m.gw }
+
+// newSandbox is the Manager's view of a sandbox, carrying over what it
+// already remembers of it.
+func (m *Manager) newSandbox(a Attachment, addr netip.Addr) *sandbox {
+	k := key(a.ID)
+	sb := &sandbox{
+		id: a.ID, key: k, addr: addr, pol: a.Policy, lim: a.Limits,
+		veth:     vethName(m.cfg.Table, a.ID),
+		netns:    filepath.Join(m.cfg.RunDir, "ns", k),
+		resolv:   filepath.Join(m.cfg.RunDir, k, "resolv.conf"),
+		resolved: map[netip.Addr]time.Time{},
+	}
+	m.mu.RLock()
+	if old, ok := m.sbs[a.ID]; ok {
+		sb.refusedBase, sb.noted = old.refusedBase, old.noted
+		for k, v := range old.resolved {
+			sb.resolved[k] = v
+		}
+	}
+	m.mu.RUnlock()
+	return sb
+}
+
+func (sb *sandbox) attached(gw netip.Addr) Attached {
+	return Attached{NetNS: sb.netns, ResolvConf: sb.resolv, Addr: sb.addr, Gateway: gw}
+}
 
 // Attach makes (or repairs) a sandbox's network.
 func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
-	panic("network: not implemented")
+	if a.ID == "" {
+		return Attached{}, errors.New("attach network: empty sandbox id")
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	addr, err := m.cfg.Leases.LeaseAddress(ctx, a.ID, m.cfg.Subnet)
+	if err != nil {
+		return Attached{}, fmt.Errorf("lease address for %s: %w", a.ID, err)
+	}
+	sb := m.newSandbox(a, addr)
+	br, err := m.ensureBridge()
+	if err != nil {
+		return Attached{}, err
+	}
+	if err := m.ensureLinks(sb, br); err != nil {
+		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
+	}
+	if err := m.writeResolvConf(sb); err != nil {
+		return Attached{}, err
+	}
+	if err := m.installSandbox(sb); err != nil {
+		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
+	}
+	m.remember(sb)
+	m.log.InfoContext(ctx, "attached network", "sandbox", a.ID, "addr", addr, "veth", sb.veth)
+	return sb.attached(m.gw), nil
+}
+
+// remember records sb as attached.
+func (m *Manager) remember(sb *sandbox) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.sbs[sb.id]; ok && old.addr != sb.addr {
+		delete(m.byAddr, old.addr)
+	}
+	m.sbs[sb.id] = sb
+	m.byAddr[sb.addr] = sb
+}
+
+// installSandbox replaces a sandbox's nftables objects in one
+// transaction (rebuilding the whole table if its base is missing).
+func (m *Manager) installSandbox(sb *sandbox) error {
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	p, err := m.listPresent(b)
+	if err != nil {
+		return err
+	}
+	if !p.sets[setSandboxes] || !p.sets[setDomains] || !p.chains["forward"] || !p.chains["input"] {
+		m.log.Warn("nftables table incomplete: rebuilding it", "table", m.cfg.Table)
+		m.mu.RLock()
+		all := []*sandbox{sb}
+		for id, o := range m.sbs {
+			if id != sb.id {
+				all = append(all, o)
+			}
+		}
+		m.mu.RUnlock()
+		if err := m.rebuild(b, all, time.Now()); err != nil {
+			return err
+		}
+		return b.flush("table " + m.cfg.Table)
+	}
+	if p.objs[counterName(sb.key)] {
+		counts, err := m.refusedCounters(b)
+		if err != nil {
+			return err
+		}
+		sb.refusedBase += counts[counterName(sb.key)]
+	}
+	m.mu.RLock()
+	old, ok := m.sbs[sb.id]
+	m.mu.RUnlock()
+	m.delSandbox(b, p, sb.key, sb.addr)
+	if ok && old.addr != sb.addr {
+		m.delSandbox(b, present{sets: p.sets, chains: map[string]bool{chainName(sb.key): p.chains[chainName(sb.key)]}}, sb.key, old.addr)
+	}
+	if err := m.addSandbox(b, sb, b.sandboxMap(), b.domainSet(), time.Now()); err != nil {
+		return err
+	}
+	return b.flush("rules of " + sb.id)
+}
+
+// writeResolvConf writes the sandbox's resolv.conf durably (temporary
+// file, fsync, rename, fsync of the directory).
+func (m *Manager) writeResolvConf(sb *sandbox) error {
+	dir := filepath.Dir(sb.resolv)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create dir of resolv.conf: %w", err)
+	}
+	content := fmt.Sprintf("nameserver %s\noptions timeout:2 attempts:2\n", m.gw)
+	if b, err := os.ReadFile(sb.resolv); err == nil && string(b) == content {
+		return nil
+	}
+	f, err := os.CreateTemp(dir, ".resolv.conf-*")
+	if err != nil {
+		return fmt.Errorf("create resolv.conf: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return fmt.Errorf("write resolv.conf: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod resolv.conf: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync resolv.conf: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close resolv.conf: %w", err)
+	}
+	if err := os.Rename(f.Name(), sb.resolv); err != nil {
+		return fmt.Errorf("rename resolv.conf: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir of resolv.conf: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir of resolv.conf: %w", err)
+	}
+	return nil
 }
 
 // Detach removes a sandbox's network and keeps its lease.
-func (m *Manager) Detach(ctx context.Context, id string) error { panic("network: not implemented") }
+func (m *Manager) Detach(ctx context.Context, id string) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	return m.detach(ctx, id)
+}
+
+func (m *Manager) detach(ctx context.Context, id string) error {
+	m.mu.RLock()
+	sb, ok := m.sbs[id]
+	m.mu.RUnlock()
+	if !ok {
+		sb = m.newSandbox(Attachment{ID: id}, netip.Addr{})
+		leases, err := m.cfg.Leases.ListLeases(ctx)
+		if err != nil {
+			return fmt.Errorf("detach network of %s: %w", id, err)
+		}
+		for _, l := range leases {
+			if l.SandboxID == id && m.cfg.Subnet.Contains(l.Addr) {
+				sb.addr = l.Addr
+			}
+		}
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	p, err := m.listPresent(b)
+	if err != nil {
+		return err
+	}
+	m.delSandbox(b, p, sb.key, sb.addr)
+	if err := b.flush("removal of " + id); err != nil {
+		return err
+	}
+	var errs []error
+	if sb.addr.IsValid() {
+		if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
+			err := netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: unix.AF_INET, IP: sb.addr.AsSlice()})
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", sb.addr, err))
+			}
+		}
+	}
+	if l, err := netlink.LinkByName(sb.veth); err == nil {
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete veth %s: %w", sb.veth, err))
+		}
+	}
+	if err := removeNetNS(sb.netns); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(filepath.Dir(sb.resolv)); err != nil {
+		errs = append(errs, fmt.Errorf("remove run dir of %s: %w", id, err))
+	}
+	m.mu.Lock()
+	if cur, ok := m.sbs[id]; ok {
+		delete(m.byAddr, cur.addr)
+		delete(m.sbs, id)
+	}
+	m.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach network of %s: %w", id, err)
+	}
+	m.log.InfoContext(ctx, "detached network", "sandbox", id)
+	return nil
+}
 
 // Release removes a sandbox's network and frees its lease.
-func (m *Manager) Release(ctx context.Context, id string) error { panic("network: not implemented") }
+func (m *Manager) Release(ctx context.Context, id string) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	if err := m.detach(ctx, id); err != nil {
+		return err
+	}
+	if err := m.cfg.Leases.ReleaseLease(ctx, id); err != nil {
+		return fmt.Errorf("release lease of %s: %w", id, err)
+	}
+	return nil
+}
 
 // SetPolicy replaces an attached sandbox's policy.
 func (m *Manager) SetPolicy(ctx context.Context, id string, p policy.Policy) error {
-	panic("network: not implemented")
+	m.op.Lock()
+	defer m.op.Unlock()
+	m.mu.RLock()
+	cur, ok := m.sbs[id]
+	m.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("set policy of %s: %w", id, ErrNotAttached)
+	}
+	next := *cur
+	next.pol = p
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	ch := &nftables.Chain{Name: chainName(cur.key), Table: b.t}
+	b.c.FlushChain(ch)
+	m.sandboxRules(b, ch, b.namedSet(cur.key), &next)
+	el := []nftables.SetElement{{Key: addr4(cur.addr)}}
+	_ = b.c.SetAddElements(b.domainSet(), el)
+	if !p.HasDomains() {
+		_ = b.c.SetDeleteElements(b.domainSet(), el)
+	}
+	if err := b.flush("policy of " + id); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	cur.pol = p
+	m.mu.Unlock()
+	m.log.InfoContext(ctx, "set network policy", "sandbox", id)
+	return nil
 }
 
 // Sync makes the host's network state match the running sandboxes.
 func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[string]bool) error {
-	panic("network: not implemented")
+	m.op.Lock()
+	defer m.op.Unlock()
+	var errs []error
+	br, err := m.ensureBridge()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var sbs []*sandbox
+	keep := map[string]bool{}     // keys of RunDir entries
+	keepLink := map[string]bool{} // host veth names
+	keepAddr := map[netip.Addr]bool{}
+	for _, a := range running {
+		addr, err := m.cfg.Leases.LeaseAddress(ctx, a.ID, m.cfg.Subnet)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lease address for %s: %w", a.ID, err))
+			continue
+		}
+		sb := m.newSandbox(a, addr)
+		keep[sb.key], keepLink[sb.veth] = true, true
+		if err := m.ensureLinks(sb, br); err != nil {
+			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
+			continue
+		}
+		if err := m.writeResolvConf(sb); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		keepAddr[sb.addr] = true
+		sbs = append(sbs, sb)
+	}
+
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	counts, err := m.refusedCounters(b)
+	if err != nil {
+		return err
+	}
+	for _, sb := range sbs {
+		sb.refusedBase += counts[counterName(sb.key)]
+	}
+	if err := m.rebuild(b, sbs, now); err != nil {
+		return err
+	}
+	if err := b.flush("table " + m.cfg.Table); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.sbs, m.byAddr = map[string]*sandbox{}, map[netip.Addr]*sandbox{}
+	for _, sb := range sbs {
+		m.sbs[sb.id], m.byAddr[sb.addr] = sb, sb
+	}
+	m.mu.Unlock()
+
+	errs = append(errs, m.sweep(ctx, br, keep, keepLink, keepAddr)...)
+
+	if exists != nil || len(running) == 0 {
+		leases, err := m.cfg.Leases.ListLeases(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list leases: %w", err))
+		}
+		isRunning := map[string]bool{}
+		for _, a := range running {
+			isRunning[a.ID] = true
+		}
+		for _, l := range leases {
+			if exists[l.SandboxID] || isRunning[l.SandboxID] {
+				continue
+			}
+			if err := m.cfg.Leases.ReleaseLease(ctx, l.SandboxID); err != nil {
+				errs = append(errs, fmt.Errorf("release lease of %s: %w", l.SandboxID, err))
+				continue
+			}
+			m.log.InfoContext(ctx, "released lease of a deleted sandbox", "sandbox", l.SandboxID, "addr", l.Addr)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sync network: %w", err)
+	}
+	return nil
+}
+
+// sweep removes this instance's links, neighbour entries, netns files and
+// RunDir entries that belong to no kept sandbox.
+func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map[string]bool, keepAddr map[netip.Addr]bool) []error {
+	var errs []error
+	links, err := m.ownedLinks(br)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for name, l := range links {
+		if keepLink[name] {
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
+			continue
+		}
+		m.log.InfoContext(ctx, "deleted stale link", "link", name, "alias", l.Attrs().Alias)
+	}
+	if neighs, err := netlink.NeighList(br.Attrs().Index, unix.AF_INET); err == nil {
+		for _, n := range neighs {
+			a, ok := netip.AddrFromSlice(n.IP)
+			if !ok || keepAddr[a.Unmap()] || n.State&netlink.NUD_PERMANENT == 0 {
+				continue
+			}
+			if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
+			}
+		}
+	}
+	nsDir := filepath.Join(m.cfg.RunDir, "ns")
+	if ents, err := os.ReadDir(nsDir); err == nil {
+		for _, e := range ents {
+			if keep[e.Name()] {
+				continue
+			}
+			if err := removeNetNS(filepath.Join(nsDir, e.Name())); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			m.log.InfoContext(ctx, "removed stale netns", "netns", e.Name())
+		}
+	}
+	if ents, err := os.ReadDir(m.cfg.RunDir); err == nil {
+		for _, e := range ents {
+			if e.Name() == "ns" || keep[e.Name()] {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(m.cfg.RunDir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("remove run dir entry %s: %w", e.Name(), err))
+			}
+		}
+	}
+	return errs
 }
 
 // Status returns an attached sandbox's counters (ErrNotAttached if none).
 func (m *Manager) Status(ctx context.Context, id string) (Status, error) {
-	panic("network: not implemented")
+	m.mu.RLock()
+	sb, ok := m.sbs[id]
+	var st Status
+	if ok {
+		st = Status{Addr: sb.addr, Refused: sb.refusedBase + sb.noted}
+	}
+	m.mu.RUnlock()
+	if !ok {
+		return Status{}, fmt.Errorf("status of %s: %w", id, ErrNotAttached)
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		return Status{}, err
+	}
+	o, err := b.c.GetObject(&nftables.NamedObj{Table: b.t, Name: counterName(sb.key), Type: nftables.ObjTypeCounter})
+	if err != nil {
+		return Status{}, fmt.Errorf("read refused counter of %s: %w", id, err)
+	}
+	if n, ok := o.(*nftables.NamedObj); ok {
+		if c, ok := n.Obj.(*expr.Counter); ok {
+			st.Refused += c.Packets
+		}
+	}
+	l, err := netlink.LinkByName(sb.veth)
+	if err != nil {
+		return Status{}, fmt.Errorf("read link stats of %s: %w", id, err)
+	}
+	if s := l.Attrs().Statistics; s != nil {
+		// The host side receives what the sandbox sends.
+		st.TxBytes, st.RxBytes = s.RxBytes, s.TxBytes
+	}
+	return st, nil
 }
 
 // Lookup finds the attached sandbox that owns source address src (for the
 // resolver and the egress proxy).
 func (m *Manager) Lookup(src netip.Addr) (id string, p policy.Policy, ok bool) {
-	panic("network: not implemented")
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.byAddr[src.Unmap()]
+	if !ok {
+		return "", policy.Policy{}, false
+	}
+	return sb.id, sb.pol, true
 }
 
 // AddResolved admits addrs for sandbox id for ttl: an admitted name
-// resolved to them (the resolver calls it before it answers).
+// resolved to them (the resolver calls it before it answers). Errors are
+// logged: an address not admitted is refused, which is the safe side.
 func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) {
-	panic("network: not implemented")
+	ttl = max(ttl, time.Second).Truncate(time.Millisecond)
+	m.op.Lock()
+	defer m.op.Unlock()
+	m.mu.RLock()
+	sb, ok := m.sbs[id]
+	m.mu.RUnlock()
+	if !ok {
+		return
+	}
+	now := time.Now()
+	var els []nftables.SetElement
+	var v4 []netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap()
+		if a.Is4() {
+			els = append(els, nftables.SetElement{Key: addr4(a)})
+			v4 = append(v4, a)
+		}
+	}
+	if len(els) == 0 {
+		return
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		m.log.Error("admit resolved addresses", "sandbox", id, "err", err)
+		return
+	}
+	s := b.namedSet(sb.key)
+	withTTL := make([]nftables.SetElement, len(els))
+	for i, e := range els {
+		withTTL[i] = nftables.SetElement{Key: e.Key, Timeout: ttl}
+	}
+	// add (a no-op if present), delete, add: an element's timeout is set
+	// anew whatever the set held.
+	_ = b.c.SetAddElements(s, withTTL)
+	_ = b.c.SetDeleteElements(s, els)
+	_ = b.c.SetAddElements(s, withTTL)
+	if err := b.flush("resolved addresses of " + id); err != nil {
+		m.log.Error("admit resolved addresses", "sandbox", id, "err", err)
+		return
+	}
+	m.mu.Lock()
+	for a, exp := range sb.resolved {
+		if !exp.After(now) {
+			delete(sb.resolved, a)
+		}
+	}
+	for _, a := range v4 {
+		sb.resolved[a] = now.Add(ttl)
+	}
+	m.mu.Unlock()
 }
 
 // Resolved reports whether an admitted name resolved to a for sandbox id
 // and the admission has not expired.
-func (m *Manager) Resolved(id string, a netip.Addr) bool { panic("network: not implemented") }
+func (m *Manager) Resolved(id string, a netip.Addr) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.sbs[id]
+	if !ok {
+		return false
+	}
+	exp, ok := sb.resolved[a.Unmap()]
+	return ok && time.Now().Before(exp)
+}
 
 // Forbidden reports whether a is an address no sandbox may reach whatever
 // its policy: the host's own addresses, the bridge's subnets, and
 // policy.AlwaysDenied.
-func (m *Manager) Forbidden(a netip.Addr) bool { panic("network: not implemented") }
+func (m *Manager) Forbidden(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || policy.IsAlwaysDenied(a) || m.cfg.Subnet.Contains(a) || m.cfg.Subnet6.IsValid() && m.cfg.Subnet6.Contains(a) {
+		return true
+	}
+	return m.localAddrs()[a]
+}
+
+// localAddrs are the host's addresses, refreshed at most every second.
+func (m *Manager) localAddrs() map[netip.Addr]bool {
+	m.localMu.Lock()
+	defer m.localMu.Unlock()
+	if m.local != nil && time.Since(m.localAt) < time.Second {
+		return m.local
+	}
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		m.log.Warn("list host addresses", "err", err)
+		if m.local != nil {
+			return m.local
+		}
+	}
+	local := map[netip.Addr]bool{}
+	for _, ad := range addrs {
+		if a, ok := netip.AddrFromSlice(ad.IP); ok {
+			local[a.Unmap()] = true
+		}
+	}
+	m.local, m.localAt = local, time.Now()
+	return local
+}
 
 // NoteRefused counts a refusal made outside the firewall (the resolver's,
 // the egress proxy's) for sandbox id.
-func (m *Manager) NoteRefused(id string) { panic("network: not implemented") }
+func (m *Manager) NoteRefused(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sb, ok := m.sbs[id]; ok {
+		sb.noted++
+	}
+}
 
 // Addr is an attached sandbox's IPv4 address.
-func (m *Manager) Addr(id string) (netip.Addr, bool) { panic("network: not implemented") }
+func (m *Manager) Addr(id string) (netip.Addr, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.sbs[id]
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return sb.addr, true
+}
