@@ -1,6 +1,8 @@
 package network
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -35,6 +37,14 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 	if br.Type() != "bridge" {
 		return nil, fmt.Errorf("use bridge %s: it is a %s link", m.cfg.Bridge, br.Type())
 	}
+	// A bridge takes the lowest MAC of its ports unless given one: pin it,
+	// or removing a port would change the gateway's MAC under the
+	// sandboxes' ARP caches.
+	if mac := bridgeMAC(m.cfg.Bridge); !bytes.Equal(br.Attrs().HardwareAddr, mac) {
+		if err := netlink.LinkSetHardwareAddr(br, mac); err != nil {
+			return nil, fmt.Errorf("set MAC of bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
 	if err := netlink.AddrReplace(br, toNlAddr(netip.PrefixFrom(m.gw, m.cfg.Subnet.Bits()))); err != nil {
 		return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
 	}
@@ -42,6 +52,14 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 		return nil, fmt.Errorf("bring up bridge %s: %w", m.cfg.Bridge, err)
 	}
 	return br, nil
+}
+
+// bridgeMAC is a stable, locally administered MAC for the bridge.
+func bridgeMAC(name string) net.HardwareAddr {
+	sum := sha256.Sum256([]byte("stead bridge " + name))
+	mac := net.HardwareAddr(sum[:6])
+	mac[0] = mac[0]&0xfe | 0x02
+	return mac
 }
 
 func toNlAddr(p netip.Prefix) *netlink.Addr {

@@ -514,9 +514,15 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, p policy.Policy) err
 }
 
 // Sync makes the host's network state match the running sandboxes.
+// A sandbox that is running counts as existing; a nil exists releases
+// every other lease.
 func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[string]bool) error {
 	m.op.Lock()
 	defer m.op.Unlock()
+	return m.sync(ctx, running, exists, true)
+}
+
+func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[string]bool, releaseLeases bool) error {
 	var errs []error
 	br, err := m.ensureBridge()
 	if err != nil {
@@ -573,7 +579,7 @@ func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[str
 
 	errs = append(errs, m.sweep(ctx, br, keep, keepLink, keepAddr)...)
 
-	if exists != nil || len(running) == 0 {
+	if releaseLeases {
 		leases, err := m.cfg.Leases.ListLeases(ctx)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list leases: %w", err))
@@ -826,4 +832,30 @@ func (m *Manager) Addr(id string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return sb.addr, true
+}
+
+// Remove detaches every sandbox of this instance (keeping leases), then
+// deletes the nftables table and the bridge: the host is left as before
+// New. The Manager must not be used afterwards.
+func (m *Manager) Remove(ctx context.Context) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	if err := m.sync(ctx, nil, nil, false); err != nil {
+		return err
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	b.c.AddTable(b.t)
+	b.c.DelTable(b.t)
+	if err := b.flush("removal of table " + m.cfg.Table); err != nil {
+		return err
+	}
+	if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
+		if err := netlink.LinkDel(br); err != nil {
+			return fmt.Errorf("delete bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
+	return nil
 }

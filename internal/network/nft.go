@@ -29,6 +29,10 @@ import (
 // A source address identifies a sandbox only because its ingress chain
 // drops every other source from its veth.
 const (
+	// hookInetIngress is NF_INET_INGRESS: the inet family's ingress hook
+	// (nftables.ChainHookIngress is the netdev family's, a different number).
+	hookInetIngress nftables.ChainHook = 5
+
 	setSandboxes = "sandboxes4"
 	setDomains   = "domains4"
 )
@@ -157,7 +161,7 @@ func (m *Manager) addSandbox(b *batch, sb *sandbox, sbMap, domSet *nftables.Set,
 
 	prio := nftables.ChainPriority(-500)
 	ing := b.c.AddChain(&nftables.Chain{Name: ingressName(sb.key), Table: b.t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookIngress, Priority: &prio, Device: sb.veth})
+		Hooknum: nftables.ChainHookRef(hookInetIngress), Priority: &prio, Device: sb.veth})
 	b.rule(ing, matchIPv4(), matchAddr4(offSaddr4, sb.addr, false), refuse(counterName(sb.key)))
 	b.rule(ing, matchIPv6(), drop())
 

@@ -468,3 +468,29 @@ func URL(tls bool, host string) string {
 	}
 	return scheme + "://" + strings.TrimSuffix(host, ".") + "/"
 }
+
+// Slot returns a number in [0, 256) that no other test on the machine
+// holds until t ends: tests derive distinct bridge names, subnets and
+// table names from it.
+func Slot(t testing.TB) int {
+	t.Helper()
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		t.Fatalf("nettest: create %s: %v", lockDir, err)
+	}
+	start := (os.Getpid() * 13) % 256
+	for i := range 256 {
+		n := (start + i) % 256
+		f, err := os.OpenFile(filepath.Join(lockDir, fmt.Sprintf("slot-%03d.lock", n)), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatalf("nettest: open lock: %v", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return n
+	}
+	t.Fatal("nettest: all 256 slots in use")
+	return 0
+}
