@@ -32,7 +32,7 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 		if br, err = netlink.LinkByName(m.cfg.Bridge); err != nil {
 			return nil, fmt.Errorf("find bridge %s: %w", m.cfg.Bridge, err)
 		}
-		m.log.Info("created bridge", "bridge", m.cfg.Bridge)
+		m.log.Info("created bridge")
 	}
 	if br.Type() != "bridge" {
 		return nil, fmt.Errorf("use bridge %s: it is a %s link", m.cfg.Bridge, br.Type())

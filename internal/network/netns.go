@@ -117,12 +117,3 @@ func writeSysctl(key, value string) error {
 	}
 	return nil
 }
-
-// netnsInode is the inode of a namespace file (its identity).
-func netnsInode(path string) (uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return 0, fmt.Errorf("stat netns %s: %w", path, err)
-	}
-	return st.Ino, nil
-}

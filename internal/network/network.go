@@ -300,8 +300,11 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 func (m *Manager) remember(sb *sandbox) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.sbs[sb.id]; ok && old.addr != sb.addr {
-		delete(m.byAddr, old.addr)
+	if old, ok := m.sbs[sb.id]; ok {
+		sb.noted = old.noted // NoteRefused may have counted since newSandbox
+		if old.addr != sb.addr {
+			delete(m.byAddr, old.addr)
+		}
 	}
 	m.sbs[sb.id] = sb
 	m.byAddr[sb.addr] = sb
@@ -571,8 +574,12 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 		return err
 	}
 	m.mu.Lock()
+	old := m.sbs
 	m.sbs, m.byAddr = map[string]*sandbox{}, map[netip.Addr]*sandbox{}
 	for _, sb := range sbs {
+		if o, ok := old[sb.id]; ok {
+			sb.noted = o.noted
+		}
 		m.sbs[sb.id], m.byAddr[sb.addr] = sb, sb
 	}
 	m.mu.Unlock()

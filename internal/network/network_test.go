@@ -667,3 +667,42 @@ func TestConnLimitRefusesTheConnectionOverItAndStatusCountsIt(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	e.mustReach(a.NetNS, e.sink(e.inet.Web))
 }
+
+func TestSandboxCannotSendFromAnAddressNotItsOwn(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("spoofer", policy.Default(), network.Limits{})
+	// The test (root over the netns, unlike the sandbox) adds a second
+	// address, as a sandbox with CAP_NET_ADMIN over its netns could.
+	spoofed := a.Addr.Next().Next()
+	err := nettest.Do(a.NetNS, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(eth, &netlink.Addr{IPNet: &net.IPNet{IP: spoofed.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st0, _ := e.m.Status(e.ctx, "spoofer")
+	err = nettest.Do(a.NetNS, func() error {
+		d := net.Dialer{Timeout: refuseWithin, LocalAddr: &net.TCPAddr{IP: spoofed.AsSlice()}}
+		c, err := d.Dial("tcp", e.sink(e.inet.Web).String())
+		if err == nil {
+			c.Close()
+			return errors.New("a spoofed source reached the internet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1, _ := e.m.Status(e.ctx, "spoofer")
+	if st1.Refused <= st0.Refused {
+		t.Fatalf("spoofed packets not counted: %d -> %d", st0.Refused, st1.Refused)
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	if id, _, ok := e.m.Lookup(spoofed); ok {
+		t.Fatalf("Lookup(%s) = %s", spoofed, id)
+	}
+}
