@@ -48,6 +48,14 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 	if err := netlink.AddrReplace(br, toNlAddr(netip.PrefixFrom(m.gw, m.cfg.Subnet.Bits()))); err != nil {
 		return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
 	}
+	if m.gw6.IsValid() {
+		if err := writeSysctl("net/ipv6/conf/"+m.cfg.Bridge+"/disable_ipv6", "0"); err != nil {
+			return nil, err
+		}
+		if err := netlink.AddrReplace(br, toNlAddr(netip.PrefixFrom(m.gw6, m.cfg.Subnet6.Bits()))); err != nil {
+			return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
 	if err := netlink.LinkSetUp(br); err != nil {
 		return nil, fmt.Errorf("bring up bridge %s: %w", m.cfg.Bridge, err)
 	}
@@ -62,23 +70,36 @@ func bridgeMAC(name string) net.HardwareAddr {
 	return mac
 }
 
+// toNlAddr is p as a netlink address (IPv6 ones without duplicate
+// address detection: the leases are unique).
 func toNlAddr(p netip.Prefix) *netlink.Addr {
-	return &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+	if p.Addr().Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
+	return a
 }
 
-// ensureForwarding turns on IPv4 forwarding (saying so when it changes).
+// ensureForwarding turns on IP forwarding (saying so when it changes):
+// IPv4, and IPv6 with Subnet6.
 func (m *Manager) ensureForwarding() error {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	if err != nil {
-		return fmt.Errorf("read net.ipv4.ip_forward: %w", err)
+	keys := []string{"net/ipv4/ip_forward"}
+	if m.gw6.IsValid() {
+		keys = append(keys, "net/ipv6/conf/all/forwarding")
 	}
-	if strings.TrimSpace(string(b)) == "1" {
-		return nil
+	for _, k := range keys {
+		b, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			return fmt.Errorf("read sysctl %s: %w", k, err)
+		}
+		if strings.TrimSpace(string(b)) == "1" {
+			continue
+		}
+		if err := writeSysctl(k, "1"); err != nil {
+			return err
+		}
+		m.log.Warn("turned on IP forwarding for sandbox traffic", "sysctl", strings.ReplaceAll(k, "/", "."), "was", strings.TrimSpace(string(b)), "now", "1")
 	}
-	if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
-		return err
-	}
-	m.log.Warn("turned on IPv4 forwarding for sandbox traffic", "sysctl", "net.ipv4.ip_forward", "was", strings.TrimSpace(string(b)), "now", "1")
 	return nil
 }
 
@@ -153,22 +174,28 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 			return fmt.Errorf("bring up lo in %s: %w", sb.netns, err)
 		}
 	}
-	if err := nh.AddrReplace(peer, toNlAddr(netip.PrefixFrom(sb.addr, m.cfg.Subnet.Bits()))); err != nil {
-		return fmt.Errorf("address eth0 in %s: %w", sb.netns, err)
+	// IPv6 is off in the netns unless the sandbox has an address (then
+	// without router advertisements: the route is set here).
+	sysctls := [][2]string{
+		{"net/ipv4/ip_unprivileged_port_start", "0"},
+		{"net/ipv4/ping_group_range", "0 2147483647"},
+		{"net/ipv6/conf/all/disable_ipv6", "1"},
+		{"net/ipv6/conf/default/disable_ipv6", "1"},
+		{"net/ipv6/conf/eth0/disable_ipv6", "1"},
 	}
-	if err := nh.LinkSetUp(peer); err != nil {
-		return fmt.Errorf("bring up eth0 in %s: %w", sb.netns, err)
-	}
-	route := &netlink.Route{LinkIndex: peer.Attrs().Index, Gw: m.gw.AsSlice(), Dst: nil}
-	if err := nh.RouteReplace(route); err != nil {
-		return fmt.Errorf("add default route in %s: %w", sb.netns, err)
-	}
-	if err := inNetNS(sb.netns, func() error {
-		for _, kv := range [][2]string{
+	if sb.addr6.IsValid() {
+		sysctls = [][2]string{
 			{"net/ipv4/ip_unprivileged_port_start", "0"},
 			{"net/ipv4/ping_group_range", "0 2147483647"},
-			{"net/ipv6/conf/all/disable_ipv6", "1"},
-		} {
+			{"net/ipv6/conf/all/accept_ra", "0"},
+			{"net/ipv6/conf/default/accept_ra", "0"},
+			{"net/ipv6/conf/eth0/accept_ra", "0"},
+			{"net/ipv6/conf/all/disable_ipv6", "0"},
+			{"net/ipv6/conf/eth0/disable_ipv6", "0"},
+		}
+	}
+	if err := inNetNS(sb.netns, func() error {
+		for _, kv := range sysctls {
 			if err := writeSysctl(kv[0], kv[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
@@ -177,12 +204,37 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 	}); err != nil {
 		return fmt.Errorf("set sysctls in %s: %w", sb.netns, err)
 	}
+	if err := nh.AddrReplace(peer, toNlAddr(netip.PrefixFrom(sb.addr, m.cfg.Subnet.Bits()))); err != nil {
+		return fmt.Errorf("address eth0 in %s: %w", sb.netns, err)
+	}
+	if sb.addr6.IsValid() {
+		if err := nh.AddrReplace(peer, toNlAddr(netip.PrefixFrom(sb.addr6, m.cfg.Subnet6.Bits()))); err != nil {
+			return fmt.Errorf("address eth0 in %s: %w", sb.netns, err)
+		}
+	}
+	if err := nh.LinkSetUp(peer); err != nil {
+		return fmt.Errorf("bring up eth0 in %s: %w", sb.netns, err)
+	}
+	if err := nh.RouteReplace(&netlink.Route{LinkIndex: peer.Attrs().Index, Gw: m.gw.AsSlice()}); err != nil {
+		return fmt.Errorf("add default route in %s: %w", sb.netns, err)
+	}
+	if sb.addr6.IsValid() {
+		def6 := &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		if err := nh.RouteReplace(&netlink.Route{LinkIndex: peer.Attrs().Index, Dst: def6, Gw: m.gw6.AsSlice()}); err != nil {
+			return fmt.Errorf("add default IPv6 route in %s: %w", sb.netns, err)
+		}
+	}
 
 	// The host answers ARP for nobody but believes only the real owner of
 	// each address: a permanent neighbour entry.
-	if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: unix.AF_INET,
-		State: netlink.NUD_PERMANENT, IP: sb.addr.AsSlice(), HardwareAddr: peer.Attrs().HardwareAddr}); err != nil {
-		return fmt.Errorf("pin neighbour %s: %w", sb.addr, err)
+	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
+		if !a.IsValid() {
+			continue
+		}
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: family(a),
+			State: netlink.NUD_PERMANENT, IP: a.AsSlice(), HardwareAddr: peer.Attrs().HardwareAddr}); err != nil {
+			return fmt.Errorf("pin neighbour %s: %w", a, err)
+		}
 	}
 
 	if err := setRate(netlink.QdiscReplace, netlink.QdiscDel, netlink.QdiscList, host, sb.lim.BandwidthBits); err != nil {

@@ -34,5 +34,10 @@ func aliasPrefix(table string) string { return "stead:" + table + ":" }
 // nftables object names of one sandbox.
 func chainName(k string) string   { return "sb-" + k }
 func ingressName(k string) string { return "in-" + k }
-func namedSet(k string) string    { return "named-" + k }
+func namedSet(k string, is4 bool) string {
+	if is4 {
+		return "named4-" + k
+	}
+	return "named6-" + k
+}
 func counterName(k string) string { return "refused-" + k }

@@ -167,7 +167,8 @@ var ErrNotAttached = errors.New("sandbox has no network attached")
 type Manager struct {
 	cfg Config
 	log *slog.Logger
-	gw  netip.Addr
+	// gw and gw6 are the bridge's addresses (gw6 only with Subnet6).
+	gw, gw6 netip.Addr
 
 	// op serializes every change of the host's state.
 	op sync.Mutex
@@ -183,8 +184,8 @@ type Manager struct {
 
 // sandbox is an attached sandbox as the Manager remembers it.
 type sandbox struct {
-	id, key string
-	addr    netip.Addr
+	id, key     string
+	addr, addr6 netip.Addr
 	pol     policy.Policy
 	lim     Limits
 	veth    string
@@ -213,7 +214,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		byAddr: map[netip.Addr]*sandbox{},
 	}
 	if cfg.Subnet6.IsValid() {
-		m.log.Warn("IPv6 for sandboxes is not implemented: sandboxes get IPv4 only and their IPv6 is dropped", "subnet6", cfg.Subnet6)
+		m.gw6 = cfg.Subnet6.Addr().Next()
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "ns"), 0o700); err != nil {
 		return nil, fmt.Errorf("create run dir: %w", err)
@@ -242,10 +243,10 @@ func (m *Manager) Gateway() netip.Addr { return m.gw }
 
 // newSandbox is the Manager's view of a sandbox, carrying over what it
 // already remembers of it.
-func (m *Manager) newSandbox(a Attachment, addr netip.Addr) *sandbox {
+func (m *Manager) newSandbox(a Attachment, addr, addr6 netip.Addr) *sandbox {
 	k := key(a.ID)
 	sb := &sandbox{
-		id: a.ID, key: k, addr: addr, pol: a.Policy, lim: a.Limits,
+		id: a.ID, key: k, addr: addr, addr6: addr6, pol: a.Policy, lim: a.Limits,
 		veth:     vethName(m.cfg.Table, a.ID),
 		netns:    filepath.Join(m.cfg.RunDir, "ns", k),
 		resolv:   filepath.Join(m.cfg.RunDir, k, "resolv.conf"),
@@ -263,7 +264,7 @@ func (m *Manager) newSandbox(a Attachment, addr netip.Addr) *sandbox {
 }
 
 func (sb *sandbox) attached(gw netip.Addr) Attached {
-	return Attached{NetNS: sb.netns, ResolvConf: sb.resolv, Addr: sb.addr, Gateway: gw}
+	return Attached{NetNS: sb.netns, ResolvConf: sb.resolv, Addr: sb.addr, Addr6: sb.addr6, Gateway: gw}
 }
 
 // Attach makes (or repairs) a sandbox's network.
@@ -273,11 +274,11 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	}
 	m.op.Lock()
 	defer m.op.Unlock()
-	addr, err := m.cfg.Leases.LeaseAddress(ctx, a.ID, m.cfg.Subnet)
+	addr, addr6, err := m.lease(ctx, a.ID)
 	if err != nil {
-		return Attached{}, fmt.Errorf("lease address for %s: %w", a.ID, err)
+		return Attached{}, err
 	}
-	sb := m.newSandbox(a, addr)
+	sb := m.newSandbox(a, addr, addr6)
 	br, err := m.ensureBridge()
 	if err != nil {
 		return Attached{}, err
@@ -296,18 +297,35 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	return sb.attached(m.gw), nil
 }
 
+// lease returns the sandbox's addresses, leasing them if needed.
+func (m *Manager) lease(ctx context.Context, id string) (addr, addr6 netip.Addr, err error) {
+	addr, err = m.cfg.Leases.LeaseAddress(ctx, id, m.cfg.Subnet)
+	if err != nil {
+		return addr, addr6, fmt.Errorf("lease address for %s: %w", id, err)
+	}
+	if m.cfg.Subnet6.IsValid() {
+		addr6, err = m.cfg.Leases.LeaseAddress(ctx, id, m.cfg.Subnet6)
+		if err != nil {
+			return addr, addr6, fmt.Errorf("lease IPv6 address for %s: %w", id, err)
+		}
+	}
+	return addr, addr6, nil
+}
+
 // remember records sb as attached.
 func (m *Manager) remember(sb *sandbox) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if old, ok := m.sbs[sb.id]; ok {
 		sb.noted = old.noted // NoteRefused may have counted since newSandbox
-		if old.addr != sb.addr {
-			delete(m.byAddr, old.addr)
-		}
+		delete(m.byAddr, old.addr)
+		delete(m.byAddr, old.addr6)
 	}
 	m.sbs[sb.id] = sb
 	m.byAddr[sb.addr] = sb
+	if sb.addr6.IsValid() {
+		m.byAddr[sb.addr6] = sb
+	}
 }
 
 // installSandbox replaces a sandbox's nftables objects in one
@@ -321,7 +339,11 @@ func (m *Manager) installSandbox(sb *sandbox) error {
 	if err != nil {
 		return err
 	}
-	if !p.sets[setSandboxes] || !p.sets[setDomains] || !p.chains["forward"] || !p.chains["input"] {
+	complete := p.chains["forward"] && p.chains["input"]
+	for _, is4 := range m.families() {
+		complete = complete && p.sets[b.sandboxMap(is4).Name] && p.sets[b.domainSet(is4).Name]
+	}
+	if !complete {
 		m.log.Warn("nftables table incomplete: rebuilding it", "table", m.cfg.Table)
 		m.mu.RLock()
 		all := []*sandbox{sb}
@@ -346,11 +368,12 @@ func (m *Manager) installSandbox(sb *sandbox) error {
 	m.mu.RLock()
 	old, ok := m.sbs[sb.id]
 	m.mu.RUnlock()
-	m.delSandbox(b, p, sb.key, sb.addr)
-	if ok && old.addr != sb.addr {
-		m.delSandbox(b, present{sets: p.sets, chains: map[string]bool{chainName(sb.key): p.chains[chainName(sb.key)]}}, sb.key, old.addr)
+	addrs := []netip.Addr{sb.addr, sb.addr6}
+	if ok {
+		addrs = append(addrs, old.addr, old.addr6)
 	}
-	if err := m.addSandbox(b, sb, b.sandboxMap(), b.domainSet(), time.Now()); err != nil {
+	m.delSandbox(b, p, sb.key, addrs...)
+	if err := m.addSandbox(b, sb, time.Now()); err != nil {
 		return err
 	}
 	return b.flush("rules of " + sb.id)
@@ -413,14 +436,18 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	sb, ok := m.sbs[id]
 	m.mu.RUnlock()
 	if !ok {
-		sb = m.newSandbox(Attachment{ID: id}, netip.Addr{})
+		sb = m.newSandbox(Attachment{ID: id}, netip.Addr{}, netip.Addr{})
 		leases, err := m.cfg.Leases.ListLeases(ctx)
 		if err != nil {
 			return fmt.Errorf("detach network of %s: %w", id, err)
 		}
 		for _, l := range leases {
-			if l.SandboxID == id && m.cfg.Subnet.Contains(l.Addr) {
+			switch {
+			case l.SandboxID != id:
+			case m.cfg.Subnet.Contains(l.Addr):
 				sb.addr = l.Addr
+			case m.cfg.Subnet6.IsValid() && m.cfg.Subnet6.Contains(l.Addr):
+				sb.addr6 = l.Addr
 			}
 		}
 	}
@@ -432,16 +459,19 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	m.delSandbox(b, p, sb.key, sb.addr)
+	m.delSandbox(b, p, sb.key, sb.addr, sb.addr6)
 	if err := b.flush("removal of " + id); err != nil {
 		return err
 	}
 	var errs []error
-	if sb.addr.IsValid() {
+	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
+		if !a.IsValid() {
+			continue
+		}
 		if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
-			err := netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: unix.AF_INET, IP: sb.addr.AsSlice()})
+			err := netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: family(a), IP: a.AsSlice()})
 			if err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", sb.addr, err))
+				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
 			}
 		}
 	}
@@ -459,6 +489,7 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	m.mu.Lock()
 	if cur, ok := m.sbs[id]; ok {
 		delete(m.byAddr, cur.addr)
+		delete(m.byAddr, cur.addr6)
 		delete(m.sbs, id)
 	}
 	m.mu.Unlock()
@@ -500,11 +531,17 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, p policy.Policy) err
 	}
 	ch := &nftables.Chain{Name: chainName(cur.key), Table: b.t}
 	b.c.FlushChain(ch)
-	m.sandboxRules(b, ch, b.namedSet(cur.key), &next)
-	el := []nftables.SetElement{{Key: addr4(cur.addr)}}
-	_ = b.c.SetAddElements(b.domainSet(), el)
-	if !p.HasDomains() {
-		_ = b.c.SetDeleteElements(b.domainSet(), el)
+	m.sandboxRules(b, ch, &next)
+	for _, is4 := range m.families() {
+		a := cur.addrOf(is4)
+		if !a.IsValid() {
+			continue
+		}
+		el := []nftables.SetElement{{Key: a.AsSlice()}}
+		_ = b.c.SetAddElements(b.domainSet(is4), el)
+		if !p.HasDomains() {
+			_ = b.c.SetDeleteElements(b.domainSet(is4), el)
+		}
 	}
 	if err := b.flush("policy of " + id); err != nil {
 		return err
@@ -537,12 +574,12 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	keepLink := map[string]bool{} // host veth names
 	keepAddr := map[netip.Addr]bool{}
 	for _, a := range running {
-		addr, err := m.cfg.Leases.LeaseAddress(ctx, a.ID, m.cfg.Subnet)
+		addr, addr6, err := m.lease(ctx, a.ID)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("lease address for %s: %w", a.ID, err))
+			errs = append(errs, err)
 			continue
 		}
-		sb := m.newSandbox(a, addr)
+		sb := m.newSandbox(a, addr, addr6)
 		keep[sb.key], keepLink[sb.veth] = true, true
 		if err := m.ensureLinks(sb, br); err != nil {
 			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
@@ -552,7 +589,7 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 			errs = append(errs, err)
 			continue
 		}
-		keepAddr[sb.addr] = true
+		keepAddr[sb.addr], keepAddr[sb.addr6] = true, true
 		sbs = append(sbs, sb)
 	}
 
@@ -581,6 +618,9 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 			sb.noted = o.noted
 		}
 		m.sbs[sb.id], m.byAddr[sb.addr] = sb, sb
+		if sb.addr6.IsValid() {
+			m.byAddr[sb.addr6] = sb
+		}
 	}
 	m.mu.Unlock()
 
@@ -630,15 +670,24 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		}
 		m.log.InfoContext(ctx, "deleted stale link", "link", name, "alias", l.Attrs().Alias)
 	}
-	if neighs, err := netlink.NeighList(br.Attrs().Index, unix.AF_INET); err == nil {
-		for _, n := range neighs {
-			a, ok := netip.AddrFromSlice(n.IP)
-			if !ok || keepAddr[a.Unmap()] || n.State&netlink.NUD_PERMANENT == 0 {
-				continue
-			}
-			if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
-			}
+	neighs, err := netlink.NeighList(br.Attrs().Index, unix.AF_INET)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list neighbours: %w", err))
+	}
+	if m.gw6.IsValid() {
+		n6, err := netlink.NeighList(br.Attrs().Index, unix.AF_INET6)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list neighbours: %w", err))
+		}
+		neighs = append(neighs, n6...)
+	}
+	for _, n := range neighs {
+		a, ok := netip.AddrFromSlice(n.IP)
+		if !ok || keepAddr[a.Unmap()] || n.State&netlink.NUD_PERMANENT == 0 {
+			continue
+		}
+		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
 		}
 	}
 	nsDir := filepath.Join(m.cfg.RunDir, "ns")
@@ -673,7 +722,7 @@ func (m *Manager) Status(ctx context.Context, id string) (Status, error) {
 	sb, ok := m.sbs[id]
 	var st Status
 	if ok {
-		st = Status{Addr: sb.addr, Refused: sb.refusedBase + sb.noted}
+		st = Status{Addr: sb.addr, Addr6: sb.addr6, Refused: sb.refusedBase + sb.noted}
 	}
 	m.mu.RUnlock()
 	if !ok {
@@ -729,33 +778,34 @@ func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) 
 		return
 	}
 	now := time.Now()
-	var els []nftables.SetElement
-	var v4 []netip.Addr
-	for _, a := range addrs {
-		a = a.Unmap()
-		if a.Is4() {
-			els = append(els, nftables.SetElement{Key: addr4(a)})
-			v4 = append(v4, a)
-		}
-	}
-	if len(els) == 0 {
-		return
-	}
 	b, err := m.newBatch()
 	if err != nil {
 		m.log.Error("admit resolved addresses", "sandbox", id, "err", err)
 		return
 	}
-	s := b.namedSet(sb.key)
-	withTTL := make([]nftables.SetElement, len(els))
-	for i, e := range els {
-		withTTL[i] = nftables.SetElement{Key: e.Key, Timeout: ttl}
+	var admitted []netip.Addr
+	for _, is4 := range m.families() {
+		var els, withTTL []nftables.SetElement
+		for _, a := range addrs {
+			if a = a.Unmap(); a.IsValid() && a.Is4() == is4 {
+				els = append(els, nftables.SetElement{Key: a.AsSlice()})
+				withTTL = append(withTTL, nftables.SetElement{Key: a.AsSlice(), Timeout: ttl})
+				admitted = append(admitted, a)
+			}
+		}
+		if len(els) == 0 {
+			continue
+		}
+		// add (a no-op if present), delete, add: an element's timeout is
+		// set anew whatever the set held.
+		s := b.namedSet(sb.key, is4)
+		_ = b.c.SetAddElements(s, withTTL)
+		_ = b.c.SetDeleteElements(s, els)
+		_ = b.c.SetAddElements(s, withTTL)
 	}
-	// add (a no-op if present), delete, add: an element's timeout is set
-	// anew whatever the set held.
-	_ = b.c.SetAddElements(s, withTTL)
-	_ = b.c.SetDeleteElements(s, els)
-	_ = b.c.SetAddElements(s, withTTL)
+	if len(admitted) == 0 {
+		return
+	}
 	if err := b.flush("resolved addresses of " + id); err != nil {
 		m.log.Error("admit resolved addresses", "sandbox", id, "err", err)
 		return
@@ -766,7 +816,7 @@ func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) 
 			delete(sb.resolved, a)
 		}
 	}
-	for _, a := range v4 {
+	for _, a := range admitted {
 		sb.resolved[a] = now.Add(ttl)
 	}
 	m.mu.Unlock()
@@ -828,6 +878,14 @@ func (m *Manager) NoteRefused(id string) {
 	if sb, ok := m.sbs[id]; ok {
 		sb.noted++
 	}
+}
+
+// family is the netlink address family of a.
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
 }
 
 // Addr is an attached sandbox's IPv4 address.

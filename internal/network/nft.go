@@ -13,18 +13,19 @@ import (
 	"github.com/stead-dev/stead/internal/network/policy"
 )
 
-// The firewall is one inet table, owned entirely by the Manager:
+// The firewall is one inet table, owned entirely by the Manager (4|6:
+// one per IP family, the IPv6 ones only with Config.Subnet6):
 //
-//	set sandboxes4   ipv4_addr : verdict   address -> jump sb-<id>
-//	set domains4     ipv4_addr             sandboxes whose policy names domains
-//	set named-<id>   ipv4_addr, timeout    addresses admitted by name (AddResolved)
-//	counter refused-<id>                   every drop on the sandbox's behalf
-//	chain in-<id>    inet ingress on the host veth: anti-spoof (own source only)
-//	chain sb-<id>    conntrack limit, gateway services, always-refused, policy
-//	chain forward    from the bridge: established, else dispatch by source; to the bridge: replies only
-//	chain input      from the bridge: established, else dispatch by source
-//	chain prerouting (nat) 80/443 of domain sandboxes -> egress proxy; 53 -> resolver port
-//	chain postrouting (nat) masquerade the subnet leaving by another interface
+//	map sandboxes4|6   address : verdict      source address -> jump sb-<id>
+//	set domains4|6     address                sandboxes whose policy names domains
+//	set named4|6-<id>  address, timeout       addresses admitted by name (AddResolved)
+//	counter refused-<id>                      every drop on the sandbox's behalf
+//	chain in-<id>      inet ingress on the host veth: anti-spoof (own source only)
+//	chain sb-<id>      conntrack limit, gateway services, always-refused, policy
+//	chain forward      from the bridge: established, else dispatch by source; to the bridge: replies only
+//	chain input        from the bridge: established, neighbour discovery, else dispatch by source
+//	chain prerouting   (nat) 80/443 of domain sandboxes -> egress proxy; 53 -> resolver port
+//	chain postrouting  (nat) masquerade the subnets leaving by another interface
 //
 // A source address identifies a sandbox only because its ingress chain
 // drops every other source from its veth.
@@ -32,10 +33,21 @@ const (
 	// hookInetIngress is NF_INET_INGRESS: the inet family's ingress hook
 	// (nftables.ChainHookIngress is the netdev family's, a different number).
 	hookInetIngress nftables.ChainHook = 5
-
-	setSandboxes = "sandboxes4"
-	setDomains   = "domains4"
 )
+
+func famName(is4 bool) string {
+	if is4 {
+		return "4"
+	}
+	return "6"
+}
+
+func keyType(is4 bool) nftables.SetDatatype {
+	if is4 {
+		return nftables.TypeIPAddr
+	}
+	return nftables.TypeIP6Addr
+}
 
 // batch is one nftables transaction.
 type batch struct {
@@ -65,19 +77,48 @@ func (b *batch) rule(chain *nftables.Chain, exprs ...[]expr.Any) {
 	b.c.AddRule(&nftables.Rule{Table: b.t, Chain: chain, Exprs: cat(exprs...)})
 }
 
-func (b *batch) sandboxMap() *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: setSandboxes, IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeVerdict}
+func (b *batch) sandboxMap(is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: "sandboxes" + famName(is4), IsMap: true, KeyType: keyType(is4), DataType: nftables.TypeVerdict}
 }
 
-func (b *batch) domainSet() *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: setDomains, KeyType: nftables.TypeIPAddr}
+func (b *batch) domainSet(is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: "domains" + famName(is4), KeyType: keyType(is4)}
 }
 
-func (b *batch) namedSet(k string) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: namedSet(k), KeyType: nftables.TypeIPAddr, HasTimeout: true}
+func (b *batch) namedSet(k string, is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: namedSet(k, is4), KeyType: keyType(is4), HasTimeout: true}
 }
 
-func addr4(a netip.Addr) []byte { b := a.As4(); return b[:] }
+// families are the IP families the Manager serves: IPv4, and IPv6 with
+// Subnet6.
+func (m *Manager) families() []bool {
+	if m.gw6.IsValid() {
+		return []bool{true, false}
+	}
+	return []bool{true}
+}
+
+// addrOf is the sandbox's address of a family.
+func (sb *sandbox) addrOf(is4 bool) netip.Addr {
+	if is4 {
+		return sb.addr
+	}
+	return sb.addr6
+}
+
+func (m *Manager) gwOf(is4 bool) netip.Addr {
+	if is4 {
+		return m.gw
+	}
+	return m.gw6
+}
+
+func (m *Manager) subnetOf(is4 bool) netip.Prefix {
+	if is4 {
+		return m.cfg.Subnet
+	}
+	return m.cfg.Subnet6
+}
 
 // rebuild queues the whole table for sbs: delete (if present) and
 // recreate, so one transaction replaces the ruleset.
@@ -86,18 +127,15 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 	b.c.DelTable(b.t)
 	b.c.AddTable(b.t)
 
-	sbMap := b.sandboxMap()
-	sbMap.ID = b.id()
-	domSet := b.domainSet()
-	domSet.ID = b.id()
-	if err := b.c.AddSet(sbMap, nil); err != nil {
-		return fmt.Errorf("queue set %s: %w", setSandboxes, err)
-	}
-	if err := b.c.AddSet(domSet, nil); err != nil {
-		return fmt.Errorf("queue set %s: %w", setDomains, err)
+	for _, is4 := range m.families() {
+		for _, s := range []*nftables.Set{b.sandboxMap(is4), b.domainSet(is4)} {
+			if err := b.c.AddSet(s, nil); err != nil {
+				return fmt.Errorf("queue set %s: %w", s.Name, err)
+			}
+		}
 	}
 	for _, sb := range sbs {
-		if err := m.addSandbox(b, sb, sbMap, domSet, now); err != nil {
+		if err := m.addSandbox(b, sb, now); err != nil {
 			return err
 		}
 	}
@@ -109,7 +147,9 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 	fwd := b.c.AddChain(&nftables.Chain{Name: "forward", Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
 	b.rule(fwd, matchIif(br, true), est, accept())
-	b.rule(fwd, matchIif(br, true), matchIPv4(), lookup4(offSaddr4, sbMap, true))
+	for _, is4 := range m.families() {
+		b.rule(fwd, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4), true))
+	}
 	b.rule(fwd, matchIif(br, true), drop())
 	b.rule(fwd, matchOif(br, true), est, accept())
 	b.rule(fwd, matchOif(br, true), drop())
@@ -117,84 +157,115 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 	in := b.c.AddChain(&nftables.Chain{Name: "input", Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
 	b.rule(in, matchIif(br, true), est, accept())
-	b.rule(in, matchIif(br, true), matchIPv4(), lookup4(offSaddr4, sbMap, true))
+	if m.gw6.IsValid() {
+		// Neighbour discovery with the gateway (from link-local sources).
+		for _, typ := range []byte{133, 135, 136} {
+			b.rule(in, matchIif(br, true), matchIPv6(), matchICMPv6Type(typ), accept())
+		}
+	}
+	for _, is4 := range m.families() {
+		b.rule(in, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4), true))
+	}
 	b.rule(in, matchIif(br, true), drop())
 
 	pre := b.c.AddChain(&nftables.Chain{Name: "prerouting", Table: b.t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &pAccept})
-	for _, port := range []int{80, 443} {
-		b.rule(pre, matchIif(br, true), matchIPv4(), lookup4(offSaddr4, domSet, false),
-			matchLocalDaddr(false), matchL4Port(unix.IPPROTO_TCP, port), redirectTo(m.cfg.EgressPort))
-	}
-	if m.cfg.ResolverPort != 53 {
-		for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-			b.rule(pre, matchIif(br, true), matchIPv4(), matchAddr4(offDaddr4, m.gw, true),
-				matchL4Port(proto, 53), redirectTo(m.cfg.ResolverPort))
+	for _, is4 := range m.families() {
+		for _, port := range []int{80, 443} {
+			b.rule(pre, matchIif(br, true), lookupAddr(src, is4, b.domainSet(is4), false),
+				matchLocalDaddr(false), matchL4Port(unix.IPPROTO_TCP, port), redirectTo(m.cfg.EgressPort))
+		}
+		if m.cfg.ResolverPort != 53 {
+			for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+				b.rule(pre, matchIif(br, true), matchAddr(dst, m.gwOf(is4), true),
+					matchL4Port(proto, 53), redirectTo(m.cfg.ResolverPort))
+			}
 		}
 	}
 
 	post := b.c.AddChain(&nftables.Chain{Name: "postrouting", Table: b.t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &pAccept})
-	b.rule(post, matchIPv4(), matchPrefix4(offSaddr4, m.cfg.Subnet), matchOif(br, false), []expr.Any{&expr.Masq{}})
+	for _, is4 := range m.families() {
+		b.rule(post, matchPrefix(src, m.subnetOf(is4), true), matchOif(br, false), []expr.Any{&expr.Masq{}})
+	}
 	return nil
 }
 
-// addSandbox queues one sandbox's objects: its counter, named set,
+// addSandbox queues one sandbox's objects: its counter, named sets,
 // chains, and its elements in the shared sets.
-func (m *Manager) addSandbox(b *batch, sb *sandbox, sbMap, domSet *nftables.Set, now time.Time) error {
+func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time) error {
 	b.c.AddObj(&nftables.NamedObj{Table: b.t, Name: counterName(sb.key), Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
 
-	ns := b.namedSet(sb.key)
-	ns.ID = b.id()
-	var elems []nftables.SetElement
-	for a, exp := range sb.resolved {
-		if left := exp.Sub(now); left > time.Second && a.Is4() {
-			elems = append(elems, nftables.SetElement{Key: addr4(a), Timeout: left.Truncate(time.Millisecond)})
+	for _, is4 := range m.families() {
+		ns := b.namedSet(sb.key, is4)
+		var elems []nftables.SetElement
+		for a, exp := range sb.resolved {
+			if left := exp.Sub(now); left > time.Second && a.Is4() == is4 {
+				elems = append(elems, nftables.SetElement{Key: a.AsSlice(), Timeout: left.Truncate(time.Millisecond)})
+			}
 		}
-	}
-	if err := b.c.AddSet(ns, elems); err != nil {
-		return fmt.Errorf("queue set %s: %w", ns.Name, err)
+		if err := b.c.AddSet(ns, elems); err != nil {
+			return fmt.Errorf("queue set %s: %w", ns.Name, err)
+		}
 	}
 
 	ch := b.c.AddChain(&nftables.Chain{Name: chainName(sb.key), Table: b.t})
-	m.sandboxRules(b, ch, ns, sb)
+	m.sandboxRules(b, ch, sb)
 
 	prio := nftables.ChainPriority(-500)
 	ing := b.c.AddChain(&nftables.Chain{Name: ingressName(sb.key), Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookRef(hookInetIngress), Priority: &prio, Device: sb.veth})
-	b.rule(ing, matchIPv4(), matchAddr4(offSaddr4, sb.addr, false), refuse(counterName(sb.key)))
-	b.rule(ing, matchIPv6(), drop())
-
-	if err := b.c.SetAddElements(sbMap, []nftables.SetElement{{Key: addr4(sb.addr),
-		VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}}); err != nil {
-		return fmt.Errorf("queue element of %s: %w", setSandboxes, err)
+	ref := refuse(counterName(sb.key))
+	b.rule(ing, matchAddr(src, sb.addr, false), ref)
+	if sb.addr6.IsValid() {
+		b.rule(ing, matchAddr(src, sb.addr6, false), matchPrefix(src, linkLocal6, false), ref)
+	} else {
+		b.rule(ing, matchIPv6(), drop())
 	}
-	if sb.pol.HasDomains() {
-		if err := b.c.SetAddElements(domSet, []nftables.SetElement{{Key: addr4(sb.addr)}}); err != nil {
-			return fmt.Errorf("queue element of %s: %w", setDomains, err)
+
+	for _, is4 := range m.families() {
+		a := sb.addrOf(is4)
+		if !a.IsValid() {
+			continue
+		}
+		if err := b.c.SetAddElements(b.sandboxMap(is4), []nftables.SetElement{{Key: a.AsSlice(),
+			VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}}); err != nil {
+			return fmt.Errorf("queue element of sandboxes%s: %w", famName(is4), err)
+		}
+		if sb.pol.HasDomains() {
+			if err := b.c.SetAddElements(b.domainSet(is4), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
+				return fmt.Errorf("queue element of domains%s: %w", famName(is4), err)
+			}
 		}
 	}
 	return nil
 }
 
+var linkLocal6 = netip.MustParsePrefix("fe80::/10")
+
 // sandboxRules queues the rules of chain sb-<id>, in the policy's order
 // of decision, after what no policy opens.
-func (m *Manager) sandboxRules(b *batch, ch *nftables.Chain, ns *nftables.Set, sb *sandbox) {
+func (m *Manager) sandboxRules(b *batch, ch *nftables.Chain, sb *sandbox) {
 	ref := refuse(counterName(sb.key))
 	if sb.lim.MaxConns > 0 {
 		b.rule(ch, matchCtState(expr.CtStateBitNEW),
 			[]expr.Any{&expr.Connlimit{Count: uint32(sb.lim.MaxConns), Flags: 1}}, ref)
 	}
-	gw := matchAddr4(offDaddr4, m.gw, true)
-	b.rule(ch, gw, matchL4Port(unix.IPPROTO_UDP, m.cfg.ResolverPort), accept())
-	b.rule(ch, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.ResolverPort), accept())
-	b.rule(ch, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.EgressPort), accept())
+	fams := m.families()
+	for _, is4 := range fams {
+		gw := matchAddr(dst, m.gwOf(is4), true)
+		b.rule(ch, gw, matchL4Port(unix.IPPROTO_UDP, m.cfg.ResolverPort), accept())
+		b.rule(ch, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.ResolverPort), accept())
+		b.rule(ch, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.EgressPort), accept())
+	}
 	b.rule(ch, matchLocalDaddr(true), ref)
 	b.rule(ch, matchOif(m.cfg.Bridge, true), ref)
-	b.rule(ch, matchPrefix4(offDaddr4, m.cfg.Subnet), ref)
+	for _, is4 := range fams {
+		b.rule(ch, matchPrefix(dst, m.subnetOf(is4), true), ref)
+	}
 	for _, p := range policy.AlwaysDenied {
-		if p.Addr().Is4() {
-			b.rule(ch, matchPrefix4(offDaddr4, p), ref)
+		if p.Addr().Is4() || m.gw6.IsValid() {
+			b.rule(ch, matchPrefix(dst, p, true), ref)
 		}
 	}
 	p := sb.pol
@@ -203,8 +274,8 @@ func (m *Manager) sandboxRules(b *batch, ch *nftables.Chain, ns *nftables.Set, s
 		return
 	}
 	for _, c := range p.DenyCIDRs {
-		if c.Addr().Is4() {
-			b.rule(ch, matchPrefix4(offDaddr4, c), ref)
+		if c.Addr().Is4() || m.gw6.IsValid() {
+			b.rule(ch, matchPrefix(dst, c, true), ref)
 		}
 	}
 	if p.DefaultAdmit() {
@@ -212,12 +283,14 @@ func (m *Manager) sandboxRules(b *batch, ch *nftables.Chain, ns *nftables.Set, s
 		return
 	}
 	for _, c := range p.AllowCIDRs {
-		if c.Addr().Is4() {
-			b.rule(ch, matchPrefix4(offDaddr4, c), accept())
+		if c.Addr().Is4() || m.gw6.IsValid() {
+			b.rule(ch, matchPrefix(dst, c, true), accept())
 		}
 	}
 	if len(p.AllowDomains) > 0 {
-		b.rule(ch, lookup4(offDaddr4, ns, false), accept())
+		for _, is4 := range fams {
+			b.rule(ch, lookupAddr(dst, is4, b.namedSet(sb.key, is4), false), accept())
+		}
 	}
 	b.rule(ch, ref)
 }
@@ -261,17 +334,22 @@ func (m *Manager) listPresent(b *batch) (present, error) {
 // delSandbox queues the removal of whatever of a sandbox's objects p
 // lists. Elements are first added then deleted so the deletion never
 // fails for a missing element.
-func (m *Manager) delSandbox(b *batch, p present, k string, addr netip.Addr) {
-	if addr.IsValid() && p.sets[setSandboxes] && p.chains[chainName(k)] {
-		sm := b.sandboxMap()
-		el := []nftables.SetElement{{Key: addr4(addr), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chainName(k)}}}
-		_ = b.c.SetAddElements(sm, el)
-		_ = b.c.SetDeleteElements(sm, el)
-	}
-	if addr.IsValid() && p.sets[setDomains] {
-		el := []nftables.SetElement{{Key: addr4(addr)}}
-		_ = b.c.SetAddElements(b.domainSet(), el)
-		_ = b.c.SetDeleteElements(b.domainSet(), el)
+func (m *Manager) delSandbox(b *batch, p present, k string, addrs ...netip.Addr) {
+	for _, a := range addrs {
+		if !a.IsValid() {
+			continue
+		}
+		is4 := a.Is4()
+		if sm := b.sandboxMap(is4); p.sets[sm.Name] && p.chains[chainName(k)] {
+			el := []nftables.SetElement{{Key: a.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chainName(k)}}}
+			_ = b.c.SetAddElements(sm, el)
+			_ = b.c.SetDeleteElements(sm, el)
+		}
+		if ds := b.domainSet(is4); p.sets[ds.Name] {
+			el := []nftables.SetElement{{Key: a.AsSlice()}}
+			_ = b.c.SetAddElements(ds, el)
+			_ = b.c.SetDeleteElements(ds, el)
+		}
 	}
 	for _, name := range []string{chainName(k), ingressName(k)} {
 		if p.chains[name] {
@@ -280,8 +358,10 @@ func (m *Manager) delSandbox(b *batch, p present, k string, addr netip.Addr) {
 			b.c.DelChain(ch)
 		}
 	}
-	if p.sets[namedSet(k)] {
-		b.c.DelSet(b.namedSet(k))
+	for _, is4 := range []bool{true, false} {
+		if p.sets[namedSet(k, is4)] {
+			b.c.DelSet(b.namedSet(k, is4))
+		}
 	}
 	if p.objs[counterName(k)] {
 		b.c.DeleteObject(&nftables.NamedObj{Table: b.t, Name: counterName(k), Type: nftables.ObjTypeCounter})

@@ -1,7 +1,7 @@
 package network
 
 import (
-	"encoding/binary"
+	"net"
 	"net/netip"
 
 	"github.com/google/nftables"
@@ -57,42 +57,71 @@ func matchIPv6() []expr.Any {
 	}
 }
 
+// dir says which address of the IP header a match reads.
+type dir int
+
 const (
-	offSaddr4 = 12
-	offDaddr4 = 16
+	src dir = iota
+	dst
 )
 
-func loadAddr4(off uint32) *expr.Payload {
-	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4}
+// loadAddr loads the source or destination address of an IPv4 (is4) or
+// IPv6 header into register 1.
+func loadAddr(d dir, is4 bool) *expr.Payload {
+	off, n := uint32(12), uint32(4)
+	if !is4 {
+		off, n = 8, 16
+	}
+	if d == dst {
+		off += n
+	}
+	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}
 }
 
-// matchAddr4 is "ip saddr|daddr [!=] a".
-func matchAddr4(off uint32, a netip.Addr, eq bool) []expr.Any {
+func matchFamily(is4 bool) []expr.Any {
+	if is4 {
+		return matchIPv4()
+	}
+	return matchIPv6()
+}
+
+// matchAddr is "ip[6] saddr|daddr [!=] a", with the family check.
+func matchAddr(d dir, a netip.Addr, eq bool) []expr.Any {
 	op := expr.CmpOpEq
 	if !eq {
 		op = expr.CmpOpNeq
 	}
-	b := a.As4()
-	return []expr.Any{loadAddr4(off), &expr.Cmp{Op: op, Register: 1, Data: b[:]}}
+	return cat(matchFamily(a.Is4()), []expr.Any{loadAddr(d, a.Is4()), &expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()}})
 }
 
-// matchPrefix4 is "ip saddr|daddr p".
-func matchPrefix4(off uint32, p netip.Prefix) []expr.Any {
+// matchPrefix is "ip[6] saddr|daddr [!=] p", with the family check.
+func matchPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
 	p = p.Masked()
-	if p.Bits() == 32 {
-		return matchAddr4(off, p.Addr(), true)
+	if p.IsSingleIP() {
+		return matchAddr(d, p.Addr(), eq)
 	}
-	mask := make([]byte, 4)
-	binary.BigEndian.PutUint32(mask, ^uint32(0)<<(32-p.Bits()))
-	if p.Bits() == 0 {
-		mask = []byte{0, 0, 0, 0}
+	bits := p.Addr().BitLen()
+	mask := net.CIDRMask(p.Bits(), bits)
+	op := expr.CmpOpEq
+	if !eq {
+		op = expr.CmpOpNeq
 	}
-	b := p.Addr().As4()
-	return []expr.Any{
-		loadAddr4(off),
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: []byte{0, 0, 0, 0}},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b[:]},
+	return cat(matchFamily(p.Addr().Is4()), []expr.Any{
+		loadAddr(d, p.Addr().Is4()),
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(bits / 8), Mask: mask, Xor: make([]byte, bits/8)},
+		&expr.Cmp{Op: op, Register: 1, Data: p.Addr().AsSlice()},
+	})
+}
+
+// lookupAddr is "ip[6] saddr|daddr @set" (a verdict map lookup when
+// vmap), with the family check.
+func lookupAddr(d dir, is4 bool, s *nftables.Set, vmap bool) []expr.Any {
+	l := &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID}
+	if vmap {
+		l.IsDestRegSet = true
+		l.DestRegister = 0
 	}
+	return cat(matchFamily(is4), []expr.Any{loadAddr(d, is4), l})
 }
 
 // matchL4Port is "meta l4proto proto th dport port".
@@ -102,6 +131,16 @@ func matchL4Port(proto byte, port int) []expr.Any {
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+	}
+}
+
+// matchICMPv6Type is "icmpv6 type typ".
+func matchICMPv6Type(typ byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{typ}},
 	}
 }
 
@@ -125,16 +164,6 @@ func matchLocalDaddr(eq bool) []expr.Any {
 		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
 		&expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
 	}
-}
-
-// lookup4 is "ip saddr|daddr @set" (or a verdict map lookup when vmap).
-func lookup4(off uint32, s *nftables.Set, vmap bool) []expr.Any {
-	l := &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID}
-	if vmap {
-		l.IsDestRegSet = true
-		l.DestRegister = 0
-	}
-	return []expr.Any{loadAddr4(off), l}
 }
 
 // refuse counts into the sandbox's named counter and drops.
