@@ -186,11 +186,11 @@ type Manager struct {
 type sandbox struct {
 	id, key     string
 	addr, addr6 netip.Addr
-	pol     policy.Policy
-	lim     Limits
-	veth    string
-	netns   string
-	resolv  string
+	pol         policy.Policy
+	lim         Limits
+	veth        string
+	netns       string
+	resolv      string
 	// refusedBase counts firewall drops of counter objects since replaced
 	// (a Sync rebuilds them); noted counts NoteRefused.
 	refusedBase, noted uint64

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/network"
@@ -39,7 +40,10 @@ type env struct {
 
 // newEnv makes a Manager on a bridge, subnet, table and RunDir of the
 // test's own, and a stand-in internet.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with the config changed by edit (before New).
+func newEnvWith(t *testing.T, edit func(cfg *network.Config, slot int)) *env {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("network tests need root")
@@ -60,6 +64,9 @@ func newEnv(t *testing.T) *env {
 		EgressPort:   21000 + n,
 		Table:        fmt.Sprintf("stead-test-%03d", n),
 		Leases:       st,
+	}
+	if edit != nil {
+		edit(&e.cfg, n)
 	}
 	e.m = e.newManager()
 	t.Cleanup(func() {
@@ -478,6 +485,16 @@ func (e *env) leftovers() []string {
 			out = append(out, "link "+l.Attrs().Name)
 		}
 	}
+	if br != nil {
+		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+			neighs, _ := netlink.NeighList(br.Attrs().Index, fam)
+			for _, n := range neighs {
+				if n.State&netlink.NUD_PERMANENT != 0 {
+					out = append(out, "neighbour "+n.IP.String())
+				}
+			}
+		}
+	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(mi), "\n") {
 		if strings.Contains(line, e.cfg.RunDir) {
@@ -704,5 +721,76 @@ func TestSandboxCannotSendFromAnAddressNotItsOwn(t *testing.T) {
 	e.mustReach(a.NetNS, e.sink(e.inet.Web))
 	if id, _, ok := e.m.Lookup(spoofed); ok {
 		t.Fatalf("Lookup(%s) = %s", spoofed, id)
+	}
+}
+
+func TestIPv6SandboxGoesOutThroughNAT66UnderTheSameRules(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+	})
+	a := e.attach("six", policy.Default(), network.Limits{})
+	if !e.cfg.Subnet6.Contains(a.Addr6) {
+		t.Fatalf("Addr6 %s not in %s", a.Addr6, e.cfg.Subnet6)
+	}
+	body, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web6.String()))
+	if err != nil || !strings.Contains(body, "addr=["+e.inet.Web6.String()+"]:80") {
+		t.Fatalf("fetch over IPv6: %q %v", body, err)
+	}
+	if id, _, ok := e.m.Lookup(a.Addr6); !ok || id != "six" {
+		t.Fatalf("Lookup(%s) = %q %v", a.Addr6, id, ok)
+	}
+	other := e.attach("six-other", policy.Default(), network.Limits{})
+	listenIn(t, other.NetNS, 7000)
+	hostSvc := listenHost(t, "[::]:0")
+	for _, dst := range []netip.AddrPort{
+		netip.AddrPortFrom(other.Addr6, 7000),
+		netip.AddrPortFrom(e.inet.HostAddr6, hostSvc.Port()),
+		netip.AddrPortFrom(a.Addr6.Prev(), hostSvc.Port()), // the gateway
+		netip.MustParseAddrPort("[fd00:ec2::254]:80"),
+	} {
+		e.mustNotReach(a.NetNS, dst)
+	}
+	web6, web26 := e.sink(e.inet.Web6), e.sink(e.inet.Web26)
+	if err := e.m.SetPolicy(e.ctx, "six", parse(t, []string{e.inet.Web26.String()}, nil, true)); err != nil {
+		t.Fatal(err)
+	}
+	e.mustNotReach(a.NetNS, web6)
+	e.mustReach(a.NetNS, web26)
+	if err := e.m.SetPolicy(e.ctx, "six", parse(t, []string{"example.test"}, nil, true)); err != nil {
+		t.Fatal(err)
+	}
+	e.mustNotReach(a.NetNS, web6)
+	e.m.AddResolved("six", []netip.Addr{e.inet.Web6}, time.Minute)
+	e.mustReach(a.NetNS, web6)
+	if !e.m.Forbidden(a.Addr6) || !e.m.Forbidden(e.inet.HostAddr6) || e.m.Forbidden(e.inet.Web6) {
+		t.Fatal("Forbidden is wrong for IPv6")
+	}
+	// A spoofed IPv6 source is dropped as an IPv4 one is.
+	spoofed := a.Addr6.Next().Next().Next()
+	if err := nettest.Do(a.NetNS, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(eth, &netlink.Addr{IPNet: &net.IPNet{IP: spoofed.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+			return err
+		}
+		d := net.Dialer{Timeout: refuseWithin, LocalAddr: &net.TCPAddr{IP: spoofed.AsSlice()}}
+		if c, err := d.Dial("tcp", web6.String()); err == nil {
+			c.Close()
+			return errors.New("a spoofed IPv6 source reached the internet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Release(e.ctx, "six"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Sync(e.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
 	}
 }

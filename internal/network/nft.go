@@ -49,21 +49,32 @@ func keyType(is4 bool) nftables.SetDatatype {
 	return nftables.TypeIP6Addr
 }
 
-// batch is one nftables transaction.
+// batch is one nftables transaction. Rules refer to sets by name (the
+// kernel finds a set added earlier in the same transaction by name).
 type batch struct {
 	c      *nftables.Conn
 	t      *nftables.Table
 	nextID uint32
 }
 
-func (b *batch) id() uint32 { b.nextID++; return b.nextID }
+// addSet queues a set with its elements. It numbers the set itself: the
+// library would otherwise number it from a package variable shared,
+// unlocked, by every connection.
+func (b *batch) addSet(s *nftables.Set, elems []nftables.SetElement) error {
+	b.nextID++
+	s.ID = b.nextID
+	if err := b.c.AddSet(s, elems); err != nil {
+		return fmt.Errorf("queue set %s: %w", s.Name, err)
+	}
+	return nil
+}
 
 func (m *Manager) newBatch() (*batch, error) {
 	c, err := nftables.New()
 	if err != nil {
 		return nil, fmt.Errorf("open nftables: %w", err)
 	}
-	return &batch{c: c, t: &nftables.Table{Name: m.cfg.Table, Family: nftables.TableFamilyINet}, nextID: 1000}, nil
+	return &batch{c: c, t: &nftables.Table{Name: m.cfg.Table, Family: nftables.TableFamilyINet}}, nil
 }
 
 func (b *batch) flush(what string) error {
@@ -129,8 +140,8 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 
 	for _, is4 := range m.families() {
 		for _, s := range []*nftables.Set{b.sandboxMap(is4), b.domainSet(is4)} {
-			if err := b.c.AddSet(s, nil); err != nil {
-				return fmt.Errorf("queue set %s: %w", s.Name, err)
+			if err := b.addSet(s, nil); err != nil {
+				return err
 			}
 		}
 	}
@@ -204,8 +215,8 @@ func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time) error {
 				elems = append(elems, nftables.SetElement{Key: a.AsSlice(), Timeout: left.Truncate(time.Millisecond)})
 			}
 		}
-		if err := b.c.AddSet(ns, elems); err != nil {
-			return fmt.Errorf("queue set %s: %w", ns.Name, err)
+		if err := b.addSet(ns, elems); err != nil {
+			return err
 		}
 	}
 

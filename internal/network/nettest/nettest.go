@@ -62,6 +62,10 @@ type Internet struct {
 	// Web and Web2 are two addresses every server listens on (Web also
 	// serves DNS).
 	Web, Web2 netip.Addr
+	// Prefix6, HostAddr6, Web6 and Web26 are the same in IPv6, on a /64
+	// of the benchmarking range 2001:2::/48.
+	Prefix6                netip.Prefix
+	HostAddr6, Web6, Web26 netip.Addr
 	// CertPEM is the HTTPS server's self-signed certificate (for *.test,
 	// localhost and both addresses); Certs is a pool holding it.
 	CertPEM []byte
@@ -101,6 +105,11 @@ func newInternet(t testing.TB) (*Internet, error) {
 	in.Web = in.HostAddr.Next()
 	in.Web2 = in.Web.Next()
 	in.veth = fmt.Sprintf("stnt%03dh", n)
+	base6 := netip.AddrFrom16([16]byte{0x20, 0x01, 0, 0x02, 0, 0, byte(n >> 8), byte(n)})
+	in.Prefix6 = netip.PrefixFrom(base6, 64)
+	in.HostAddr6 = base6.Next()
+	in.Web6 = in.HostAddr6.Next()
+	in.Web26 = in.Web6.Next()
 
 	if l, err := netlink.LinkByName(in.veth); err == nil {
 		_ = netlink.LinkDel(l) // left by a killed test that held this /24
@@ -124,8 +133,10 @@ func newInternet(t testing.TB) (*Internet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find veth %s: %w", in.veth, err)
 	}
-	if err := netlink.AddrAdd(host, nlAddr(in.HostAddr, 24)); err != nil {
-		return nil, fmt.Errorf("address %s: %w", in.veth, err)
+	for _, a := range []*netlink.Addr{nlAddr(in.HostAddr, 24), nlAddr(in.HostAddr6, 64)} {
+		if err := netlink.AddrAdd(host, a); err != nil {
+			return nil, fmt.Errorf("address %s: %w", in.veth, err)
+		}
 	}
 	if err := netlink.LinkSetUp(host); err != nil {
 		return nil, fmt.Errorf("bring up %s: %w", in.veth, err)
@@ -139,8 +150,8 @@ func newInternet(t testing.TB) (*Internet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find eth0: %w", err)
 	}
-	for _, a := range []netip.Addr{in.Web, in.Web2} {
-		if err := nh.AddrAdd(eth, nlAddr(a, 24)); err != nil {
+	for _, a := range []*netlink.Addr{nlAddr(in.Web, 24), nlAddr(in.Web2, 24), nlAddr(in.Web6, 64), nlAddr(in.Web26, 64)} {
+		if err := nh.AddrAdd(eth, a); err != nil {
 			return nil, fmt.Errorf("address eth0: %w", err)
 		}
 	}
@@ -155,6 +166,10 @@ func newInternet(t testing.TB) (*Internet, error) {
 	if err := nh.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: in.HostAddr.AsSlice()}); err != nil {
 		return nil, fmt.Errorf("add default route: %w", err)
 	}
+	def6 := &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+	if err := nh.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: def6, Gw: in.HostAddr6.AsSlice()}); err != nil {
+		return nil, fmt.Errorf("add default IPv6 route: %w", err)
+	}
 	if err := in.serve(); err != nil {
 		return nil, err
 	}
@@ -162,7 +177,11 @@ func newInternet(t testing.TB) (*Internet, error) {
 }
 
 func nlAddr(a netip.Addr, bits int) *netlink.Addr {
-	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, a.BitLen())}}
+	ad := &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(bits, a.BitLen())}}
+	if a.Is6() {
+		ad.Flags = unix.IFA_F_NODAD
+	}
+	return ad
 }
 
 // allocate takes the lock of a free /24 (of 512) and returns its index.
@@ -440,7 +459,7 @@ func (in *Internet) selfSigned() (tls.Certificate, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		DNSNames:              []string{"*.test", "example.test", "other.test", "third.test", "localhost"},
-		IPAddresses:           []net.IP{in.Web.AsSlice(), in.Web2.AsSlice()},
+		IPAddresses:           []net.IP{in.Web.AsSlice(), in.Web2.AsSlice(), in.Web6.AsSlice(), in.Web26.AsSlice()},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

@@ -18,7 +18,7 @@ func TestInternetServesHTTPHTTPSAndDNSFromTheHost(t *testing.T) {
 	in.SetZone(map[string][]netip.Addr{"example.test": {in.Web}, "third.test": {in.Web2}})
 
 	c := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: in.Certs}}}
-	for _, u := range []string{URL(false, in.Web.String()), URL(true, in.Web2.String())} {
+	for _, u := range []string{URL(false, in.Web.String()), URL(true, in.Web2.String()), URL(false, in.Web6.String()), URL(true, in.Web26.String())} {
 		resp, err := c.Get(u)
 		if err != nil {
 			t.Fatalf("get %s: %v", u, err)
