@@ -538,8 +538,10 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, p policy.Policy) err
 			continue
 		}
 		el := []nftables.SetElement{{Key: a.AsSlice()}}
-		_ = b.c.SetAddElements(b.domainSet(is4), el)
-		if !p.HasDomains() {
+		switch had := cur.pol.HasDomains(); {
+		case p.HasDomains() && !had:
+			_ = b.c.SetAddElements(b.domainSet(is4), el)
+		case had && !p.HasDomains():
 			_ = b.c.SetDeleteElements(b.domainSet(is4), el)
 		}
 	}

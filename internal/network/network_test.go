@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -26,11 +27,20 @@ import (
 	"github.com/stead-dev/stead/internal/store/sqlite"
 )
 
+// testWriter sends the Manager's logs to the test's log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
 // refuseWithin is how long a dial that must fail is given.
 const refuseWithin = 400 * time.Millisecond
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	ctx  context.Context
 	cfg  network.Config
 	m    *network.Manager
@@ -43,7 +53,7 @@ type env struct {
 func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
 
 // newEnvWith is newEnv with the config changed by edit (before New).
-func newEnvWith(t *testing.T, edit func(cfg *network.Config, slot int)) *env {
+func newEnvWith(t testing.TB, edit func(cfg *network.Config, slot int)) *env {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("network tests need root")
@@ -64,6 +74,7 @@ func newEnvWith(t *testing.T, edit func(cfg *network.Config, slot int)) *env {
 		EgressPort:   21000 + n,
 		Table:        fmt.Sprintf("stead-test-%03d", n),
 		Leases:       st,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	}
 	if edit != nil {
 		edit(&e.cfg, n)

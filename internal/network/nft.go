@@ -343,15 +343,17 @@ func (m *Manager) listPresent(b *batch) (present, error) {
 }
 
 // delSandbox queues the removal of whatever of a sandbox's objects p
-// lists. Elements are first added then deleted so the deletion never
-// fails for a missing element.
+// lists. Its elements in the shared sets exist only with its chain (they
+// are added and removed together); they are first added then deleted so
+// the deletion never fails for a missing one. (Deletions make a commit
+// wait for the kernel's RCU grace period, ~10 ms: a first Attach has none.)
 func (m *Manager) delSandbox(b *batch, p present, k string, addrs ...netip.Addr) {
 	for _, a := range addrs {
-		if !a.IsValid() {
+		if !a.IsValid() || !p.chains[chainName(k)] {
 			continue
 		}
 		is4 := a.Is4()
-		if sm := b.sandboxMap(is4); p.sets[sm.Name] && p.chains[chainName(k)] {
+		if sm := b.sandboxMap(is4); p.sets[sm.Name] {
 			el := []nftables.SetElement{{Key: a.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chainName(k)}}}
 			_ = b.c.SetAddElements(sm, el)
 			_ = b.c.SetDeleteElements(sm, el)
