@@ -153,7 +153,7 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 			return fmt.Errorf("find eth0 in %s: %w", sb.netns, err)
 		}
 	}
-	if err := netlink.LinkSetAlias(host, aliasPrefix(m.cfg.Table)+sb.id); err != nil {
+	if err := netlink.LinkSetAlias(host, aliasPrefix(m.cfg.Table)+sb.key); err != nil {
 		return fmt.Errorf("set alias of %s: %w", sb.veth, err)
 	}
 	if host.Attrs().MasterIndex != br.Attrs().Index {

@@ -28,7 +28,7 @@ func vethName(table, id string) string {
 }
 
 // aliasPrefix starts the alias of every host-side link of a table's
-// sandboxes; the sandbox id follows it.
+// sandboxes; the sandbox's key follows it.
 func aliasPrefix(table string) string { return "stead:" + table + ":" }
 
 // nftables object names of one sandbox.

@@ -5,11 +5,39 @@
 // rate limits and a connection-tracking limit per sandbox.
 //
 // Everything the package makes on the host (the bridge, links, the netns
-// bind mounts under Config.RunDir, the nftables table "stead") is derived
-// from what its callers say is attached: Sync re-applies it idempotently
-// at start-up and removes whatever belongs to no attached sandbox, so a
-// crash or a kill -9 of the daemon leaks nothing for longer than the next
-// start.
+// bind mounts under Config.RunDir, the nftables table Config.Table) is
+// derived from what its callers say is attached: Sync re-applies it
+// idempotently at start-up and removes whatever belongs to no attached
+// sandbox, so a crash or a kill -9 of the daemon leaks nothing for longer
+// than the next start. Instances with different bridges, tables and
+// RunDirs share a host without touching each other's state: a link is
+// this instance's when it is enslaved to its bridge or its alias starts
+// with "stead:<table>:".
+//
+// # Crash ordering
+//
+// Attach leases the address first (the lease outlives everything else),
+// then makes the netns (bind mount first, so the namespace has a name
+// before anything is put in it), then the veth pair and the addresses,
+// routes, sysctls, neighbour entry and qdiscs, then resolv.conf (temporary
+// file, fsync, rename), and last the sandbox's nftables objects in one
+// transaction. A crash between two steps leaves a prefix of them: the
+// next Attach repairs it in place (a named netns is always kept, so a
+// running sandbox never changes namespace), and a Sync that does not list
+// the sandbox removes it. Until its rules exist a sandbox's traffic is
+// dropped by the table's base chains (fail closed): New rebuilds the
+// table empty, and a restart leaves running sandboxes without network
+// until Sync or Attach adopts them.
+//
+// Detach goes the other way: the nftables objects in one transaction,
+// then the neighbour entry, the veth (its peer goes with it), the netns
+// bind mount and the run directory; the lease stays (Release frees it
+// last). A crash in between leaves links and files that Sync removes.
+//
+// Every nftables change is one transaction: Sync's and New's rebuild
+// (delete the table and recreate it), Attach's and Detach's per-sandbox
+// change, SetPolicy's replacement of the sandbox's chain, AddResolved's
+// admissions.
 package network
 
 import (
@@ -451,19 +479,19 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 			}
 		}
 	}
-	b, err := m.newBatch()
-	if err != nil {
-		return err
-	}
-	p, err := m.listPresent(b)
-	if err != nil {
-		return err
-	}
-	m.delSandbox(b, p, sb.key, sb.addr, sb.addr6)
-	if err := b.flush("removal of " + id); err != nil {
-		return err
-	}
+	// The rules go first (a failure there still removes the links: with
+	// its veth gone a sandbox has no network, so nothing is left open).
 	var errs []error
+	if b, err := m.newBatch(); err != nil {
+		errs = append(errs, err)
+	} else if p, err := m.listPresent(b); err != nil {
+		errs = append(errs, err)
+	} else {
+		m.delSandbox(b, p, sb.key, sb.addr, sb.addr6)
+		if err := b.flush("removal of " + id); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
 		if !a.IsValid() {
 			continue
