@@ -591,6 +591,13 @@ func TestRestartAdoptsARunningSandbox(t *testing.T) {
 	if len(leases) != 2 {
 		t.Fatalf("leases of existing sandboxes released: %v", leases)
 	}
+	// Another kill -9; this time Attach alone adopts the sandbox.
+	e.m = e.newManager()
+	c := e.attach("adopt", policy.Default(), network.Limits{})
+	if c != a || inode(t, c.NetNS) != ino {
+		t.Fatalf("attach after restart: %+v", c)
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
 }
 
 // rate reads (or writes) conn for d.
@@ -803,5 +810,30 @@ func TestIPv6SandboxGoesOutThroughNAT66UnderTheSameRules(t *testing.T) {
 	}
 	if left := e.leftovers(); len(left) > 0 {
 		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+func TestInstancesWithOtherBridgesAndTablesDoNotTouchEachOther(t *testing.T) {
+	e1, e2 := newEnv(t), newEnv(t)
+	a1 := e1.attach("mine", policy.Default(), network.Limits{})
+	a2 := e2.attach("theirs", policy.Default(), network.Limits{})
+	// A crash-restart of instance 1 with nothing running.
+	e1.m = e1.newManager()
+	if err := e1.m.Sync(e1.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := e1.leftovers(); len(left) > 0 {
+		t.Fatalf("instance 1 left:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(a1.NetNS); !os.IsNotExist(err) {
+		t.Fatalf("instance 1 netns: %v", err)
+	}
+	// Instance 2's sandbox, rules and lease are intact.
+	e2.mustReach(a2.NetNS, e2.sink(e2.inet.Web))
+	if st, err := e2.m.Status(e2.ctx, "theirs"); err != nil || st.Addr != a2.Addr {
+		t.Fatalf("instance 2 status: %+v %v", st, err)
+	}
+	if leases, _ := e2.st.ListLeases(e2.ctx); len(leases) != 1 {
+		t.Fatalf("instance 2 leases: %v", leases)
 	}
 }
