@@ -67,9 +67,11 @@ type Internet struct {
 	Prefix6                netip.Prefix
 	HostAddr6, Web6, Web26 netip.Addr
 	// CertPEM is the HTTPS server's self-signed certificate (for *.test,
-	// localhost and both addresses); Certs is a pool holding it.
-	CertPEM []byte
-	Certs   *x509.CertPool
+	// localhost and the four addresses); Certs is a pool holding it;
+	// CertFile a file holding it (for curl --cacert).
+	CertPEM  []byte
+	Certs    *x509.CertPool
+	CertFile string
 
 	ns   netns.NsHandle
 	veth string
@@ -81,6 +83,8 @@ type Internet struct {
 }
 
 // NewInternet makes a stand-in internet for the test; t.Cleanup removes it.
+// Its zone starts as example.test and other.test at Web (and Web6),
+// third.test at Web2 (and Web26); SetZone replaces it.
 func NewInternet(t testing.TB) *Internet {
 	t.Helper()
 	in, err := newInternet(t)
@@ -173,6 +177,15 @@ func newInternet(t testing.TB) (*Internet, error) {
 	if err := in.serve(); err != nil {
 		return nil, err
 	}
+	in.CertFile = filepath.Join(t.TempDir(), "nettest-cert.pem")
+	if err := os.WriteFile(in.CertFile, in.CertPEM, 0o644); err != nil {
+		return nil, fmt.Errorf("write certificate: %w", err)
+	}
+	in.SetZone(map[string][]netip.Addr{
+		"example.test": {in.Web, in.Web6},
+		"other.test":   {in.Web, in.Web6},
+		"third.test":   {in.Web2, in.Web26},
+	})
 	return in, nil
 }
 
