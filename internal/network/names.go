@@ -34,6 +34,7 @@ func aliasPrefix(table string) string { return "stead:" + table + ":" }
 // nftables object names of one sandbox.
 func chainName(k string) string   { return "sb-" + k }
 func ingressName(k string) string { return "in-" + k }
+func limitName(k string) string   { return "lim-" + k }
 func namedSet(k string, is4 bool) string {
 	if is4 {
 		return "named4-" + k

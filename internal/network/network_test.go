@@ -520,7 +520,8 @@ func (e *env) leftovers() []string {
 	tab := &nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyINet}
 	chains, _ := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	for _, ch := range chains {
-		if ch.Table.Name == e.cfg.Table && (strings.HasPrefix(ch.Name, "sb-") || strings.HasPrefix(ch.Name, "in-")) {
+		base := map[string]bool{"forward": true, "input": true, "prerouting": true, "postrouting": true}
+		if ch.Table.Name == e.cfg.Table && !base[ch.Name] {
 			out = append(out, "chain "+ch.Name)
 		}
 	}
@@ -679,6 +680,10 @@ func TestConnLimitRefusesTheConnectionOverItAndStatusCountsIt(t *testing.T) {
 	}
 	st0, err := e.m.Status(e.ctx, "conns")
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A policy change keeps the count.
+	if err := e.m.SetPolicy(e.ctx, "conns", parse(t, []string{e.inet.Prefix.String()}, nil, true)); err != nil {
 		t.Fatal(err)
 	}
 	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))

@@ -21,7 +21,8 @@ import (
 //	set named4|6-<id>  address, timeout       addresses admitted by name (AddResolved)
 //	counter refused-<id>                      every drop on the sandbox's behalf
 //	chain in-<id>      inet ingress on the host veth: anti-spoof (own source only)
-//	chain sb-<id>      conntrack limit, gateway services, always-refused, policy
+//	chain sb-<id>      jump lim-<id>, gateway services, always-refused, policy
+//	chain lim-<id>     the conntrack limit (new connections over it refused)
 //	chain forward      from the bridge: established, else dispatch by source; to the bridge: replies only
 //	chain input        from the bridge: established, neighbour discovery, else dispatch by source
 //	chain prerouting   (nat) 80/443 of domain sandboxes -> egress proxy; 53 -> resolver port
@@ -220,6 +221,13 @@ func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time) error {
 		}
 	}
 
+	if sb.lim.MaxConns > 0 {
+		// Its own chain, which SetPolicy leaves alone: the connection
+		// count lives in the rule.
+		lim := b.c.AddChain(&nftables.Chain{Name: limitName(sb.key), Table: b.t})
+		b.rule(lim, matchCtState(expr.CtStateBitNEW),
+			[]expr.Any{&expr.Connlimit{Count: uint32(sb.lim.MaxConns), Flags: 1}}, refuse(counterName(sb.key)))
+	}
 	ch := b.c.AddChain(&nftables.Chain{Name: chainName(sb.key), Table: b.t})
 	m.sandboxRules(b, ch, sb)
 
@@ -259,8 +267,7 @@ var linkLocal6 = netip.MustParsePrefix("fe80::/10")
 func (m *Manager) sandboxRules(b *batch, ch *nftables.Chain, sb *sandbox) {
 	ref := refuse(counterName(sb.key))
 	if sb.lim.MaxConns > 0 {
-		b.rule(ch, matchCtState(expr.CtStateBitNEW),
-			[]expr.Any{&expr.Connlimit{Count: uint32(sb.lim.MaxConns), Flags: 1}}, ref)
+		b.rule(ch, []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: limitName(sb.key)}})
 	}
 	fams := m.families()
 	for _, is4 := range fams {
@@ -364,7 +371,7 @@ func (m *Manager) delSandbox(b *batch, p present, k string, addrs ...netip.Addr)
 			_ = b.c.SetDeleteElements(ds, el)
 		}
 	}
-	for _, name := range []string{chainName(k), ingressName(k)} {
+	for _, name := range []string{chainName(k), limitName(k), ingressName(k)} {
 		if p.chains[name] {
 			ch := &nftables.Chain{Name: name, Table: b.t}
 			b.c.FlushChain(ch)
