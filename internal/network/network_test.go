@@ -106,9 +106,9 @@ func (e *env) attach(id string, p policy.Policy, lim network.Limits) network.Att
 	return at
 }
 
-// dial connects from inside the netns at ns with a short timeout.
-func dial(ns string, addr netip.AddrPort) error {
-	ctx, cancel := context.WithTimeout(context.Background(), refuseWithin)
+// dial connects from inside the netns at ns within timeout.
+func dial(ns string, addr netip.AddrPort, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	c, err := nettest.Dial(ctx, ns, "tcp", addr.String())
 	if err != nil {
@@ -120,14 +120,14 @@ func dial(ns string, addr netip.AddrPort) error {
 
 func (e *env) mustReach(ns string, addr netip.AddrPort) {
 	e.t.Helper()
-	if err := dial(ns, addr); err != nil {
+	if err := dial(ns, addr, 3*time.Second); err != nil {
 		e.t.Errorf("%s cannot reach %s: %v", filepath.Base(ns), addr, err)
 	}
 }
 
 func (e *env) mustNotReach(ns string, addr netip.AddrPort) {
 	e.t.Helper()
-	if err := dial(ns, addr); err == nil {
+	if err := dial(ns, addr, refuseWithin); err == nil {
 		e.t.Errorf("%s reaches %s", filepath.Base(ns), addr)
 	}
 }
@@ -321,7 +321,7 @@ func TestDomainPolicyRedirectsWebPortsToTheEgressProxy(t *testing.T) {
 	}()
 	a := e.attach("dom", parse(t, []string{"example.test"}, nil, true), network.Limits{})
 	for _, port := range []uint16{80, 443} {
-		if err := dial(a.NetNS, netip.AddrPortFrom(e.inet.Web, port)); err != nil {
+		if err := dial(a.NetNS, netip.AddrPortFrom(e.inet.Web, port), 3*time.Second); err != nil {
 			t.Fatalf("dial :%d: %v", port, err)
 		}
 		select {
