@@ -443,7 +443,7 @@ func TestAttachIsIdempotentAndRepairsWithoutANewNetns(t *testing.T) {
 	// Break it: the host veth goes (the peer with it).
 	links, _ := netlink.LinkList()
 	for _, l := range links {
-		if strings.HasSuffix(l.Attrs().Alias, ":same") {
+		if l.Attrs().Alias == "stead:"+e.cfg.Table+":same" {
 			if err := netlink.LinkDel(l); err != nil {
 				t.Fatal(err)
 			}
