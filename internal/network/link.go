@@ -251,7 +251,7 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 func setRate(replace, del func(netlink.Qdisc) error,
 	list func(netlink.Link) ([]netlink.Qdisc, error), l netlink.Link, bits int64) error {
 	if bits <= 0 {
-		qs, err := list(l)
+		qs, err := dump(func() ([]netlink.Qdisc, error) { return list(l) })
 		if err != nil {
 			return fmt.Errorf("list qdiscs: %w", err)
 		}
@@ -281,7 +281,7 @@ func setRate(replace, del func(netlink.Qdisc) error,
 // ownedLinks lists the host links of this instance's sandboxes by name:
 // those enslaved to the bridge and those carrying the table's alias.
 func (m *Manager) ownedLinks(br netlink.Link) (map[string]netlink.Link, error) {
-	links, err := netlink.LinkList()
+	links, err := dump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -294,4 +294,18 @@ func (m *Manager) ownedLinks(br netlink.Link) (map[string]netlink.Link, error) {
 		}
 	}
 	return out, nil
+}
+
+// dump retries a netlink dump that a concurrent change interrupted (the
+// kernel then flags the results as possibly inconsistent).
+func dump[T any](f func() (T, error)) (T, error) {
+	var out T
+	var err error
+	for range 10 {
+		out, err = f()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return out, err
 }

@@ -700,12 +700,12 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		}
 		m.log.InfoContext(ctx, "deleted stale link", "link", name, "alias", l.Attrs().Alias)
 	}
-	neighs, err := netlink.NeighList(br.Attrs().Index, unix.AF_INET)
+	neighs, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(br.Attrs().Index, unix.AF_INET) })
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list neighbours: %w", err))
 	}
 	if m.gw6.IsValid() {
-		n6, err := netlink.NeighList(br.Attrs().Index, unix.AF_INET6)
+		n6, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(br.Attrs().Index, unix.AF_INET6) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list neighbours: %w", err))
 		}
@@ -883,7 +883,7 @@ func (m *Manager) localAddrs() map[netip.Addr]bool {
 	if m.local != nil && time.Since(m.localAt) < time.Second {
 		return m.local
 	}
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
 		m.log.Warn("list host addresses", "err", err)
 		if m.local != nil {

@@ -441,7 +441,7 @@ func TestAttachIsIdempotentAndRepairsWithoutANewNetns(t *testing.T) {
 		t.Fatalf("second attach: %+v (inode %d), first %+v (inode %d)", b, inode(t, b.NetNS), a, ino)
 	}
 	// Break it: the host veth goes (the peer with it).
-	links, _ := netlink.LinkList()
+	links := linkList(e.t)
 	for _, l := range links {
 		if l.Attrs().Alias == "stead:"+e.cfg.Table+":same" {
 			if err := netlink.LinkDel(l); err != nil {
@@ -489,7 +489,7 @@ func TestAddressIsStableAcrossDetachAndAttachAndFreedByRelease(t *testing.T) {
 // leftovers lists what of the instance remains on the host.
 func (e *env) leftovers() []string {
 	var out []string
-	links, _ := netlink.LinkList()
+	links := linkList(e.t)
 	br, _ := netlink.LinkByName(e.cfg.Bridge)
 	for _, l := range links {
 		if strings.HasPrefix(l.Attrs().Alias, "stead:"+e.cfg.Table+":") || br != nil && l.Attrs().MasterIndex == br.Attrs().Index {
@@ -498,7 +498,13 @@ func (e *env) leftovers() []string {
 	}
 	if br != nil {
 		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
-			neighs, _ := netlink.NeighList(br.Attrs().Index, fam)
+			neighs, err := netlink.NeighList(br.Attrs().Index, fam)
+			for range 10 {
+				if !errors.Is(err, netlink.ErrDumpInterrupted) {
+					break
+				}
+				neighs, err = netlink.NeighList(br.Attrs().Index, fam)
+			}
 			for _, n := range neighs {
 				if n.State&netlink.NUD_PERMANENT != 0 {
 					out = append(out, "neighbour "+n.IP.String())
@@ -841,4 +847,21 @@ func TestInstancesWithOtherBridgesAndTablesDoNotTouchEachOther(t *testing.T) {
 	if leases, _ := e2.st.ListLeases(e2.ctx); len(leases) != 1 {
 		t.Fatalf("instance 2 leases: %v", leases)
 	}
+}
+
+// linkList lists the host's links, retrying dumps that concurrent tests
+// interrupt.
+func linkList(t testing.TB) []netlink.Link {
+	t.Helper()
+	for range 10 {
+		links, err := netlink.LinkList()
+		if err == nil {
+			return links
+		}
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("list links: interrupted 10 times")
+	return nil
 }
