@@ -56,6 +56,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/network/policy"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -222,7 +223,7 @@ type sandbox struct {
 	// refusedBase counts firewall drops of counter objects since replaced
 	// (a Sync rebuilds them); noted counts NoteRefused.
 	refusedBase, noted uint64
-	// resolved mirrors set named-<id>: address -> expiry.
+	// resolved mirrors sets named4-<id> and named6-<id>: address -> expiry.
 	resolved map[netip.Addr]time.Time
 }
 
@@ -283,8 +284,8 @@ func (m *Manager) newSandbox(a Attachment, addr, addr6 netip.Addr) *sandbox {
 	m.mu.RLock()
 	if old, ok := m.sbs[a.ID]; ok {
 		sb.refusedBase, sb.noted = old.refusedBase, old.noted
-		for k, v := range old.resolved {
-			sb.resolved[k] = v
+		for a, exp := range old.resolved {
+			sb.resolved[a] = exp
 		}
 	}
 	m.mu.RUnlock()
@@ -298,7 +299,7 @@ func (sb *sandbox) attached(gw netip.Addr) Attached {
 // Attach makes (or repairs) a sandbox's network.
 func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	if a.ID == "" {
-		return Attached{}, errors.New("attach network: empty sandbox id")
+		return Attached{}, fmt.Errorf("attach network: empty sandbox id: %w", errs.ErrInvalid)
 	}
 	m.op.Lock()
 	defer m.op.Unlock()
@@ -747,6 +748,8 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 }
 
 // Status returns an attached sandbox's counters (ErrNotAttached if none).
+// The firewall's part of Refused counts dropped packets: a client that
+// retransmits a refused SYN is counted once per attempt.
 func (m *Manager) Status(ctx context.Context, id string) (Status, error) {
 	m.mu.RLock()
 	sb, ok := m.sbs[id]
