@@ -865,3 +865,27 @@ func linkList(t testing.TB) []netlink.Link {
 	t.Fatal("list links: interrupted 10 times")
 	return nil
 }
+
+func TestSandboxCannotReachAnotherThroughTheGateway(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("hairpin-a", parse(t, []string{"0.0.0.0/0"}, nil, true), network.Limits{})
+	b := e.attach("hairpin-b", policy.Default(), network.Limits{})
+	listenIn(t, b.NetNS, 7000)
+	// L2 is closed by port isolation; send it to the gateway instead, as
+	// a sandbox with a route of its own would.
+	if err := nettest.Do(a.NetNS, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		dst := &net.IPNet{IP: b.Addr.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: dst, Gw: a.Gateway.AsSlice()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st0, _ := e.m.Status(e.ctx, "hairpin-a")
+	e.mustNotReach(a.NetNS, netip.AddrPortFrom(b.Addr, 7000))
+	if st1, _ := e.m.Status(e.ctx, "hairpin-a"); st1.Refused <= st0.Refused {
+		t.Fatalf("hairpin not refused by the firewall: %d -> %d", st0.Refused, st1.Refused)
+	}
+}
