@@ -75,7 +75,9 @@ type Config struct {
 	RunDir string
 	// ResolverPort is the resolver's port on the bridge address (default
 	// 53); it is written into each sandbox's resolv.conf (port 53 only:
-	// resolv.conf has no port) and admitted by the firewall.
+	// resolv.conf has no port) and admitted by the firewall. Another port
+	// is reached through a redirect of the gateway's port 53 to it (so
+	// several instances, or tests, need not share port 53).
 	ResolverPort int
 	// EgressPort is the Host/SNI egress proxy's port on the bridge
 	// address: connections to ports 80 and 443 of a sandbox whose policy
