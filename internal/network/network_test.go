@@ -889,3 +889,32 @@ func TestSandboxCannotReachAnotherThroughTheGateway(t *testing.T) {
 		t.Fatalf("hairpin not refused by the firewall: %d -> %d", st0.Refused, st1.Refused)
 	}
 }
+
+func TestReleaseAfterARestartRemovesWhatTheOldManagerMade(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("orphan", parse(t, []string{"example.test"}, nil, true), network.Limits{BandwidthBits: 1e6})
+	e.m = e.newManager()
+	if _, ok := e.m.Addr("orphan"); ok {
+		t.Fatal("a new Manager knows the sandbox before Sync or Attach")
+	}
+	if err := e.m.Release(e.ctx, "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Release(e.ctx, "orphan"); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(a.ResolvConf); !os.IsNotExist(err) {
+		t.Fatalf("resolv.conf kept: %v", err)
+	}
+	if id, _, ok := e.m.Lookup(a.Addr); ok || e.m.Resolved("orphan", e.inet.Web) {
+		t.Fatalf("Lookup after release: %q", id)
+	}
+	e.m.NoteRefused("orphan") // not attached: ignored
+	e.m.AddResolved("orphan", []netip.Addr{e.inet.Web}, time.Minute)
+	if e.m.Resolved("orphan", e.inet.Web) {
+		t.Fatal("AddResolved admitted for a sandbox with no network")
+	}
+}
