@@ -511,6 +511,7 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 			errs = append(errs, fmt.Errorf("delete veth %s: %w", sb.veth, err))
 		}
 	}
+	m.forgetConnections(ctx, sb.addr, sb.addr6)
 	if err := removeNetNS(sb.netns); err != nil {
 		errs = append(errs, err)
 	}
@@ -529,6 +530,33 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	}
 	m.log.InfoContext(ctx, "detached network", "sandbox", id)
 	return nil
+}
+
+// forgetConnections deletes the connection-tracking entries from and to
+// addresses, so that no state of a detached sandbox's connections is
+// inherited by the next holder of the address (best effort: logged).
+func (m *Manager) forgetConnections(ctx context.Context, addrs ...netip.Addr) {
+	for _, a := range addrs {
+		if !a.IsValid() {
+			continue
+		}
+		var filters []netlink.CustomConntrackFilter
+		for _, typ := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP} {
+			f := &netlink.ConntrackFilter{}
+			if err := f.AddIP(typ, a.AsSlice()); err != nil {
+				m.log.WarnContext(ctx, "filter connection tracking entries", "addr", a, "err", err)
+				return
+			}
+			filters = append(filters, f)
+		}
+		fam := netlink.InetFamily(unix.AF_INET)
+		if a.Is6() {
+			fam = unix.AF_INET6
+		}
+		if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, filters...); err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			m.log.WarnContext(ctx, "delete connection tracking entries", "addr", a, "err", err)
+		}
+	}
 }
 
 // Release removes a sandbox's network and frees its lease.
