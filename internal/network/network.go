@@ -750,6 +750,7 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
 		}
+		m.forgetConnections(ctx, a.Unmap())
 	}
 	nsDir := filepath.Join(m.cfg.RunDir, "ns")
 	if ents, err := os.ReadDir(nsDir); err == nil {
