@@ -436,9 +436,27 @@ func TestAttachIsIdempotentAndRepairsWithoutANewNetns(t *testing.T) {
 	e := newEnv(t)
 	a := e.attach("same", policy.Default(), network.Limits{})
 	ino := inode(t, a.NetNS)
+	veth := func() int {
+		for _, l := range linkList(t) {
+			if l.Attrs().Alias == "stead:"+e.cfg.Table+":same" {
+				return l.Attrs().Index
+			}
+		}
+		return 0
+	}
+	idx := veth()
+	// An open connection survives a repeated Attach (nothing is remade).
+	conn, err := nettest.Dial(e.ctx, a.NetNS, "tcp", e.sink(e.inet.Web).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
 	b := e.attach("same", policy.Default(), network.Limits{})
-	if a != b || inode(t, b.NetNS) != ino {
+	if a != b || inode(t, b.NetNS) != ino || veth() != idx {
 		t.Fatalf("second attach: %+v (inode %d), first %+v (inode %d)", b, inode(t, b.NetNS), a, ino)
+	}
+	if _, err := conn.Write([]byte("still here")); err != nil {
+		t.Fatalf("connection broken by a repeated attach: %v", err)
 	}
 	// Break it: the host veth goes (the peer with it).
 	links := linkList(e.t)
