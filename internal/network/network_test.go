@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -606,12 +605,6 @@ func TestRestartAdoptsARunningSandbox(t *testing.T) {
 		t.Fatal("adopted sandbox got a new netns")
 	}
 	e.mustReach(a.NetNS, e.sink(e.inet.Web))
-	if os.Getenv("NETDEBUG") != "" && t.Failed() {
-		out, _ := exec.Command("nft", "list", "table", "inet", e.cfg.Table).CombinedOutput()
-		t.Logf("%s", out)
-		out, _ = exec.Command("sh", "-c", "ip -d link show master "+e.cfg.Bridge+"; ip neigh show dev "+e.cfg.Bridge+"; ip netns exec 2>/dev/null; nsenter --net="+a.NetNS+" ip -s link; nsenter --net="+a.NetNS+" ip route").CombinedOutput()
-		t.Logf("%s", out)
-	}
 	if _, err := os.Stat(gone.NetNS); !os.IsNotExist(err) {
 		t.Fatalf("netns of a stopped sandbox kept: %v", err)
 	}
