@@ -39,7 +39,7 @@ func netDaemon(t *testing.T, inet *nettest.Internet, extra ...string) (*daemon, 
 	bridge := "stt" + hex.EncodeToString(b)
 	subnet := fmt.Sprintf("10.%d.%d.0/24", 100+int(b[0])%100, b[1])
 	args := append([]string{"--no-network=false", "--bridge", bridge, "--subnet", subnet,
-		"--dns-upstream", inet.DNS.String(), "--proxy-domain", "localhost", "--policy-interval", "1s"}, extra...)
+		"--dns-upstream", inet.DNS().String(), "--proxy-domain", "localhost", "--policy-interval", "1s"}, extra...)
 	d := newDaemon(t, args...)
 	t.Cleanup(func() { removeBridge(bridge) })
 	return d, bridge
@@ -581,7 +581,7 @@ func TestBandwidthLimitKeepsNeighboursFast(t *testing.T) {
 	}
 	const size = 25 << 20 // 2 s at micro's 100 Mbit/s
 	send := func(id string) float64 {
-		out := d.sh(ctx, id, "agent", "/workspace/netsrv send "+inet.Sink.String()+" "+strconv.Itoa(size))
+		out := d.sh(ctx, id, "agent", "/workspace/netsrv send "+netip.AddrPortFrom(inet.Web, nettest.SinkPort).String()+" "+strconv.Itoa(size))
 		s, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
 		if err != nil {
 			t.Fatalf("netsrv send: %q", out)

@@ -80,7 +80,7 @@ type Config struct {
 	// Network configures sandbox networking and the port proxy.
 	Network NetworkConfig
 	Version string
-	Logger   *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Run runs the daemon until ctx ends. Sandboxes keep running after it

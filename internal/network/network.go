@@ -5,23 +5,63 @@
 // rate limits and a connection-tracking limit per sandbox.
 //
 // Everything the package makes on the host (the bridge, links, the netns
-// bind mounts under Config.RunDir, the nftables table "stead") is derived
-// from what its callers say is attached: Sync re-applies it idempotently
-// at start-up and removes whatever belongs to no attached sandbox, so a
-// crash or a kill -9 of the daemon leaks nothing for longer than the next
-// start.
+// bind mounts under Config.RunDir, the nftables table Config.Table) is
+// derived from what its callers say is attached: Sync re-applies it
+// idempotently at start-up and removes whatever belongs to no attached
+// sandbox, so a crash or a kill -9 of the daemon leaks nothing for longer
+// than the next start. Instances with different bridges, tables and
+// RunDirs share a host without touching each other's state: a link is
+// this instance's when it is enslaved to its bridge or its alias starts
+// with "stead:<table>:".
+//
+// # Crash ordering
+//
+// Attach leases the address first (the lease outlives everything else),
+// then makes the netns (bind mount first, so the namespace has a name
+// before anything is put in it), then the veth pair and the addresses,
+// routes, sysctls, neighbour entry and qdiscs, then resolv.conf (temporary
+// file, fsync, rename), and last the sandbox's nftables objects in one
+// transaction. A crash between two steps leaves a prefix of them: the
+// next Attach repairs it in place (a named netns is always kept, so a
+// running sandbox never changes namespace), and a Sync that does not list
+// the sandbox removes it. Until its rules exist a sandbox's traffic is
+// dropped by the table's base chains (fail closed): New rebuilds the
+// table empty, and a restart leaves running sandboxes without network
+// until Sync or Attach adopts them.
+//
+// Detach goes the other way: the nftables objects in one transaction,
+// then the neighbour entry, the veth (its peer goes with it), the netns
+// bind mount and the run directory; the lease stays (Release frees it
+// last). A crash in between leaves links and files that Sync removes.
+//
+// Every nftables change is one transaction: Sync's and New's rebuild
+// (delete the table and recreate it), Attach's and Detach's per-sandbox
+// change, SetPolicy's replacement of the sandbox's chain, AddResolved's
+// admissions.
 package network
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/network/policy"
 	"github.com/stead-dev/stead/internal/store"
 )
+
+// DefaultEgressPort is Config.EgressPort's default.
+const DefaultEgressPort = 3129
 
 // Config configures a Manager.
 type Config struct {
@@ -37,15 +77,58 @@ type Config struct {
 	RunDir string
 	// ResolverPort is the resolver's port on the bridge address (default
 	// 53); it is written into each sandbox's resolv.conf (port 53 only:
-	// resolv.conf has no port) and admitted by the firewall.
+	// resolv.conf has no port) and admitted by the firewall. Another port
+	// is reached through a redirect of the gateway's port 53 to it (so
+	// several instances, or tests, need not share port 53).
 	ResolverPort int
 	// EgressPort is the Host/SNI egress proxy's port on the bridge
 	// address: connections to ports 80 and 443 of a sandbox whose policy
 	// names domains are redirected to it (default 3129).
 	EgressPort int
+	// Table is the name of the nftables table (family inet) the Manager
+	// owns entirely (default "stead"). It also names the aliases of the
+	// Manager's links, so instances with different tables, bridges and
+	// RunDirs never touch each other's state.
+	Table string
 	// Leases keeps the address leases.
 	Leases Leases
+	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Bridge == "" {
+		c.Bridge = "stead0"
+	}
+	if len(c.Bridge) > 15 {
+		return fmt.Errorf("check bridge name %q: longer than 15 bytes", c.Bridge)
+	}
+	if !c.Subnet.IsValid() {
+		c.Subnet = netip.MustParsePrefix("10.88.0.0/16")
+	}
+	c.Subnet = c.Subnet.Masked()
+	if !c.Subnet.Addr().Is4() || c.Subnet.Bits() > 30 {
+		return fmt.Errorf("check subnet %s: want an IPv4 prefix of /30 or wider", c.Subnet)
+	}
+	if c.RunDir == "" {
+		c.RunDir = "/run/stead/net"
+	}
+	if c.ResolverPort == 0 {
+		c.ResolverPort = 53
+	}
+	if c.EgressPort == 0 {
+		c.EgressPort = DefaultEgressPort
+	}
+	if c.Table == "" {
+		c.Table = "stead"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Leases == nil {
+		return errors.New("check network config: no Leases")
+	}
+	return nil
 }
 
 // Leases keeps each sandbox's address (the store implements it).
@@ -73,9 +156,11 @@ type Attachment struct {
 	ID string
 	// NetNS is the path of the sandbox's network namespace, made by the
 	// runtime (/proc/<pid>/ns/net, from runtime.Spec.Network); Attach
-	// holds it by a bind mount under RunDir. "" reattaches the namespace
-	// held from an earlier Attach (a daemon restart adopting a running
-	// sandbox): ErrNotAttached if there is none.
+	// holds it by a bind mount under RunDir (Attached.NetNS), replacing a
+	// held namespace that is another. "" keeps the namespace held from an
+	// earlier Attach (a daemon restart adopting a running sandbox), or
+	// makes a new one when none is held (for a caller that then starts
+	// the sandbox in Attached.NetNS).
 	NetNS  string
 	Policy policy.Policy
 	Limits Limits
@@ -123,68 +208,422 @@ var ErrNotAttached = errors.New("sandbox has no network attached")
 type Manager struct {
 	cfg Config
 	log *slog.Logger
+	// gw and gw6 are the bridge's addresses (gw6 only with Subnet6).
+	gw, gw6 netip.Addr
+
+	// op serializes every change of the host's state.
+	op sync.Mutex
+	// mu guards sbs and byAddr and the sandboxes' in-memory fields.
+	mu     sync.RWMutex
+	sbs    map[string]*sandbox
+	byAddr map[netip.Addr]*sandbox
+
+	localMu sync.Mutex
+	localAt time.Time
+	local   map[netip.Addr]bool
+}
+
+// sandbox is an attached sandbox as the Manager remembers it.
+type sandbox struct {
+	id, key     string
+	addr, addr6 netip.Addr
+	pol         policy.Policy
+	lim         Limits
+	veth        string
+	netns       string
+	// source is the namespace the caller made (Attachment.NetNS), bound
+	// at netns; "" keeps the one held there or makes a new one.
+	source string
+	resolv string
+	// refusedBase counts firewall drops of counter objects since replaced
+	// (a Sync rebuilds them); noted counts NoteRefused.
+	refusedBase, noted uint64
+	// resolved mirrors sets named4-<id> and named6-<id>: address -> expiry.
+	resolved map[netip.Addr]time.Time
 }
 
 // New sets up the bridge, the sysctls sandbox traffic needs
 // (net.ipv4.ip_forward, logged when it changes) and the nftables table
-// with no sandbox in it; it attaches nothing.
+// with no sandbox in it; it attaches nothing. Until Sync or Attach adds
+// them, traffic from sandboxes that still run is dropped.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
-	panic("network: not implemented")
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "network", "bridge", cfg.Bridge),
+		gw:     cfg.Subnet.Addr().Next(),
+		sbs:    map[string]*sandbox{},
+		byAddr: map[netip.Addr]*sandbox{},
+	}
+	if cfg.Subnet6.IsValid() {
+		m.gw6 = cfg.Subnet6.Addr().Next()
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "ns"), 0o700); err != nil {
+		return nil, fmt.Errorf("create run dir: %w", err)
+	}
+	if err := m.ensureForwarding(); err != nil {
+		return nil, err
+	}
+	if _, err := m.ensureBridge(); err != nil {
+		return nil, err
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		return nil, err
+	}
+	if err := m.rebuild(b, nil, time.Now()); err != nil {
+		return nil, err
+	}
+	if err := b.flush("table " + cfg.Table); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Gateway is the bridge's IPv4 address.
-func (m *Manager) Gateway() netip.Addr { panic("network: not implemented") }
+func (m *Manager) Gateway() netip.Addr { return m.gw }
+
+// newSandbox is the Manager's view of a sandbox, carrying over what it
+// already remembers of it.
+func (m *Manager) newSandbox(a Attachment, addr, addr6 netip.Addr) *sandbox {
+	k := key(a.ID)
+	sb := &sandbox{
+		id: a.ID, key: k, addr: addr, addr6: addr6, pol: a.Policy, lim: a.Limits,
+		veth:     vethName(m.cfg.Table, a.ID),
+		netns:    filepath.Join(m.cfg.RunDir, "ns", k),
+		source:   a.NetNS,
+		resolv:   filepath.Join(m.cfg.RunDir, k, "resolv.conf"),
+		resolved: map[netip.Addr]time.Time{},
+	}
+	m.mu.RLock()
+	if old, ok := m.sbs[a.ID]; ok {
+		sb.refusedBase, sb.noted = old.refusedBase, old.noted
+		for a, exp := range old.resolved {
+			sb.resolved[a] = exp
+		}
+	}
+	m.mu.RUnlock()
+	return sb
+}
+
+func (sb *sandbox) attached(gw netip.Addr) Attached {
+	return Attached{NetNS: sb.netns, ResolvConf: sb.resolv, Addr: sb.addr, Addr6: sb.addr6, Gateway: gw}
+}
 
 // Attach makes (or repairs) a sandbox's network.
 func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
-	panic("network: not implemented")
+	if a.ID == "" {
+		return Attached{}, fmt.Errorf("attach network: empty sandbox id: %w", errs.ErrInvalid)
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	addr, addr6, err := m.lease(ctx, a.ID)
+	if err != nil {
+		return Attached{}, err
+	}
+	sb := m.newSandbox(a, addr, addr6)
+	br, err := m.ensureBridge()
+	if err != nil {
+		return Attached{}, err
+	}
+	if err := m.ensureLinks(sb, br); err != nil {
+		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
+	}
+	if err := m.writeResolvConf(sb); err != nil {
+		return Attached{}, err
+	}
+	if err := m.installSandbox(sb); err != nil {
+		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
+	}
+	m.remember(sb)
+	m.log.InfoContext(ctx, "attached network", "sandbox", a.ID, "addr", addr, "veth", sb.veth)
+	return sb.attached(m.gw), nil
+}
+
+// lease returns the sandbox's addresses, leasing them if needed.
+func (m *Manager) lease(ctx context.Context, id string) (addr, addr6 netip.Addr, err error) {
+	addr, err = m.cfg.Leases.LeaseAddress(ctx, id, m.cfg.Subnet)
+	if err != nil {
+		return addr, addr6, fmt.Errorf("lease address for %s: %w", id, err)
+	}
+	if m.cfg.Subnet6.IsValid() {
+		addr6, err = m.cfg.Leases.LeaseAddress(ctx, id, m.cfg.Subnet6)
+		if err != nil {
+			return addr, addr6, fmt.Errorf("lease IPv6 address for %s: %w", id, err)
+		}
+	}
+	return addr, addr6, nil
+}
+
+// remember records sb as attached.
+func (m *Manager) remember(sb *sandbox) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.sbs[sb.id]; ok {
+		sb.noted = old.noted // NoteRefused may have counted since newSandbox
+		delete(m.byAddr, old.addr)
+		delete(m.byAddr, old.addr6)
+	}
+	m.sbs[sb.id] = sb
+	m.byAddr[sb.addr] = sb
+	if sb.addr6.IsValid() {
+		m.byAddr[sb.addr6] = sb
+	}
+}
+
+// installSandbox replaces a sandbox's nftables objects in one
+// transaction (rebuilding the whole table if its base is missing).
+func (m *Manager) installSandbox(sb *sandbox) error {
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	p, err := m.listPresent(b)
+	if err != nil {
+		return err
+	}
+	complete := p.chains["forward"] && p.chains["input"]
+	for _, is4 := range m.families() {
+		complete = complete && p.sets[b.sandboxMap(is4).Name] && p.sets[b.domainSet(is4).Name]
+	}
+	if !complete {
+		m.log.Warn("nftables table incomplete: rebuilding it", "table", m.cfg.Table)
+		m.mu.RLock()
+		all := []*sandbox{sb}
+		for id, o := range m.sbs {
+			if id != sb.id {
+				all = append(all, o)
+			}
+		}
+		m.mu.RUnlock()
+		if err := m.rebuild(b, all, time.Now()); err != nil {
+			return err
+		}
+		return b.flush("table " + m.cfg.Table)
+	}
+	if p.objs[counterName(sb.key)] {
+		counts, err := m.refusedCounters(b)
+		if err != nil {
+			return err
+		}
+		sb.refusedBase += counts[counterName(sb.key)]
+	}
+	m.mu.RLock()
+	old, ok := m.sbs[sb.id]
+	m.mu.RUnlock()
+	addrs := []netip.Addr{sb.addr, sb.addr6}
+	if ok {
+		addrs = append(addrs, old.addr, old.addr6)
+	}
+	m.delSandbox(b, p, sb.key, addrs...)
+	if err := m.addSandbox(b, sb, time.Now()); err != nil {
+		return err
+	}
+	return b.flush("rules of " + sb.id)
+}
+
+// writeResolvConf writes the sandbox's resolv.conf durably (temporary
+// file, fsync, rename, fsync of the directory).
+func (m *Manager) writeResolvConf(sb *sandbox) error {
+	dir := filepath.Dir(sb.resolv)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create dir of resolv.conf: %w", err)
+	}
+	content := fmt.Sprintf("nameserver %s\noptions timeout:2 attempts:2\n", m.gw)
+	if b, err := os.ReadFile(sb.resolv); err == nil && string(b) == content {
+		return nil
+	}
+	f, err := os.CreateTemp(dir, ".resolv.conf-*")
+	if err != nil {
+		return fmt.Errorf("create resolv.conf: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return fmt.Errorf("write resolv.conf: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("chmod resolv.conf: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync resolv.conf: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close resolv.conf: %w", err)
+	}
+	if err := os.Rename(f.Name(), sb.resolv); err != nil {
+		return fmt.Errorf("rename resolv.conf: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir of resolv.conf: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync dir of resolv.conf: %w", err)
+	}
+	return nil
 }
 
 // Detach removes a sandbox's network and keeps its lease.
-func (m *Manager) Detach(ctx context.Context, id string) error { panic("network: not implemented") }
+func (m *Manager) Detach(ctx context.Context, id string) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	return m.detach(ctx, id)
+}
+
+func (m *Manager) detach(ctx context.Context, id string) error {
+	m.mu.RLock()
+	sb, ok := m.sbs[id]
+	m.mu.RUnlock()
+	if !ok {
+		sb = m.newSandbox(Attachment{ID: id}, netip.Addr{}, netip.Addr{})
+		leases, err := m.cfg.Leases.ListLeases(ctx)
+		if err != nil {
+			return fmt.Errorf("detach network of %s: %w", id, err)
+		}
+		for _, l := range leases {
+			switch {
+			case l.SandboxID != id:
+			case m.cfg.Subnet.Contains(l.Addr):
+				sb.addr = l.Addr
+			case m.cfg.Subnet6.IsValid() && m.cfg.Subnet6.Contains(l.Addr):
+				sb.addr6 = l.Addr
+			}
+		}
+	}
+	// The rules go first (a failure there still removes the links: with
+	// its veth gone a sandbox has no network, so nothing is left open).
+	var errs []error
+	if b, err := m.newBatch(); err != nil {
+		errs = append(errs, err)
+	} else if p, err := m.listPresent(b); err != nil {
+		errs = append(errs, err)
+	} else {
+		m.delSandbox(b, p, sb.key, sb.addr, sb.addr6)
+		if err := b.flush("removal of " + id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
+		if !a.IsValid() {
+			continue
+		}
+		if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
+			err := netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: family(a), IP: a.AsSlice()})
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
+			}
+		}
+	}
+	if l, err := netlink.LinkByName(sb.veth); err == nil {
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete veth %s: %w", sb.veth, err))
+		}
+	}
+	m.forgetConnections(ctx, sb.addr, sb.addr6)
+	if err := removeNetNS(sb.netns); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(filepath.Dir(sb.resolv)); err != nil {
+		errs = append(errs, fmt.Errorf("remove run dir of %s: %w", id, err))
+	}
+	m.mu.Lock()
+	if cur, ok := m.sbs[id]; ok {
+		delete(m.byAddr, cur.addr)
+		delete(m.byAddr, cur.addr6)
+		delete(m.sbs, id)
+	}
+	m.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach network of %s: %w", id, err)
+	}
+	m.log.InfoContext(ctx, "detached network", "sandbox", id)
+	return nil
+}
+
+// forgetConnections deletes the connection-tracking entries from and to
+// addresses, so that no state of a detached sandbox's connections is
+// inherited by the next holder of the address (best effort: logged).
+func (m *Manager) forgetConnections(ctx context.Context, addrs ...netip.Addr) {
+	for _, a := range addrs {
+		if !a.IsValid() {
+			continue
+		}
+		var filters []netlink.CustomConntrackFilter
+		for _, typ := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP} {
+			f := &netlink.ConntrackFilter{}
+			if err := f.AddIP(typ, a.AsSlice()); err != nil {
+				m.log.WarnContext(ctx, "filter connection tracking entries", "addr", a, "err", err)
+				return
+			}
+			filters = append(filters, f)
+		}
+		fam := netlink.InetFamily(unix.AF_INET)
+		if a.Is6() {
+			fam = unix.AF_INET6
+		}
+		if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, filters...); err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			m.log.WarnContext(ctx, "delete connection tracking entries", "addr", a, "err", err)
+		}
+	}
+}
 
 // Release removes a sandbox's network and frees its lease.
-func (m *Manager) Release(ctx context.Context, id string) error { panic("network: not implemented") }
+func (m *Manager) Release(ctx context.Context, id string) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	if err := m.detach(ctx, id); err != nil {
+		return err
+	}
+	if err := m.cfg.Leases.ReleaseLease(ctx, id); err != nil {
+		return fmt.Errorf("release lease of %s: %w", id, err)
+	}
+	return nil
+}
 
 // SetPolicy replaces an attached sandbox's policy.
 func (m *Manager) SetPolicy(ctx context.Context, id string, p policy.Policy) error {
-	panic("network: not implemented")
+	m.op.Lock()
+	defer m.op.Unlock()
+	m.mu.RLock()
+	cur, ok := m.sbs[id]
+	m.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("set policy of %s: %w", id, ErrNotAttached)
+	}
+	next := *cur
+	next.pol = p
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	ch := &nftables.Chain{Name: chainName(cur.key), Table: b.t}
+	b.c.FlushChain(ch)
+	m.sandboxRules(b, ch, &next)
+	for _, is4 := range m.families() {
+		a := cur.addrOf(is4)
+		if !a.IsValid() {
+			continue
+		}
+		el := []nftables.SetElement{{Key: a.AsSlice()}}
+		switch had := cur.pol.HasDomains(); {
+		case p.HasDomains() && !had:
+			_ = b.c.SetAddElements(b.domainSet(is4), el)
+		case had && !p.HasDomains():
+			_ = b.c.SetDeleteElements(b.domainSet(is4), el)
+		}
+	}
+	if err := b.flush("policy of " + id); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	cur.pol = p
+	m.mu.Unlock()
+	m.log.InfoContext(ctx, "set network policy", "sandbox", id)
+	return nil
 }
-
-// Sync makes the host's network state match the running sandboxes.
-func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[string]bool) error {
-	panic("network: not implemented")
-}
-
-// Status returns an attached sandbox's counters (ErrNotAttached if none).
-func (m *Manager) Status(ctx context.Context, id string) (Status, error) {
-	panic("network: not implemented")
-}
-
-// Lookup finds the attached sandbox that owns source address src (for the
-// resolver and the egress proxy).
-func (m *Manager) Lookup(src netip.Addr) (id string, p policy.Policy, ok bool) {
-	panic("network: not implemented")
-}
-
-// AddResolved admits addrs for sandbox id for ttl: an admitted name
-// resolved to them (the resolver calls it before it answers).
-func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) {
-	panic("network: not implemented")
-}
-
-// Resolved reports whether an admitted name resolved to a for sandbox id
-// and the admission has not expired.
-func (m *Manager) Resolved(id string, a netip.Addr) bool { panic("network: not implemented") }
-
-// Forbidden reports whether a is an address no sandbox may reach whatever
-// its policy: the host's own addresses, the bridge's subnets, and
-// policy.AlwaysDenied.
-func (m *Manager) Forbidden(a netip.Addr) bool { panic("network: not implemented") }
-
-// NoteRefused counts a refusal made outside the firewall (the resolver's,
-// the egress proxy's) for sandbox id.
-func (m *Manager) NoteRefused(id string) { panic("network: not implemented") }
-
-// Addr is an attached sandbox's IPv4 address.
-func (m *Manager) Addr(id string) (netip.Addr, bool) { panic("network: not implemented") }

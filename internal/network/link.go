@@ -1,0 +1,321 @@
+package network
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// ensureBridge makes the bridge (if missing), gives it the gateway
+// address and brings it up.
+func (m *Manager) ensureBridge() (netlink.Link, error) {
+	br, err := netlink.LinkByName(m.cfg.Bridge)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if !errors.As(err, &nf) {
+			return nil, fmt.Errorf("find bridge %s: %w", m.cfg.Bridge, err)
+		}
+		la := netlink.NewLinkAttrs()
+		la.Name = m.cfg.Bridge
+		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("create bridge %s: %w", m.cfg.Bridge, err)
+		}
+		if br, err = netlink.LinkByName(m.cfg.Bridge); err != nil {
+			return nil, fmt.Errorf("find bridge %s: %w", m.cfg.Bridge, err)
+		}
+		m.log.Info("created bridge")
+	}
+	if br.Type() != "bridge" {
+		return nil, fmt.Errorf("use bridge %s: it is a %s link", m.cfg.Bridge, br.Type())
+	}
+	// A bridge takes the lowest MAC of its ports unless given one: pin it,
+	// or removing a port would change the gateway's MAC under the
+	// sandboxes' ARP caches.
+	if mac := bridgeMAC(m.cfg.Bridge); !bytes.Equal(br.Attrs().HardwareAddr, mac) {
+		if err := netlink.LinkSetHardwareAddr(br, mac); err != nil {
+			return nil, fmt.Errorf("set MAC of bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
+	if err := netlink.AddrReplace(br, toNlAddr(netip.PrefixFrom(m.gw, m.cfg.Subnet.Bits()))); err != nil {
+		return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
+	}
+	if m.gw6.IsValid() {
+		if err := writeSysctl("net/ipv6/conf/"+m.cfg.Bridge+"/disable_ipv6", "0"); err != nil {
+			return nil, err
+		}
+		if err := netlink.AddrReplace(br, toNlAddr(netip.PrefixFrom(m.gw6, m.cfg.Subnet6.Bits()))); err != nil {
+			return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
+	if err := netlink.LinkSetUp(br); err != nil {
+		return nil, fmt.Errorf("bring up bridge %s: %w", m.cfg.Bridge, err)
+	}
+	return br, nil
+}
+
+// bridgeMAC is a stable, locally administered MAC for the bridge.
+func bridgeMAC(name string) net.HardwareAddr {
+	sum := sha256.Sum256([]byte("stead bridge " + name))
+	mac := net.HardwareAddr(sum[:6])
+	mac[0] = mac[0]&0xfe | 0x02
+	return mac
+}
+
+// toNlAddr is p as a netlink address (IPv6 ones without duplicate
+// address detection: the leases are unique).
+func toNlAddr(p netip.Prefix) *netlink.Addr {
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+	if p.Addr().Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
+	return a
+}
+
+// ensureForwarding turns on IP forwarding (saying so when it changes):
+// IPv4, and IPv6 with Subnet6.
+func (m *Manager) ensureForwarding() error {
+	keys := []string{"net/ipv4/ip_forward"}
+	if m.gw6.IsValid() {
+		keys = append(keys, "net/ipv6/conf/all/forwarding")
+	}
+	for _, k := range keys {
+		b, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			return fmt.Errorf("read sysctl %s: %w", k, err)
+		}
+		if strings.TrimSpace(string(b)) == "1" {
+			continue
+		}
+		if err := writeSysctl(k, "1"); err != nil {
+			return err
+		}
+		m.log.Warn("turned on IP forwarding for sandbox traffic", "sysctl", strings.ReplaceAll(k, "/", "."), "was", strings.TrimSpace(string(b)), "now", "1")
+	}
+	return nil
+}
+
+// ensureLinks makes (or repairs) a sandbox's netns, veth pair, addresses,
+// routes and sysctls. An existing netns is always kept.
+func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
+	if sb.source != "" && isNetNS(sb.netns) && !sameFile(sb.source, sb.netns) {
+		// A namespace of an earlier run of the sandbox: its links go with it.
+		if err := removeNetNS(sb.netns); err != nil {
+			return err
+		}
+	}
+	if !isNetNS(sb.netns) {
+		create := createNetNS
+		if sb.source != "" {
+			create = func(path string) error { return bindNetNS(sb.source, path) }
+		}
+		if err := create(sb.netns); err != nil {
+			return err
+		}
+	}
+	nsh, err := netns.GetFromPath(sb.netns)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", sb.netns, err)
+	}
+	defer nsh.Close()
+	nh, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		return fmt.Errorf("open netlink in netns %s: %w", sb.netns, err)
+	}
+	defer nh.Close()
+
+	host, herr := netlink.LinkByName(sb.veth)
+	peer, perr := nh.LinkByName("eth0")
+	paired := herr == nil && perr == nil && peer.Attrs().ParentIndex == host.Attrs().Index && host.Type() == "veth"
+	if !paired {
+		if herr == nil {
+			if err := netlink.LinkDel(host); err != nil {
+				return fmt.Errorf("delete stale veth %s: %w", sb.veth, err)
+			}
+		}
+		if perr == nil {
+			if err := nh.LinkDel(peer); err != nil {
+				return fmt.Errorf("delete stale eth0 in %s: %w", sb.netns, err)
+			}
+		}
+		la := netlink.NewLinkAttrs()
+		la.Name = sb.veth
+		la.MTU = br.Attrs().MTU
+		if la.MTU == 0 {
+			la.MTU = 1500
+		}
+		v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}
+		if err := netlink.LinkAdd(v); err != nil {
+			return fmt.Errorf("create veth %s: %w", sb.veth, err)
+		}
+		if host, err = netlink.LinkByName(sb.veth); err != nil {
+			return fmt.Errorf("find veth %s: %w", sb.veth, err)
+		}
+		if peer, err = nh.LinkByName("eth0"); err != nil {
+			return fmt.Errorf("find eth0 in %s: %w", sb.netns, err)
+		}
+	}
+	if err := netlink.LinkSetAlias(host, aliasPrefix(m.cfg.Table)+sb.key); err != nil {
+		return fmt.Errorf("set alias of %s: %w", sb.veth, err)
+	}
+	if host.Attrs().MasterIndex != br.Attrs().Index {
+		if err := netlink.LinkSetMaster(host, br); err != nil {
+			return fmt.Errorf("enslave %s to %s: %w", sb.veth, m.cfg.Bridge, err)
+		}
+	}
+	if err := netlink.LinkSetIsolated(host, true); err != nil {
+		return fmt.Errorf("isolate bridge port %s: %w", sb.veth, err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return fmt.Errorf("bring up %s: %w", sb.veth, err)
+	}
+
+	// Inside: lo, eth0 with the leased address, the default route.
+	if lo, err := nh.LinkByName("lo"); err == nil {
+		if err := nh.LinkSetUp(lo); err != nil {
+			return fmt.Errorf("bring up lo in %s: %w", sb.netns, err)
+		}
+	}
+	// IPv6 is off in the netns unless the sandbox has an address (then
+	// without router advertisements: the route is set here).
+	sysctls := [][2]string{
+		{"net/ipv4/ip_unprivileged_port_start", "0"},
+		{"net/ipv4/ping_group_range", "0 2147483647"},
+		{"net/ipv6/conf/all/disable_ipv6", "1"},
+		{"net/ipv6/conf/default/disable_ipv6", "1"},
+		{"net/ipv6/conf/eth0/disable_ipv6", "1"},
+	}
+	if sb.addr6.IsValid() {
+		sysctls = [][2]string{
+			{"net/ipv4/ip_unprivileged_port_start", "0"},
+			{"net/ipv4/ping_group_range", "0 2147483647"},
+			{"net/ipv6/conf/all/accept_ra", "0"},
+			{"net/ipv6/conf/default/accept_ra", "0"},
+			{"net/ipv6/conf/eth0/accept_ra", "0"},
+			{"net/ipv6/conf/all/disable_ipv6", "0"},
+			{"net/ipv6/conf/eth0/disable_ipv6", "0"},
+		}
+	}
+	if err := inNetNS(sb.netns, func() error {
+		for _, kv := range sysctls {
+			if err := writeSysctl(kv[0], kv[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("set sysctls in %s: %w", sb.netns, err)
+	}
+	if err := nh.AddrReplace(peer, toNlAddr(netip.PrefixFrom(sb.addr, m.cfg.Subnet.Bits()))); err != nil {
+		return fmt.Errorf("address eth0 in %s: %w", sb.netns, err)
+	}
+	if sb.addr6.IsValid() {
+		if err := nh.AddrReplace(peer, toNlAddr(netip.PrefixFrom(sb.addr6, m.cfg.Subnet6.Bits()))); err != nil {
+			return fmt.Errorf("address eth0 in %s: %w", sb.netns, err)
+		}
+	}
+	if err := nh.LinkSetUp(peer); err != nil {
+		return fmt.Errorf("bring up eth0 in %s: %w", sb.netns, err)
+	}
+	if err := nh.RouteReplace(&netlink.Route{LinkIndex: peer.Attrs().Index, Gw: m.gw.AsSlice()}); err != nil {
+		return fmt.Errorf("add default route in %s: %w", sb.netns, err)
+	}
+	if sb.addr6.IsValid() {
+		def6 := &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+		if err := nh.RouteReplace(&netlink.Route{LinkIndex: peer.Attrs().Index, Dst: def6, Gw: m.gw6.AsSlice()}); err != nil {
+			return fmt.Errorf("add default IPv6 route in %s: %w", sb.netns, err)
+		}
+	}
+
+	// The host answers ARP for nobody but believes only the real owner of
+	// each address: a permanent neighbour entry.
+	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
+		if !a.IsValid() {
+			continue
+		}
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: family(a),
+			State: netlink.NUD_PERMANENT, IP: a.AsSlice(), HardwareAddr: peer.Attrs().HardwareAddr}); err != nil {
+			return fmt.Errorf("pin neighbour %s: %w", a, err)
+		}
+	}
+
+	if err := setRate(netlink.QdiscReplace, netlink.QdiscDel, netlink.QdiscList, host, sb.lim.BandwidthBits); err != nil {
+		return fmt.Errorf("limit %s: %w", sb.veth, err)
+	}
+	if err := setRate(nh.QdiscReplace, nh.QdiscDel, nh.QdiscList, peer, sb.lim.BandwidthBits); err != nil {
+		return fmt.Errorf("limit eth0 in %s: %w", sb.netns, err)
+	}
+	return nil
+}
+
+// setRate puts a tbf of bits/s as the link's root qdisc (or removes ours
+// when bits is 0).
+func setRate(replace, del func(netlink.Qdisc) error,
+	list func(netlink.Link) ([]netlink.Qdisc, error), l netlink.Link, bits int64) error {
+	if bits <= 0 {
+		qs, err := dump(func() ([]netlink.Qdisc, error) { return list(l) })
+		if err != nil {
+			return fmt.Errorf("list qdiscs: %w", err)
+		}
+		for _, q := range qs {
+			if q.Type() == "tbf" && q.Attrs().Parent == netlink.HANDLE_ROOT {
+				if err := del(q); err != nil {
+					return fmt.Errorf("delete tbf: %w", err)
+				}
+			}
+		}
+		return nil
+	}
+	rate := uint64(bits / 8)
+	burst := max(rate/100, 32*1024)
+	q := &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+		Rate:       rate,
+		Limit:      uint32(burst + rate/20),
+		Buffer:     netlink.Xmittime(rate, uint32(burst)),
+	}
+	if err := replace(q); err != nil {
+		return fmt.Errorf("replace tbf: %w", err)
+	}
+	return nil
+}
+
+// ownedLinks lists the host links of this instance's sandboxes by name:
+// those enslaved to the bridge and those carrying the table's alias.
+func (m *Manager) ownedLinks(br netlink.Link) (map[string]netlink.Link, error) {
+	links, err := dump(netlink.LinkList)
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	out := map[string]netlink.Link{}
+	prefix := aliasPrefix(m.cfg.Table)
+	for _, l := range links {
+		a := l.Attrs()
+		if strings.HasPrefix(a.Alias, prefix) || br != nil && a.MasterIndex == br.Attrs().Index {
+			out[a.Name] = l
+		}
+	}
+	return out, nil
+}
+
+// dump retries a netlink dump that a concurrent change interrupted (the
+// kernel then flags the results as possibly inconsistent).
+func dump[T any](f func() (T, error)) (T, error) {
+	var out T
+	var err error
+	for range 10 {
+		out, err = f()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return out, err
+		}
+	}
+	return out, err
+}

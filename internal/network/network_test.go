@@ -1,0 +1,1013 @@
+package network_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/network"
+	"github.com/stead-dev/stead/internal/network/nettest"
+	"github.com/stead-dev/stead/internal/network/policy"
+	"github.com/stead-dev/stead/internal/store/sqlite"
+)
+
+// testWriter sends the Manager's logs to the test's log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// refuseWithin is how long a dial that must fail is given.
+const refuseWithin = 400 * time.Millisecond
+
+type env struct {
+	t    testing.TB
+	ctx  context.Context
+	cfg  network.Config
+	m    *network.Manager
+	inet *nettest.Internet
+	st   *sqlite.Store
+}
+
+// newEnv makes a Manager on a bridge, subnet, table and RunDir of the
+// test's own, and a stand-in internet.
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
+
+// newEnvWith is newEnv with the config changed by edit (before New).
+func newEnvWith(t testing.TB, edit func(cfg *network.Config, slot int)) *env {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("network tests need root (namespaces, links, nftables)")
+	}
+	ctx := context.Background()
+	n := nettest.Slot(t)
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, ctx: ctx, st: st, inet: nettest.NewInternet(t)}
+	e.cfg = network.Config{
+		Bridge:       fmt.Sprintf("stbr%03d", n),
+		Subnet:       netip.MustParsePrefix(fmt.Sprintf("10.199.%d.0/24", n)),
+		RunDir:       t.TempDir(),
+		ResolverPort: 20000 + n,
+		EgressPort:   21000 + n,
+		Table:        fmt.Sprintf("stead-test-%03d", n),
+		Leases:       st,
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+	}
+	if edit != nil {
+		edit(&e.cfg, n)
+	}
+	e.m = e.newManager()
+	t.Cleanup(func() {
+		if err := e.m.Remove(ctx); err != nil {
+			t.Errorf("remove: %v", err)
+		}
+	})
+	return e
+}
+
+func (e *env) newManager() *network.Manager {
+	e.t.Helper()
+	m, err := network.New(e.ctx, e.cfg)
+	if err != nil {
+		e.t.Fatalf("new manager: %v", err)
+	}
+	return m
+}
+
+func (e *env) attach(id string, p policy.Policy, lim network.Limits) network.Attached {
+	e.t.Helper()
+	at, err := e.m.Attach(e.ctx, network.Attachment{ID: id, Policy: p, Limits: lim})
+	if err != nil {
+		e.t.Fatalf("attach %s: %v", id, err)
+	}
+	return at
+}
+
+// dial connects from inside the netns at ns within timeout.
+func dial(ns string, addr netip.AddrPort, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := nettest.Dial(ctx, ns, "tcp", addr.String())
+	if err != nil {
+		return err
+	}
+	c.Close()
+	return nil
+}
+
+func (e *env) mustReach(ns string, addr netip.AddrPort) {
+	e.t.Helper()
+	if err := dial(ns, addr, 3*time.Second); err != nil {
+		e.t.Errorf("%s cannot reach %s: %v", filepath.Base(ns), addr, err)
+	}
+}
+
+func (e *env) mustNotReach(ns string, addr netip.AddrPort) {
+	e.t.Helper()
+	if err := dial(ns, addr, refuseWithin); err == nil {
+		e.t.Errorf("%s reaches %s", filepath.Base(ns), addr)
+	}
+}
+
+// get fetches a page of the stand-in internet from inside ns.
+func (e *env) get(ns, url string) (string, error) {
+	resp, err := nettest.HTTPClient(ns, e.inet, 2*time.Second).Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func (e *env) sink(a netip.Addr) netip.AddrPort { return netip.AddrPortFrom(a, nettest.SinkPort) }
+
+// listenHost listens on the host on addr and accepts until the test ends.
+func listenHost(t *testing.T, addr string) netip.AddrPort {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return netip.MustParseAddrPort(l.Addr().String())
+}
+
+// listenIn listens inside a sandbox's netns.
+func listenIn(t *testing.T, ns string, port int) {
+	t.Helper()
+	var l net.Listener
+	if err := nettest.Do(ns, func() error {
+		var err error
+		l, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "hello from the sandbox\n")
+			c.Close()
+		}
+	}()
+}
+
+func parse(t *testing.T, allow, deny []string, internet bool) policy.Policy {
+	t.Helper()
+	p, err := policy.Parse(client.NetworkPolicy{Internet: &internet, Allow: allow, Deny: deny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSandboxFetchesPageFromInternetThroughNAT(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("sb-a", policy.Default(), network.Limits{})
+	if a.Gateway != e.m.Gateway() || a.Gateway != netip.MustParseAddr(strings.Replace(e.cfg.Subnet.Addr().String(), ".0", ".1", 1)) {
+		t.Fatalf("gateway %s", a.Gateway)
+	}
+	if !e.cfg.Subnet.Contains(a.Addr) || a.Addr == a.Gateway {
+		t.Fatalf("address %s", a.Addr)
+	}
+	for _, tls := range []bool{false, true} {
+		body, err := e.get(a.NetNS, nettest.URL(tls, e.inet.Web.String()))
+		if err != nil {
+			t.Fatalf("fetch (tls %v): %v", tls, err)
+		}
+		port := uint16(80)
+		if tls {
+			port = 443
+		}
+		if want := nettest.Echo(e.inet.Web.String(), netip.AddrPortFrom(e.inet.Web, port)); body != want {
+			t.Fatalf("body %q, want %q", body, want)
+		}
+	}
+	rc, err := os.ReadFile(a.ResolvConf)
+	if err != nil || !strings.Contains(string(rc), "nameserver "+a.Gateway.String()+"\n") {
+		t.Fatalf("resolv.conf %q: %v", rc, err)
+	}
+	// The sandbox's root must bind low ports and ping without privileges.
+	if err := nettest.Do(a.NetNS, func() error {
+		for key, want := range map[string]string{
+			"net/ipv4/ip_unprivileged_port_start": "0",
+			"net/ipv4/ping_group_range":           "0\t2147483647",
+		} {
+			b, err := os.ReadFile("/proc/sys/" + key)
+			if err != nil {
+				return err
+			}
+			if got := strings.TrimSpace(string(b)); got != want {
+				return fmt.Errorf("%s = %q, want %q", key, got, want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	id, _, ok := e.m.Lookup(a.Addr)
+	if !ok || id != "sb-a" {
+		t.Fatalf("lookup %s: %q %v", a.Addr, id, ok)
+	}
+	if addr, ok := e.m.Addr("sb-a"); !ok || addr != a.Addr {
+		t.Fatalf("addr: %s %v", addr, ok)
+	}
+}
+
+func TestPolicyDecidesWhatLeavesTheSandbox(t *testing.T) {
+	e := newEnv(t)
+	web, web2 := e.sink(e.inet.Web), e.sink(e.inet.Web2)
+	cases := []struct {
+		name       string
+		p          policy.Policy
+		reach, not []netip.AddrPort
+	}{
+		{"internet off refuses everything", parse(t, nil, nil, false), nil, []netip.AddrPort{web, web2}},
+		{"deny CIDR refuses only it", parse(t, nil, []string{e.inet.Web.String() + "/32"}, true), []netip.AddrPort{web2}, []netip.AddrPort{web}},
+		{"allow CIDR admits only it", parse(t, []string{e.inet.Web2.String()}, nil, true), []netip.AddrPort{web2}, []netip.AddrPort{web}},
+		{"deny wins over allow", parse(t, []string{e.inet.Prefix.String()}, []string{e.inet.Web2.String()}, true), []netip.AddrPort{web}, []netip.AddrPort{web2}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := e.attach(fmt.Sprintf("pol-%d", i), c.p, network.Limits{})
+			for _, r := range c.reach {
+				e.mustReach(a.NetNS, r)
+			}
+			for _, r := range c.not {
+				e.mustNotReach(a.NetNS, r)
+			}
+		})
+	}
+}
+
+func TestAllowByNameAdmitsResolvedAddressesUntilTheyExpire(t *testing.T) {
+	e := newEnv(t)
+	p := parse(t, []string{"example.test"}, nil, true)
+	a := e.attach("named", p, network.Limits{})
+	web := e.sink(e.inet.Web)
+	e.mustNotReach(a.NetNS, web)
+	if e.m.Resolved("named", e.inet.Web) {
+		t.Fatal("resolved before AddResolved")
+	}
+	e.m.AddResolved("named", []netip.Addr{e.inet.Web}, 1500*time.Millisecond)
+	if !e.m.Resolved("named", e.inet.Web) {
+		t.Fatal("not resolved after AddResolved")
+	}
+	e.mustReach(a.NetNS, web)
+	e.mustNotReach(a.NetNS, e.sink(e.inet.Web2))
+	// Renewing extends the admission.
+	e.m.AddResolved("named", []netip.Addr{e.inet.Web}, 1500*time.Millisecond)
+	time.Sleep(1700 * time.Millisecond)
+	if e.m.Resolved("named", e.inet.Web) {
+		t.Fatal("still resolved after expiry")
+	}
+	e.mustNotReach(a.NetNS, web)
+}
+
+func TestDomainPolicyRedirectsWebPortsToTheEgressProxy(t *testing.T) {
+	e := newEnv(t)
+	proxy, err := net.Listen("tcp", netip.AddrPortFrom(e.m.Gateway(), uint16(e.cfg.EgressPort)).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	got := make(chan string, 4)
+	go func() {
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			got <- c.RemoteAddr().String()
+			c.Close()
+		}
+	}()
+	a := e.attach("dom", parse(t, []string{"example.test"}, nil, true), network.Limits{})
+	for _, port := range []uint16{80, 443} {
+		if err := dial(a.NetNS, netip.AddrPortFrom(e.inet.Web, port), 3*time.Second); err != nil {
+			t.Fatalf("dial :%d: %v", port, err)
+		}
+		select {
+		case src := <-got:
+			if ap := netip.MustParseAddrPort(src); ap.Addr() != a.Addr {
+				t.Fatalf("proxy saw %s, want the sandbox's %s", src, a.Addr)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("port %d not redirected to the proxy", port)
+		}
+	}
+	// A sandbox without domains goes straight out.
+	b := e.attach("nodom", policy.Default(), network.Limits{})
+	body, err := e.get(b.NetNS, nettest.URL(false, e.inet.Web.String()))
+	if err != nil || !strings.Contains(body, "addr="+e.inet.Web.String()+":80") {
+		t.Fatalf("direct fetch: %q %v", body, err)
+	}
+}
+
+func TestHostGatewayOtherSandboxesAndMetadataAreRefusedUnderEveryPolicy(t *testing.T) {
+	e := newEnv(t)
+	hostSvc := listenHost(t, "0.0.0.0:0")
+	resolver := listenHost(t, netip.AddrPortFrom(e.m.Gateway(), uint16(e.cfg.ResolverPort)).String())
+	_ = resolver
+	other := e.attach("other", policy.Default(), network.Limits{})
+	listenIn(t, other.NetNS, 7000)
+	// The host reaches a sandbox (the port proxy's path), and replies return.
+	c, err := net.DialTimeout("tcp", netip.AddrPortFrom(other.Addr, 7000).String(), time.Second)
+	if err != nil {
+		t.Fatalf("host to sandbox: %v", err)
+	}
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "hello from the sandbox\n" {
+		t.Fatalf("host to sandbox read %q: %v", line, err)
+	}
+	c.Close()
+
+	policies := map[string]policy.Policy{
+		"default":        policy.Default(),
+		"allow all":      parse(t, []string{"0.0.0.0/0"}, nil, true),
+		"internet off":   parse(t, nil, nil, false),
+		"allow by names": parse(t, []string{"*.example.test"}, nil, true),
+	}
+	i := 0
+	for name, p := range policies {
+		t.Run(name, func(t *testing.T) {
+			i++
+			a := e.attach(fmt.Sprintf("walled-%d", i), p, network.Limits{})
+			e.m.AddResolved(fmt.Sprintf("walled-%d", i), []netip.Addr{other.Addr, e.inet.HostAddr, netip.MustParseAddr("169.254.169.254")}, time.Minute)
+			for _, dst := range []netip.AddrPort{
+				netip.AddrPortFrom(e.inet.HostAddr, hostSvc.Port()), // a host address
+				netip.AddrPortFrom(e.m.Gateway(), hostSvc.Port()),   // the gateway, not 53
+				netip.AddrPortFrom(other.Addr, 7000),                // another sandbox
+				netip.MustParseAddrPort("169.254.169.254:80"),       // metadata
+				netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), hostSvc.Port()),
+			} {
+				e.mustNotReach(a.NetNS, dst)
+			}
+			// The resolver (53 on the gateway, redirected to ResolverPort) is open.
+			e.mustReach(a.NetNS, netip.AddrPortFrom(e.m.Gateway(), 53))
+		})
+	}
+	for _, a := range []netip.Addr{e.inet.HostAddr, e.m.Gateway(), other.Addr, netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("127.0.0.1")} {
+		if !e.m.Forbidden(a) {
+			t.Errorf("Forbidden(%s) = false", a)
+		}
+	}
+	if e.m.Forbidden(e.inet.Web) {
+		t.Errorf("Forbidden(%s) = true", e.inet.Web)
+	}
+}
+
+func TestSetPolicyChangesARunningSandboxsReach(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("live", policy.Default(), network.Limits{})
+	web := e.sink(e.inet.Web)
+	e.mustReach(a.NetNS, web)
+	// An established connection survives the change.
+	conn, err := nettest.Dial(e.ctx, a.NetNS, "tcp", web.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := e.m.SetPolicy(e.ctx, "live", parse(t, nil, nil, false)); err != nil {
+		t.Fatal(err)
+	}
+	e.mustNotReach(a.NetNS, web)
+	if _, err := conn.Write([]byte("still here")); err != nil {
+		t.Fatalf("established connection cut: %v", err)
+	}
+	if _, p, _ := e.m.Lookup(a.Addr); p.Internet {
+		t.Fatal("Lookup returns the old policy")
+	}
+	if err := e.m.SetPolicy(e.ctx, "live", policy.Default()); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReach(a.NetNS, web)
+	if err := e.m.SetPolicy(e.ctx, "absent", policy.Default()); !errors.Is(err, network.ErrNotAttached) {
+		t.Fatalf("SetPolicy of an absent sandbox: %v", err)
+	}
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return statIno(fi)
+}
+
+func TestAttachIsIdempotentAndRepairsWithoutANewNetns(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("same", policy.Default(), network.Limits{})
+	ino := inode(t, a.NetNS)
+	veth := func() int {
+		for _, l := range linkList(t) {
+			if l.Attrs().Alias == "stead:"+e.cfg.Table+":same" {
+				return l.Attrs().Index
+			}
+		}
+		return 0
+	}
+	idx := veth()
+	// An open connection survives a repeated Attach (nothing is remade).
+	conn, err := nettest.Dial(e.ctx, a.NetNS, "tcp", e.sink(e.inet.Web).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	b := e.attach("same", policy.Default(), network.Limits{})
+	if a != b || inode(t, b.NetNS) != ino || veth() != idx {
+		t.Fatalf("second attach: %+v (inode %d), first %+v (inode %d)", b, inode(t, b.NetNS), a, ino)
+	}
+	if _, err := conn.Write([]byte("still here")); err != nil {
+		t.Fatalf("connection broken by a repeated attach: %v", err)
+	}
+	// Break it: the host veth goes (the peer with it).
+	links := linkList(e.t)
+	for _, l := range links {
+		if l.Attrs().Alias == "stead:"+e.cfg.Table+":same" {
+			if err := netlink.LinkDel(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
+	c := e.attach("same", policy.Default(), network.Limits{})
+	if c != a || inode(t, c.NetNS) != ino {
+		t.Fatalf("repair gave %+v, inode %d", c, inode(t, c.NetNS))
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+}
+
+func TestAddressIsStableAcrossDetachAndAttachAndFreedByRelease(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("stable", policy.Default(), network.Limits{})
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	if n := conntrackOf(t, a.Addr); n == 0 {
+		t.Fatal("no connection tracked: the check below is blind")
+	}
+	if err := e.m.Detach(e.ctx, "stable"); err != nil {
+		t.Fatal(err)
+	}
+	if n := conntrackOf(t, a.Addr); n > 0 {
+		t.Fatalf("%d connection tracking entries of %s kept after detach", n, a.Addr)
+	}
+	if err := e.m.Detach(e.ctx, "stable"); err != nil {
+		t.Fatalf("second detach: %v", err)
+	}
+	if _, err := os.Stat(a.NetNS); !os.IsNotExist(err) {
+		t.Fatalf("netns file after detach: %v", err)
+	}
+	if _, err := e.m.Status(e.ctx, "stable"); !errors.Is(err, network.ErrNotAttached) {
+		t.Fatalf("status after detach: %v", err)
+	}
+	b := e.attach("stable", policy.Default(), network.Limits{})
+	if b.Addr != a.Addr {
+		t.Fatalf("address %s after re-attach, was %s", b.Addr, a.Addr)
+	}
+	e.mustReach(b.NetNS, e.sink(e.inet.Web))
+	if err := e.m.Release(e.ctx, "stable"); err != nil {
+		t.Fatal(err)
+	}
+	leases, err := e.st.ListLeases(e.ctx)
+	if err != nil || len(leases) != 0 {
+		t.Fatalf("leases after release: %v %v", leases, err)
+	}
+}
+
+// leftovers lists what of the instance remains on the host.
+func (e *env) leftovers() []string {
+	var out []string
+	links := linkList(e.t)
+	br, _ := netlink.LinkByName(e.cfg.Bridge)
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Alias, "stead:"+e.cfg.Table+":") || br != nil && l.Attrs().MasterIndex == br.Attrs().Index {
+			out = append(out, "link "+l.Attrs().Name)
+		}
+	}
+	if br != nil {
+		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+			neighs, err := netlink.NeighList(br.Attrs().Index, fam)
+			for range 10 {
+				if !errors.Is(err, netlink.ErrDumpInterrupted) {
+					break
+				}
+				neighs, err = netlink.NeighList(br.Attrs().Index, fam)
+			}
+			for _, n := range neighs {
+				if n.State&netlink.NUD_PERMANENT != 0 {
+					out = append(out, "neighbour "+n.IP.String())
+				}
+			}
+		}
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, e.cfg.RunDir) {
+			out = append(out, "mount "+line)
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(e.cfg.RunDir, "ns"))
+	for _, en := range ents {
+		out = append(out, "netns file "+en.Name())
+	}
+	c, _ := nftables.New()
+	tab := &nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyINet}
+	chains, _ := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	for _, ch := range chains {
+		base := map[string]bool{"forward": true, "input": true, "prerouting": true, "postrouting": true}
+		if ch.Table.Name == e.cfg.Table && !base[ch.Name] {
+			out = append(out, "chain "+ch.Name)
+		}
+	}
+	sets, _ := c.GetSets(tab)
+	for _, s := range sets {
+		if els, _ := c.GetSetElements(s); len(els) > 0 || strings.HasPrefix(s.Name, "named-") {
+			out = append(out, "set "+s.Name)
+		}
+	}
+	objs, _ := c.GetNamedObjects(tab)
+	for _, o := range objs {
+		out = append(out, fmt.Sprintf("object %v", o))
+	}
+	leases, _ := e.st.ListLeases(e.ctx)
+	for _, l := range leases {
+		out = append(out, "lease "+l.SandboxID)
+	}
+	return out
+}
+
+func TestSyncAfterACrashLeavesNothingBehind(t *testing.T) {
+	e := newEnv(t)
+	e.attach("crash-a", policy.Default(), network.Limits{BandwidthBits: 10e6, MaxConns: 10})
+	e.attach("crash-b", parse(t, []string{"example.test"}, nil, true), network.Limits{})
+	e.m.AddResolved("crash-b", []netip.Addr{e.inet.Web}, time.Minute)
+	if left := e.leftovers(); len(left) == 0 {
+		t.Fatal("nothing to clean up: the check is blind")
+	}
+	// kill -9: the old Manager vanishes without a word.
+	e.m = e.newManager()
+	if err := e.m.Sync(e.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+func TestRestartAdoptsARunningSandbox(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("adopt", policy.Default(), network.Limits{})
+	gone := e.attach("gone", policy.Default(), network.Limits{})
+	ino := inode(t, a.NetNS)
+	e.m = e.newManager()
+	// Until Sync, a running sandbox's traffic is dropped (fail closed).
+	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
+	if err := e.m.Sync(e.ctx, []network.Attachment{{ID: "adopt", Policy: policy.Default()}}, map[string]bool{"gone": true}); err != nil {
+		t.Fatal(err)
+	}
+	if inode(t, a.NetNS) != ino {
+		t.Fatal("adopted sandbox got a new netns")
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	if _, err := os.Stat(gone.NetNS); !os.IsNotExist(err) {
+		t.Fatalf("netns of a stopped sandbox kept: %v", err)
+	}
+	b, err := e.m.Attach(e.ctx, network.Attachment{ID: "adopt", Policy: policy.Default()})
+	if err != nil || b != a {
+		t.Fatalf("attach after sync: %+v %v", b, err)
+	}
+	leases, _ := e.st.ListLeases(e.ctx)
+	if len(leases) != 2 {
+		t.Fatalf("leases of existing sandboxes released: %v", leases)
+	}
+	// Another kill -9; this time Attach alone adopts the sandbox.
+	e.m = e.newManager()
+	c := e.attach("adopt", policy.Default(), network.Limits{})
+	if c != a || inode(t, c.NetNS) != ino {
+		t.Fatalf("attach after restart: %+v", c)
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+}
+
+// rate reads (or writes) conn for d.
+func rate(t *testing.T, conn net.Conn, read bool, d time.Duration) {
+	t.Helper()
+	buf := make([]byte, 64<<10)
+	var n int64
+	start := time.Now()
+	_ = conn.SetDeadline(start.Add(d))
+	for {
+		var k int
+		var err error
+		if read {
+			k, err = conn.Read(buf)
+		} else {
+			k, err = conn.Write(buf)
+		}
+		n += int64(k)
+		if err != nil {
+			break
+		}
+	}
+	t.Logf("moved %d bytes through the socket", n)
+}
+
+func TestBandwidthLimitCapsTransfersBothWays(t *testing.T) {
+	e := newEnv(t)
+	const bits = 16e6 // 2 MB/s
+	a := e.attach("slow", policy.Default(), network.Limits{BandwidthBits: bits})
+	for _, c := range []struct {
+		name string
+		port uint16
+		read bool
+	}{{"download", nettest.SourcePort, true}, {"upload", nettest.SinkPort, false}} {
+		conn, err := nettest.Dial(e.ctx, a.NetNS, "tcp", netip.AddrPortFrom(e.inet.Web, c.port).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st0, _ := e.m.Status(e.ctx, "slow")
+		start := time.Now()
+		rate(t, conn, c.read, 1500*time.Millisecond)
+		st1, _ := e.m.Status(e.ctx, "slow")
+		conn.Close()
+		moved := st1.RxBytes - st0.RxBytes
+		if !c.read {
+			moved = st1.TxBytes - st0.TxBytes
+		}
+		r := float64(moved) / time.Since(start).Seconds()
+		t.Logf("%s: %.2f MB/s under a %.0f MB/s limit", c.name, r/1e6, bits/8/1e6)
+		if r > bits/8*1.3 || r < bits/8*0.4 {
+			t.Errorf("%s at %.0f B/s, limit %.0f B/s", c.name, r, bits/8)
+		}
+	}
+}
+
+func TestConnLimitRefusesTheConnectionOverItAndStatusCountsIt(t *testing.T) {
+	e := newEnv(t)
+	const limit = 4
+	a := e.attach("conns", policy.Default(), network.Limits{MaxConns: limit})
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	// Connections to the gateway's resolver count too.
+	resolver := listenHost(t, netip.AddrPortFrom(e.m.Gateway(), uint16(e.cfg.ResolverPort)).String())
+	_ = resolver
+	for i := range limit {
+		dst := e.sink(e.inet.Web).String()
+		if i == 0 {
+			dst = netip.AddrPortFrom(e.m.Gateway(), 53).String()
+		}
+		c, err := nettest.Dial(e.ctx, a.NetNS, "tcp", dst)
+		if err != nil {
+			t.Fatalf("connection %d of %d: %v", i+1, limit, err)
+		}
+		open = append(open, c)
+	}
+	st0, err := e.m.Status(e.ctx, "conns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A policy change keeps the count.
+	if err := e.m.SetPolicy(e.ctx, "conns", parse(t, []string{e.inet.Prefix.String()}, nil, true)); err != nil {
+		t.Fatal(err)
+	}
+	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
+	st1, err := e.m.Status(e.ctx, "conns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st1.Refused <= st0.Refused {
+		t.Fatalf("refused %d -> %d", st0.Refused, st1.Refused)
+	}
+	if st1.TxBytes == 0 || st1.RxBytes == 0 || st1.Addr != a.Addr {
+		t.Fatalf("status %+v", st1)
+	}
+	e.m.NoteRefused("conns")
+	if st2, _ := e.m.Status(e.ctx, "conns"); st2.Refused != st1.Refused+1 {
+		t.Fatalf("NoteRefused: %d -> %d", st1.Refused, st2.Refused)
+	}
+	// Closing one frees a slot.
+	open[len(open)-1].Close()
+	open = open[:len(open)-1]
+	time.Sleep(100 * time.Millisecond)
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+}
+
+func TestSandboxCannotSendFromAnAddressNotItsOwn(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("spoofer", policy.Default(), network.Limits{})
+	// The test (root over the netns, unlike the sandbox) adds a second
+	// address, as a sandbox with CAP_NET_ADMIN over its netns could.
+	spoofed := a.Addr.Next().Next()
+	err := nettest.Do(a.NetNS, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return netlink.AddrAdd(eth, &netlink.Addr{IPNet: &net.IPNet{IP: spoofed.AsSlice(), Mask: net.CIDRMask(32, 32)}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st0, _ := e.m.Status(e.ctx, "spoofer")
+	err = nettest.Do(a.NetNS, func() error {
+		d := net.Dialer{Timeout: refuseWithin, LocalAddr: &net.TCPAddr{IP: spoofed.AsSlice()}}
+		c, err := d.Dial("tcp", e.sink(e.inet.Web).String())
+		if err == nil {
+			c.Close()
+			return errors.New("a spoofed source reached the internet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1, _ := e.m.Status(e.ctx, "spoofer")
+	if st1.Refused <= st0.Refused {
+		t.Fatalf("spoofed packets not counted: %d -> %d", st0.Refused, st1.Refused)
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	if id, _, ok := e.m.Lookup(spoofed); ok {
+		t.Fatalf("Lookup(%s) = %s", spoofed, id)
+	}
+}
+
+func TestIPv6SandboxGoesOutThroughNAT66UnderTheSameRules(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+	})
+	a := e.attach("six", policy.Default(), network.Limits{})
+	if !e.cfg.Subnet6.Contains(a.Addr6) {
+		t.Fatalf("Addr6 %s not in %s", a.Addr6, e.cfg.Subnet6)
+	}
+	body, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web6.String()))
+	if err != nil || !strings.Contains(body, "addr=["+e.inet.Web6.String()+"]:80") {
+		t.Fatalf("fetch over IPv6: %q %v", body, err)
+	}
+	if id, _, ok := e.m.Lookup(a.Addr6); !ok || id != "six" {
+		t.Fatalf("Lookup(%s) = %q %v", a.Addr6, id, ok)
+	}
+	other := e.attach("six-other", policy.Default(), network.Limits{})
+	listenIn(t, other.NetNS, 7000)
+	hostSvc := listenHost(t, "[::]:0")
+	for _, dst := range []netip.AddrPort{
+		netip.AddrPortFrom(other.Addr6, 7000),
+		netip.AddrPortFrom(e.inet.HostAddr6, hostSvc.Port()),
+		netip.AddrPortFrom(a.Addr6.Prev(), hostSvc.Port()), // the gateway
+		netip.MustParseAddrPort("[fd00:ec2::254]:80"),
+	} {
+		e.mustNotReach(a.NetNS, dst)
+	}
+	web6, web26 := e.sink(e.inet.Web6), e.sink(e.inet.Web26)
+	if err := e.m.SetPolicy(e.ctx, "six", parse(t, []string{e.inet.Web26.String()}, nil, true)); err != nil {
+		t.Fatal(err)
+	}
+	e.mustNotReach(a.NetNS, web6)
+	e.mustReach(a.NetNS, web26)
+	if err := e.m.SetPolicy(e.ctx, "six", parse(t, []string{"example.test"}, nil, true)); err != nil {
+		t.Fatal(err)
+	}
+	e.mustNotReach(a.NetNS, web6)
+	e.m.AddResolved("six", []netip.Addr{e.inet.Web6}, time.Minute)
+	e.mustReach(a.NetNS, web6)
+	if !e.m.Forbidden(a.Addr6) || !e.m.Forbidden(e.inet.HostAddr6) || e.m.Forbidden(e.inet.Web6) {
+		t.Fatal("Forbidden is wrong for IPv6")
+	}
+	// A spoofed IPv6 source is dropped as an IPv4 one is.
+	spoofed := a.Addr6.Next().Next().Next()
+	if err := nettest.Do(a.NetNS, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if err := netlink.AddrAdd(eth, &netlink.Addr{IPNet: &net.IPNet{IP: spoofed.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+			return err
+		}
+		d := net.Dialer{Timeout: refuseWithin, LocalAddr: &net.TCPAddr{IP: spoofed.AsSlice()}}
+		if c, err := d.Dial("tcp", web6.String()); err == nil {
+			c.Close()
+			return errors.New("a spoofed IPv6 source reached the internet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Release(e.ctx, "six"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Sync(e.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+func TestInstancesWithOtherBridgesAndTablesDoNotTouchEachOther(t *testing.T) {
+	e1, e2 := newEnv(t), newEnv(t)
+	a1 := e1.attach("mine", policy.Default(), network.Limits{})
+	a2 := e2.attach("theirs", policy.Default(), network.Limits{})
+	// A crash-restart of instance 1 with nothing running.
+	e1.m = e1.newManager()
+	if err := e1.m.Sync(e1.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := e1.leftovers(); len(left) > 0 {
+		t.Fatalf("instance 1 left:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(a1.NetNS); !os.IsNotExist(err) {
+		t.Fatalf("instance 1 netns: %v", err)
+	}
+	// Instance 2's sandbox, rules and lease are intact.
+	e2.mustReach(a2.NetNS, e2.sink(e2.inet.Web))
+	if st, err := e2.m.Status(e2.ctx, "theirs"); err != nil || st.Addr != a2.Addr {
+		t.Fatalf("instance 2 status: %+v %v", st, err)
+	}
+	if leases, _ := e2.st.ListLeases(e2.ctx); len(leases) != 1 {
+		t.Fatalf("instance 2 leases: %v", leases)
+	}
+}
+
+// linkList lists the host's links, retrying dumps that concurrent tests
+// interrupt.
+func linkList(t testing.TB) []netlink.Link {
+	t.Helper()
+	for range 10 {
+		links, err := netlink.LinkList()
+		if err == nil {
+			return links
+		}
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("list links: interrupted 10 times")
+	return nil
+}
+
+func TestSandboxCannotReachAnotherThroughTheGateway(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("hairpin-a", parse(t, []string{"0.0.0.0/0"}, nil, true), network.Limits{})
+	b := e.attach("hairpin-b", policy.Default(), network.Limits{})
+	listenIn(t, b.NetNS, 7000)
+	// L2 is closed by port isolation; send it to the gateway instead, as
+	// a sandbox with a route of its own would.
+	if err := nettest.Do(a.NetNS, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		dst := &net.IPNet{IP: b.Addr.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		return netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: dst, Gw: a.Gateway.AsSlice()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st0, _ := e.m.Status(e.ctx, "hairpin-a")
+	e.mustNotReach(a.NetNS, netip.AddrPortFrom(b.Addr, 7000))
+	if st1, _ := e.m.Status(e.ctx, "hairpin-a"); st1.Refused <= st0.Refused {
+		t.Fatalf("hairpin not refused by the firewall: %d -> %d", st0.Refused, st1.Refused)
+	}
+}
+
+func TestReleaseAfterARestartRemovesWhatTheOldManagerMade(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("orphan", parse(t, []string{"example.test"}, nil, true), network.Limits{BandwidthBits: 1e6})
+	e.m = e.newManager()
+	if _, ok := e.m.Addr("orphan"); ok {
+		t.Fatal("a new Manager knows the sandbox before Sync or Attach")
+	}
+	if err := e.m.Release(e.ctx, "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Release(e.ctx, "orphan"); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+	}
+	if _, err := os.Stat(a.ResolvConf); !os.IsNotExist(err) {
+		t.Fatalf("resolv.conf kept: %v", err)
+	}
+	if id, _, ok := e.m.Lookup(a.Addr); ok || e.m.Resolved("orphan", e.inet.Web) {
+		t.Fatalf("Lookup after release: %q", id)
+	}
+	e.m.NoteRefused("orphan") // not attached: ignored
+	e.m.AddResolved("orphan", []netip.Addr{e.inet.Web}, time.Minute)
+	if e.m.Resolved("orphan", e.inet.Web) {
+		t.Fatal("AddResolved admitted for a sandbox with no network")
+	}
+}
+
+// conntrackOf counts the tracked connections from a.
+func conntrackOf(t *testing.T, a netip.Addr) int {
+	t.Helper()
+	flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range flows {
+		if f.Forward.SrcIP.Equal(a.AsSlice()) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestAttachHoldsTheNamespaceTheCallerMade: the runtime makes a sandbox's
+// network namespace (owned by the sandbox's user namespace) and hands its
+// /proc path to Attach: the Manager links that very namespace, holds it,
+// replaces it when a later run brings another, and Detach lets it go.
+func TestAttachHoldsTheNamespaceTheCallerMade(t *testing.T) {
+	e := newEnv(t)
+	start := func() (*exec.Cmd, string) {
+		cmd := exec.Command("sleep", "60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd, fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)
+	}
+	inode := func(p string) uint64 {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	cmd1, ns1 := start()
+	a, err := e.m.Attach(e.ctx, network.Attachment{ID: "sb-own", NetNS: ns1, Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inode(a.NetNS) != inode(ns1) {
+		t.Fatalf("held namespace %d is not the caller's %d", inode(a.NetNS), inode(ns1))
+	}
+	// Traffic from the caller's namespace goes out.
+	if _, err := e.get(ns1, nettest.URL(false, e.inet.Web.String())); err != nil {
+		t.Fatalf("fetch from the caller's namespace: %v", err)
+	}
+	// Adoption without a path keeps what is held.
+	if b, err := e.m.Attach(e.ctx, network.Attachment{ID: "sb-own", Policy: policy.Default()}); err != nil || inode(b.NetNS) != inode(ns1) || b.Addr != a.Addr {
+		t.Fatalf("re-attach: %+v %v", b, err)
+	}
+	// A new run brings a new namespace: it replaces the held one, same address.
+	cmd1.Process.Kill()
+	cmd1.Wait()
+	_, ns2 := start()
+	c, err := e.m.Attach(e.ctx, network.Attachment{ID: "sb-own", NetNS: ns2, Policy: policy.Default()})
+	if err != nil || inode(c.NetNS) != inode(ns2) || c.Addr != a.Addr {
+		t.Fatalf("attach of a new run: %+v %v", c, err)
+	}
+	if _, err := e.get(ns2, nettest.URL(false, e.inet.Web.String())); err != nil {
+		t.Fatalf("fetch from the new run's namespace: %v", err)
+	}
+	if err := e.m.Detach(e.ctx, "sb-own"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c.NetNS); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("held namespace file after Detach: %v", err)
+	}
+}

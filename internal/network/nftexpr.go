@@ -1,0 +1,194 @@
+package network
+
+import (
+	"net"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// Expression helpers: each returns the expressions of one match, all
+// through register 1, in the spelling nft(8) would generate.
+
+func ifname(name string) []byte {
+	b := make([]byte, 16)
+	copy(b, name)
+	return b
+}
+
+func matchIif(name string, eq bool) []expr.Any {
+	op := expr.CmpOpEq
+	if !eq {
+		op = expr.CmpOpNeq
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: op, Register: 1, Data: ifname(name)},
+	}
+}
+
+func matchOif(name string, eq bool) []expr.Any {
+	op := expr.CmpOpEq
+	if !eq {
+		op = expr.CmpOpNeq
+	}
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: op, Register: 1, Data: ifname(name)},
+	}
+}
+
+// matchIPv4 is "meta nfproto ipv4", needed before an ip header match in
+// the inet family.
+func matchIPv4() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV4}},
+	}
+}
+
+func matchIPv6() []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.NFPROTO_IPV6}},
+	}
+}
+
+// dir says which address of the IP header a match reads.
+type dir int
+
+const (
+	src dir = iota
+	dst
+)
+
+// loadAddr loads the source or destination address of an IPv4 (is4) or
+// IPv6 header into register 1.
+func loadAddr(d dir, is4 bool) *expr.Payload {
+	off, n := uint32(12), uint32(4)
+	if !is4 {
+		off, n = 8, 16
+	}
+	if d == dst {
+		off += n
+	}
+	return &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: n}
+}
+
+func matchFamily(is4 bool) []expr.Any {
+	if is4 {
+		return matchIPv4()
+	}
+	return matchIPv6()
+}
+
+// matchAddr is "ip[6] saddr|daddr [!=] a", with the family check.
+func matchAddr(d dir, a netip.Addr, eq bool) []expr.Any {
+	op := expr.CmpOpEq
+	if !eq {
+		op = expr.CmpOpNeq
+	}
+	return cat(matchFamily(a.Is4()), []expr.Any{loadAddr(d, a.Is4()), &expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()}})
+}
+
+// matchPrefix is "ip[6] saddr|daddr [!=] p", with the family check.
+func matchPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
+	p = p.Masked()
+	if p.IsSingleIP() {
+		return matchAddr(d, p.Addr(), eq)
+	}
+	bits := p.Addr().BitLen()
+	mask := net.CIDRMask(p.Bits(), bits)
+	op := expr.CmpOpEq
+	if !eq {
+		op = expr.CmpOpNeq
+	}
+	return cat(matchFamily(p.Addr().Is4()), []expr.Any{
+		loadAddr(d, p.Addr().Is4()),
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(bits / 8), Mask: mask, Xor: make([]byte, bits/8)},
+		&expr.Cmp{Op: op, Register: 1, Data: p.Addr().AsSlice()},
+	})
+}
+
+// lookupAddr is "ip[6] saddr|daddr @set" (a verdict map lookup when
+// vmap), with the family check.
+func lookupAddr(d dir, is4 bool, s *nftables.Set, vmap bool) []expr.Any {
+	l := &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID}
+	if vmap {
+		l.IsDestRegSet = true
+		l.DestRegister = 0
+	}
+	return cat(matchFamily(is4), []expr.Any{loadAddr(d, is4), l})
+}
+
+// matchL4Port is "meta l4proto proto th dport port".
+func matchL4Port(proto byte, port int) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+	}
+}
+
+// matchICMPv6Type is "icmpv6 type typ".
+func matchICMPv6Type(typ byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{typ}},
+	}
+}
+
+// matchCtState is "ct state in bits".
+func matchCtState(bits uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: binaryutil.NativeEndian.PutUint32(0)},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
+// matchLocalDaddr is "fib daddr type [!=] local".
+func matchLocalDaddr(eq bool) []expr.Any {
+	op := expr.CmpOpEq
+	if !eq {
+		op = expr.CmpOpNeq
+	}
+	return []expr.Any{
+		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
+		&expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
+	}
+}
+
+// refuse counts into the sandbox's named counter and drops.
+func refuse(counter string) []expr.Any {
+	return []expr.Any{
+		&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: counter},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}
+}
+
+func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
+func drop() []expr.Any   { return []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}} }
+
+// redirectTo is "redirect to :port".
+func redirectTo(port int) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+		&expr.Redir{RegisterProtoMin: 1, Flags: unix.NF_NAT_RANGE_PROTO_SPECIFIED},
+	}
+}
+
+func cat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}

@@ -1,0 +1,200 @@
+package network
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/network/policy"
+)
+
+// Status returns an attached sandbox's counters (ErrNotAttached if none).
+// The firewall's part of Refused counts dropped packets: a client that
+// retransmits a refused SYN is counted once per attempt.
+func (m *Manager) Status(ctx context.Context, id string) (Status, error) {
+	m.mu.RLock()
+	sb, ok := m.sbs[id]
+	var st Status
+	if ok {
+		st = Status{Addr: sb.addr, Addr6: sb.addr6, Refused: sb.refusedBase + sb.noted}
+	}
+	m.mu.RUnlock()
+	if !ok {
+		return Status{}, fmt.Errorf("status of %s: %w", id, ErrNotAttached)
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		return Status{}, err
+	}
+	o, err := b.c.GetObject(&nftables.NamedObj{Table: b.t, Name: counterName(sb.key), Type: nftables.ObjTypeCounter})
+	if err != nil {
+		return Status{}, fmt.Errorf("read refused counter of %s: %w", id, err)
+	}
+	if n, ok := o.(*nftables.NamedObj); ok {
+		if c, ok := n.Obj.(*expr.Counter); ok {
+			st.Refused += c.Packets
+		}
+	}
+	l, err := netlink.LinkByName(sb.veth)
+	if err != nil {
+		return Status{}, fmt.Errorf("read link stats of %s: %w", id, err)
+	}
+	if s := l.Attrs().Statistics; s != nil {
+		// The host side receives what the sandbox sends.
+		st.TxBytes, st.RxBytes = s.RxBytes, s.TxBytes
+	}
+	return st, nil
+}
+
+// Lookup finds the attached sandbox that owns source address src (for the
+// resolver and the egress proxy).
+func (m *Manager) Lookup(src netip.Addr) (id string, p policy.Policy, ok bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.byAddr[src.Unmap()]
+	if !ok {
+		return "", policy.Policy{}, false
+	}
+	return sb.id, sb.pol, true
+}
+
+// AddResolved admits addrs for sandbox id for ttl: an admitted name
+// resolved to them (the resolver calls it before it answers). Errors are
+// logged: an address not admitted is refused, which is the safe side.
+func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) {
+	ttl = max(ttl, time.Second).Truncate(time.Millisecond)
+	m.op.Lock()
+	defer m.op.Unlock()
+	m.mu.RLock()
+	sb, ok := m.sbs[id]
+	m.mu.RUnlock()
+	if !ok {
+		return
+	}
+	now := time.Now()
+	b, err := m.newBatch()
+	if err != nil {
+		m.log.Error("admit resolved addresses", "sandbox", id, "err", err)
+		return
+	}
+	var admitted []netip.Addr
+	for _, is4 := range m.families() {
+		var els, withTTL []nftables.SetElement
+		for _, a := range addrs {
+			if a = a.Unmap(); a.IsValid() && a.Is4() == is4 {
+				els = append(els, nftables.SetElement{Key: a.AsSlice()})
+				withTTL = append(withTTL, nftables.SetElement{Key: a.AsSlice(), Timeout: ttl})
+				admitted = append(admitted, a)
+			}
+		}
+		if len(els) == 0 {
+			continue
+		}
+		// add (a no-op if present), delete, add: an element's timeout is
+		// set anew whatever the set held.
+		s := b.namedSet(sb.key, is4)
+		_ = b.c.SetAddElements(s, withTTL)
+		_ = b.c.SetDeleteElements(s, els)
+		_ = b.c.SetAddElements(s, withTTL)
+	}
+	if len(admitted) == 0 {
+		return
+	}
+	if err := b.flush("resolved addresses of " + id); err != nil {
+		m.log.Error("admit resolved addresses", "sandbox", id, "err", err)
+		return
+	}
+	m.mu.Lock()
+	for a, exp := range sb.resolved {
+		if !exp.After(now) {
+			delete(sb.resolved, a)
+		}
+	}
+	for _, a := range admitted {
+		sb.resolved[a] = now.Add(ttl)
+	}
+	m.mu.Unlock()
+}
+
+// Resolved reports whether an admitted name resolved to a for sandbox id
+// and the admission has not expired.
+func (m *Manager) Resolved(id string, a netip.Addr) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.sbs[id]
+	if !ok {
+		return false
+	}
+	exp, ok := sb.resolved[a.Unmap()]
+	return ok && time.Now().Before(exp)
+}
+
+// Forbidden reports whether a is an address no sandbox may reach whatever
+// its policy: the host's own addresses, the bridge's subnets, and
+// policy.AlwaysDenied.
+func (m *Manager) Forbidden(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || policy.IsAlwaysDenied(a) || m.cfg.Subnet.Contains(a) || m.cfg.Subnet6.IsValid() && m.cfg.Subnet6.Contains(a) {
+		return true
+	}
+	return m.localAddrs()[a]
+}
+
+// localAddrs are the host's addresses, refreshed at most every second.
+func (m *Manager) localAddrs() map[netip.Addr]bool {
+	m.localMu.Lock()
+	defer m.localMu.Unlock()
+	if m.local != nil && time.Since(m.localAt) < time.Second {
+		return m.local
+	}
+	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		m.log.Warn("list host addresses", "err", err)
+		if m.local != nil {
+			return m.local
+		}
+	}
+	local := map[netip.Addr]bool{}
+	for _, ad := range addrs {
+		if a, ok := netip.AddrFromSlice(ad.IP); ok {
+			local[a.Unmap()] = true
+		}
+	}
+	m.local, m.localAt = local, time.Now()
+	return local
+}
+
+// NoteRefused counts a refusal made outside the firewall (the resolver's,
+// the egress proxy's) for sandbox id.
+func (m *Manager) NoteRefused(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if sb, ok := m.sbs[id]; ok {
+		sb.noted++
+	}
+}
+
+// family is the netlink address family of a.
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return unix.AF_INET
+	}
+	return unix.AF_INET6
+}
+
+// Addr is an attached sandbox's IPv4 address.
+func (m *Manager) Addr(id string) (netip.Addr, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sb, ok := m.sbs[id]
+	if !ok {
+		return netip.Addr{}, false
+	}
+	return sb.addr, true
+}

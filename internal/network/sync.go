@@ -1,0 +1,204 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Sync makes the host's network state match the running sandboxes.
+// A sandbox that is running counts as existing; a nil exists releases
+// every other lease.
+func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[string]bool) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	return m.sync(ctx, running, exists, true)
+}
+
+func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[string]bool, releaseLeases bool) error {
+	var errs []error
+	br, err := m.ensureBridge()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var sbs []*sandbox
+	keep := map[string]bool{}     // keys of RunDir entries
+	keepLink := map[string]bool{} // host veth names
+	keepAddr := map[netip.Addr]bool{}
+	for _, a := range running {
+		addr, addr6, err := m.lease(ctx, a.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		sb := m.newSandbox(a, addr, addr6)
+		keep[sb.key], keepLink[sb.veth] = true, true
+		if err := m.ensureLinks(sb, br); err != nil {
+			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
+			continue
+		}
+		if err := m.writeResolvConf(sb); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		keepAddr[sb.addr], keepAddr[sb.addr6] = true, true
+		sbs = append(sbs, sb)
+	}
+
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	counts, err := m.refusedCounters(b)
+	if err != nil {
+		return err
+	}
+	for _, sb := range sbs {
+		sb.refusedBase += counts[counterName(sb.key)]
+	}
+	if err := m.rebuild(b, sbs, now); err != nil {
+		return err
+	}
+	if err := b.flush("table " + m.cfg.Table); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	old := m.sbs
+	m.sbs, m.byAddr = map[string]*sandbox{}, map[netip.Addr]*sandbox{}
+	for _, sb := range sbs {
+		if o, ok := old[sb.id]; ok {
+			sb.noted = o.noted
+		}
+		m.sbs[sb.id], m.byAddr[sb.addr] = sb, sb
+		if sb.addr6.IsValid() {
+			m.byAddr[sb.addr6] = sb
+		}
+	}
+	m.mu.Unlock()
+
+	errs = append(errs, m.sweep(ctx, br, keep, keepLink, keepAddr)...)
+
+	if releaseLeases {
+		leases, err := m.cfg.Leases.ListLeases(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list leases: %w", err))
+		}
+		isRunning := map[string]bool{}
+		for _, a := range running {
+			isRunning[a.ID] = true
+		}
+		for _, l := range leases {
+			if exists[l.SandboxID] || isRunning[l.SandboxID] {
+				continue
+			}
+			if err := m.cfg.Leases.ReleaseLease(ctx, l.SandboxID); err != nil {
+				errs = append(errs, fmt.Errorf("release lease of %s: %w", l.SandboxID, err))
+				continue
+			}
+			m.log.InfoContext(ctx, "released lease of a deleted sandbox", "sandbox", l.SandboxID, "addr", l.Addr)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sync network: %w", err)
+	}
+	return nil
+}
+
+// sweep removes this instance's links, neighbour entries, netns files and
+// RunDir entries that belong to no kept sandbox.
+func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map[string]bool, keepAddr map[netip.Addr]bool) []error {
+	var errs []error
+	links, err := m.ownedLinks(br)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for name, l := range links {
+		if keepLink[name] {
+			continue
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
+			continue
+		}
+		m.log.InfoContext(ctx, "deleted stale link", "link", name, "alias", l.Attrs().Alias)
+	}
+	neighs, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(br.Attrs().Index, unix.AF_INET) })
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list neighbours: %w", err))
+	}
+	if m.gw6.IsValid() {
+		n6, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(br.Attrs().Index, unix.AF_INET6) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list neighbours: %w", err))
+		}
+		neighs = append(neighs, n6...)
+	}
+	for _, n := range neighs {
+		a, ok := netip.AddrFromSlice(n.IP)
+		if !ok || keepAddr[a.Unmap()] || n.State&netlink.NUD_PERMANENT == 0 {
+			continue
+		}
+		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
+		}
+		m.forgetConnections(ctx, a.Unmap())
+	}
+	nsDir := filepath.Join(m.cfg.RunDir, "ns")
+	if ents, err := os.ReadDir(nsDir); err == nil {
+		for _, e := range ents {
+			if keep[e.Name()] {
+				continue
+			}
+			if err := removeNetNS(filepath.Join(nsDir, e.Name())); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			m.log.InfoContext(ctx, "removed stale netns", "netns", e.Name())
+		}
+	}
+	if ents, err := os.ReadDir(m.cfg.RunDir); err == nil {
+		for _, e := range ents {
+			if e.Name() == "ns" || keep[e.Name()] {
+				continue
+			}
+			if err := os.RemoveAll(filepath.Join(m.cfg.RunDir, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("remove run dir entry %s: %w", e.Name(), err))
+			}
+		}
+	}
+	return errs
+}
+
+// Remove detaches every sandbox of this instance (keeping leases), then
+// deletes the nftables table and the bridge: the host is left as before
+// New. The Manager must not be used afterwards.
+func (m *Manager) Remove(ctx context.Context) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	if err := m.sync(ctx, nil, nil, false); err != nil {
+		return err
+	}
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	b.c.AddTable(b.t)
+	b.c.DelTable(b.t)
+	if err := b.flush("removal of table " + m.cfg.Table); err != nil {
+		return err
+	}
+	if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
+		if err := netlink.LinkDel(br); err != nil {
+			return fmt.Errorf("delete bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
+	return nil
+}
