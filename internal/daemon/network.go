@@ -151,7 +151,7 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 		return nil, fmt.Errorf("sandbox egress proxy on %s: %w", gw, err)
 	}
 	parts.eg = eg
-	resolv := filepath.Join(runDir, "resolv.conf")
+	resolv := filepath.Join(cfg.RunDir, "resolv.conf") // beside, not in, the Manager's RunDir (it sweeps that)
 	if err := fsutil.WriteFileAtomic(resolv, []byte("# stead: the sandbox's resolver (it applies the network policy)\nnameserver "+gw.String()+"\noptions edns0\n"), 0o644); err != nil {
 		parts.close()
 		return nil, fmt.Errorf("sandbox resolv.conf: %w", err)
@@ -177,6 +177,9 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 	mux := http.NewServeMux()
 	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", p.proxy.PathHandler())
 	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", p.proxy.ForwardHandler())
+	// The bare path is the API's (expose, unexpose): without this exact
+	// pattern the mux would redirect it into the proxy's subtree.
+	mux.Handle("/v1/sandboxes/{id}/ports/{port}", apiHandler)
 	mux.Handle("/", apiHandler)
 	return mux
 }
