@@ -478,6 +478,17 @@ func TestExposedPortsThroughTheProxy(t *testing.T) {
 	if code != 200 || !strings.Contains(body, "path=/hello") {
 		t.Fatalf("by path: %d %s", code, body)
 	}
+	// Raw TCP through port-forward (the port need not be exposed for it).
+	conn, err := d.c.PortForward(ctx, sb.ID, 8080)
+	if err != nil {
+		t.Fatalf("port-forward: %v", err)
+	}
+	io.WriteString(conn, "GET /raw HTTP/1.0\r\nHost: x\r\n\r\n")
+	raw, _ := io.ReadAll(conn)
+	conn.Close()
+	if !strings.Contains(string(raw), "path=/raw") {
+		t.Fatalf("port-forward answer: %q", raw)
+	}
 	// Streaming: the first event arrives before the stream ends.
 	req, _ := http.NewRequest("GET", p.URL+"stream", nil)
 	req.Header.Set("X-Stead-Port-Token", p.Token)
