@@ -38,7 +38,8 @@ func netDaemon(t *testing.T, inet *nettest.Internet, extra ...string) (*daemon, 
 	rand.Read(b)
 	bridge := "stt" + hex.EncodeToString(b)
 	subnet := fmt.Sprintf("10.%d.%d.0/24", 100+int(b[0])%100, b[1])
-	args := append([]string{"--no-network=false", "--bridge", bridge, "--subnet", subnet,
+	subnet6 := fmt.Sprintf("fd5e:ad%02x:%02x%02x::/64", b[0], b[1], b[2])
+	args := append([]string{"--no-network=false", "--bridge", bridge, "--subnet", subnet, "--subnet6", subnet6,
 		"--dns-upstream", inet.DNS().String(), "--proxy-domain", "localhost", "--policy-interval", "1s"}, extra...)
 	d := newDaemon(t, args...)
 	t.Cleanup(func() { removeBridge(bridge) })
@@ -140,7 +141,7 @@ func (d *daemon) setPolicy(ctx context.Context, id string, p client.NetworkPolic
 
 func off() *bool { b := false; return &b }
 
-// hostAddrs are the host's own non-loopback IPv4 addresses.
+// hostAddrs are the host's own addresses but loopback and link-local.
 func hostAddrs(t *testing.T) []netip.Addr {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
@@ -149,7 +150,7 @@ func hostAddrs(t *testing.T) []netip.Addr {
 	}
 	var out []netip.Addr
 	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLoopback() && !p.Addr().IsLinkLocalUnicast() {
 			out = append(out, p.Addr())
 		}
 	}
@@ -229,6 +230,29 @@ func TestSandboxEgressFollowsItsPolicy(t *testing.T) {
 	d.mustFetch(ctx, sb.ID, "http://"+inet.Web2.String()+"/", "host=")
 }
 
+// TestSandboxReachesTheInternetOverIPv6: with an IPv6 subnet a sandbox has
+// an IPv6 address and reaches the stand-in internet's IPv6 addresses
+// through NAT66, by name and by address, under the same policy.
+func TestSandboxReachesTheInternetOverIPv6(t *testing.T) {
+	inet := nettest.NewInternet(t)
+	d, _ := netDaemon(t, inet)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "six"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := d.c.GetNetwork(ctx, sb.ID)
+	if err != nil || n.Address6 == "" {
+		t.Fatalf("no IPv6 address: %+v %v", n, err)
+	}
+	web6 := "[" + inet.Web6.String() + "]"
+	d.mustFetch(ctx, sb.ID, "-6 http://example.test/", "addr="+web6)
+	d.mustFetch(ctx, sb.ID, "-g http://"+web6+"/", "addr="+web6)
+	d.setPolicy(ctx, sb.ID, client.NetworkPolicy{Deny: []string{inet.Web6.String()}})
+	d.mustNotFetch(ctx, sb.ID, "-g http://"+web6+"/")
+	d.mustFetch(ctx, sb.ID, "-g http://["+inet.Web26.String()+"]/", "addr=")
+}
+
 // TestSandboxCannotReachTheHostOrOtherSandboxes: under every policy, even
 // one allowing everything by CIDR, a sandbox reaches neither the host's
 // addresses (a listener of the test on every host address, the gateway
@@ -238,7 +262,7 @@ func TestSandboxCannotReachTheHostOrOtherSandboxes(t *testing.T) {
 	inet := nettest.NewInternet(t)
 	d, _ := netDaemon(t, inet)
 	ctx := ctxT(t)
-	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	ln, err := net.Listen("tcp", ":0") // every host address, IPv4 and IPv6
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +287,11 @@ func TestSandboxCannotReachTheHostOrOtherSandboxes(t *testing.T) {
 	targets := []string{"http://" + b.Address + ":8080/", "http://" + n.Gateway + ":" + port + "/", "http://169.254.169.254/",
 		"http://" + d.addr + "/healthz"}
 	for _, h := range hostAddrs(t) {
-		targets = append(targets, "http://"+h.String()+":"+port+"/")
+		targets = append(targets, "http://"+netip.AddrPortFrom(h, uint16(ln.Addr().(*net.TCPAddr).Port)).String()+"/")
+	}
+	if n.Address6 != "" {
+		gw6 := netip.MustParsePrefix(strings.Split(n.Address6, "/")[0] + "/64").Masked().Addr().Next()
+		targets = append(targets, "http://"+netip.AddrPortFrom(gw6, uint16(ln.Addr().(*net.TCPAddr).Port)).String()+"/")
 	}
 	for _, pol := range []client.NetworkPolicy{{}, {Allow: []string{"0.0.0.0/0"}}, {Allow: []string{"10.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.168.0.0/16"}}} {
 		d.setPolicy(ctx, a.ID, pol)
@@ -271,9 +299,10 @@ func TestSandboxCannotReachTheHostOrOtherSandboxes(t *testing.T) {
 		// curl waits out.
 		script := ""
 		for _, u := range targets {
-			script += fmt.Sprintf("(curl -sS --max-time 2 %s && echo ' REACHED %s') & ", u, u)
+			script += fmt.Sprintf("(curl -gsS --max-time 2 '%s' && echo ' REACHED %s') & ", u, u)
 		}
-		if out, _ := d.try(ctx, a.ID, script+"wait"); strings.Contains(out, "REACHED") || strings.Contains(out, "host-secret") || strings.Contains(out, "hello") {
+		out, _ := d.try(ctx, a.ID, script+"wait")
+		if strings.Contains(out, "REACHED") || strings.Contains(out, "host-secret") || strings.Contains(out, "hello") {
 			t.Errorf("policy %+v: the sandbox reached a forbidden address:\n%s", pol, out)
 		}
 	}

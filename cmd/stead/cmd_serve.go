@@ -103,7 +103,7 @@ start adopts them.`,
 	f.BoolVar(&cfg.Network.Disabled, "no-network", false, "give sandboxes loopback only (no bridge, no internet, no resolver)")
 	f.StringVar(&cfg.Network.Bridge, "bridge", "stead0", "host bridge of the sandboxes; it also names the daemon's nftables table")
 	f.StringVar(&cfg.Network.Subnet, "subnet", "10.88.0.0/16", "IPv4 subnet of the sandboxes (the bridge takes the first address)")
-	f.StringVar(&cfg.Network.Subnet6, "subnet6", "", "IPv6 /64 of the sandboxes, such as fd00:88::/64 (empty: IPv4 only)")
+	f.StringVar(&cfg.Network.Subnet6, "subnet6", "auto", "IPv6 subnet of the sandboxes (NAT66 to the host's IPv6): a /64 such as "+daemon.DefaultSubnet6+", auto (that one when the host has a global IPv6 address and a default route) or off")
 	f.StringSliceVar(&cfg.Network.DNSUpstreams, "dns-upstream", nil, "DNS servers the sandboxes' resolver forwards to, host:port (default: the host's /etc/resolv.conf)")
 	f.StringVar(&cfg.Network.ProxyListen, "proxy-listen", "127.0.0.1:7879", "address of the port proxy that serves exposed sandbox ports (empty: only the /v1/sandboxes/{id}/ports/{port}/ routes of the API)")
 	f.StringVar(&cfg.Network.ProxyDomain, "proxy-domain", "localhost", "domain of the port proxy: port P of sandbox S answers at P-S.DOMAIN (browsers and curl resolve *.localhost to this machine; empty: path routing only)")

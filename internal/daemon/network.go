@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/egress"
@@ -30,7 +32,9 @@ type NetworkConfig struct {
 	Bridge string
 	// Subnet is the sandboxes' IPv4 subnet (default 10.88.0.0/16).
 	Subnet string
-	// Subnet6 is an IPv6 /64 (ULA) for sandboxes; "" = IPv4 only.
+	// Subnet6 is an IPv6 /64 (ULA) for sandboxes; "auto" (the default)
+	// is DefaultSubnet6 when the host has IPv6 (a global address and a
+	// default route), "off" or "" IPv4 only.
 	Subnet6 string
 	// DNSUpstreams are the resolver's upstreams (host:port); empty = the
 	// nameservers of the host's /etc/resolv.conf.
@@ -100,10 +104,16 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 		return nil, fmt.Errorf("network subnet %q: want an IPv4 CIDR such as 10.88.0.0/16", nc.Subnet)
 	}
 	var subnet6 netip.Prefix
-	if nc.Subnet6 != "" {
-		if subnet6, err = netip.ParsePrefix(nc.Subnet6); err != nil || !subnet6.Addr().Is6() {
+	switch nc.Subnet6 {
+	case "", "off":
+	case "auto":
+		if hostHasIPv6() {
+			subnet6 = netip.MustParsePrefix(DefaultSubnet6)
+		}
+	default:
+		if subnet6, err = netip.ParsePrefix(nc.Subnet6); err != nil || !subnet6.Addr().Is6() || subnet6.Bits() > 120 {
 			parts.close()
-			return nil, fmt.Errorf("network subnet6 %q: want an IPv6 CIDR such as fd00:88::/64", nc.Subnet6)
+			return nil, fmt.Errorf("network subnet6 %q: want an IPv6 CIDR such as %s, auto or off", nc.Subnet6, DefaultSubnet6)
 		}
 	}
 	bridge := orDefault(nc.Bridge, "stead0")
@@ -182,6 +192,40 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 	mux.Handle("/v1/sandboxes/{id}/ports/{port}", apiHandler)
 	mux.Handle("/", apiHandler)
 	return mux
+}
+
+// DefaultSubnet6 is the sandboxes' IPv6 subnet when the host has IPv6.
+const DefaultSubnet6 = "fd5e:ad00:88::/64"
+
+// hostHasIPv6 reports whether the host reaches an IPv6 network: a global
+// unicast address and a default route.
+func hostHasIPv6() bool {
+	routes, err := netlink.RouteList(nil, netlink.FAMILY_V6)
+	if err != nil {
+		return false
+	}
+	def := false
+	for _, r := range routes {
+		def = def || r.Dst == nil || r.Dst.IP.IsUnspecified() && r.Dst.Mask != nil && isZeroMask(r.Dst.Mask)
+	}
+	if !def {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is6() && p.Addr().IsGlobalUnicast() {
+			return true
+		}
+	}
+	return false
+}
+
+func isZeroMask(m net.IPMask) bool {
+	ones, _ := m.Size()
+	return ones == 0
 }
 
 func orDefault(s, def string) string {

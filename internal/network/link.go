@@ -95,12 +95,36 @@ func (m *Manager) ensureForwarding() error {
 		if strings.TrimSpace(string(b)) == "1" {
 			continue
 		}
+		if k == "net/ipv6/conf/all/forwarding" {
+			m.keepAcceptingRA()
+		}
 		if err := writeSysctl(k, "1"); err != nil {
 			return err
 		}
 		m.log.Warn("turned on IP forwarding for sandbox traffic", "sysctl", strings.ReplaceAll(k, "/", "."), "was", strings.TrimSpace(string(b)), "now", "1")
 	}
 	return nil
+}
+
+// keepAcceptingRA sets accept_ra to 2 on every interface where it is 1:
+// with IPv6 forwarding on, 1 would stop the host from taking router
+// advertisements (its own default route would lapse).
+func (m *Manager) keepAcceptingRA() {
+	ents, err := os.ReadDir("/proc/sys/net/ipv6/conf")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if e.Name() == "all" || e.Name() == "default" || e.Name() == "lo" {
+			continue
+		}
+		k := "net/ipv6/conf/" + e.Name() + "/accept_ra"
+		if b, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(b)) == "1" {
+			if err := writeSysctl(k, "2"); err == nil {
+				m.log.Warn("kept the host taking router advertisements with IPv6 forwarding on", "sysctl", strings.ReplaceAll(k, "/", "."), "was", "1", "now", "2")
+			}
+		}
+	}
 }
 
 // ensureLinks makes (or repairs) a sandbox's netns, veth pair, addresses,
