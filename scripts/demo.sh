@@ -64,6 +64,15 @@ stead exec demo-agent -- sh -c 'tail -n 3 /workspace/notes.md; cat /data/state.j
 say "contained: root inside is an unprivileged id range on the host, and the sandbox sees its own size"
 stead exec --user root demo-agent -- sh -c 'echo "uid_map (inside host count): $(cat /proc/self/uid_map | tr -s " ")"; echo "nproc: $(nproc)"; grep MemTotal /proc/meminfo'
 
+say "on the network: its own address, an egress policy applied live, a port served through the proxy"
+stead network set demo-agent --allow '*.pypi.org' --allow files.pythonhosted.org >/dev/null
+stead network show demo-agent | head -n 6
+stead exec --background demo-agent -- sh -c 'mkdir -p /workspace/site && echo "<h1>report of demo-agent</h1>" > /workspace/site/index.html && cd /workspace/site && exec python3 -m http.server 8000' >/dev/null
+url=$(stead --json port expose demo-agent 8000 --public | python3 -c 'import json,sys; print(json.load(sys.stdin)["url"])')
+for _ in $(seq 50); do curl -fs "$url" >/dev/null 2>&1 && break; sleep 0.1; done
+echo "GET $url -> $(curl -fsS "$url")"
+echo "from inside, a name off the allow-list does not resolve: $(stead exec demo-agent -- sh -c 'getent hosts example.com || echo refused by the policy')"
+
 say "stopping the sandbox (the stop hook tells the agent to checkpoint)"
 stead stop demo-agent
 stead files cat demo-agent /data/checkpoint.json

@@ -184,8 +184,9 @@ func principal(ctx context.Context) (Principal, error) {
 	return p, nil
 }
 
-// apiKey extracts the API key from the Authorization or X-API-Key header.
-func apiKey(r *http.Request) string {
+// KeyFromRequest extracts the API key from the Authorization (Bearer) or
+// X-API-Key header, as every authenticated route reads it.
+func KeyFromRequest(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, ok := strings.Cut(h, " ")
 		if ok && strings.EqualFold(scheme, "Bearer") {
@@ -204,7 +205,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key := apiKey(r)
+		key := KeyFromRequest(r)
 		if key == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stead"`)
 			s.writeProblem(w, r, "authenticate", fmt.Errorf(

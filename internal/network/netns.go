@@ -22,10 +22,8 @@ func isNetNS(path string) bool {
 	return st.Type == nsfsMagic
 }
 
-// createNetNS makes a new network namespace and bind-mounts it at path
-// (which must not be a namespace yet). It runs on a throw-away OS thread:
-// the thread that unshared is never returned to the Go scheduler.
-func createNetNS(path string) error {
+// mountPoint makes the file a namespace is bind-mounted on.
+func mountPoint(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create netns dir: %w", err)
 	}
@@ -34,6 +32,16 @@ func createNetNS(path string) error {
 		return fmt.Errorf("create netns file %s: %w", path, err)
 	}
 	_ = f.Close()
+	return nil
+}
+
+// createNetNS makes a new network namespace and bind-mounts it at path
+// (which must not be a namespace yet). It runs on a throw-away OS thread:
+// the thread that unshared is never returned to the Go scheduler.
+func createNetNS(path string) error {
+	if err := mountPoint(path); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	go func() {
 		// No UnlockOSThread: the goroutine exits locked, so the runtime
@@ -62,14 +70,9 @@ func bindNetNS(src, path string) error {
 	if !isNetNS(src) {
 		return fmt.Errorf("hold netns %s: not a network namespace", src)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("create netns dir: %w", err)
+	if err := mountPoint(path); err != nil {
+		return err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o400)
-	if err != nil {
-		return fmt.Errorf("create netns file %s: %w", path, err)
-	}
-	_ = f.Close()
 	if err := unix.Mount(src, path, "", unix.MS_BIND, ""); err != nil {
 		_ = os.Remove(path)
 		return fmt.Errorf("bind-mount netns %s at %s: %w", src, path, err)

@@ -175,6 +175,12 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 			b.rule(in, matchIif(br, true), matchIPv6(), matchICMPv6Type(typ), accept())
 		}
 	}
+	// Multicast a sandbox's stack sends on its own (MLD reports, IGMP) is
+	// dropped uncounted: Refused counts what the sandbox asked for.
+	b.rule(in, matchIif(br, true), matchPrefix(dst, netip.MustParsePrefix("224.0.0.0/4"), true), drop())
+	if m.gw6.IsValid() {
+		b.rule(in, matchIif(br, true), matchPrefix(dst, netip.MustParsePrefix("ff00::/8"), true), drop())
+	}
 	for _, is4 := range m.families() {
 		b.rule(in, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4), true))
 	}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/stead-dev/stead/internal/api"
 )
 
 // The credentials the proxy accepts besides an API key; all of them are
@@ -19,18 +21,8 @@ const (
 	TokenCookie = "stead_port_token"
 )
 
-// apiKey returns the API key of r: the bearer token of Authorization, else
-// X-API-Key (as the API reads them).
-func apiKey(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, token, ok := strings.Cut(h, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(token)
-		}
-		return ""
-	}
-	return strings.TrimSpace(r.Header.Get("X-API-Key"))
-}
+// apiKey returns the API key of r, read as the API reads it.
+func apiKey(r *http.Request) string { return api.KeyFromRequest(r) }
 
 // cutQueryParam removes every name=value pair from the raw query q,
 // leaving the other pairs exactly as they were, and returns the last
