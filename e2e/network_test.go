@@ -182,6 +182,11 @@ func TestSandboxEgressFollowsItsPolicy(t *testing.T) {
 	}
 	d.mustFetch(ctx, sb.ID, "http://example.test/", "host=example.test")
 	d.mustFetch(ctx, sb.ID, "-k https://third.test/", "host=third.test")
+	// Nothing was refused yet: the count is what the sandbox asked for.
+	time.Sleep(time.Second)
+	if n, err := d.c.GetNetwork(ctx, sb.ID); err != nil || n.Refused != 0 {
+		t.Fatalf("refusals before any refused request: %+v %v", n, err)
+	}
 
 	// Internet off: no name, no address.
 	d.setPolicy(ctx, sb.ID, client.NetworkPolicy{Internet: off()})

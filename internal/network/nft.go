@@ -243,6 +243,10 @@ func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time) error {
 	ref := refuse(counterName(sb.key))
 	b.rule(ing, matchAddr(src, sb.addr, false), ref)
 	if sb.addr6.IsValid() {
+		// Duplicate address detection and MLD speak from :: to link-local
+		// multicast before an address is ready: not a spoof (input drops
+		// them uncounted).
+		b.rule(ing, matchAddr(src, netip.IPv6Unspecified(), true), matchPrefix(dst, linkMulticast6, true), accept())
 		b.rule(ing, matchAddr(src, sb.addr6, false), matchPrefix(src, linkLocal6, false), ref)
 	} else {
 		b.rule(ing, matchIPv6(), drop())
@@ -266,7 +270,10 @@ func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time) error {
 	return nil
 }
 
-var linkLocal6 = netip.MustParsePrefix("fe80::/10")
+var (
+	linkLocal6     = netip.MustParsePrefix("fe80::/10")
+	linkMulticast6 = netip.MustParsePrefix("ff02::/16")
+)
 
 // sandboxRules queues the rules of chain sb-<id>, in the policy's order
 // of decision, after what no policy opens.
