@@ -23,6 +23,7 @@ import (
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/blobstore/s3"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/pool/btrfs"
@@ -166,8 +167,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer netp.close()
 	socks := newAgentSockets(filepath.Join(cfg.RunDir, "api"), log)
 	defer socks.closeAll()
+	// Who hears of what happens to sandboxes: every lifecycle transition
+	// through the store, other events from the service.
+	var sinks events.Multi
 	svc := sandbox.New(sandbox.Options{
-		Store: st, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
+		Store: events.ObserveStore(st, &sinks, nil), Events: &sinks, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,

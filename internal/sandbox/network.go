@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -275,6 +276,8 @@ func (s *Service) SetNetwork(ctx context.Context, tenant, id string, p client.Ne
 	if err != nil {
 		return client.NetworkInfo{}, err
 	}
+	s.event(ctx, "sandbox.network_policy", sb.TenantID, sb.ID, map[string]string{"internet": fmt.Sprint(parsed.Internet),
+		"allow": strings.Join(canon.Allow, ","), "deny": strings.Join(canon.Deny, ",")})
 	return s.networkInfo(ctx, sb)
 }
 

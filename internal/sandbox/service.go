@@ -17,6 +17,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/guest"
 	"github.com/stead-dev/stead/internal/network/policy"
 	"github.com/stead-dev/stead/internal/pool"
@@ -80,6 +81,10 @@ type Options struct {
 	Repo *RepoConfig
 	// DrillEnv runs drills into an empty data dir (nil: unsupported).
 	DrillEnv DrillEnv
+	// Events hears what the service does besides lifecycle transitions
+	// (those come from the store: events.ObserveStore): network policy
+	// changes, snapshots, pushes... Nil hears nothing.
+	Events events.Sink
 	// Net connects sandboxes to the network (nil: loopback only).
 	Net *NetworkOptions
 	// PoolOvercommit bounds the disk quotas of live sandboxes and volumes
@@ -886,6 +891,14 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 
 // record appends a transition the daemon made on its own to the audit
 // trail; a failure is logged (the transition has happened).
+// event emits an event that is not a lifecycle transition.
+func (s *Service) event(ctx context.Context, typ, tenant, sandbox string, data map[string]string) {
+	if s.opts.Events == nil {
+		return
+	}
+	s.opts.Events.Emit(context.WithoutCancel(ctx), events.Event{Time: s.now(), Type: typ, Tenant: tenant, Sandbox: sandbox, Data: data})
+}
+
 func (s *Service) record(ctx context.Context, tenant, action, target string, err error) {
 	outcome := "ok"
 	if err != nil {

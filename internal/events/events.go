@@ -1,0 +1,132 @@
+// Package events carries what happens to sandboxes to whoever listens: the
+// event stream and webhooks, metering, metrics. Lifecycle events come from
+// the store itself (ObserveStore), so every transition is seen whoever
+// makes it (an API call, the idle policy, reconciliation, a wake); other
+// events (snapshot, push, network policy...) are emitted where they happen.
+package events
+
+import (
+	"context"
+	"time"
+
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// Event types of the sandbox lifecycle.
+const (
+	SandboxCreated  = "sandbox.created"
+	SandboxStarted  = "sandbox.started"
+	SandboxResumed  = "sandbox.resumed"
+	SandboxPaused   = "sandbox.paused"
+	SandboxStopped  = "sandbox.stopped"
+	SandboxArchived = "sandbox.archived"
+	SandboxDeleted  = "sandbox.deleted"
+	SandboxRestored = "sandbox.undeleted"
+	SandboxError    = "sandbox.error"
+	SandboxPurged   = "sandbox.purged"
+)
+
+// Event is one thing that happened.
+type Event struct {
+	// ID is assigned by the sink that stores events (0 until then).
+	ID      int64     `json:"id"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Tenant  string    `json:"tenant"`
+	Sandbox string    `json:"sandbox,omitempty"`
+	// State is the sandbox's state after the event (lifecycle events).
+	State string `json:"state,omitempty"`
+	// Reason says why (a stop's reason: user, idle, crash, ...).
+	Reason string            `json:"reason,omitempty"`
+	Data   map[string]string `json:"data,omitempty"`
+}
+
+// Sink receives events. Emit must not block for long (a sink that
+// delivers slowly queues) and must be safe for concurrent use.
+type Sink interface {
+	Emit(ctx context.Context, e Event)
+}
+
+// Multi sends every event to each of its sinks in turn.
+type Multi []Sink
+
+// Emit implements Sink.
+func (m Multi) Emit(ctx context.Context, e Event) {
+	for _, s := range m {
+		s.Emit(ctx, e)
+	}
+}
+
+// SinkFunc is a function as a Sink.
+type SinkFunc func(ctx context.Context, e Event)
+
+// Emit implements Sink.
+func (f SinkFunc) Emit(ctx context.Context, e Event) { f(ctx, e) }
+
+// ObserveStore returns st emitting the sandbox lifecycle to sink: a
+// created record, every change of state (with the stop reason), and a
+// purge. now stamps the events (nil: time.Now).
+func ObserveStore(st store.Store, sink Sink, now func() time.Time) store.Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &observed{Store: st, sink: sink, now: now}
+}
+
+type observed struct {
+	store.Store
+	sink Sink
+	now  func() time.Time
+}
+
+func (o *observed) CreateSandbox(ctx context.Context, s store.Sandbox) (store.Sandbox, error) {
+	out, err := o.Store.CreateSandbox(ctx, s)
+	if err == nil {
+		o.sink.Emit(ctx, Event{Time: o.now().UTC(), Type: SandboxCreated, Tenant: out.TenantID, Sandbox: out.ID, State: string(out.State)})
+	}
+	return out, err
+}
+
+func (o *observed) UpdateSandbox(ctx context.Context, s store.Sandbox) (store.Sandbox, error) {
+	prev, perr := o.Store.GetSandbox(ctx, s.TenantID, s.ID)
+	out, err := o.Store.UpdateSandbox(ctx, s)
+	if err != nil || perr != nil || prev.State == out.State {
+		return out, err
+	}
+	e := Event{Time: o.now().UTC(), Tenant: out.TenantID, Sandbox: out.ID, State: string(out.State), Reason: out.StopReason}
+	switch out.State {
+	case store.StateRunning:
+		e.Type, e.Reason = SandboxStarted, ""
+		if prev.State == store.StatePaused {
+			e.Type = SandboxResumed
+		}
+	case store.StatePaused:
+		e.Type = SandboxPaused
+	case store.StateStopped:
+		e.Type = SandboxStopped
+		if prev.State == store.StateDeleted {
+			e.Type = SandboxRestored
+		}
+		if prev.State == store.StateCreating {
+			return out, err // made stopped: "created" said it
+		}
+	case store.StateArchived:
+		e.Type = SandboxArchived
+	case store.StateDeleted:
+		e.Type = SandboxDeleted
+	case store.StateError:
+		e.Type = SandboxError
+	default:
+		return out, err
+	}
+	o.sink.Emit(ctx, e)
+	return out, err
+}
+
+func (o *observed) DeleteSandbox(ctx context.Context, tenantID, id string) error {
+	err := o.Store.DeleteSandbox(ctx, tenantID, id)
+	if err == nil {
+		o.sink.Emit(ctx, Event{Time: o.now().UTC(), Type: SandboxPurged, Tenant: tenantID, Sandbox: id})
+	}
+	return err
+}
