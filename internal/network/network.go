@@ -317,8 +317,10 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	if a.ID == "" {
 		return Attached{}, fmt.Errorf("attach network: empty sandbox id: %w", errs.ErrInvalid)
 	}
+	t0 := time.Now()
 	m.op.Lock()
 	defer m.op.Unlock()
+	t1 := time.Now()
 	addr, addr6, err := m.lease(ctx, a.ID)
 	if err != nil {
 		return Attached{}, err
@@ -328,17 +330,23 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	if err != nil {
 		return Attached{}, err
 	}
+	t2 := time.Now()
 	if err := m.ensureLinks(sb, br); err != nil {
 		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
 	}
+	t3 := time.Now()
 	if err := m.writeResolvConf(sb); err != nil {
 		return Attached{}, err
 	}
+	t4 := time.Now()
 	if err := m.installSandbox(sb); err != nil {
 		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
 	}
 	m.remember(sb)
-	m.log.InfoContext(ctx, "attached network", "sandbox", a.ID, "addr", addr, "veth", sb.veth)
+	// The phases are what bench/network reads to tell where create's
+	// time goes.
+	m.log.InfoContext(ctx, "attached network", "sandbox", a.ID, "addr", addr, "veth", sb.veth, "dur", time.Since(t0),
+		"wait", t1.Sub(t0), "lease", t2.Sub(t1), "links", t3.Sub(t2), "resolv", t4.Sub(t3), "nft", time.Since(t4))
 	return sb.attached(m.gw), nil
 }
 

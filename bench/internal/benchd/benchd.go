@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/runtime/linux"
@@ -25,12 +28,59 @@ type Daemon struct {
 	Pid    int
 	base   string
 	data   string
+	bridge string // with networking: the bridge and nftables table to remove
 	cmd    *exec.Cmd
+	exited chan struct{} // closed when the daemon process has exited
+	lock   *os.File      // with networking: held while the bridge is ours
 }
 
 // Start runs bin serve with a pool of the given kind (and extra serve
-// flags) and waits until its API answers.
+// flags) and waits until its API answers. The daemon runs without
+// networking (sandboxes have loopback only) and its port proxy on a port
+// of its own, so that two daemons of one benchmark never share a bridge,
+// a firewall table or the machine's resolver; StartNetwork gives one
+// networking.
 func Start(ctx context.Context, bin, poolKind string, poolGiB int, extra ...string) (*Daemon, error) {
+	return start(ctx, bin, poolKind, poolGiB, "", append([]string{"--no-network"}, extra...)...)
+}
+
+// Network is the networking of a benchmark's daemon: a bridge (which
+// also names its nftables table) and subnet no other daemon on the
+// machine uses, and the DNS server its resolver forwards to (a stand-in
+// internet's, never the machine's resolver).
+type Network struct {
+	Bridge      string // such as "stbench0"
+	Subnet      string // such as "10.250.0.0/24"
+	DNSUpstream string // host:port
+}
+
+// StartNetwork is Start with sandbox networking on n's bridge; Close
+// removes the bridge and its nftables table.
+func StartNetwork(ctx context.Context, bin, poolKind string, poolGiB int, n Network, extra ...string) (*Daemon, error) {
+	if n.Bridge == "" || n.Subnet == "" || n.DNSUpstream == "" {
+		return nil, fmt.Errorf("benchd: network %+v: want a bridge, a subnet and a DNS upstream", n)
+	}
+	// One run at a time per bridge: the lock goes with the process.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "stead-bench-"+n.Bridge+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("benchd: another benchmark runs a daemon on bridge %s (%v); wait for it to end", n.Bridge, err)
+	}
+	removeNetwork(n.Bridge) // left by a killed run
+	d, err := start(ctx, bin, poolKind, poolGiB, n.Bridge, append([]string{"--bridge", n.Bridge, "--subnet", n.Subnet,
+		"--dns-upstream", n.DNSUpstream, "--proxy-domain", "localhost"}, extra...)...)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	d.lock = lock
+	return d, nil
+}
+
+func start(ctx context.Context, bin, poolKind string, poolGiB int, bridge string, extra ...string) (*Daemon, error) {
 	base, err := os.MkdirTemp("", "stead-bench-")
 	if err != nil {
 		return nil, err
@@ -41,13 +91,13 @@ func Start(ctx context.Context, bin, poolKind string, poolGiB int, extra ...stri
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	d := &Daemon{base: base, data: filepath.Join(base, "data")}
+	d := &Daemon{base: base, data: filepath.Join(base, "data"), bridge: bridge}
 	d.cmd = exec.Command(bin, "serve", "--data-dir", d.data, "--run-dir", filepath.Join(base, "run"),
 		"--listen", addr, "--socket", filepath.Join(base, "run", "stead.sock"), "--pool", poolKind,
 		"--pool-size", fmt.Sprint(poolGiB), "--stop-grace", "2s",
 		// Benchmarks create many sandboxes that write little: promises of
 		// disk are not what they measure.
-		"--pool-overcommit", "100")
+		"--pool-overcommit", "100", "--proxy-listen", "127.0.0.1:0")
 	d.cmd.Args = append(d.cmd.Args, extra...)
 	logf, err := os.Create(filepath.Join(base, "daemon.log"))
 	if err != nil {
@@ -58,6 +108,11 @@ func Start(ctx context.Context, bin, poolKind string, poolGiB int, extra ...stri
 		return nil, err
 	}
 	d.Pid = d.cmd.Process.Pid
+	d.exited = make(chan struct{})
+	go func() {
+		d.cmd.Wait()
+		close(d.exited)
+	}()
 	for i := 0; ; i++ {
 		if key, err := os.ReadFile(filepath.Join(d.data, "admin.key")); err == nil {
 			c, _ := client.New("http://"+addr, strings.TrimSpace(string(key)))
@@ -65,6 +120,11 @@ func Start(ctx context.Context, bin, poolKind string, poolGiB int, extra ...stri
 				d.Client = c
 				return d, nil
 			}
+		}
+		select {
+		case <-d.exited:
+			i = 1 << 30 // it died: say why now rather than in 30 s
+		default:
 		}
 		if i > 600 {
 			b, _ := os.ReadFile(filepath.Join(base, "daemon.log"))
@@ -86,16 +146,43 @@ func (d *Daemon) Close() {
 		}
 	}
 	d.cmd.Process.Signal(syscall.SIGTERM)
-	d.cmd.Wait()
+	<-d.exited
 	syscall.Unmount(filepath.Join(d.data, "pool"), 0)
 	// Agent socket tmpfs mounts of sandboxes the purge did not reach.
 	fsutil.UnmountUnder(d.base)
 	linux.RemoveHostState(filepath.Join(d.base, "run", "containers"))
+	if d.bridge != "" {
+		// Sandbox netns files the purge did not reach are mounts under
+		// the run directory, unmounted above.
+		removeNetwork(d.bridge)
+	}
+	if d.lock != nil {
+		d.lock.Close()
+	}
 	os.RemoveAll(d.base)
+}
+
+// removeNetwork deletes a daemon's bridge and its nftables table (the
+// daemon keeps both across restarts, so nothing else removes them).
+func removeNetwork(bridge string) {
+	if l, err := netlink.LinkByName(bridge); err == nil {
+		_ = netlink.LinkDel(l)
+	}
+	if c, err := nftables.New(); err == nil {
+		c.DelTable(&nftables.Table{Name: bridge, Family: nftables.TableFamilyINet})
+		_ = c.Flush() // absent already: nothing to do
+	}
 }
 
 // Data is the daemon's data directory.
 func (d *Daemon) Data() string { return d.data }
+
+// RunDir is the daemon's runtime directory; a networked sandbox's network
+// namespace is RunDir()/net/ns/<id>.
+func (d *Daemon) RunDir() string { return filepath.Join(d.base, "run") }
+
+// Log is the daemon's log so far.
+func (d *Daemon) Log() ([]byte, error) { return os.ReadFile(filepath.Join(d.base, "daemon.log")) }
 
 // RSS returns the daemon's resident set size in bytes.
 func (d *Daemon) RSS() int64 {

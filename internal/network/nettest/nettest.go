@@ -90,20 +90,47 @@ func NewInternet(t testing.TB) *Internet {
 	if os.Geteuid() != 0 {
 		t.Skip("nettest: a stand-in internet needs root")
 	}
-	in, err := newInternet(t)
+	in, err := newInternet(t.TempDir())
 	if err != nil {
 		t.Fatalf("nettest: %v", err)
 	}
+	t.Cleanup(in.Close)
 	return in
 }
 
-func newInternet(t testing.TB) (*Internet, error) {
+// Start makes a stand-in internet outside a test (for benchmarks), as
+// NewInternet does; Close removes it.
+func Start() (*Internet, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("nettest: a stand-in internet needs root")
+	}
+	dir, err := os.MkdirTemp("", "stead-nettest-")
+	if err != nil {
+		return nil, fmt.Errorf("nettest: %w", err)
+	}
+	in, err := newInternet(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("nettest: %w", err)
+	}
+	in.closers = append([]func(){func() { _ = os.RemoveAll(dir) }}, in.closers...)
+	return in, nil
+}
+
+// newInternet makes an internet whose certificate file goes in certDir;
+// on an error it has removed what it made.
+func newInternet(certDir string) (in *Internet, err error) {
 	lock, n, err := allocate()
 	if err != nil {
 		return nil, err
 	}
-	in := &Internet{zone: map[string][]netip.Addr{}}
-	t.Cleanup(in.close)
+	in = &Internet{zone: map[string][]netip.Addr{}}
+	defer func() {
+		if err != nil {
+			in.Close()
+			in = nil
+		}
+	}()
 	in.closers = append(in.closers, func() { _ = lock.Close() })
 
 	base := netip.AddrFrom4([4]byte{198, 18 + byte(n/256), byte(n % 256), 0})
@@ -180,7 +207,7 @@ func newInternet(t testing.TB) (*Internet, error) {
 	if err := in.serve(); err != nil {
 		return nil, err
 	}
-	in.CertFile = filepath.Join(t.TempDir(), "nettest-cert.pem")
+	in.CertFile = filepath.Join(certDir, "nettest-cert.pem")
 	if err := os.WriteFile(in.CertFile, in.CertPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("write certificate: %w", err)
 	}
@@ -325,7 +352,9 @@ func (in *Internet) SetZone(zone map[string][]netip.Addr) {
 // DNS is the DNS server's address.
 func (in *Internet) DNS() netip.AddrPort { return netip.AddrPortFrom(in.Web, DNSPort) }
 
-func (in *Internet) close() {
+// Close removes the internet: its servers, namespace, veth and lock. It
+// may be called more than once.
+func (in *Internet) Close() {
 	for i := len(in.closers) - 1; i >= 0; i-- {
 		in.closers[i]()
 	}
