@@ -177,6 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
 		Net: netp.opts,
 	})
+	sinks = append(sinks, events.SinkFunc(func(_ context.Context, e events.Event) { svc.SandboxChanged(e.Sandbox) }))
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
 	}

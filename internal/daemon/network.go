@@ -14,7 +14,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/egress"
 	"github.com/stead-dev/stead/internal/network/resolver"
@@ -161,12 +160,7 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 		return nil, fmt.Errorf("sandbox egress proxy on %s: %w", gw, err)
 	}
 	parts.eg = eg
-	resolv := filepath.Join(cfg.RunDir, "resolv.conf") // beside, not in, the Manager's RunDir (it sweeps that)
-	if err := fsutil.WriteFileAtomic(resolv, []byte("# stead: the sandbox's resolver (it applies the network policy)\nnameserver "+gw.String()+"\noptions edns0\n"), 0o644); err != nil {
-		parts.close()
-		return nil, fmt.Errorf("sandbox resolv.conf: %w", err)
-	}
-	parts.opts.ResolvConf = resolv
+	parts.opts.ResolvConf = mgr.ResolvConf()
 	log.Info("sandbox network ready", "bridge", bridge, "subnet", subnet, "gateway", gw, "dns_upstreams", strings.Join(ups, ","))
 	return parts, nil
 }

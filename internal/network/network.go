@@ -263,6 +263,9 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "ns"), 0o700); err != nil {
 		return nil, fmt.Errorf("create run dir: %w", err)
 	}
+	if err := m.writeResolvConf(); err != nil {
+		return nil, err
+	}
 	if err := m.ensureForwarding(); err != nil {
 		return nil, err
 	}
@@ -294,7 +297,7 @@ func (m *Manager) newSandbox(a Attachment, addr, addr6 netip.Addr) *sandbox {
 		veth:     vethName(m.cfg.Table, a.ID),
 		netns:    filepath.Join(m.cfg.RunDir, "ns", k),
 		source:   a.NetNS,
-		resolv:   filepath.Join(m.cfg.RunDir, k, "resolv.conf"),
+		resolv:   m.ResolvConf(),
 		resolved: map[netip.Addr]time.Time{},
 	}
 	m.mu.RLock()
@@ -335,10 +338,6 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
 	}
 	t3 := time.Now()
-	if err := m.writeResolvConf(sb); err != nil {
-		return Attached{}, err
-	}
-	t4 := time.Now()
 	if err := m.installSandbox(sb); err != nil {
 		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
 	}
@@ -346,7 +345,7 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	// The phases are what bench/network reads to tell where create's
 	// time goes.
 	m.log.InfoContext(ctx, "attached network", "sandbox", a.ID, "addr", addr, "veth", sb.veth, "dur", time.Since(t0),
-		"wait", t1.Sub(t0), "lease", t2.Sub(t1), "links", t3.Sub(t2), "resolv", t4.Sub(t3), "nft", time.Since(t4))
+		"wait", t1.Sub(t0), "lease", t2.Sub(t1), "links", t3.Sub(t2), "nft", time.Since(t3))
 	return sb.attached(m.gw), nil
 }
 
@@ -432,15 +431,23 @@ func (m *Manager) installSandbox(sb *sandbox) error {
 	return b.flush("rules of " + sb.id)
 }
 
-// writeResolvConf writes the sandbox's resolv.conf durably (temporary
-// file, fsync, rename, fsync of the directory).
-func (m *Manager) writeResolvConf(sb *sandbox) error {
-	dir := filepath.Dir(sb.resolv)
+// resolvConfName is the one resolv.conf every sandbox binds, in RunDir.
+const resolvConfName = "resolv.conf"
+
+// ResolvConf is the host file every sandbox binds read-only at
+// /etc/resolv.conf: it names the resolver on the gateway.
+func (m *Manager) ResolvConf() string { return filepath.Join(m.cfg.RunDir, resolvConfName) }
+
+// writeResolvConf writes the sandboxes' resolv.conf durably (temporary
+// file, fsync, rename, fsync of the directory), once, at New.
+func (m *Manager) writeResolvConf() error {
+	path := m.ResolvConf()
+	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create dir of resolv.conf: %w", err)
 	}
 	content := fmt.Sprintf("nameserver %s\noptions timeout:2 attempts:2\n", m.gw)
-	if b, err := os.ReadFile(sb.resolv); err == nil && string(b) == content {
+	if b, err := os.ReadFile(path); err == nil && string(b) == content {
 		return nil
 	}
 	f, err := os.CreateTemp(dir, ".resolv.conf-*")
@@ -463,7 +470,7 @@ func (m *Manager) writeResolvConf(sb *sandbox) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close resolv.conf: %w", err)
 	}
-	if err := os.Rename(f.Name(), sb.resolv); err != nil {
+	if err := os.Rename(f.Name(), path); err != nil {
 		return fmt.Errorf("rename resolv.conf: %w", err)
 	}
 	d, err := os.Open(dir)
@@ -536,9 +543,6 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	m.forgetConnections(ctx, sb.addr, sb.addr6)
 	if err := removeNetNS(sb.netns); err != nil {
 		errs = append(errs, err)
-	}
-	if err := os.RemoveAll(filepath.Dir(sb.resolv)); err != nil {
-		errs = append(errs, fmt.Errorf("remove run dir of %s: %w", id, err))
 	}
 	m.mu.Lock()
 	if cur, ok := m.sbs[id]; ok {

@@ -45,10 +45,6 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
 			continue
 		}
-		if err := m.writeResolvConf(sb); err != nil {
-			errs = append(errs, err)
-			continue
-		}
 		keepAddr[sb.addr], keepAddr[sb.addr6] = true, true
 		sbs = append(sbs, sb)
 	}
@@ -166,7 +162,7 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 	}
 	if ents, err := os.ReadDir(m.cfg.RunDir); err == nil {
 		for _, e := range ents {
-			if e.Name() == "ns" || keep[e.Name()] {
+			if e.Name() == "ns" || e.Name() == resolvConfName || keep[e.Name()] {
 				continue
 			}
 			if err := os.RemoveAll(filepath.Join(m.cfg.RunDir, e.Name())); err != nil {

@@ -307,6 +307,7 @@ func (s *Service) updateSpec(ctx context.Context, tenant, id, verb string, apply
 	if err := setSpec(&sb, sp); err != nil {
 		return sb, err
 	}
+	defer s.portCache.forget(sb.ID)
 	return s.st.UpdateSandbox(context.WithoutCancel(ctx), sb)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/portproxy"
@@ -20,25 +22,78 @@ var _ portproxy.Backend = portBackend{}
 // Target implements portproxy.Backend. The id is a sandbox id (names are
 // per tenant and a proxied request names no tenant).
 func (b portBackend) Target(ctx context.Context, id string, port int) (portproxy.Target, error) {
-	sb, err := b.s.st.GetSandbox(ctx, "", id)
-	if err != nil || sb.ID != id || sb.State == store.StateDeleted {
-		return portproxy.Target{}, fmt.Errorf("sandbox %s: %w", id, errs.ErrNotFound)
-	}
-	sp, err := decodeSpec(sb)
+	e, err := b.s.portCache.get(ctx, b.s, id)
 	if err != nil {
 		return portproxy.Target{}, err
 	}
-	t := portproxy.Target{SandboxID: sb.ID, Tenant: sb.TenantID, AutoResume: sp.AutoResume, State: string(sb.State)}
-	for _, p := range sp.Ports {
+	t := portproxy.Target{SandboxID: id, Tenant: e.tenant, AutoResume: e.autoResume, State: e.state}
+	for _, p := range e.ports {
 		if p.Port == port {
 			t.Exposed, t.Public = true, p.Public
 		}
 	}
 	if n := b.s.net(); n != nil {
-		t.Addr, _ = n.Addr(sb.ID)
+		t.Addr, _ = n.Addr(id)
 	}
 	return t, nil
 }
+
+// portEntry is what the port proxy needs of a sandbox, as last read.
+type portEntry struct {
+	at         time.Time
+	tenant     string
+	state      string
+	autoResume bool
+	ports      []portSpec
+}
+
+// portEntryTTL bounds how long a proxied request may act on a sandbox's
+// record as read earlier; the service forgets an entry at once when it
+// changes the sandbox itself.
+const portEntryTTL = time.Second
+
+// portEntries caches sandboxes' records for the port proxy, so a proxied
+// request costs no store read.
+type portEntries struct {
+	mu sync.Mutex
+	m  map[string]portEntry
+}
+
+func (c *portEntries) get(ctx context.Context, s *Service, id string) (portEntry, error) {
+	c.mu.Lock()
+	e, ok := c.m[id]
+	c.mu.Unlock()
+	if ok && time.Since(e.at) < portEntryTTL {
+		return e, nil
+	}
+	sb, err := s.st.GetSandbox(ctx, "", id)
+	if err != nil || sb.ID != id || sb.State == store.StateDeleted {
+		return portEntry{}, fmt.Errorf("sandbox %s: %w", id, errs.ErrNotFound)
+	}
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return portEntry{}, err
+	}
+	e = portEntry{at: time.Now(), tenant: sb.TenantID, state: string(sb.State), autoResume: sp.AutoResume, ports: sp.Ports}
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]portEntry{}
+	}
+	c.m[id] = e
+	c.mu.Unlock()
+	return e, nil
+}
+
+// forget drops a sandbox's entry (it changed).
+func (c *portEntries) forget(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
+}
+
+// SandboxChanged tells the service's caches that a sandbox changed
+// outside its own calls (the daemon hooks it to the lifecycle events).
+func (s *Service) SandboxChanged(id string) { s.portCache.forget(id) }
 
 // Authorize implements portproxy.Backend: the key must reach the sandbox
 // (its tenant's key, or the sandbox's own token).
@@ -61,15 +116,11 @@ func (b portBackend) CheckToken(id string, port int, token string) bool {
 	if token == "" || len(b.s.opts.TokenKey) == 0 {
 		return false
 	}
-	sb, err := b.s.st.GetSandbox(context.Background(), "", id)
-	if err != nil || sb.ID != id {
-		return false
-	}
-	sp, err := decodeSpec(sb)
+	e, err := b.s.portCache.get(context.Background(), b.s, id)
 	if err != nil {
 		return false
 	}
-	for _, p := range sp.Ports {
+	for _, p := range e.ports {
 		if p.Port == port && !p.Public {
 			return subtle.ConstantTimeCompare([]byte(b.s.portToken(id, p)), []byte(token)) == 1
 		}
@@ -80,6 +131,7 @@ func (b portBackend) CheckToken(id string, port int, token string) bool {
 // Wake implements portproxy.Backend: a stopped (or archived) sandbox is
 // started, a paused one resumed; one already running is left alone.
 func (b portBackend) Wake(ctx context.Context, id string) error {
+	defer b.s.portCache.forget(id)
 	sb, err := b.s.st.GetSandbox(ctx, "", id)
 	if err != nil {
 		return err

@@ -124,10 +124,11 @@ type Service struct {
 	*audit.Backend
 	rec audit.Recorder
 
-	ops     ops
-	bk      backup
-	secrets *secretKey
-	disk    diskAdmission
+	ops       ops
+	bk        backup
+	secrets   *secretKey
+	disk      diskAdmission
+	portCache portEntries
 }
 
 // New returns a service. Call Reconcile before serving.
