@@ -108,6 +108,10 @@ func TestSecretReachesTheSandboxButNoHostStorage(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// The trail records the set, by name.
+	if a := places.text["the audit export"]; !strings.Contains(a, `"action":"PUT /v1/secrets/{name}","target":"OPENAI_API_KEY"`) {
+		t.Fatalf("the audit trail does not record the set of OPENAI_API_KEY:\n%s", a)
+	}
 
 	// Control: put the value where each grep looks; each must find it.
 	d.sh(ctx, sb.ID, "agent", "printenv OPENAI_API_KEY > /workspace/control.txt")

@@ -269,6 +269,23 @@ func TestSecretReachesServiceExecAndFileAndRotates(t *testing.T) {
 	if got := sh("cat /run/secrets/api"); got != v2 {
 		t.Fatalf("file after the restart: %q", got)
 	}
+	// A secret gone from under a sandbox (restored from another daemon's
+	// push, where it was set) stops its start, named; set, it starts.
+	if _, err := s.StopSandbox(ctx, store.DefaultTenant, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.st.DeleteSecret(ctx, store.DefaultTenant, "API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartSandbox(ctx, store.DefaultTenant, sb.ID); !errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "API_KEY") {
+		t.Fatalf("start without its secret: %v", err)
+	}
+	if _, err := s.SetSecret(ctx, store.DefaultTenant, "API_KEY", v2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StartSandbox(ctx, store.DefaultTenant, sb.ID); err != nil {
+		t.Fatal(err)
+	}
 	// Soft-deleted, it still holds the secret; purged, it does not.
 	if _, err := s.DeleteSandbox(ctx, store.DefaultTenant, sb.ID, false); err != nil {
 		t.Fatal(err)
