@@ -370,7 +370,8 @@ func (s *Service) withSecrets(ctx context.Context, rs *steadrt.Spec, tenant stri
 	if len(files) == 0 {
 		return release, nil
 	}
-	dir := filepath.Join(s.opts.StageDir, rs.ID+"-secrets")
+	dir := s.secretStage(rs.ID)
+	dropSecretStage(dir) // a crash's leftover
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return release, fmt.Errorf("secret files: %w", err)
 	}
@@ -384,10 +385,7 @@ func (s *Service) withSecrets(ctx context.Context, rs *steadrt.Spec, tenant stri
 		os.Remove(dir)
 		return release, fmt.Errorf("secret files: mount a tmpfs: %w", err)
 	}
-	release = func() {
-		unix.Unmount(dir, unix.MNT_DETACH)
-		os.Remove(dir)
-	}
+	release = func() { dropSecretStage(dir) }
 	for _, r := range files {
 		p := filepath.Join(dir, path.Base(r.File))
 		if err := writeSecretFile(p, vals[r.Name]); err != nil {
@@ -429,4 +427,31 @@ func (s *Service) withSecretEnv(ctx context.Context, sb store.Sandbox, env []str
 		return nil, err
 	}
 	return append(senv, env...), nil
+}
+
+// secretStage is the host directory where the secret files of sandbox id
+// are staged during its start.
+func (s *Service) secretStage(id string) string {
+	return filepath.Join(s.opts.StageDir, id+"-secrets")
+}
+
+// dropSecretStage unmounts the tmpfs (every one stacked) at dir and
+// removes dir; an absent dir is fine.
+func dropSecretStage(dir string) {
+	for range 8 {
+		if unix.Unmount(dir, unix.MNT_DETACH) != nil {
+			break
+		}
+	}
+	os.Remove(dir)
+}
+
+// dropSecretStages drops the secret stages a daemon killed during a start
+// left behind (their tmpfs would hold values in memory until a reboot).
+func (s *Service) dropSecretStages() {
+	dirs, _ := filepath.Glob(s.secretStage("*"))
+	for _, d := range dirs {
+		dropSecretStage(d)
+		s.log.Info("dropped a secret stage left by an interrupted start", "dir", d)
+	}
 }

@@ -9,10 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/store/sqlite"
+	"github.com/stead-dev/stead/internal/testutil"
 )
 
 // newSecretsService is a service with a real store and key file, and no
@@ -301,5 +304,32 @@ func TestSecretReachesServiceExecAndFileAndRotates(t *testing.T) {
 	}
 	if err := s.DeleteSecret(ctx, store.DefaultTenant, "API_KEY"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("delete twice: %v", err)
+	}
+}
+
+// TestLeftoverSecretStagesAreDropped: a tmpfs of secret files left by a
+// daemon killed during a start is unmounted and removed at the next
+// reconcile (dropSecretStages), and a start over it does not stack on it.
+func TestLeftoverSecretStagesAreDropped(t *testing.T) {
+	testutil.RequireRoot(t)
+	stage := t.TempDir()
+	s := New(Options{StageDir: stage})
+	dir := s.secretStage("sb-crashed")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // stacked, as two interrupted starts would leave them
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { dropSecretStage(dir) })
+	os.WriteFile(filepath.Join(dir, "key"), []byte("left"), 0o400)
+	s.dropSecretStages()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the stage is still there: %v", err)
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); bytes.Contains(mi, []byte(" "+dir+" ")) {
+		t.Fatal("a tmpfs is still mounted at the stage")
 	}
 }
