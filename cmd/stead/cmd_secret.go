@@ -194,3 +194,12 @@ instead.`,
 		},
 	}
 }
+
+// secretRefStr describes a sandbox's reference to a secret in stead info:
+// "OPENAI_API_KEY as $OPENAI_API_KEY", "GH_TOKEN in /run/secrets/gh".
+func secretRefStr(r client.SecretRef) string {
+	if r.File != "" {
+		return r.Name + " in " + r.File
+	}
+	return r.Name + " as $" + r.Env
+}

@@ -78,10 +78,15 @@ func (b *secretBackend) CreateSandbox(_ context.Context, tenant string, req clie
 	return client.Sandbox{ID: "sb-1", Name: req.Name, Tenant: tenant, State: "running"}, nil
 }
 
+func (b *secretBackend) GetSandbox(_ context.Context, tenant, id string) (client.Sandbox, error) {
+	return client.Sandbox{ID: "sb-1", Name: id, State: "running", Tenant: tenant,
+		Secrets: []client.SecretRef{{Name: "USED", Env: "OTHER"}, {Name: "USED", File: "/run/secrets/u"}}}, nil
+}
+
 // TestSecretCommands: set reads stdin (one trailing newline dropped) or a
 // file (byte for byte), never prints the value; ls shows names and users;
 // rm of a secret in use exits 4 naming the sandbox; create passes
-// --secret and --secret-file.
+// --secret and --secret-file; info shows the references.
 func TestSecretCommands(t *testing.T) {
 	b := &secretBackend{cliBackend: &cliBackend{}, values: map[string]string{}}
 	srv := httptest.NewServer(api.NewHandler(b, api.Options{Logger: slog.New(slog.DiscardHandler)}))
@@ -121,5 +126,8 @@ func TestSecretCommands(t *testing.T) {
 	req := b.created[len(b.created)-1]
 	if strings.Join(req.Secrets, ",") != "USED,USED=OTHER" || strings.Join(req.SecretFiles, ",") != "USED=/run/secrets/u" {
 		t.Fatalf("create sent %+v", req)
+	}
+	if code, out, _ := stead(t, srv, "info", "agent-2"); code != exitOK || !strings.Contains(out, "USED as $OTHER") || !strings.Contains(out, "USED in /run/secrets/u") {
+		t.Fatalf("info: exit %d %q", code, out)
 	}
 }
