@@ -24,7 +24,8 @@ import (
 // sandbox, reaches its service (which writes the value's hash to its disk),
 // an exec (printenv) and a file on a tmpfs; a snapshot, a push and a
 // restore carry the reference (the restored sandbox gets the value from
-// the daemon); and the value is absent from the database files, the pool
+// the daemon, and another daemon's restore needs the secret set there);
+// and the value is absent from the database files, the pool
 // (every file of it, and every data extent of its btrfs image), the
 // repository, the restored root, the daemon's host-side run directory, its
 // log and the audit export. A control step then puts the value where each
@@ -113,6 +114,35 @@ func TestSecretReachesTheSandboxButNoHostStorage(t *testing.T) {
 		t.Fatalf("the audit trail does not record the set of OPENAI_API_KEY:\n%s", a)
 	}
 
+	// Another daemon with the repository and its key, but not the secret:
+	// the push names it, so a restore that would start is refused naming
+	// it, one without start restores and its start says what is missing;
+	// set there, the secret reaches the restored sandbox.
+	d2 := newDaemon(t, "--repo", repoDir, "--repo-key-file", filepath.Join(d.dataDir, "repo.key"))
+	op, err = d2.c.RestoreRemote(ctx, client.RestoreRequest{Snapshot: pushed.RemoteSnapshot.ID, Wait: true})
+	if msg := opError(op, err); !strings.Contains(msg, "secret OPENAI_API_KEY is not set") {
+		t.Fatalf("restore elsewhere without the secret: %q", msg)
+	}
+	op, err = d2.c.RestoreRemote(ctx, client.RestoreRequest{Snapshot: pushed.RemoteSnapshot.ID, NoStart: true, Wait: true})
+	opResult(t, op, err, &rr)
+	if _, err := d2.c.StartSandbox(ctx, rr.Sandbox.ID); !client.IsInvalid(err) || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
+		t.Fatalf("start elsewhere without the secret: %v", err)
+	}
+	other := "elsewhere-" + value[:12]
+	if _, err := d2.c.SetSecret(ctx, "OPENAI_API_KEY", other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d2.c.StartSandbox(ctx, rr.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	otherSum := sha256.Sum256([]byte(other))
+	// The service hashes what it got at this start (the file came with the
+	// push, holding the first daemon's hash, until it rewrites it).
+	script := "printenv OPENAI_API_KEY; for i in $(seq 100); do [ \"$(cat /workspace/key.sha256)\" = " + hex.EncodeToString(otherSum[:]) + " ] && break; sleep 0.05; done; cat /workspace/key.sha256"
+	if got := d2.sh(ctx, rr.Sandbox.ID, "agent", script); got != other+"\n"+hex.EncodeToString(otherSum[:])+"\n" {
+		t.Fatalf("restored elsewhere: %q", got)
+	}
+
 	// Control: put the value where each grep looks; each must find it.
 	d.sh(ctx, sb.ID, "agent", "printenv OPENAI_API_KEY > /workspace/control.txt")
 	if _, err := d.c.PutKV(ctx, sb.ID, "control", []byte(`"`+value+`"`), nil); err != nil {
@@ -138,6 +168,14 @@ func TestSecretReachesTheSandboxButNoHostStorage(t *testing.T) {
 			t.Errorf("control: the grep of %s does not find the value written there", what)
 		}
 	}
+}
+
+// opError is the error of a waited-for operation: its request's or its own.
+func opError(op client.Operation, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return op.Error
 }
 
 // cliStdin runs the CLI against d with stdin and returns its exit code and
