@@ -230,9 +230,9 @@ func (s *Service) secretUsers(ctx context.Context, tenant string) (map[string][]
 
 // secretRefs turns a create request's secrets (NAME or NAME=VAR) and
 // secret files (NAME or NAME=/run/secrets/FILE) into references, refusing
-// a bad name, a variable the request's env sets too, two references to
-// one variable or one file, and a secret the tenant has not set (each
-// errs.ErrInvalid, naming it).
+// a bad name, a variable the request's env or its service's env sets too,
+// two references to one variable or one file, and a secret the tenant has
+// not set (each errs.ErrInvalid, naming it).
 func (s *Service) secretRefs(ctx context.Context, tenant string, req client.CreateSandboxRequest) ([]client.SecretRef, error) {
 	var refs []client.SecretRef
 	vars, files := map[string]bool{}, map[string]bool{}
@@ -247,7 +247,11 @@ func (s *Service) secretRefs(ctx context.Context, tenant string, req client.Crea
 		if !validEnvName(v) || strings.HasPrefix(v, "STEAD_") {
 			return nil, fmt.Errorf("secret %s: variable %q: use an environment variable name not starting with STEAD_: %w", name, v, errs.ErrInvalid)
 		}
-		if _, ok := req.Env[v]; ok || vars[v] {
+		inSvc := false
+		if req.Service != nil {
+			_, inSvc = req.Service.Env[v]
+		}
+		if _, ok := req.Env[v]; ok || inSvc || vars[v] {
 			return nil, fmt.Errorf("secret %s: variable %s is given twice: %w", name, v, errs.ErrInvalid)
 		}
 		vars[v] = true

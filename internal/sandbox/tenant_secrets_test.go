@@ -161,6 +161,7 @@ func TestSecretRefsParseAndRefuse(t *testing.T) {
 		{client.CreateSandboxRequest{Secrets: []string{"KEY=STEAD_TOKEN"}}, "STEAD_TOKEN"},
 		{client.CreateSandboxRequest{Secrets: []string{"KEY", "TOKEN=KEY"}}, "variable KEY is given twice"},
 		{client.CreateSandboxRequest{Secrets: []string{"KEY"}, Env: map[string]string{"KEY": "x"}}, "variable KEY is given twice"},
+		{client.CreateSandboxRequest{Secrets: []string{"KEY"}, Service: &client.Service{Command: []string{"x"}, Env: map[string]string{"KEY": "x"}}}, "variable KEY is given twice"},
 		{client.CreateSandboxRequest{SecretFiles: []string{"KEY=/home/agent/key"}}, "/home/agent/key"},
 		{client.CreateSandboxRequest{SecretFiles: []string{"KEY=/run/secrets/../../etc/passwd"}}, "/run/secrets/../../etc/passwd"},
 		{client.CreateSandboxRequest{SecretFiles: []string{"KEY=/run/secrets/"}}, "/run/secrets/"},
