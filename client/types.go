@@ -32,6 +32,8 @@ type Sandbox struct {
 	// Env names the environment variables given at create. Their values
 	// are secrets: shown as SecretMask, like the service's.
 	Env map[string]string `json:"env,omitempty" doc:"Environment given at create: names, values masked"`
+	// Secrets are the tenant secrets the sandbox references (never values).
+	Secrets []SecretRef `json:"secrets,omitempty"`
 }
 
 // SecretMask stands for an environment value given at create wherever
@@ -82,6 +84,8 @@ type CreateSandboxRequest struct {
 	Volumes      []VolumeMount     `json:"volumes,omitempty" doc:"Persistent volumes to mount"`
 	Network      *NetworkPolicy    `json:"network,omitempty" doc:"Egress policy; default: internet on, nothing else refused but what is always refused"`
 	AutoResume   bool              `json:"auto_resume,omitempty" doc:"A request to an exposed port starts or resumes the sandbox when it is stopped or paused"`
+	Secrets      []string          `json:"secrets,omitempty" doc:"Tenant secrets given to the service and every exec as environment variables: NAME, or NAME=VAR to rename"`
+	SecretFiles  []string          `json:"secret_files,omitempty" doc:"Tenant secrets given as files on a tmpfs: NAME=/run/secrets/FILE (mode 0400, owned by the agent, never on the sandbox's disk)"`
 }
 
 // ResizeRequest changes the limits of a stopped sandbox.

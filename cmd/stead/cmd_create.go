@@ -47,6 +47,13 @@ entries. Entries are ` + policyEntrySyntax + `.
 See stead network. --auto-resume makes a request to an exposed port (stead
 port expose) start or resume the sandbox when it is stopped or paused.
 
+--secret NAME gives the tenant's secret NAME (stead secret set) to the
+service and every exec as the environment variable NAME (--secret
+NAME=VAR names the variable VAR); --secret-file NAME=/run/secrets/FILE
+gives it as a file on a tmpfs (mode 0400, owned by the agent, never on the
+sandbox's disk). The sandbox keeps the reference, not the value: a new value
+reaches every exec at once, and the service and files at the next start.
+
 Exits 4 if a sandbox (deleted ones included) already has the name; nothing
 is changed.`,
 		Example: `  stead create agent-1
@@ -54,7 +61,8 @@ is changed.`,
   stead create agent-1 --stop-line /checkpoint -- python3 -m myagent --resume
   stead create agent-1 --volume shared/agents/a1:/data --volume refs:/refs:ro
   stead create agent-1 --allow '*.pypi.org' --allow files.pythonhosted.org --auto-resume
-  stead create agent-1 --no-internet`,
+  stead create agent-1 --no-internet
+  stead create agent-1 --secret OPENAI_API_KEY --secret-file GH_TOKEN=/run/secrets/gh`,
 		Args: args(0, -1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			pos, service := splitAtDash(a, cmd.ArgsLenAtDash())
@@ -109,6 +117,8 @@ is changed.`,
 	f.StringArrayVar(&netf.allow, "allow", nil, "admit only these destinations: address, CIDR or *.domain (repeatable; default-deny)")
 	f.StringArrayVar(&netf.deny, "deny", nil, "refuse this destination: address, CIDR or *.domain (repeatable)")
 	f.BoolVar(&req.AutoResume, "auto-resume", false, "a request to an exposed port starts or resumes the sandbox")
+	f.StringArrayVar(&req.Secrets, "secret", nil, "give the tenant's secret NAME as variable NAME, or NAME=VAR as VAR (repeatable)")
+	f.StringArrayVar(&req.SecretFiles, "secret-file", nil, "give the tenant's secret as a file: NAME=/run/secrets/FILE (repeatable)")
 	f.StringVar(&svc.User, "service-user", "", "user of the service: agent (default) or root")
 	f.StringVar(&svc.Cwd, "service-cwd", "", "working directory of the service")
 	f.StringArrayVar(&svcEnv, "service-env", nil, "service environment variable KEY=VALUE (repeatable)")

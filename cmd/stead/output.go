@@ -99,6 +99,13 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 		}
 		row(tw, label, volumeMountStr(m))
 	}
+	for i, r := range sb.Secrets {
+		label := ""
+		if i == 0 {
+			label = "Secrets:"
+		}
+		row(tw, label, secretRefStr(r))
+	}
 	row(tw, "Created:", ago(sb.CreatedAt))
 	row(tw, "Started:", agoPtr(sb.StartedAt))
 	row(tw, "Stopped:", agoPtr(sb.StoppedAt))

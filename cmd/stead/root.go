@@ -123,6 +123,7 @@ Exit codes:
 		newForkCmd(g),
 		newRollbackCmd(g),
 		newVolumeCmd(g),
+		newSecretCmd(g),
 		newSessionCmd(g),
 		newAuditCmd(g),
 		newTaskCmd(g),

@@ -120,6 +120,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if nb, ok := b.(NetworkBackend); ok {
 		s.registerNetwork(nb)
 	}
+	if sb, ok := b.(SecretBackend); ok {
+		s.registerSecrets(sb)
+	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)

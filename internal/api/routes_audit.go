@@ -229,8 +229,8 @@ func (s *server) recordRequest(ab AuditBackend, r *http.Request, aw *auditWriter
 			path = path[:maxAuditPath] + "..."
 		}
 		ev.Action = r.Method + " " + path
-	} else {
-		ev.Target = r.PathValue("id")
+	} else if ev.Target = r.PathValue("id"); ev.Target == "" {
+		ev.Target = r.PathValue("name") // a secret's
 	}
 	if ev.Target == "" && status == http.StatusCreated {
 		ev.Target = aw.createdID()

@@ -701,6 +701,13 @@ func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Sc
 	if err := s.openEnv(strings.TrimPrefix(m.Source, "sandbox/"), &sp); err != nil {
 		return client.Sandbox{}, nil, rs, fmt.Errorf("snapshot %s: %w", m.ID, err)
 	}
+	if !noStart {
+		// The push holds secret names, not values: a start needs them set
+		// here. Said before any data moves (with no_start, at the start).
+		if err := s.checkSecretsSet(ctx, tenant, sp.SecretRefs); err != nil {
+			return client.Sandbox{}, nil, rs, fmt.Errorf("restore snapshot %s: %w", m.ID, err)
+		}
+	}
 	if name != "" {
 		if err := checkName("sandbox", name); err != nil {
 			return client.Sandbox{}, nil, rs, err

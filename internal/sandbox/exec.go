@@ -86,6 +86,9 @@ func (s *Service) Exec(ctx context.Context, tenant, id string, req client.ExecRe
 	if err != nil {
 		return client.ExecResult{}, err
 	}
+	if env, err = s.withSecretEnv(ctx, sb, env); err != nil {
+		return client.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+	}
 	s.act.touch(sb.ID, ActivityExec, s.now())
 	defer func() { s.act.touch(sb.ID, ActivityExec, s.now()) }()
 	spec := guest.ExecSpec{Args: req.Command, Env: env, Cwd: req.Cwd, UID: uid, GID: gid, Background: req.Background}
@@ -176,6 +179,9 @@ func (s *Service) OpenPTY(ctx context.Context, tenant, id string, req api.PTYReq
 	sb, err := s.running(ctx, tenant, id)
 	if err != nil {
 		return nil, err
+	}
+	if env, err = s.withSecretEnv(ctx, sb, env); err != nil {
+		return nil, fmt.Errorf("open terminal in sandbox %s: %w", sb.Name, err)
 	}
 	args := req.Command
 	if len(args) == 0 {

@@ -23,6 +23,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconcile: list sandboxes: %w", err)
 	}
+	s.dropSecretStages()
 	wanted := map[string]bool{}
 	for _, sb := range list {
 		unlock := s.lock(sb.ID)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -55,7 +57,11 @@ type secretKey struct {
 	path string
 
 	mu   sync.Mutex
+	key  []byte // the key file's bytes, once loaded
 	aead cipher.AEAD
+	// derived are the AEADs of keys derived from key for other purposes
+	// (derive), by purpose.
+	derived map[string]cipher.AEAD
 }
 
 // get returns the AEAD; create makes the key file when it does not exist.
@@ -96,7 +102,40 @@ func (k *secretKey) get(create bool) (cipher.AEAD, error) {
 	if k.aead, err = cipher.NewGCM(block); err != nil {
 		return nil, fmt.Errorf("secrets key: %w", err)
 	}
+	k.key = key
 	return k.aead, nil
+}
+
+// derive returns an AES-256-GCM AEAD under a key derived from the secrets
+// key for purpose (HKDF-SHA256, purpose as its info): one key file serves
+// several uses, and a value sealed for one purpose never opens for another.
+// create makes the key file when it does not exist.
+func (k *secretKey) derive(purpose string, create bool) (cipher.AEAD, error) {
+	if _, err := k.get(create); err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if a, ok := k.derived[purpose]; ok {
+		return a, nil
+	}
+	sub, err := hkdf.Key(sha256.New, k.key, nil, purpose, 32)
+	if err != nil {
+		return nil, fmt.Errorf("derive the %s key: %w", purpose, err)
+	}
+	block, err := aes.NewCipher(sub)
+	if err != nil {
+		return nil, fmt.Errorf("derive the %s key: %w", purpose, err)
+	}
+	a, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("derive the %s key: %w", purpose, err)
+	}
+	if k.derived == nil {
+		k.derived = map[string]cipher.AEAD{}
+	}
+	k.derived[purpose] = a
+	return a, nil
 }
 
 // sealEnv moves the values of sp.Env and sp.Service.Env into sp.Secrets,

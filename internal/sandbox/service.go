@@ -201,6 +201,7 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		Env:        envNames(sp.Env, client.SecretMask),
 		Network:    policyOf(sp).API(),
 		AutoResume: sp.AutoResume,
+		Secrets:    sp.SecretRefs,
 	}
 	if n := s.net(); n != nil {
 		if a, ok := n.Addr(sb.ID); ok {
@@ -289,6 +290,9 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	if _, err := envList(req.Env); err != nil {
 		return client.Sandbox{}, err
 	}
+	if sp.SecretRefs, err = s.secretRefs(ctx, tenant, req); err != nil {
+		return client.Sandbox{}, err
+	}
 	if _, err := s.serviceSpec(sp); err != nil {
 		return client.Sandbox{}, err
 	}
@@ -340,6 +344,12 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	// Exposure belongs to a sandbox, not to its files: a fork or a
 	// restore exposes nothing until asked.
 	sp.Ports = nil
+	if !noStart {
+		// Before any data moves: a start would fail without them.
+		if err := s.checkSecretsSet(ctx, tenant, sp.SecretRefs); err != nil {
+			return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+		}
+	}
 	release, err := s.admitDisk(ctx, "disk quota of sandbox "+name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
 	if err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
@@ -505,8 +515,14 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 	}
 	rs.Mounts = append(rs.Mounts, vm...)
 	s.withNetwork(&rs, sb, sp)
+	releaseSecrets, err := s.withSecrets(ctx, &rs, sb.TenantID, sp)
+	if err != nil {
+		release()
+		return sb, err
+	}
 	if dir, err := s.openAgentSocket(sb.ID); err != nil {
 		release()
+		releaseSecrets()
 		return sb, err
 	} else if dir != "" {
 		rs.Mounts = append(rs.Mounts, steadrt.Mount{Source: dir, Destination: agentSocketDir, ReadOnly: true})
@@ -514,6 +530,7 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 	}
 	err = s.rt.Start(ctx, rs)
 	release()
+	releaseSecrets()
 	if err != nil {
 		s.closeAgentSocket(sb.ID)
 		s.detachNetwork(context.WithoutCancel(ctx), sb.ID)

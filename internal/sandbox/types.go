@@ -131,6 +131,9 @@ type spec struct {
 	// Secrets holds the values of Env and Service.Env sealed for the
 	// sandbox (secrets.go); the maps then keep the names only.
 	Secrets string `json:"secrets,omitempty"`
+	// SecretRefs reference the tenant's secrets (tenant_secrets.go): names
+	// only, the values are opened at start and at each exec.
+	SecretRefs []client.SecretRef `json:"secret_refs,omitempty"`
 	// Volumes are the volume mounts, with volume ids.
 	Volumes     []client.VolumeMount `json:"volumes,omitempty"`
 	IdleTimeout time.Duration        `json:"idle_timeout"`

@@ -18,6 +18,8 @@ Standard library only. Quick start::
     sb.set_network(allow=["*.pypi.org"])               # egress: default-deny but PyPI
     print(sb.expose_port(8080).token)                  # private port, token shown once
     sb.delete(purge=True)
+    stead.Secret.set("OPENAI_API_KEY", key)            # stored encrypted, never shown again
+    stead.Sandbox.create(secrets=["OPENAI_API_KEY"])   # in the service's and commands' env
 
 See sdk/python/README.md for the whole surface.
 """
@@ -65,6 +67,7 @@ from .models import (
 from .sandbox import Checkpoints, Commands, Files, Sandbox, SandboxState, Session, Snapshot
 from .session import EVENT_TYPES
 from .tasks import KV, TASK_STATES, Observations, Tasks
+from .secret import Secret
 from .volume import Volume
 
 __version__ = "0.1.0"
@@ -79,6 +82,7 @@ __all__ = [
     "SandboxState",
     "Snapshot",
     "Volume",
+    "Secret",
     "Commands",
     "Files",
     "Checkpoints",

@@ -324,6 +324,8 @@ class Sandbox:
         no_start: bool = False,
         network: Union[None, NetworkPolicy, Dict[str, Any]] = None,
         auto_resume: bool = False,
+        secrets: Optional[Iterable[str]] = None,
+        secret_files: Optional[Iterable[str]] = None,
     ) -> "Sandbox":
         """Create a sandbox (started unless ``no_start``).
 
@@ -348,6 +350,11 @@ class Sandbox:
                 refused but what is always refused.
             auto_resume: a request to an exposed port starts or resumes the
                 sandbox when it is stopped or paused.
+            secrets: tenant secrets (:class:`~stead.Secret`) given to the
+                service and every command as environment variables:
+                ``"NAME"``, or ``"NAME=VAR"`` to name the variable VAR.
+            secret_files: tenant secrets given as files on a tmpfs (mode
+                0400, owned by the agent): ``"NAME=/run/secrets/FILE"``.
         """
         c = default_client(client)
         req: Dict[str, Any] = {}
@@ -370,6 +377,10 @@ class Sandbox:
             req["no_start"] = True
         if auto_resume:
             req["auto_resume"] = True
+        if secrets:
+            req["secrets"] = list(secrets)
+        if secret_files:
+            req["secret_files"] = list(secret_files)
         return cls(c, c.call("POST", "/v1/sandboxes", body=req))
 
     @classmethod

@@ -665,6 +665,28 @@ class LiveTest(unittest.TestCase):
         with self.assertRaises(stead.NotFoundError):
             sb.refresh()
 
+    def test_secrets(self):
+        c = self.client
+        name = "PY_" + uuid.uuid4().hex[:8].upper()
+        value = "sk-py-" + uuid.uuid4().hex
+        s = stead.Secret.set(name, value, client=c)
+        self.assertEqual(s.name, name)
+        self.assertNotIn(value, repr(s.raw))
+        with self.assertRaises(stead.InvalidError):
+            self.new_sandbox(secrets=["PY_NOT_SET_" + uuid.uuid4().hex[:6].upper()])
+        sb = self.new_sandbox(secrets=[name + "=API_KEY"], secret_files=[name + "=/run/secrets/key"])
+        self.assertEqual(sb.commands.run("printenv API_KEY").stdout, value + "\n")
+        self.assertEqual(sb.commands.run("cat /run/secrets/key").stdout, value)
+        listed = [x for x in stead.Secret.list(client=c) if x.name == name]
+        self.assertEqual(listed[0].used_by, [sb.name])
+        with self.assertRaises(stead.ConflictError):
+            stead.Secret.delete(name, client=c)  # in use
+        stead.Secret.set(name, value + "-2", client=c)  # rotation: the next command sees it
+        self.assertEqual(sb.commands.run("printenv API_KEY").stdout, value + "-2\n")
+        sb.delete(purge=True)
+        stead.Secret.delete(name, client=c)
+        self.assertNotIn(name, [x.name for x in stead.Secret.list(client=c)])
+
     def test_volumes(self):
         c = self.client
         name = _unique("data")
