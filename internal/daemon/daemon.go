@@ -75,6 +75,8 @@ type Config struct {
 	RepoCredentialsFile string
 	// RepoKeyFile holds the repository's master key (default DATA/repo.key).
 	RepoKeyFile string
+	// Metering configures the meter and the Prometheus metrics.
+	Metering MeteringConfig
 	// NoUserNS runs sandboxes without user namespaces (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
@@ -177,6 +179,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
 		Net: netp.opts,
 	})
+	mt, err := newMetered(cfg.Metering, st, svc, &sinks, log)
+	if err != nil {
+		return err
+	}
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
 	}
@@ -186,7 +192,7 @@ func Run(ctx context.Context, cfg Config) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	handler := netp.serveProxy(pctx, svc, api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version}), cfg.Network, errc, log)
+	handler := netp.serveProxy(pctx, svc, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter}), cfg.Network, errc, log)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
@@ -203,6 +209,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	svc.CheckPoolFill(ctx)
+	if err := mt.meter.Recover(ctx); err != nil {
+		return err
+	}
+	if cfg.Metering.MetricsListen != "" {
+		if err := serveMetrics(pctx, cfg.Metering.MetricsListen, mt.met, errc, log); err != nil {
+			return err
+		}
+	}
 
 	listeners := map[string]net.Listener{}
 	if cfg.Listen != "" {
@@ -226,6 +240,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("listening", "addr", addr)
 	}
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
+	go mt.meter.Run(pctx)
 	go auditLog.Run(pctx)
 	go svc.CheckRepoKey(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())

@@ -97,6 +97,10 @@ func New(reg prometheus.Registerer, gather prometheus.Gatherer) *Metrics {
 		m.APIRequests, m.APISeconds, m.ComputeSeconds, m.MemoryGiBSecs, m.StorageGBHours, m.MeterTicks, m.OpenIntervals,
 		m.WebhookDeliveries, m.WebhookSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Series that exist before their first count, so a dashboard sees 0.
+	for _, o := range []string{"delivered", "failed", "retried"} {
+		m.WebhookDeliveries.WithLabelValues(o)
+	}
 	return m
 }
 
