@@ -143,6 +143,7 @@ Exit codes:
 		newNetworkCmd(g),
 		newPortCmd(g),
 		newPortForwardCmd(g),
+		newUsageCmd(g),
 	)
 	return root
 }
