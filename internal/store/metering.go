@@ -41,7 +41,8 @@ type MeterFilter struct {
 	TenantID string
 	// SandboxID limits the result to one sandbox ("" = every sandbox).
 	SandboxID string
-	// Since drops intervals whose Checkpoint is before it (zero: none).
+	// Since drops closed intervals whose Checkpoint is before it (zero:
+	// none); open intervals are always kept.
 	Since time.Time
 	// OpenOnly keeps open intervals only.
 	OpenOnly bool

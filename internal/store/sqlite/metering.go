@@ -135,7 +135,7 @@ func (s *Store) ListMeterIntervals(ctx context.Context, f store.MeterFilter) ([]
 		if err != nil {
 			return nil, fmt.Errorf("list meter intervals: %w", err)
 		}
-		where, args = append(where, "checkpoint_at >= ?"), append(args, t)
+		where, args = append(where, "(checkpoint_at >= ? OR open = 1)"), append(args, t)
 	}
 	if f.OpenOnly {
 		where = append(where, "open = 1")

@@ -120,7 +120,8 @@ func testMeterList(t *testing.T, s store.Store) {
 		{store.MeterFilter{}, "[sb-a sb-o sb-b]"},
 		{store.MeterFilter{TenantID: store.DefaultTenant}, "[sb-a sb-b]"},
 		{store.MeterFilter{TenantID: store.DefaultTenant, SandboxID: "sb-b"}, "[sb-b]"},
-		{store.MeterFilter{Since: meterT0.Add(90 * time.Second)}, "[sb-b]"},
+		{store.MeterFilter{Since: meterT0.Add(90 * time.Second)}, "[sb-o sb-b]"},
+		{store.MeterFilter{Since: meterT0.Add(90 * time.Second), TenantID: store.DefaultTenant}, "[sb-b]"},
 		{store.MeterFilter{OpenOnly: true}, "[sb-o sb-b]"},
 	} {
 		if got := ids(c.f); fmtList(got) != c.want {
