@@ -3,6 +3,7 @@ package metering
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/store/sqlite"
@@ -174,8 +176,17 @@ func TestMeterBillsExactlyTheRunningSeconds(t *testing.T) {
 	if len(bySb.Rows) != 1 || bySb.Rows[0].SandboxName != "worker" || bySb.Rows[0].RunningSeconds != want || bySb.Rows[0].InstanceType != "small" {
 		t.Fatalf("by sandbox rows = %+v", bySb.Rows)
 	}
-	if _, err := r.m.Report(t.Context(), "other", client.UsageQuery{Sandbox: "worker"}); err == nil {
-		t.Fatal("another tenant's report on this sandbox: want not found")
+	if _, err := r.m.Report(t.Context(), "other", client.UsageQuery{Sandbox: "worker"}); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("a report of an unknown tenant: %v, want not found", err)
+	}
+	if err := st.CreateTenant(t.Context(), store.Tenant{ID: "other", Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.m.Report(t.Context(), "other", client.UsageQuery{Sandbox: "worker"}); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("another tenant's report on this sandbox: %v, want not found", err)
+	}
+	if rep, err := r.m.Report(t.Context(), "other", client.UsageQuery{By: "sandbox"}); err != nil || len(rep.Rows) != 0 || rep.Total.Cost != 0 {
+		t.Fatalf("another tenant's report shows this one's usage: %+v %v", rep, err)
 	}
 }
 

@@ -17,8 +17,8 @@ import (
 // business: the API checks it and passes the tenant here). Running time
 // comes from the intervals (an open one counts to now), storage from the
 // per-day rows (a day is the smallest unit: a report from the middle of a
-// day counts that day's storage whole). A sandbox of another tenant is
-// errs.ErrNotFound, as an absent one.
+// day counts that day's storage whole). An unknown tenant, and a sandbox
+// of another tenant, are errs.ErrNotFound, as an absent one.
 func (m *Meter) Report(ctx context.Context, tenant string, q client.UsageQuery) (client.UsageReport, error) {
 	now := m.now()
 	until := q.Until.UTC()
@@ -36,6 +36,9 @@ func (m *Meter) Report(ctx context.Context, tenant string, q client.UsageQuery) 
 	case "", "day", "sandbox":
 	default:
 		return client.UsageReport{}, fmt.Errorf("usage: by %q (want day or sandbox): %w", q.By, errs.ErrInvalid)
+	}
+	if _, err := m.st.GetTenant(ctx, tenant); err != nil {
+		return client.UsageReport{}, fmt.Errorf("usage of tenant %s: %w", tenant, err)
 	}
 	// Sandboxes the tenant has (deleted ones included), for names, lives
 	// and the always-on comparison.
