@@ -71,6 +71,9 @@ start adopts them.`,
 			if cfg.AuditCheckpointInterval <= 0 {
 				return usageError{fmt.Errorf("--audit-checkpoint-interval %s: want a positive duration such as 1m", cfg.AuditCheckpointInterval)}
 			}
+			if cfg.Metering.Interval <= 0 {
+				return usageError{fmt.Errorf("--meter-interval %s: want a positive duration such as 1m", cfg.Metering.Interval)}
+			}
 			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
 				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
 			}
