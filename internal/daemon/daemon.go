@@ -179,15 +179,15 @@ func Run(ctx context.Context, cfg Config) error {
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
 		Net: netp.opts,
 	})
-	mt, err := newMetered(cfg.Metering, st, svc, &sinks, log)
-	if err != nil {
-		return err
-	}
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
 	}
 	if repoCfg != nil && !cfg.NoAuditRepoWitness {
 		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
+	}
+	mt, err := newMetered(cfg.Metering, st, svc, &sinks, log)
+	if err != nil {
+		return err
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
