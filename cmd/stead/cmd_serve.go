@@ -14,6 +14,7 @@ import (
 
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/daemon"
+	"github.com/stead-dev/stead/internal/metering"
 	"github.com/stead-dev/stead/internal/sandbox"
 )
 
@@ -70,6 +71,9 @@ start adopts them.`,
 			if cfg.AuditCheckpointInterval <= 0 {
 				return usageError{fmt.Errorf("--audit-checkpoint-interval %s: want a positive duration such as 1m", cfg.AuditCheckpointInterval)}
 			}
+			if cfg.Metering.Interval <= 0 {
+				return usageError{fmt.Errorf("--meter-interval %s: want a positive duration such as 1m", cfg.Metering.Interval)}
+			}
 			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
 				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
 			}
@@ -109,6 +113,9 @@ start adopts them.`,
 	f.StringVar(&cfg.Network.ProxyDomain, "proxy-domain", "localhost", "domain of the port proxy: port P of sandbox S answers at P-S.DOMAIN (browsers and curl resolve *.localhost to this machine; empty: path routing only)")
 	f.StringVar(&cfg.Network.ProxyTLSCert, "proxy-tls-cert", "", "certificate file (PEM) to serve the port proxy over TLS and HTTP/2")
 	f.StringVar(&cfg.Network.ProxyTLSKey, "proxy-tls-key", "", "key file (PEM) of --proxy-tls-cert")
+	f.DurationVar(&cfg.Metering.Interval, "meter-interval", metering.DefaultInterval, "how often running sandboxes' metered time is checkpointed: the most a kill -9 of the daemon loses")
+	f.StringVar(&cfg.Metering.PricesFile, "prices", "", "JSON file of prices (compute_per_hour by instance type, cpu_hour, memory_gib_hour, local_gb_month, repository_gb_month); unnamed ones keep their defaults")
+	f.StringVar(&cfg.Metering.MetricsListen, "metrics-listen", "", "address of an unauthenticated Prometheus /metrics endpoint, such as 127.0.0.1:9090 (empty: off)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
 	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")
 	f.MarkHidden("insecure-no-userns")

@@ -144,6 +144,7 @@ Exit codes:
 		newNetworkCmd(g),
 		newPortCmd(g),
 		newPortForwardCmd(g),
+		newUsageCmd(g),
 	)
 	return root
 }

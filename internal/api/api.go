@@ -16,6 +16,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/metrics"
 )
 
 // MaxJSONBodyBytes caps every JSON request body. A larger body is refused
@@ -31,6 +32,11 @@ type Options struct {
 	// Version is the daemon version shown in the OpenAPI document and in
 	// /healthz.
 	Version string
+	// Metrics, when set, counts requests by method, route template and
+	// status.
+	Metrics *metrics.Metrics
+	// Usage, when set, serves GET /v1/usage.
+	Usage UsageBackend
 }
 
 // server holds what the route handlers share.
@@ -39,6 +45,8 @@ type server struct {
 	log *slog.Logger
 	api huma.API
 	ver string
+	mux *http.ServeMux
+	met *metrics.Metrics
 }
 
 // NewHandler returns the HTTP handler of the stead API:
@@ -58,6 +66,8 @@ type server struct {
 //   - the network and port routes (/v1/sandboxes/{id}/network,
 //     /v1/sandboxes/{id}/ports ...) only when b also implements
 //     NetworkBackend;
+//   - GET /v1/usage only when opts.Usage is set; requests are counted
+//     by route template in opts.Metrics when it is set;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
 //     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
 //     tenant is passed to every Backend call.
@@ -90,7 +100,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 
 	mux := http.NewServeMux()
-	s := &server{b: b, log: logger, ver: version}
+	s := &server{b: b, log: logger, ver: version, mux: mux, met: opts.Metrics}
 	s.api = humago.New(mux, cfg)
 	// Before any route is registered: huma binds a route's middlewares at
 	// registration.
@@ -127,6 +137,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)
 	s.registerOrientRoutes(b)
+	if opts.Usage != nil {
+		s.registerUsage(opts.Usage)
+	}
 
 	return s.logRequests(s.authenticate(s.auditRequests(mux)))
 }
@@ -254,6 +267,9 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 		status := sw.status
 		if status == 0 {
 			status = http.StatusOK
+		}
+		if s.met != nil {
+			s.met.ObserveRequest(r.Method, s.routeTemplate(r), status, time.Since(start))
 		}
 		level := slog.LevelInfo
 		if r.URL.Path == "/healthz" {

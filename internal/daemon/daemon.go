@@ -75,6 +75,8 @@ type Config struct {
 	RepoCredentialsFile string
 	// RepoKeyFile holds the repository's master key (default DATA/repo.key).
 	RepoKeyFile string
+	// Metering configures the meter and the Prometheus metrics.
+	Metering MeteringConfig
 	// NoUserNS runs sandboxes without user namespaces (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
@@ -184,10 +186,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if repoCfg != nil && !cfg.NoAuditRepoWitness {
 		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
 	}
+	mt, err := newMetered(cfg.Metering, st, svc, &sinks, log)
+	if err != nil {
+		return err
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	handler := netp.serveProxy(pctx, svc, api.NewHandler(svc, api.Options{Logger: log, Version: cfg.Version}), cfg.Network, errc, log)
+	handler := netp.serveProxy(pctx, svc, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter}), cfg.Network, errc, log)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
@@ -204,6 +210,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	svc.CheckPoolFill(ctx)
+	if err := mt.meter.Recover(ctx); err != nil {
+		return err
+	}
+	if cfg.Metering.MetricsListen != "" {
+		if err := serveMetrics(pctx, cfg.Metering.MetricsListen, mt.met, errc, log); err != nil {
+			return err
+		}
+	}
 
 	listeners := map[string]net.Listener{}
 	if cfg.Listen != "" {
@@ -227,6 +241,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("listening", "addr", addr)
 	}
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
+	go mt.meter.Run(pctx)
 	go auditLog.Run(pctx)
 	go svc.CheckRepoKey(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())

@@ -129,6 +129,7 @@ func (s *Service) startOp(ctx context.Context, tenant, kind, target string, wait
 				v.State = "succeeded"
 			}
 		})
+		s.event(ctx, OperationFinished, tenant, op.sandbox, opEventData(op.snapshot()))
 		if err != nil {
 			s.log.Warn("operation failed", "op", op.v.ID, "kind", kind, "target", target, "err", err)
 		} else {

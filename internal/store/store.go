@@ -147,6 +147,7 @@ type Store interface {
 	TaskStore
 	LeaseStore
 	SecretStore
+	MeterStore
 
 	Close() error
 }

@@ -25,8 +25,10 @@ type migration struct {
 	sql     string
 }
 
-// loadMigrations returns the embedded migrations in version order. Versions
-// must run 1, 2, 3 ... without gaps; anything else is a build mistake.
+// loadMigrations returns the embedded migrations in version order.
+// Versions must be unique and start at 1; a gap is allowed (features built
+// side by side reserve numbers: 0013 may land before 0011), and migrate
+// applies every version the database has not recorded, in order.
 func loadMigrations() ([]migration, error) {
 	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
 	if err != nil {
@@ -48,8 +50,8 @@ func loadMigrations() ([]migration, error) {
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
 	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("load migration %s: expected version %d", m.name, i+1)
+		if i == 0 && m.version != 1 || i > 0 && m.version == ms[i-1].version {
+			return nil, fmt.Errorf("load migration %s: versions must start at 1 and be unique", m.name)
 		}
 	}
 	return ms, nil
@@ -95,14 +97,42 @@ func migrateOne(ctx context.Context, db *sql.DB, ms []migration) (done bool, err
 	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&cur); err != nil {
 		return false, fmt.Errorf("read schema version: %w", err)
 	}
-	if cur > len(ms) {
-		return false, fmt.Errorf("database schema version %d is newer than this build of stead supports (%d); upgrade stead: %w",
-			cur, len(ms), errs.ErrUnsupported)
+	last := 0
+	if len(ms) > 0 {
+		last = ms[len(ms)-1].version
 	}
-	if cur == len(ms) {
+	if cur > last {
+		return false, fmt.Errorf("database schema version %d is newer than this build of stead supports (%d); upgrade stead: %w",
+			cur, last, errs.ErrUnsupported)
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return false, fmt.Errorf("read schema versions: %w", err)
+	}
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return false, fmt.Errorf("read schema versions: %w", err)
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read schema versions: %w", err)
+	}
+	next := -1
+	for i, m := range ms {
+		if !applied[m.version] {
+			next = i
+			break
+		}
+	}
+	if next < 0 {
 		return true, nil
 	}
-	m := ms[cur]
+	m := ms[next]
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return false, fmt.Errorf("apply migration %s: %w", m.name, err)
 	}

@@ -115,7 +115,7 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := migration{
-		version: len(ms) + 1,
+		version: ms[len(ms)-1].version + 1,
 		name:    "9999_bad",
 		sql:     "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);",
 	}
@@ -138,7 +138,8 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stead.db")
 	s := openAt(t, path)
-	future := len(allVersions(t)) + 1
+	vs := allVersions(t)
+	future := vs[len(vs)-1] + 1
 	if _, err := s.w.ExecContext(t.Context(),
 		"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from_the_future', '2030-01-01T00:00:00.000000000Z')",
 		future); err != nil {

@@ -84,6 +84,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseAddressRefusesBadInputAndFullSubnet", testLeaseBadInputFull},
 		{"ConcurrentLeasesNeverShareAnAddress", testLeaseConcurrent},
 
+		{"MeterIntervalOpensOncePerSandbox", testMeterOpenOnce},
+		{"MeterCheckpointMovesOpenIntervalsForwardOnly", testMeterCheckpoint},
+		{"MeterCloseNeverEndsBeforeCheckpoint", testMeterClose},
+		{"MeterListFiltersAndOrders", testMeterList},
+		{"StorageUsageAccumulatesPerDay", testStorageUsage},
+
 		{"ConcurrentCreatesAndReadsAllSucceed", testConcurrentCreates},
 		{"ConcurrentCreatesOfOneNameHaveOneWinner", testConcurrentSameName},
 		{"ConcurrentUpdatesLoseNoIncrement", testConcurrentUpdates},

@@ -4,6 +4,7 @@ Server-Sent Events."""
 
 from __future__ import annotations
 
+import datetime
 import http.client
 import json
 import os
@@ -299,6 +300,45 @@ class Client:
     def openapi(self) -> Dict[str, Any]:
         """The daemon's OpenAPI 3.1 document."""
         return self.call("GET", "/openapi.json")
+
+    # -- metering ---------------------------------------------------------
+
+    def usage(
+        self,
+        by: Optional[str] = None,
+        since: Any = None,
+        until: Any = None,
+        sandbox: Optional[str] = None,
+        tenant: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """``GET /v1/usage``: metered usage and its cost.
+
+        ``by`` is ``"day"`` or ``"sandbox"`` (default: the total only);
+        ``since``/``until`` are ``datetime.date``/``datetime.datetime``
+        values or strings (``YYYY-MM-DD`` or RFC 3339; default: the first
+        of this month to now, UTC); ``sandbox`` is one sandbox's id or name;
+        ``tenant`` asks for another tenant (admin keys only). The answer has
+        ``total`` and ``rows`` (running seconds by instance type, memory
+        GiB-seconds, pool/snapshot/repository GB-hours, costs) and
+        ``always_on``: what every sandbox running its whole life would have
+        cost against what auto-stop cost (``saving_percent``).
+        """
+        return self.call("GET", "/v1/usage", query={
+            "by": by, "since": _when(since), "until": _when(until), "sandbox": sandbox, "tenant": tenant,
+        })
+
+
+def _when(v: Any) -> Optional[str]:
+    """A date or datetime as the API reads it (naive datetimes are UTC)."""
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=datetime.timezone.utc)
+        return v.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    raise TypeError("since/until: want a date, a datetime or a string, not %r" % (v,))
 
 
 def quote(s: str) -> str:

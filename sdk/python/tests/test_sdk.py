@@ -205,6 +205,18 @@ class CannedServerTest(unittest.TestCase):
             "service": {"command": ["/bin/sh", "-c", "sleep 1000"]},
         })
 
+    def test_usage_sends_the_query(self):
+        report = {"tenant": "default", "total": {"running_seconds": 155, "cost": 0.0014},
+                  "rows": [], "always_on": {"cost": 0.07, "actual_cost": 0.0014, "saving_percent": 98.1}}
+        c = self.start({("GET", "/v1/usage"): (200, "application/json", json.dumps(report))})
+        import datetime
+        r = c.usage(by="day", since=datetime.date(2026, 11, 1),
+                    until=datetime.datetime(2026, 12, 1, 12, 0), sandbox="one")
+        self.assertEqual(r["always_on"]["saving_percent"], 98.1)
+        method, path, _, _ = self.srv.requests[-1]
+        self.assertEqual(method, "GET")
+        self.assertEqual(path, "/v1/usage?by=day&since=2026-11-01&until=2026-12-01T12%3A00%3A00Z&sandbox=one")
+
     def test_unix_socket_endpoint(self):
         c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB))}, unix=True)
         self.assertEqual(stead.Sandbox.get("sb-1", client=c).id, "sb-1")
