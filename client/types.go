@@ -32,6 +32,10 @@ type Sandbox struct {
 	// Env names the environment variables given at create. Their values
 	// are secrets: shown as SecretMask, like the service's.
 	Env map[string]string `json:"env,omitempty" doc:"Environment given at create: names, values masked"`
+
+	// Labels were given at create; keys scoped by a label selector reach
+	// the sandboxes that carry their labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // SecretMask stands for an environment value given at create wherever
@@ -82,6 +86,10 @@ type CreateSandboxRequest struct {
 	Volumes      []VolumeMount     `json:"volumes,omitempty" doc:"Persistent volumes to mount"`
 	Network      *NetworkPolicy    `json:"network,omitempty" doc:"Egress policy; default: internet on, nothing else refused but what is always refused"`
 	AutoResume   bool              `json:"auto_resume,omitempty" doc:"A request to an exposed port starts or resumes the sandbox when it is stopped or paused"`
+
+	// Labels are the sandbox's labels; a label-scoped key's creates get
+	// its labels.
+	Labels map[string]string `json:"labels,omitempty" doc:"Labels: key 1-63 of a-z A-Z 0-9 . _ - / (starting with a letter or digit), value 0-63 of a-z A-Z 0-9 . _ -"`
 }
 
 // ResizeRequest changes the limits of a stopped sandbox.
@@ -192,21 +200,6 @@ type PoolCapacity struct {
 	CommitLimitBytes int64   `json:"commit_limit_bytes" doc:"overcommit x usable: creates, resizes and volumes past it are refused"`
 	Overcommit       float64 `json:"overcommit" doc:"stead serve --pool-overcommit"`
 	Fill             float64 `json:"fill" doc:"How full the pool is, 0 to 1 (the daemon warns at 0.85 and 0.95)"`
-}
-
-// APIKey is a created API key; Secret is shown only once.
-type APIKey struct {
-	ID     string `json:"id"`
-	Tenant string `json:"tenant"`
-	Name   string `json:"name"`
-	Admin  bool   `json:"admin"`
-	Secret string `json:"secret,omitempty"`
-}
-
-// CreateAPIKeyRequest creates an API key in the caller's tenant (admin only).
-type CreateAPIKeyRequest struct {
-	Name  string `json:"name" minLength:"1" maxLength:"128" doc:"Human-readable label for the key"`
-	Admin bool   `json:"admin,omitempty" doc:"Grant admin rights (may create keys)"`
 }
 
 // MkdirRequest creates a directory in a sandbox.
