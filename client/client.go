@@ -308,4 +308,3 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 	err := c.do(ctx, http.MethodGet, "/v1/info", nil, nil, &info)
 	return info, err
 }
-
