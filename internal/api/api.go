@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -94,7 +95,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.api = humago.New(mux, cfg)
 	// Before any route is registered: huma binds a route's middlewares at
 	// registration.
-	s.api.UseMiddleware(s.sandboxScope, s.countActivity)
+	s.api.UseMiddleware(s.sandboxScope, s.authorize, s.countActivity)
 
 	s.registerHealth()
 	s.registerMisc()
@@ -142,7 +143,7 @@ func (s *server) op(method, path, id, summary, tag string, status int) huma.Oper
 		DefaultStatus: status,
 		Security:      security,
 		MaxBodyBytes:  MaxJSONBodyBytes,
-		Errors:        []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound},
+		Errors:        []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound},
 	}
 }
 
@@ -217,9 +218,17 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		if err == nil && p.TenantID == "" {
 			err = fmt.Errorf("authenticate: backend returned a principal without a tenant")
 		}
+		if errors.Is(err, errs.ErrForbidden) { // a valid key that may not be used now (suspended tenant)
+			s.writeProblem(w, r, "authenticate", err)
+			return
+		}
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stead", error="invalid_token"`)
 			s.writeProblem(w, r, "authenticate", fmt.Errorf("authenticate: invalid API key: %w", err))
+			return
+		}
+		if p, err = s.actingTenant(r, p); err != nil {
+			s.writeProblem(w, r, "authenticate", err)
 			return
 		}
 		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {

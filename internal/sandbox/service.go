@@ -199,7 +199,7 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		StoppedAt: sb.StoppedAt, DeletedAt: sb.DeletedAt, PurgeAt: sb.PurgeAt,
 		Env:        envNames(sp.Env, client.SecretMask),
 		Network:    policyOf(sp).API(),
-		AutoResume: sp.AutoResume,
+		AutoResume: sp.AutoResume, Labels: sp.Labels,
 	}
 	if n := s.net(); n != nil {
 		if a, ok := n.Addr(sb.ID); ok {
@@ -259,6 +259,10 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, err
 	}
 	sp := spec{InstanceType: it.Name, Limits: it.Limits, Env: req.Env, Service: req.Service, OnIdle: req.OnIdle, AutoResume: req.AutoResume}
+	if err := checkLabels(req.Labels); err != nil {
+		return client.Sandbox{}, err
+	}
+	sp.Labels = req.Labels
 	if req.Network != nil {
 		p, err := policy.Parse(*req.Network)
 		if err != nil {

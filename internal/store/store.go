@@ -77,7 +77,9 @@ type APIKey struct {
 	// ExpiresAt, when set, is when the key stops working (an optional
 	// expiry, or the end of a rotation's overlap).
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
+	// RotatedTo is the id of the key that replaced this one ("" for none).
+	RotatedTo string    `json:"rotated_to,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Template is a read-only root filesystem that sandboxes are cloned from.
@@ -180,7 +182,7 @@ type Store interface {
 	// GetAPIKey returns the tenant's key by id.
 	GetAPIKey(ctx context.Context, tenantID, id string) (APIKey, error)
 	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
-	// UpdateAPIKey stores k's Name and ExpiresAt (role, scope and hash
+	// UpdateAPIKey stores k's Name, ExpiresAt and RotatedTo (role, scope and hash
 	// never change). errs.ErrNotFound for an absent key or another
 	// tenant's.
 	UpdateAPIKey(ctx context.Context, k APIKey) error

@@ -11,7 +11,7 @@ import (
 	"github.com/stead-dev/stead/internal/store"
 )
 
-const apiKeyCols = "id, tenant_id, name, hash, role, scope, expires_at, created_at"
+const apiKeyCols = "id, tenant_id, name, hash, role, scope, expires_at, rotated_to, created_at"
 
 // validRole reports whether r is one of the store.Role* constants.
 func validRole(r string) bool {
@@ -60,8 +60,8 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 		}
 		scope = string(b)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyCols+", admin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		k.ID, k.TenantID, k.Name, k.Hash, k.Role, scope, expires, created, k.Role == store.RoleAdmin)
+	_, err = s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyCols+", admin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		k.ID, k.TenantID, k.Name, k.Hash, k.Role, scope, expires, k.RotatedTo, created, k.Role == store.RoleAdmin)
 	switch {
 	case isUnique(err):
 		return fmt.Errorf("create api key %s: id or secret already taken: %w", k.ID, errs.ErrConflict)
@@ -118,14 +118,14 @@ func (s *Store) ListAPIKeys(ctx context.Context, tenantID string) ([]store.APIKe
 	return out, nil
 }
 
-// UpdateAPIKey stores k's Name and ExpiresAt, or returns errs.ErrNotFound.
+// UpdateAPIKey stores k's Name, ExpiresAt and RotatedTo, or returns errs.ErrNotFound.
 func (s *Store) UpdateAPIKey(ctx context.Context, k store.APIKey) error {
 	expires, err := formatTimePtr(k.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("update api key %s: expires_at: %w", k.ID, err)
 	}
-	res, err := s.w.ExecContext(ctx, "UPDATE api_keys SET name = ?, expires_at = ? WHERE tenant_id = ? AND id = ?",
-		k.Name, expires, k.TenantID, k.ID)
+	res, err := s.w.ExecContext(ctx, "UPDATE api_keys SET name = ?, expires_at = ?, rotated_to = ? WHERE tenant_id = ? AND id = ?",
+		k.Name, expires, k.RotatedTo, k.TenantID, k.ID)
 	if err != nil {
 		return fmt.Errorf("update api key %s: %w", k.ID, err)
 	}
@@ -145,7 +145,7 @@ func scanAPIKey(sc scanner) (store.APIKey, error) {
 	var k store.APIKey
 	var created, scope string
 	var expires sql.NullString
-	if err := sc.Scan(&k.ID, &k.TenantID, &k.Name, &k.Hash, &k.Role, &scope, &expires, &created); err != nil {
+	if err := sc.Scan(&k.ID, &k.TenantID, &k.Name, &k.Hash, &k.Role, &scope, &expires, &k.RotatedTo, &created); err != nil {
 		return store.APIKey{}, err
 	}
 	var err error

@@ -90,11 +90,11 @@ func testAPIKeysKeepRoleScopeAndExpiry(t *testing.T, s store.Store) {
 	_, err = s.GetAPIKey(ctx, "other", "k1")
 	wantErr(t, err, errs.ErrNotFound, "another tenant's key")
 	wantErr(t, s.UpdateAPIKey(ctx, store.APIKey{ID: "k1", TenantID: "other"}), errs.ErrNotFound, "update another tenant's key")
-	got.ExpiresAt, got.Name, got.Role = ptr(at(5)), "ci-old", store.RoleAdmin
+	got.ExpiresAt, got.Name, got.Role, got.RotatedTo = ptr(at(5)), "ci-old", store.RoleAdmin, "k9"
 	noErr(t, s.UpdateAPIKey(ctx, got), "update key")
 	got, err = s.LookupAPIKey(ctx, []byte("h1"))
 	noErr(t, err, "lookup key")
-	if got.Name != "ci-old" || got.Role != store.RoleReadOnly || got.ExpiresAt == nil {
+	if got.Name != "ci-old" || got.Role != store.RoleReadOnly || got.ExpiresAt == nil || got.RotatedTo != "k9" {
 		t.Fatalf("after update: %+v (the role must not change)", got)
 	}
 	checkTime(t, "expires_at", *got.ExpiresAt, at(5))

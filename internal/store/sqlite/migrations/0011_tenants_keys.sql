@@ -13,3 +13,5 @@ UPDATE api_keys SET role = CASE WHEN admin != 0 THEN 'admin' ELSE 'tenant-admin'
 -- scope is JSON ({"sandboxes": [...], "labels": {...}}); '' means unscoped.
 ALTER TABLE api_keys ADD COLUMN scope TEXT NOT NULL DEFAULT '';
 ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
+-- rotated_to is the id of the key that replaced this one ('' for none).
+ALTER TABLE api_keys ADD COLUMN rotated_to TEXT NOT NULL DEFAULT '';
