@@ -16,6 +16,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 		svc    client.Service
 		svcEnv []string
 		vols   []string
+		labels []string
 		netf   createNetworkFlags
 	)
 	cmd := &cobra.Command{
@@ -54,7 +55,8 @@ is changed.`,
   stead create agent-1 --stop-line /checkpoint -- python3 -m myagent --resume
   stead create agent-1 --volume shared/agents/a1:/data --volume refs:/refs:ro
   stead create agent-1 --allow '*.pypi.org' --allow files.pythonhosted.org --auto-resume
-  stead create agent-1 --no-internet`,
+  stead create agent-1 --no-internet
+  stead create agent-1 --label team=research`,
 		Args: args(0, -1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			pos, service := splitAtDash(a, cmd.ArgsLenAtDash())
@@ -69,6 +71,9 @@ is changed.`,
 				return err
 			}
 			if req.Volumes, err = parseVolumes(vols); err != nil {
+				return err
+			}
+			if req.Labels, err = parseLabels(labels); err != nil {
 				return err
 			}
 			req.Network = netf.policy()
@@ -109,6 +114,7 @@ is changed.`,
 	f.StringArrayVar(&netf.allow, "allow", nil, "admit only these destinations: address, CIDR or *.domain (repeatable; default-deny)")
 	f.StringArrayVar(&netf.deny, "deny", nil, "refuse this destination: address, CIDR or *.domain (repeatable)")
 	f.BoolVar(&req.AutoResume, "auto-resume", false, "a request to an exposed port starts or resumes the sandbox")
+	f.StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable); keys scoped by --label reach the sandboxes carrying theirs")
 	f.StringVar(&svc.User, "service-user", "", "user of the service: agent (default) or root")
 	f.StringVar(&svc.Cwd, "service-cwd", "", "working directory of the service")
 	f.StringArrayVar(&svcEnv, "service-env", nil, "service environment variable KEY=VALUE (repeatable)")

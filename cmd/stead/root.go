@@ -118,6 +118,7 @@ Exit codes:
 		newCpCmd(g),
 		newTemplateCmd(g),
 		newKeyCmd(g),
+		newTenantCmd(g),
 		newCheckpointCmd(g),
 		newSnapshotCmd(g),
 		newForkCmd(g),
