@@ -65,6 +65,7 @@ from .models import (
 from .sandbox import Checkpoints, Commands, Files, Sandbox, SandboxState, Session, Snapshot
 from .session import EVENT_TYPES
 from .tasks import KV, TASK_STATES, Observations, Tasks
+from .tenants import ROLES, APIKey, Tenant
 from .volume import Volume
 
 __version__ = "0.1.0"
@@ -79,6 +80,9 @@ __all__ = [
     "SandboxState",
     "Snapshot",
     "Volume",
+    "Tenant",
+    "APIKey",
+    "ROLES",
     "Commands",
     "Files",
     "Checkpoints",

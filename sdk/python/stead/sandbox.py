@@ -280,6 +280,11 @@ class Sandbox:
         return self.raw.get("address", "")
 
     @property
+    def labels(self) -> Dict[str, str]:
+        """The sandbox's labels, given at create."""
+        return dict(self.raw.get("labels") or {})
+
+    @property
     def network(self) -> NetworkPolicy:
         """The sandbox's egress policy as last seen (see :meth:`get_network`
         for the live counters and ports)."""
@@ -324,6 +329,7 @@ class Sandbox:
         no_start: bool = False,
         network: Union[None, NetworkPolicy, Dict[str, Any]] = None,
         auto_resume: bool = False,
+        labels: Optional[Dict[str, str]] = None,
     ) -> "Sandbox":
         """Create a sandbox (started unless ``no_start``).
 
@@ -348,6 +354,9 @@ class Sandbox:
                 refused but what is always refused.
             auto_resume: a request to an exposed port starts or resumes the
                 sandbox when it is stopped or paused.
+            labels: labels (``{"team": "research"}``); keys scoped by a
+                label selector reach the sandboxes carrying theirs, and a
+                label-scoped key's creates get its labels.
         """
         c = default_client(client)
         req: Dict[str, Any] = {}
@@ -370,6 +379,8 @@ class Sandbox:
             req["no_start"] = True
         if auto_resume:
             req["auto_resume"] = True
+        if labels:
+            req["labels"] = dict(labels)
         return cls(c, c.call("POST", "/v1/sandboxes", body=req))
 
     @classmethod
