@@ -490,6 +490,9 @@ func (s *Service) runtimeSpec(sb store.Sandbox, tmpl store.Template) (steadrt.Sp
 
 // startLocked starts a stopped sandbox; the caller holds its lock.
 func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.Template) (store.Sandbox, error) {
+	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
+		return sb, err
+	}
 	rs, err := s.runtimeSpec(sb, tmpl)
 	if err != nil {
 		return sb, err
@@ -758,6 +761,9 @@ func (s *Service) ResumeSandbox(ctx context.Context, tenant, id string) (client.
 }
 
 func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
+		return sb, err
+	}
 	if err := s.rt.Resume(ctx, sb.ID); err != nil {
 		return sb, err
 	}

@@ -149,6 +149,21 @@ func (s *Service) setTenantState(ctx context.Context, id, state string) (store.T
 	return t, nil
 }
 
+// tenantMayRun refuses to start or resume a sandbox of a suspended tenant,
+// whoever asks (a wake on a port request, a schedule, a rollback's
+// restart): errs.ErrForbidden.
+func (s *Service) tenantMayRun(ctx context.Context, tenant string) error {
+	t, err := s.st.GetTenant(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("tenant %s: %w", tenant, err)
+	}
+	if t.State == store.TenantSuspended {
+		return fmt.Errorf("tenant %s is suspended: its sandboxes stay stopped until an admin runs `stead tenant unsuspend %s`: %w",
+			tenant, tenant, errs.ErrForbidden)
+	}
+	return nil
+}
+
 // stopTenant stops every running or paused sandbox of the tenant.
 func (s *Service) stopTenant(ctx context.Context, tenant string) error {
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant,

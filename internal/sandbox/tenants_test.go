@@ -188,6 +188,10 @@ func TestSuspendedTenantsKeysAreRefusedAndItsSandboxesStopped(t *testing.T) {
 	if got, _ := s.GetSandbox(ctx, "acme", sb.ID); got.State != "stopped" || got.StopReason != "tenant_suspended" {
 		t.Fatalf("sandbox of a suspended tenant: %s (%s)", got.State, got.StopReason)
 	}
+	// Nothing starts it while suspended (a port's wake calls this too).
+	if _, err := s.StartSandbox(ctx, "acme", sb.ID); !errors.Is(err, errs.ErrForbidden) {
+		t.Fatalf("start in a suspended tenant: %v", err)
+	}
 	if _, err := s.UnsuspendTenant(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
