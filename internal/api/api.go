@@ -59,9 +59,13 @@ type server struct {
 //   - the network and port routes (/v1/sandboxes/{id}/network,
 //     /v1/sandboxes/{id}/ports ...) only when b also implements
 //     NetworkBackend;
+//   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
+//     rotate, revoke) only when b also implements TenantBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
-//     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
-//     tenant is passed to every Backend call.
+//     X-API-Key: <key>) resolved by Backend.Authenticate, and checked
+//     against the key's role and scope (authz.go); the principal's tenant
+//     (for an admin key, the one X-Stead-Tenant names) is passed to every
+//     Backend call.
 //
 // The handler serves long-lived streams (exec, logs, PTY, tar): the
 // http.Server around it must not set a WriteTimeout.
