@@ -235,7 +235,7 @@ func (s *Service) RevokeAPIKey(ctx context.Context, p api.Principal, id string) 
 // keyView is the API's view of a key (no secret).
 func keyView(k store.APIKey) client.APIKey {
 	return client.APIKey{ID: k.ID, Tenant: k.TenantID, Name: k.Name, Role: k.Role, Admin: k.Role == store.RoleAdmin,
-		Sandboxes: k.Scope.Sandboxes, Labels: k.Scope.Labels, ExpiresAt: k.ExpiresAt, CreatedAt: k.CreatedAt}
+		Sandboxes: k.Scope.Sandboxes, Labels: k.Scope.Labels, ExpiresAt: k.ExpiresAt, RotatedTo: k.RotatedTo, CreatedAt: k.CreatedAt}
 }
 
 // storeKey stores k (its id, hash and creation time made here) with the
