@@ -41,8 +41,10 @@ type APIKey struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	// ExpiresAt is when the key stops working (nil: never).
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	Secret    string     `json:"secret,omitempty" doc:"The secret: shown only in the answer to a create or a rotation"`
+	// RotatedTo is the id of the key that replaced this one in a rotation.
+	RotatedTo string    `json:"rotated_to,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Secret    string    `json:"secret,omitempty" doc:"The secret: shown only in the answer to a create or a rotation"`
 }
 
 // CreateAPIKeyRequest creates an API key in the caller's tenant (or, for
