@@ -56,6 +56,12 @@ func TestKeyRotationKeepsTheOldSecretForTheOverlapOnly(t *testing.T) {
 			t.Fatalf("within the overlap: %+v %v", got, err)
 		}
 	}
+	keys, _ := s.ListAPIKeys(ctx, p)
+	for _, lk := range keys {
+		if lk.ID == k.ID && (lk.RotatedTo != next.ID || lk.ExpiresAt == nil || !lk.ExpiresAt.Equal(clock.now().UTC().Add(time.Hour))) {
+			t.Fatalf("the rotated key is listed as %+v", lk)
+		}
+	}
 	if _, err := s.RotateAPIKey(ctx, p, k.ID, client.RotateAPIKeyRequest{}); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("second rotation of one key: %v, want a conflict", err)
 	}
