@@ -12,7 +12,6 @@ import (
 
 // newKeyCmd is `stead key` and its subcommands.
 func newKeyCmd(g *globals) *cobra.Command {
-	var tenant string
 	cmd := &cobra.Command{
 		Use:     "key",
 		Aliases: []string{"keys"},
@@ -30,7 +29,8 @@ a label-scoped key's creates get its labels. Other sandboxes are absent to it.
 
 Secrets are shown once and stored hashed. Managing keys needs a tenant-admin
 or admin key, and a key manages keys of its role or below. An admin key
-manages another tenant's keys with --tenant.`,
+manages another tenant's keys with the global flag --tenant (which works
+with every verb: stead --tenant acme list).`,
 		Example: `  stead key create ci-runner --role tenant-user
   stead key create research-bot --label team=research --expires-in 720h
   stead key ls
@@ -39,20 +39,12 @@ manages another tenant's keys with --tenant.`,
   stead key create acme-ops --tenant acme --role tenant-admin`,
 	}
 	group(cmd)
-	cmd.PersistentFlags().StringVar(&tenant, "tenant", "", "act in this tenant (admin keys only; default: the key's own)")
-	keyClient := func() (*client.Client, error) {
-		c, err := g.client()
-		if err != nil {
-			return nil, err
-		}
-		return c.WithTenant(tenant), nil
-	}
-	cmd.AddCommand(newKeyCreateCmd(g, keyClient), newKeyLsCmd(g, keyClient), newKeyRotateCmd(g, keyClient), newKeyRevokeCmd(g, keyClient))
+	cmd.AddCommand(newKeyCreateCmd(g), newKeyLsCmd(g), newKeyRotateCmd(g), newKeyRevokeCmd(g))
 	return cmd
 }
 
 // newKeyCreateCmd is `stead key create`.
-func newKeyCreateCmd(g *globals, newClient func() (*client.Client, error)) *cobra.Command {
+func newKeyCreateCmd(g *globals) *cobra.Command {
 	var (
 		req    client.CreateAPIKeyRequest
 		labels []string
@@ -76,7 +68,7 @@ create keys of its own role or below.`,
 			if req.Labels, err = parseLabels(labels); err != nil {
 				return err
 			}
-			c, err := newClient()
+			c, err := g.client()
 			if err != nil {
 				return err
 			}
@@ -102,7 +94,7 @@ create keys of its own role or below.`,
 }
 
 // newKeyLsCmd is `stead key ls`.
-func newKeyLsCmd(g *globals, newClient func() (*client.Client, error)) *cobra.Command {
+func newKeyLsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
@@ -111,7 +103,7 @@ func newKeyLsCmd(g *globals, newClient func() (*client.Client, error)) *cobra.Co
   stead key ls --tenant acme --json`,
 		Args: args(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := newClient()
+			c, err := g.client()
 			if err != nil {
 				return err
 			}
@@ -148,7 +140,7 @@ func keyScope(k client.APIKey) string {
 }
 
 // newKeyRotateCmd is `stead key rotate`.
-func newKeyRotateCmd(g *globals, newClient func() (*client.Client, error)) *cobra.Command {
+func newKeyRotateCmd(g *globals) *cobra.Command {
 	var req client.RotateAPIKeyRequest
 	cmd := &cobra.Command{
 		Use:   "rotate KEY_ID",
@@ -162,7 +154,7 @@ its successor) or has expired.`,
   stead key rotate key-abc123 --overlap 1h`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := newClient()
+			c, err := g.client()
 			if err != nil {
 				return err
 			}
@@ -183,7 +175,7 @@ its successor) or has expired.`,
 }
 
 // newKeyRevokeCmd is `stead key revoke`.
-func newKeyRevokeCmd(g *globals, newClient func() (*client.Client, error)) *cobra.Command {
+func newKeyRevokeCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "revoke KEY_ID",
 		Aliases: []string{"rm"},
@@ -191,7 +183,7 @@ func newKeyRevokeCmd(g *globals, newClient func() (*client.Client, error)) *cobr
 		Example: `  stead key revoke key-abc123`,
 		Args:    args(1, 1),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			c, err := newClient()
+			c, err := g.client()
 			if err != nil {
 				return err
 			}
