@@ -32,6 +32,7 @@ type Client struct {
 	endpoint string // as given, for messages
 	base     *url.URL
 	apiKey   string
+	tenant   string // X-Stead-Tenant, when set (WithTenant)
 	http     *http.Client
 }
 
@@ -178,6 +179,9 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build request %s %s: %w", r.method, r.path, err)
 	}
+	if c.tenant != "" {
+		req.Header.Set(TenantHeader, c.tenant)
+	}
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
@@ -303,12 +307,4 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 	var info Info
 	err := c.do(ctx, http.MethodGet, "/v1/info", nil, nil, &info)
 	return info, err
-}
-
-// CreateKey creates an API key in the caller's tenant; it needs an admin
-// key. The returned Secret is shown only this once.
-func (c *Client) CreateKey(ctx context.Context, req CreateAPIKeyRequest) (APIKey, error) {
-	var k APIKey
-	err := c.do(ctx, http.MethodPost, "/v1/keys", nil, req, &k)
-	return k, err
 }

@@ -34,6 +34,10 @@ type Sandbox struct {
 	Env map[string]string `json:"env,omitempty" doc:"Environment given at create: names, values masked"`
 	// Secrets are the tenant secrets the sandbox references (never values).
 	Secrets []SecretRef `json:"secrets,omitempty"`
+
+	// Labels were given at create; keys scoped by a label selector reach
+	// the sandboxes that carry their labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // SecretMask stands for an environment value given at create wherever
@@ -86,6 +90,10 @@ type CreateSandboxRequest struct {
 	AutoResume   bool              `json:"auto_resume,omitempty" doc:"A request to an exposed port starts or resumes the sandbox when it is stopped or paused"`
 	Secrets      []string          `json:"secrets,omitempty" doc:"Tenant secrets given to the service and every exec as environment variables: NAME, or NAME=VAR to rename"`
 	SecretFiles  []string          `json:"secret_files,omitempty" doc:"Tenant secrets given as files on a tmpfs: NAME=/run/secrets/FILE (mode 0400, owned by the agent, never on the sandbox's disk)"`
+
+	// Labels are the sandbox's labels; a label-scoped key's creates get
+	// its labels.
+	Labels map[string]string `json:"labels,omitempty" doc:"Labels: key 1-63 of a-z A-Z 0-9 . _ - / (starting with a letter or digit), value 0-63 of a-z A-Z 0-9 . _ -"`
 }
 
 // ResizeRequest changes the limits of a stopped sandbox.
@@ -196,21 +204,6 @@ type PoolCapacity struct {
 	CommitLimitBytes int64   `json:"commit_limit_bytes" doc:"overcommit x usable: creates, resizes and volumes past it are refused"`
 	Overcommit       float64 `json:"overcommit" doc:"stead serve --pool-overcommit"`
 	Fill             float64 `json:"fill" doc:"How full the pool is, 0 to 1 (the daemon warns at 0.85 and 0.95)"`
-}
-
-// APIKey is a created API key; Secret is shown only once.
-type APIKey struct {
-	ID     string `json:"id"`
-	Tenant string `json:"tenant"`
-	Name   string `json:"name"`
-	Admin  bool   `json:"admin"`
-	Secret string `json:"secret,omitempty"`
-}
-
-// CreateAPIKeyRequest creates an API key in the caller's tenant (admin only).
-type CreateAPIKeyRequest struct {
-	Name  string `json:"name" minLength:"1" maxLength:"128" doc:"Human-readable label for the key"`
-	Admin bool   `json:"admin,omitempty" doc:"Grant admin rights (may create keys)"`
 }
 
 // MkdirRequest creates a directory in a sandbox.

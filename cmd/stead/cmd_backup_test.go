@@ -570,7 +570,7 @@ func TestBackupCommandsExitCodes(t *testing.T) {
 func TestRepoInitNeedsAnAdminKey(t *testing.T) {
 	srv, _ := newBackupServer(t) // the test key is not an admin key
 	code, out, errOut := stead(t, srv, "repo", "init")
-	if code != exitError || out != "" || !strings.Contains(errOut, "only an admin key may initialise the repository") {
+	if code != exitError || out != "" || !strings.Contains(errOut, "needs an admin key") {
 		t.Fatalf("repo init with a tenant key: exit %d: %q %q", code, out, errOut)
 	}
 }

@@ -16,6 +16,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 		svc    client.Service
 		svcEnv []string
 		vols   []string
+		labels []string
 		netf   createNetworkFlags
 	)
 	cmd := &cobra.Command{
@@ -62,7 +63,8 @@ is changed.`,
   stead create agent-1 --volume shared/agents/a1:/data --volume refs:/refs:ro
   stead create agent-1 --allow '*.pypi.org' --allow files.pythonhosted.org --auto-resume
   stead create agent-1 --no-internet
-  stead create agent-1 --secret OPENAI_API_KEY --secret-file GH_TOKEN=/run/secrets/gh`,
+  stead create agent-1 --secret OPENAI_API_KEY --secret-file GH_TOKEN=/run/secrets/gh
+  stead create agent-1 --label team=research`,
 		Args: args(0, -1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			pos, service := splitAtDash(a, cmd.ArgsLenAtDash())
@@ -77,6 +79,9 @@ is changed.`,
 				return err
 			}
 			if req.Volumes, err = parseVolumes(vols); err != nil {
+				return err
+			}
+			if req.Labels, err = parseLabels(labels); err != nil {
 				return err
 			}
 			req.Network = netf.policy()
@@ -119,6 +124,7 @@ is changed.`,
 	f.BoolVar(&req.AutoResume, "auto-resume", false, "a request to an exposed port starts or resumes the sandbox")
 	f.StringArrayVar(&req.Secrets, "secret", nil, "give the tenant's secret NAME as variable NAME, or NAME=VAR as VAR (repeatable)")
 	f.StringArrayVar(&req.SecretFiles, "secret-file", nil, "give the tenant's secret as a file: NAME=/run/secrets/FILE (repeatable)")
+	f.StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable); keys scoped by --label reach the sandboxes carrying theirs")
 	f.StringVar(&svc.User, "service-user", "", "user of the service: agent (default) or root")
 	f.StringVar(&svc.Cwd, "service-cwd", "", "working directory of the service")
 	f.StringArrayVar(&svcEnv, "service-env", nil, "service environment variable KEY=VALUE (repeatable)")

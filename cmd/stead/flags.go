@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/stead-dev/stead/client"
@@ -46,4 +47,34 @@ func parseVolumes(specs []string) ([]client.VolumeMount, error) {
 		mounts = append(mounts, m)
 	}
 	return mounts, nil
+}
+
+// parseLabels turns repeated --label KEY=VALUE flags into a map (the
+// daemon validates keys and values).
+func parseLabels(kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--label %q: want KEY=VALUE", kv)}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// formatLabels renders labels as k=v,k=v in key order.
+func formatLabels(l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + l[k]
+	}
+	return strings.Join(keys, ",")
 }

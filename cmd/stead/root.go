@@ -38,6 +38,7 @@ type globals struct {
 	endpoint string
 	apiKey   string
 	json     bool
+	tenant   string // --tenant: the tenant an admin key acts in
 
 	stdin  io.Reader
 	stdout io.Writer
@@ -95,6 +96,7 @@ Exit codes:
 	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "",
 		"API key (default $STEAD_API_KEY, else the contents of "+defaultAdminKey+")")
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print API objects as JSON")
+	root.PersistentFlags().StringVar(&g.tenant, "tenant", "", "act in this tenant (admin keys only; default: the key's own)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
 	root.AddCommand(
@@ -118,6 +120,7 @@ Exit codes:
 		newCpCmd(g),
 		newTemplateCmd(g),
 		newKeyCmd(g),
+		newTenantCmd(g),
 		newCheckpointCmd(g),
 		newSnapshotCmd(g),
 		newForkCmd(g),
@@ -187,7 +190,7 @@ func (g *globals) client() (*client.Client, error) {
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--endpoint: %w", err)}
 	}
-	return c, nil
+	return c.WithTenant(g.tenant), nil
 }
 
 // usageError marks an error in how the CLI was called (exit 2).

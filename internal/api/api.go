@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -68,9 +69,13 @@ type server struct {
 //     NetworkBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
+//   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
+//     rotate, revoke) only when b also implements TenantBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
-//     X-API-Key: <key>) resolved by Backend.Authenticate; the principal's
-//     tenant is passed to every Backend call.
+//     X-API-Key: <key>) resolved by Backend.Authenticate, and checked
+//     against the key's role and scope (authz.go); the principal's tenant
+//     (for an admin key, the one X-Stead-Tenant names) is passed to every
+//     Backend call.
 //
 // The handler serves long-lived streams (exec, logs, PTY, tar): the
 // http.Server around it must not set a WriteTimeout.
@@ -104,7 +109,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.api = humago.New(mux, cfg)
 	// Before any route is registered: huma binds a route's middlewares at
 	// registration.
-	s.api.UseMiddleware(s.sandboxScope, s.countActivity)
+	s.api.UseMiddleware(s.sandboxScope, s.authorize, s.countActivity)
 
 	s.registerHealth()
 	s.registerMisc()
@@ -158,7 +163,7 @@ func (s *server) op(method, path, id, summary, tag string, status int) huma.Oper
 		DefaultStatus: status,
 		Security:      security,
 		MaxBodyBytes:  MaxJSONBodyBytes,
-		Errors:        []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound},
+		Errors:        []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound},
 	}
 }
 
@@ -233,9 +238,17 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		if err == nil && p.TenantID == "" {
 			err = fmt.Errorf("authenticate: backend returned a principal without a tenant")
 		}
+		if errors.Is(err, errs.ErrForbidden) { // a valid key that may not be used now (suspended tenant)
+			s.writeProblem(w, r, "authenticate", err)
+			return
+		}
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stead", error="invalid_token"`)
 			s.writeProblem(w, r, "authenticate", fmt.Errorf("authenticate: invalid API key: %w", err))
+			return
+		}
+		if p, err = s.actingTenant(r, p); err != nil {
+			s.writeProblem(w, r, "authenticate", err)
 			return
 		}
 		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {

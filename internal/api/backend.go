@@ -12,9 +12,20 @@ import (
 
 // Principal is the authenticated caller of a request.
 type Principal struct {
+	// TenantID is the tenant the request acts in: the key's own, or for an
+	// admin key the one its X-Stead-Tenant header names.
 	TenantID string
 	KeyID    string
-	Admin    bool
+	// Admin is true for a key of role admin: everything, every tenant.
+	Admin bool
+	// Role is the key's role (client.Role*); "" reads as admin when Admin
+	// is set, else tenant-user (see EffectiveRole).
+	Role string
+	// Sandboxes and Labels scope the key: it reaches only these sandboxes
+	// (ids or names), or those carrying every one of these labels. See
+	// authz.go.
+	Sandboxes []string
+	Labels    map[string]string
 	// Sandbox, when set, confines the principal to that sandbox's own
 	// things (the token handed to the agent inside the sandbox): the
 	// routes opened to it (its agent state, file history and undo, and the
@@ -57,7 +68,9 @@ type Backend interface {
 	// Authenticate resolves an API key secret to its principal
 	// (errs.ErrUnauthenticated when unknown).
 	Authenticate(ctx context.Context, secret string) (Principal, error)
-	CreateAPIKey(ctx context.Context, p Principal, name string, admin bool) (client.APIKey, error)
+	// CreateAPIKey makes a key in p's tenant; a role above p's own is
+	// errs.ErrForbidden.
+	CreateAPIKey(ctx context.Context, p Principal, req client.CreateAPIKeyRequest) (client.APIKey, error)
 
 	CreateSandbox(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error)
 	GetSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error)

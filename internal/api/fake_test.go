@@ -15,6 +15,8 @@ import (
 const (
 	aliceKey = "key-alice"
 	adminKey = "key-admin"
+	// aliceAdminKey is an admin key whose home tenant is t-alice.
+	aliceAdminKey = "key-alice-admin"
 )
 
 // fakeBackend is a function-field Backend that isolates the HTTP layer. Every
@@ -27,7 +29,7 @@ type fakeBackend struct {
 	Err error
 
 	AuthenticateFunc   func(ctx context.Context, secret string) (Principal, error)
-	CreateAPIKeyFunc   func(ctx context.Context, p Principal, name string, admin bool) (client.APIKey, error)
+	CreateAPIKeyFunc   func(ctx context.Context, p Principal, req client.CreateAPIKeyRequest) (client.APIKey, error)
 	CreateSandboxFunc  func(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error)
 	GetSandboxFunc     func(ctx context.Context, tenant, id string) (client.Sandbox, error)
 	ListSandboxesFunc  func(ctx context.Context, tenant string, all bool) ([]client.Sandbox, error)
@@ -128,16 +130,18 @@ func (f *fakeBackend) Authenticate(ctx context.Context, secret string) (Principa
 		return Principal{TenantID: "t-alice", KeyID: "k1"}, nil
 	case adminKey:
 		return Principal{TenantID: "t-admin", KeyID: "k0", Admin: true}, nil
+	case aliceAdminKey:
+		return Principal{TenantID: "t-alice", KeyID: "k3", Admin: true}, nil
 	}
 	return Principal{}, errs.ErrUnauthenticated
 }
 
-func (f *fakeBackend) CreateAPIKey(ctx context.Context, p Principal, name string, admin bool) (client.APIKey, error) {
-	f.record("CreateAPIKey", p.TenantID, name)
+func (f *fakeBackend) CreateAPIKey(ctx context.Context, p Principal, req client.CreateAPIKeyRequest) (client.APIKey, error) {
+	f.record("CreateAPIKey", p.TenantID, req.Name)
 	if f.CreateAPIKeyFunc != nil {
-		return f.CreateAPIKeyFunc(ctx, p, name, admin)
+		return f.CreateAPIKeyFunc(ctx, p, req)
 	}
-	return client.APIKey{ID: "k2", Tenant: p.TenantID, Name: name, Admin: admin, Secret: "s3cret"}, f.Err
+	return client.APIKey{ID: "k2", Tenant: p.TenantID, Name: req.Name, Admin: req.Admin, Role: req.Role, Secret: "s3cret"}, f.Err
 }
 
 func (f *fakeBackend) CreateSandbox(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error) {

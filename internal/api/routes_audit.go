@@ -54,8 +54,8 @@ func auditAdmin(ctx context.Context) (Principal, error) {
 	if err != nil {
 		return Principal{}, err
 	}
-	if !p.Admin || p.Sandbox != "" {
-		return Principal{}, fmt.Errorf("the audit trail needs an admin key: %w", errs.ErrForbidden)
+	if !p.AdministersTenant() {
+		return Principal{}, fmt.Errorf("the audit trail needs a tenant-admin or admin key: %w", errs.ErrForbidden)
 	}
 	return p, nil
 }

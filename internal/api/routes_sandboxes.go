@@ -29,6 +29,9 @@ func (s *server) registerSandboxes() {
 			if err != nil {
 				return nil, s.fail(ctx, "create sandbox", err)
 			}
+			if err := confineCreate(p, &in.Body); err != nil {
+				return nil, s.fail(ctx, "create sandbox", err)
+			}
 			sb, err := s.b.CreateSandbox(ctx, p.TenantID, in.Body)
 			if err != nil {
 				return nil, s.fail(ctx, "create sandbox", err)
@@ -52,7 +55,7 @@ func (s *server) registerSandboxes() {
 			if list == nil {
 				list = []client.Sandbox{}
 			}
-			return &out[[]client.Sandbox]{Body: list}, nil
+			return &out[[]client.Sandbox]{Body: filterReached(p, list)}, nil
 		})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/sandboxes/{id}", "get-sandbox",

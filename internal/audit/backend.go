@@ -49,16 +49,16 @@ func (b *Backend) RecordAPIRequest(ctx context.Context, ev api.AuditEvent) error
 		Outcome: strconv.Itoa(ev.Status)})
 }
 
-// scope returns the tenant p may read ("" for all), or an error when p is
-// not an admin.
+// scope returns the tenant p may read ("" for all: an admin key acting in
+// the default tenant), or an error when p does not administer its tenant.
 func (b *Backend) scope(p api.Principal) (string, error) {
 	if b == nil || b.log == nil {
 		return "", errNoTrail
 	}
-	if !p.Admin || p.Sandbox != "" {
-		return "", fmt.Errorf("the audit trail needs an admin key: %w", errs.ErrForbidden)
+	if !p.AdministersTenant() {
+		return "", fmt.Errorf("the audit trail needs a tenant-admin or admin key: %w", errs.ErrForbidden)
 	}
-	if p.TenantID == store.DefaultTenant {
+	if p.Admin && p.TenantID == store.DefaultTenant {
 		return "", nil
 	}
 	return p.TenantID, nil

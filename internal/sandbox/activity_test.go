@@ -48,7 +48,7 @@ func TestAgentAPICallsKeepASandboxAwake(t *testing.T) {
 	tn := store.DefaultTenant
 	srv := httptest.NewServer(api.NewHandler(s, api.Options{Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(srv.Close)
-	key, err := s.CreateAPIKey(ctx, api.Principal{TenantID: tn, Admin: true}, "ops", false)
+	key, err := s.CreateAPIKey(ctx, api.Principal{TenantID: tn, Admin: true}, client.CreateAPIKeyRequest{Name: "ops", Role: client.RoleTenantUser})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/portproxy"
 	"github.com/stead-dev/stead/internal/store"
@@ -96,7 +97,8 @@ func (c *portEntries) forget(id string) {
 func (s *Service) SandboxChanged(id string) { s.portCache.forget(id) }
 
 // Authorize implements portproxy.Backend: the key must reach the sandbox
-// (its tenant's key, or the sandbox's own token).
+// (a key of its tenant whose role may use it and whose scope reaches it,
+// or the sandbox's own token).
 func (b portBackend) Authorize(ctx context.Context, key, id string) error {
 	p, err := b.s.Authenticate(ctx, key)
 	if err != nil {
@@ -105,7 +107,11 @@ func (b portBackend) Authorize(ctx context.Context, key, id string) error {
 	if p.Sandbox != "" && p.Sandbox != id {
 		return errs.ErrNotFound
 	}
-	if _, err := b.s.st.GetSandbox(ctx, p.TenantID, id); err != nil {
+	if p.EffectiveRole() == client.RoleReadOnly {
+		return errs.ErrForbidden // a port's app may change anything: not a read
+	}
+	sb, err := b.s.st.GetSandbox(ctx, p.TenantID, id)
+	if err != nil || !p.Reaches(b.s.view(sb)) {
 		return errs.ErrNotFound
 	}
 	return nil

@@ -200,8 +200,8 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		StoppedAt: sb.StoppedAt, DeletedAt: sb.DeletedAt, PurgeAt: sb.PurgeAt,
 		Env:        envNames(sp.Env, client.SecretMask),
 		Network:    policyOf(sp).API(),
-		AutoResume: sp.AutoResume,
-		Secrets:    sp.SecretRefs,
+		AutoResume: sp.AutoResume, Labels: sp.Labels,
+		Secrets: sp.SecretRefs,
 	}
 	if n := s.net(); n != nil {
 		if a, ok := n.Addr(sb.ID); ok {
@@ -261,6 +261,10 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, err
 	}
 	sp := spec{InstanceType: it.Name, Limits: it.Limits, Env: req.Env, Service: req.Service, OnIdle: req.OnIdle, AutoResume: req.AutoResume}
+	if err := checkLabels(req.Labels); err != nil {
+		return client.Sandbox{}, err
+	}
+	sp.Labels = req.Labels
 	if req.Network != nil {
 		p, err := policy.Parse(*req.Network)
 		if err != nil {
@@ -497,6 +501,9 @@ func (s *Service) runtimeSpec(sb store.Sandbox, tmpl store.Template) (steadrt.Sp
 
 // startLocked starts a stopped sandbox; the caller holds its lock.
 func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.Template) (store.Sandbox, error) {
+	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
+		return sb, err
+	}
 	rs, err := s.runtimeSpec(sb, tmpl)
 	if err != nil {
 		return sb, err
@@ -772,6 +779,9 @@ func (s *Service) ResumeSandbox(ctx context.Context, tenant, id string) (client.
 }
 
 func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
+		return sb, err
+	}
 	if err := s.rt.Resume(ctx, sb.ID); err != nil {
 		return sb, err
 	}

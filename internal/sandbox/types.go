@@ -145,6 +145,8 @@ type spec struct {
 	AutoResume bool `json:"auto_resume,omitempty"`
 	// Ports are the exposed ports; a fork or a restore starts with none.
 	Ports []portSpec `json:"ports,omitempty"`
+	// Labels are given at create and kept by forks and restores.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // parseDuration parses an optional Go duration; "" gives def.

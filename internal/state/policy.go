@@ -324,14 +324,14 @@ func admits(a store.CheckpointAccess, p api.Principal, sandboxID string) bool {
 }
 
 // isAdmin reports whether p is an admin API key (never the agent token).
-func isAdmin(p api.Principal) bool { return p.Admin && p.Sandbox == "" }
+func isAdmin(p api.Principal) bool { return p.AdministersTenant() }
 
 // principalKind is the kind recorded as provenance.
 func principalKind(p api.Principal) string {
 	switch {
 	case p.Sandbox != "":
 		return store.PrincipalAgent
-	case p.Admin:
+	case p.AdministersTenant():
 		return store.PrincipalAdmin
 	}
 	return store.PrincipalAPIKey

@@ -18,20 +18,67 @@ import (
 // lands.
 const DefaultTenant = "default"
 
+// Tenant states (Tenant.State).
+const (
+	// TenantActive tenants' keys work.
+	TenantActive = "active"
+	// TenantSuspended tenants' keys are refused and their sandboxes are
+	// kept stopped until an admin lifts the suspension.
+	TenantSuspended = "suspended"
+)
+
 // Tenant owns sandboxes, templates and API keys.
 type Tenant struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"created_at"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// State is TenantActive or TenantSuspended ("" reads as active).
+	State       string     `json:"state"`
+	CreatedAt   time.Time  `json:"created_at"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
 }
+
+// Roles of an API key (APIKey.Role), from the most to the least powerful.
+const (
+	// RoleAdmin may do everything, in every tenant.
+	RoleAdmin = "admin"
+	// RoleTenantAdmin may do everything within its tenant, its keys
+	// included.
+	RoleTenantAdmin = "tenant-admin"
+	// RoleTenantUser may create and use sandboxes and volumes, not manage
+	// keys.
+	RoleTenantUser = "tenant-user"
+	// RoleReadOnly may only read.
+	RoleReadOnly = "read-only"
+)
+
+// KeyScope limits an API key to some of its tenant's sandboxes. The zero
+// value is no limit.
+type KeyScope struct {
+	// Sandboxes are sandbox ids or names the key may reach.
+	Sandboxes []string `json:"sandboxes,omitempty"`
+	// Labels is a selector: the key reaches the sandboxes that carry every
+	// one of these labels.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// IsZero reports whether the scope limits nothing.
+func (s KeyScope) IsZero() bool { return len(s.Sandboxes) == 0 && len(s.Labels) == 0 }
 
 // APIKey is a credential. Only a hash of the secret is stored.
 type APIKey struct {
-	ID        string    `json:"id"`
-	TenantID  string    `json:"tenant_id"`
-	Name      string    `json:"name"`
-	Hash      []byte    `json:"-"` // SHA-256 of the secret
-	Admin     bool      `json:"admin"`
+	ID       string `json:"id"`
+	TenantID string `json:"tenant_id"`
+	Name     string `json:"name"`
+	Hash     []byte `json:"-"` // SHA-256 of the secret
+	// Role is one of the Role* constants.
+	Role string `json:"role"`
+	// Scope limits the key to some sandboxes (zero: all of its tenant).
+	Scope KeyScope `json:"scope"`
+	// ExpiresAt, when set, is when the key stops working (an optional
+	// expiry, or the end of a rotation's overlap).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// RotatedTo is the id of the key that replaced this one ("" for none).
+	RotatedTo string    `json:"rotated_to,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
@@ -113,14 +160,32 @@ type SandboxFilter struct {
 //   - List results are ordered by CreatedAt, then ID.
 //   - Methods are safe for concurrent use.
 type Store interface {
+	// CreateTenant stores t (State "" is stored as TenantActive).
 	CreateTenant(ctx context.Context, t Tenant) error
 	GetTenant(ctx context.Context, id string) (Tenant, error)
 	ListTenants(ctx context.Context) ([]Tenant, error)
+	// UpdateTenant stores t's Name, State and SuspendedAt. errs.ErrNotFound
+	// for an absent tenant, errs.ErrInvalid for an unknown state.
+	UpdateTenant(ctx context.Context, t Tenant) error
+	// DeleteTenant removes the tenant with its API keys and template
+	// records, in one transaction. errs.ErrConflict (and nothing changed)
+	// while it still has sandboxes, volumes or snapshots: the caller
+	// purges those first. errs.ErrNotFound for an absent tenant.
+	DeleteTenant(ctx context.Context, id string) error
 
+	// CreateAPIKey stores k (Role "" is stored as RoleTenantAdmin; an
+	// unknown role is errs.ErrInvalid).
 	CreateAPIKey(ctx context.Context, k APIKey) error
-	// LookupAPIKey finds a key by the hash of its secret.
+	// LookupAPIKey finds a key by the hash of its secret, in any tenant,
+	// expired ones included (the caller checks ExpiresAt).
 	LookupAPIKey(ctx context.Context, hash []byte) (APIKey, error)
+	// GetAPIKey returns the tenant's key by id.
+	GetAPIKey(ctx context.Context, tenantID, id string) (APIKey, error)
 	ListAPIKeys(ctx context.Context, tenantID string) ([]APIKey, error)
+	// UpdateAPIKey stores k's Name, ExpiresAt and RotatedTo (role, scope and hash
+	// never change). errs.ErrNotFound for an absent key or another
+	// tenant's.
+	UpdateAPIKey(ctx context.Context, k APIKey) error
 	DeleteAPIKey(ctx context.Context, tenantID, id string) error
 
 	CreateTemplate(ctx context.Context, t Template) error

@@ -204,7 +204,7 @@ func TestDataSurvivesCloseAndReopen(t *testing.T) {
 	if err := s.CreateTenant(ctx, store.Tenant{ID: "acme", Name: "Acme", CreatedAt: ts}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k", TenantID: "acme", Hash: []byte("h"), Admin: true, CreatedAt: ts}); err != nil {
+	if err := s.CreateAPIKey(ctx, store.APIKey{ID: "k", TenantID: "acme", Hash: []byte("h"), Role: store.RoleAdmin, CreatedAt: ts}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.CreateTemplate(ctx, store.Template{ID: "host", TenantID: "acme", Kind: "host", Config: []byte("{}"), CreatedAt: ts}); err != nil {
@@ -232,7 +232,7 @@ func TestDataSurvivesCloseAndReopen(t *testing.T) {
 	if !reflect.DeepEqual(got, sb) {
 		t.Errorf("after reopen got %+v, want %+v", got, sb)
 	}
-	if k, err := s.LookupAPIKey(ctx, []byte("h")); err != nil || !k.Admin || !k.CreatedAt.Equal(ts) {
+	if k, err := s.LookupAPIKey(ctx, []byte("h")); err != nil || k.Role != store.RoleAdmin || !k.CreatedAt.Equal(ts) {
 		t.Errorf("api key after reopen: %+v, %v", k, err)
 	}
 	if tp, err := s.GetTemplate(ctx, "acme", "host"); err != nil || tp.Kind != "host" {

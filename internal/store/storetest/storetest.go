@@ -125,6 +125,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ResumeReportsSafePointAndInDoubtIntents", testResumeReportsSafePointAndInDoubtIntents},
 		{"RetentionKeepsLastNAndProtectedEvents", testRetentionKeepsLastNAndProtectedEvents},
 		{"PurgingASandboxDeletesItsSessions", testPurgingASandboxDeletesItsSessions},
+		{"TenantsSuspendAndDeleteWithTheirKeys", testTenantsSuspendAndDelete},
+		{"DeleteTenantRefusedWhileItHasSandboxes", testDeleteTenantRefusedWhileItHasSandboxes},
+		{"APIKeysKeepRoleScopeAndExpiry", testAPIKeysKeepRoleScopeAndExpiry},
 		{"AuditAppendThenListAndFilter", testAuditAppendAndList},
 		{"AuditAppendRejectsGapsDuplicatesAndWrongPrevHash", testAuditAppendRejectsBrokenChain},
 		{"AuditCheckpointsRoundTripAndRejectDuplicates", testAuditCheckpoints},
@@ -402,18 +405,18 @@ func testCreateSetsZeroCreatedAt(t *testing.T, s store.Store) {
 func testCreateAPIKeyThenLookup(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	createTenant(t, s, "acme")
-	in := store.APIKey{ID: "key1", TenantID: "acme", Name: "ci", Hash: []byte{0, 1, 2, 0xff}, Admin: true, CreatedAt: at(3)}
+	in := store.APIKey{ID: "key1", TenantID: "acme", Name: "ci", Hash: []byte{0, 1, 2, 0xff}, Role: store.RoleAdmin, CreatedAt: at(3)}
 	noErr(t, s.CreateAPIKey(ctx, in), "create api key")
 	noErr(t, s.CreateAPIKey(ctx, store.APIKey{ID: "key2", TenantID: "acme", Name: "dev", Hash: []byte{0, 1, 2, 0xfe}, CreatedAt: at(4)}), "create api key 2")
 	got, err := s.LookupAPIKey(ctx, []byte{0, 1, 2, 0xff})
 	noErr(t, err, "lookup api key")
-	if got.ID != in.ID || got.TenantID != in.TenantID || got.Name != in.Name || !bytes.Equal(got.Hash, in.Hash) || got.Admin != in.Admin {
+	if got.ID != in.ID || got.TenantID != in.TenantID || got.Name != in.Name || !bytes.Equal(got.Hash, in.Hash) || got.Role != in.Role {
 		t.Errorf("got %+v, want %+v", got, in)
 	}
 	checkTime(t, "created_at", got.CreatedAt, in.CreatedAt)
 	got, err = s.LookupAPIKey(ctx, []byte{0, 1, 2, 0xfe})
 	noErr(t, err, "lookup api key 2")
-	if got.ID != "key2" || got.Admin {
+	if got.ID != "key2" || got.Role != store.RoleTenantAdmin {
 		t.Errorf("lookup by second hash got %+v", got)
 	}
 }

@@ -68,6 +68,7 @@ from .sandbox import Checkpoints, Commands, Files, Sandbox, SandboxState, Sessio
 from .session import EVENT_TYPES
 from .tasks import KV, TASK_STATES, Observations, Tasks
 from .secret import Secret
+from .tenants import ROLES, APIKey, Tenant
 from .volume import Volume
 
 __version__ = "0.1.0"
@@ -83,6 +84,9 @@ __all__ = [
     "Snapshot",
     "Volume",
     "Secret",
+    "Tenant",
+    "APIKey",
+    "ROLES",
     "Commands",
     "Files",
     "Checkpoints",

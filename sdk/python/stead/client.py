@@ -149,6 +149,10 @@ class Client:
     ``timeout`` is the socket timeout in seconds of ordinary calls
     (commands get their own). Each call uses its own connection, so a
     client is safe to share between threads.
+
+    ``tenant``, for an admin key, is the tenant the calls act in (sent as
+    the ``X-Stead-Tenant`` header; default: the key's own). See
+    :meth:`with_tenant`.
     """
 
     def __init__(
@@ -156,10 +160,12 @@ class Client:
         endpoint: Optional[str] = None,
         api_key: Optional[str] = None,
         timeout: Optional[float] = 300.0,
+        tenant: Optional[str] = None,
     ) -> None:
         self.endpoint = resolve_endpoint(endpoint)
         self.api_key = resolve_api_key(api_key)
         self.timeout = timeout
+        self.tenant = tenant
         ep = self.endpoint
         if ep.startswith("unix://"):
             path = ep[len("unix://"):]
@@ -176,6 +182,11 @@ class Client:
 
     def __repr__(self) -> str:
         return "stead.Client(%r)" % self.endpoint
+
+    def with_tenant(self, tenant: Optional[str]) -> "Client":
+        """A client like this one whose calls act in ``tenant`` (admin keys
+        only; another key naming another tenant gets 403)."""
+        return Client(self.endpoint, self.api_key, self.timeout, tenant)
 
     # -- transport ---------------------------------------------------------
 
@@ -221,6 +232,8 @@ class Client:
         h: Dict[str, str] = {"Accept": accept + ", application/problem+json"}
         if self.api_key:
             h["Authorization"] = "Bearer " + self.api_key
+        if self.tenant:
+            h["X-Stead-Tenant"] = self.tenant
         if json_body is not _UNSET:
             body = json.dumps(json_body).encode("utf-8")
             content_type = "application/json"

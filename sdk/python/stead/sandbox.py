@@ -280,6 +280,11 @@ class Sandbox:
         return self.raw.get("address", "")
 
     @property
+    def labels(self) -> Dict[str, str]:
+        """The sandbox's labels, given at create."""
+        return dict(self.raw.get("labels") or {})
+
+    @property
     def network(self) -> NetworkPolicy:
         """The sandbox's egress policy as last seen (see :meth:`get_network`
         for the live counters and ports)."""
@@ -326,6 +331,7 @@ class Sandbox:
         auto_resume: bool = False,
         secrets: Optional[Iterable[str]] = None,
         secret_files: Optional[Iterable[str]] = None,
+        labels: Optional[Dict[str, str]] = None,
     ) -> "Sandbox":
         """Create a sandbox (started unless ``no_start``).
 
@@ -355,6 +361,9 @@ class Sandbox:
                 ``"NAME"``, or ``"NAME=VAR"`` to name the variable VAR.
             secret_files: tenant secrets given as files on a tmpfs (mode
                 0400, owned by the agent): ``"NAME=/run/secrets/FILE"``.
+            labels: labels (``{"team": "research"}``); keys scoped by a
+                label selector reach the sandboxes carrying theirs, and a
+                label-scoped key's creates get its labels.
         """
         c = default_client(client)
         req: Dict[str, Any] = {}
@@ -381,6 +390,8 @@ class Sandbox:
             req["secrets"] = list(secrets)
         if secret_files:
             req["secret_files"] = list(secret_files)
+        if labels:
+            req["labels"] = dict(labels)
         return cls(c, c.call("POST", "/v1/sandboxes", body=req))
 
     @classmethod

@@ -217,6 +217,38 @@ class CannedServerTest(unittest.TestCase):
         self.assertEqual(method, "GET")
         self.assertEqual(path, "/v1/usage?by=day&since=2026-11-01&until=2026-12-01T12%3A00%3A00Z&sandbox=one")
 
+    def test_tenants_and_keys_send_what_they_say(self):
+        key = {"id": "key-1", "name": "bot", "role": "read-only", "labels": {"team": "research"}}
+        c = self.start({
+            ("POST", "/v1/tenants"): (201, "application/json", json.dumps({"id": "acme", "state": "active"})),
+            ("POST", "/v1/tenants/acme/suspend"): (200, "application/json", json.dumps({"id": "acme", "state": "suspended"})),
+            ("DELETE", "/v1/tenants/acme"): (200, "application/json", json.dumps({"tenant": "acme", "erased_scopes": ["t-acme"]})),
+            ("POST", "/v1/keys"): (201, "application/json", json.dumps(dict(key, secret="stead_x"))),
+            ("GET", "/v1/keys"): (200, "application/json", json.dumps([key])),
+            ("POST", "/v1/keys/key-1/rotate"): (201, "application/json", json.dumps(dict(key, id="key-2", secret="stead_y"))),
+            ("DELETE", "/v1/keys/key-1"): (204, "application/json", ""),
+            ("POST", "/v1/sandboxes"): (201, "application/json", json.dumps(dict(SB, labels={"team": "research"}))),
+        })
+        t = stead.Tenant.create("acme", client=c)
+        self.assertEqual(t.suspend().state, "suspended")
+        self.assertEqual(t.delete()["erased_scopes"], ["t-acme"])
+        k = stead.APIKey.create("bot", role="read-only", labels={"team": "research"}, expires_in="24h",
+                                client=c.with_tenant("acme"))
+        self.assertEqual((k.secret, k.role, k.labels), ("stead_x", "read-only", {"team": "research"}))
+        method, path, headers, body = self.srv.requests[-1]
+        self.assertEqual(headers.get("X-Stead-Tenant"), "acme")
+        self.assertEqual(json.loads(body), {"name": "bot", "role": "read-only", "labels": {"team": "research"}, "expires_in": "24h"})
+        self.assertEqual([x.id for x in stead.APIKey.list(client=c)], ["key-1"])
+        self.assertNotIn("X-Stead-Tenant", self.srv.requests[-1][2])
+        n = stead.APIKey.list(client=c)[0].rotate(overlap="1h")
+        self.assertEqual((n.id, n.secret), ("key-2", "stead_y"))
+        self.assertEqual(json.loads(self.srv.requests[-1][3]), {"overlap": "1h"})
+        stead.APIKey.list(client=c)[0].revoke()
+        self.assertEqual(self.srv.requests[-1][:2], ("DELETE", "/v1/keys/key-1"))
+        sb = stead.Sandbox.create(client=c, name="w", labels={"team": "research"})
+        self.assertEqual(sb.labels, {"team": "research"})
+        self.assertEqual(json.loads(self.srv.requests[-1][3])["labels"], {"team": "research"})
+
     def test_unix_socket_endpoint(self):
         c = self.start({("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB))}, unix=True)
         self.assertEqual(stead.Sandbox.get("sb-1", client=c).id, "sb-1")
