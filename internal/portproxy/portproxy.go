@@ -303,7 +303,7 @@ func (p *Proxy) reverseProxy(t Target, addr netip.AddrPort, rt route, log *slog.
 			pr.SetXForwarded()
 			stripCredentials(pr.Out)
 		},
-		Transport:     &meteredTransport{base: p.transport, m: m},
+		Transport: &meteredTransport{base: p.transport, m: m},
 		// Streams (unknown length, event streams) are flushed at every
 		// write by ReverseProxy whatever this says; a body of known length
 		// is flushed at least this often, so a slow one still trickles
