@@ -146,6 +146,7 @@ type Store interface {
 	AuditStore
 	TaskStore
 	LeaseStore
+	EventStore
 
 	Close() error
 }
