@@ -67,7 +67,7 @@ type Webhook struct {
 	Secret string `json:"secret,omitempty" doc:"Only in the answer to the create call"`
 	// Cursor is the id of the last event handed to the webhook; events
 	// after it are delivered in id order.
-	Cursor int64 `json:"cursor"`
+	Cursor    int64     `json:"cursor"`
 	CreatedAt time.Time `json:"created_at"`
 	// LastDelivery is the newest attempt, if any.
 	LastDelivery *WebhookDelivery `json:"last_delivery,omitempty"`

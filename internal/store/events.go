@@ -106,6 +106,9 @@ type WebhookDelivery struct {
 type EventStore interface {
 	AppendDaemonEvent(ctx context.Context, e DaemonEvent) (DaemonEvent, error)
 	ListDaemonEvents(ctx context.Context, f DaemonEventFilter) ([]DaemonEvent, error)
+	// LastDaemonEventID returns the highest id ever assigned (0 when none
+	// was), pruned events included.
+	LastDaemonEventID(ctx context.Context) (int64, error)
 	PruneDaemonEvents(ctx context.Context, before time.Time, keepPerTenant int) (int64, error)
 
 	CreateWebhook(ctx context.Context, w Webhook) (Webhook, error)

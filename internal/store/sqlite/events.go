@@ -14,9 +14,9 @@ import (
 )
 
 const (
-	daemonEventCols    = "id, time, type, tenant_id, sandbox_id, state, reason, data"
-	webhookCols  = "id, tenant_id, url, types, secret, cursor, created_at"
-	deliveryCols = "id, webhook_id, tenant_id, event_id, event_type, attempt, redelivery, time, status_code, error, duration_ns, ok"
+	daemonEventCols = "id, time, type, tenant_id, sandbox_id, state, reason, data"
+	webhookCols     = "id, tenant_id, url, types, secret, cursor, created_at"
+	deliveryCols    = "id, webhook_id, tenant_id, event_id, event_type, attempt, redelivery, time, status_code, error, duration_ns, ok"
 )
 
 // AppendDaemonEvent stores e with the next event id (see store.EventStore).
@@ -93,6 +93,20 @@ func (s *Store) ListDaemonEvents(ctx context.Context, f store.DaemonEventFilter)
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return out, nil
+}
+
+// LastDaemonEventID returns the highest event id ever assigned: SQLite's
+// AUTOINCREMENT counter, which outlives the rows it numbered.
+func (s *Store) LastDaemonEventID(ctx context.Context) (int64, error) {
+	var id int64
+	err := s.r.QueryRowContext(ctx, "SELECT seq FROM sqlite_sequence WHERE name = 'daemon_events'").Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("last event id: %w", err)
+	}
+	return id, nil
 }
 
 // PruneDaemonEvents is the event log's retention (see store.EventStore).

@@ -85,6 +85,9 @@ func testDaemonEventsAppendListAndFilter(t *testing.T, s store.Store) {
 func testDaemonEventIDsNeverReusedAfterPrune(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	old := time.Now().Add(-48 * time.Hour)
+	if id, err := s.LastDaemonEventID(ctx); err != nil || id != 0 {
+		t.Fatalf("LastDaemonEventID of an empty log = %d, %v", id, err)
+	}
 	var last store.DaemonEvent
 	for i := 0; i < 5; i++ {
 		last = appendEvent(t, s, store.DaemonEvent{Time: old, Type: "x.old", Tenant: store.DefaultTenant})
@@ -92,6 +95,9 @@ func testDaemonEventIDsNeverReusedAfterPrune(t *testing.T, s store.Store) {
 	n, err := s.PruneDaemonEvents(ctx, time.Now().Add(-time.Hour), 0)
 	if err != nil || n != 5 {
 		t.Fatalf("PruneDaemonEvents = %d, %v; want 5", n, err)
+	}
+	if id, err := s.LastDaemonEventID(ctx); err != nil || id != last.ID {
+		t.Fatalf("LastDaemonEventID after pruning everything = %d, %v; want %d", id, err, last.ID)
 	}
 	next := appendEvent(t, s, store.DaemonEvent{Type: "x.new", Tenant: store.DefaultTenant})
 	if next.ID <= last.ID {
