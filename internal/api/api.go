@@ -31,6 +31,9 @@ type Options struct {
 	// Version is the daemon version shown in the OpenAPI document and in
 	// /healthz.
 	Version string
+	// Events serves the event log and webhooks (nil: no /v1/events or
+	// /v1/webhooks routes).
+	Events EventBackend
 }
 
 // server holds what the route handlers share.
@@ -124,6 +127,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)
 	s.registerOrientRoutes(b)
+	if opts.Events != nil {
+		s.registerEvents(opts.Events)
+	}
 
 	return s.logRequests(s.authenticate(s.auditRequests(mux)))
 }
