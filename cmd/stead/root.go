@@ -143,6 +143,8 @@ Exit codes:
 		newNetworkCmd(g),
 		newPortCmd(g),
 		newPortForwardCmd(g),
+		newEventsCmd(g),
+		newWebhookCmd(g),
 	)
 	return root
 }
