@@ -103,7 +103,7 @@ func ValidateURL(raw string, allowLoopback bool) error {
 	if len(raw) > 2048 {
 		return fmt.Errorf("webhook url: longer than 2048 bytes: %w", errs.ErrInvalid)
 	}
-	host := strings.ToLower(u.Hostname())
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if why := checkAddr(ip, allowLoopback); why != "" {
 			return fmt.Errorf("webhook url %q: %s is %s: %w", raw, ip, why, errs.ErrInvalid)

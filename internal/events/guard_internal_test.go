@@ -1,0 +1,44 @@
+package events
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDeliveryClientChecksTheAddressAtConnect: whatever URL got past
+// ValidateURL (a name that resolves to loopback, a rebinding DNS answer),
+// the connect itself is refused; and redirects are not followed.
+func TestDeliveryClientChecksTheAddressAtConnect(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, "http://169.254.169.254/", http.StatusFound)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	_, err := newDeliveryClient(false, time.Second).Get(srv.URL)
+	if err == nil || !strings.Contains(err.Error(), "refused: a loopback address") || hits != 0 {
+		t.Fatalf("loopback connect without the flag = %v (hits %d)", err, hits)
+	}
+	c := newDeliveryClient(true, time.Second)
+	resp, err := c.Get(srv.URL + "/redirect")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || hits != 1 {
+		t.Fatalf("redirect: status %d, hits %d; want the 302 itself, not followed", resp.StatusCode, hits)
+	}
+}
+
+func TestValidateURLStripsTheRootDot(t *testing.T) {
+	if err := ValidateURL("http://localhost.:80/x", false); err == nil {
+		t.Fatal("localhost. accepted")
+	}
+}
