@@ -82,7 +82,7 @@ type Config struct {
 	Network NetworkConfig
 	// Events configures the event log and webhooks (its Logger is set
 	// from Logger).
-	Events events.Options
+	Events  events.Options
 	Version string
 	Logger  *slog.Logger
 }

@@ -26,6 +26,23 @@ const (
 	SandboxPurged   = "sandbox.purged"
 )
 
+// Event types emitted by the sandbox service besides the lifecycle. An
+// operation that fails emits its type's failure twin (backup.push_failed
+// ...), with the error in Data["error"].
+const (
+	SnapshotCreated   = "snapshot.created"
+	SnapshotDeleted   = "snapshot.deleted"
+	SandboxForked     = "sandbox.forked"
+	SandboxRolledBack = "sandbox.rolled_back"
+	SandboxHydrated   = "sandbox.hydrated"
+	SandboxNetwork    = "sandbox.network_policy"
+	BackupPushed      = "backup.pushed"
+	BackupPulled      = "backup.pulled"
+	BackupRestored    = "backup.restored"
+	DrillPassed       = "drill.passed"
+	DrillFailed       = "drill.failed"
+)
+
 // Event is one thing that happened.
 type Event struct {
 	// ID is assigned by the sink that stores events (0 until then).
