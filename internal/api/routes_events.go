@@ -92,6 +92,12 @@ func (s *server) eventQuery(ctx context.Context, tenant string, in *EventListInp
 	return q, nil
 }
 
+// WebhookRef is the path of a webhook route (exported only because huma
+// ignores unexported embedded fields).
+type WebhookRef struct {
+	ID string `path:"id" doc:"Webhook id"`
+}
+
 // registerEvents adds GET /v1/events and the /v1/webhooks routes.
 func (s *server) registerEvents(eb EventBackend) {
 	const tag = "events"
@@ -181,11 +187,8 @@ func (s *server) registerEvents(eb EventBackend) {
 			return &out[[]client.Webhook]{Body: ws}, nil
 		})
 
-	type webhookRef struct {
-		ID string `path:"id" doc:"Webhook id"`
-	}
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/webhooks/{id}", "get-webhook", "Describe a webhook", tag, 0),
-		func(ctx context.Context, in *webhookRef) (*out[client.Webhook], error) {
+		func(ctx context.Context, in *WebhookRef) (*out[client.Webhook], error) {
 			const op = "get webhook"
 			p, err := principal(ctx)
 			if err != nil {
@@ -199,7 +202,7 @@ func (s *server) registerEvents(eb EventBackend) {
 		})
 
 	huma.Register(s.api, s.op(http.MethodDelete, "/v1/webhooks/{id}", "delete-webhook", "Remove a webhook and its delivery log", tag, http.StatusNoContent),
-		func(ctx context.Context, in *webhookRef) (*struct{}, error) {
+		func(ctx context.Context, in *WebhookRef) (*struct{}, error) {
 			const op = "delete webhook"
 			p, err := principal(ctx)
 			if err != nil {
@@ -214,7 +217,7 @@ func (s *server) registerEvents(eb EventBackend) {
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/webhooks/{id}/deliveries", "list-webhook-deliveries",
 		"A webhook's delivery log, newest attempt first", tag, 0),
 		func(ctx context.Context, in *struct {
-			webhookRef
+			WebhookRef
 			Limit int `query:"limit" minimum:"0" maximum:"1000" doc:"At most this many (default 100)"`
 		}) (*out[[]client.WebhookDelivery], error) {
 			const op = "list webhook deliveries"

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -229,5 +230,14 @@ func TestWebhookRoutesRefuseMetadataAndHideTheSecret(t *testing.T) {
 	if !client.IsNotFound(err) {
 		// t-alice is not a tenant of the store: the webhook has no owner.
 		t.Fatalf("CreateWebhook for an unknown tenant = %v, want 404", err)
+	}
+}
+
+func TestWebhookDeliveriesRouteReadsTheWebhookID(t *testing.T) {
+	_, c, _ := newEventServer(t)
+	_, err := c.ListWebhookDeliveries(testCtx(t), "wh-nope", 0)
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || !strings.Contains(ae.Error(), "wh-nope") {
+		t.Fatalf("deliveries of an absent webhook = %v, want a 404 naming it", err)
 	}
 }
