@@ -143,7 +143,7 @@ func (s *server) registerEvents(eb EventBackend) {
 		}
 		return &huma.StreamResponse{Body: func(hc huma.Context) {
 			r, w := humago.Unwrap(hc)
-			if err := s.streamEvents(r.Context(), w, eb, p.TenantID, q); err != nil && r.Context().Err() == nil {
+			if err := s.streamEvents(r.Context(), w, eb, p.TenantID, q, eventKeepAlive); err != nil && r.Context().Err() == nil {
 				s.log.Log(r.Context(), logLevelFor(err), "stream events", "tenant", p.TenantID, "err", err)
 			}
 		}}, nil
@@ -253,8 +253,9 @@ func (s *server) registerEvents(eb EventBackend) {
 }
 
 // streamEvents writes the events q selects as server-sent events: the
-// stored ones after q.After, then each new one, until ctx ends.
-func (s *server) streamEvents(ctx context.Context, w http.ResponseWriter, eb EventBackend, tenant string, q client.EventQuery) error {
+// stored ones after q.After, then each new one, until ctx ends; a comment
+// line every keepAlive while nothing happens.
+func (s *server) streamEvents(ctx context.Context, w http.ResponseWriter, eb EventBackend, tenant string, q client.EventQuery, keepAlive time.Duration) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -264,8 +265,8 @@ func (s *server) streamEvents(ctx context.Context, w http.ResponseWriter, eb Eve
 	if err := rc.Flush(); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}
-	keepAlive := time.NewTicker(eventKeepAlive)
-	defer keepAlive.Stop()
+	ticker := time.NewTicker(keepAlive)
+	defer ticker.Stop()
 	q.Limit = 500
 	for {
 		wake := eb.EventsChanged() // before reading: nothing stored after the read is missed
@@ -289,7 +290,7 @@ func (s *server) streamEvents(ctx context.Context, w http.ResponseWriter, eb Eve
 		case <-ctx.Done():
 			return nil
 		case <-wake:
-		case <-keepAlive.C:
+		case <-ticker.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return fmt.Errorf("write keep-alive: %w", err)
 			}

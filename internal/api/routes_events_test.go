@@ -241,3 +241,19 @@ func TestWebhookDeliveriesRouteReadsTheWebhookID(t *testing.T) {
 		t.Fatalf("deliveries of an absent webhook = %v, want a 404 naming it", err)
 	}
 }
+
+// TestEventStreamSendsKeepAlivesWhileIdle: an idle stream gets comment
+// lines, so proxies and clients can tell a quiet stream from a dead one.
+func TestEventStreamSendsKeepAlivesWhileIdle(t *testing.T) {
+	hub, _, _ := newEventServer(t)
+	s := &server{log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	if err := s.streamEvents(ctx, rec, hub, "t-alice", client.EventQuery{}, 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(rec.Body.String(), ": keep-alive\n\n"); n < 3 {
+		t.Fatalf("%d keep-alives in 200ms at 20ms: %q", n, rec.Body.String())
+	}
+}

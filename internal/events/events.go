@@ -43,6 +43,16 @@ const (
 	DrillFailed       = "drill.failed"
 )
 
+// Event types of the tenant policies (emitted by their owners through the
+// service's event call; named here so that every emitter and every
+// subscriber spells them alike).
+const (
+	BudgetWarning    = "budget.warning"
+	BudgetExceeded   = "budget.exceeded"
+	QuotaExceeded    = "quota.exceeded"
+	RetentionWarning = "retention.warning"
+)
+
 // Event is one thing that happened.
 type Event struct {
 	// ID is assigned by the sink that stores events (0 until then).
