@@ -173,6 +173,9 @@ func Run(ctx context.Context, cfg Config) error {
 	// Who hears of what happens to sandboxes: every lifecycle transition
 	// through the store, other events from the service.
 	cfg.Events.Logger = log
+	if cfg.Events.SecretKey, err = loadOrCreateKey(filepath.Join(cfg.DataDir, "webhook.key")); err != nil {
+		return err
+	}
 	hub := events.New(st, cfg.Events)
 	sinks := events.Multi{hub}
 	svc := sandbox.New(sandbox.Options{

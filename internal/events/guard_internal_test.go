@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stead-dev/stead/internal/store"
 )
 
 // TestDeliveryClientChecksTheAddressAtConnect: whatever URL got past
@@ -40,5 +42,26 @@ func TestDeliveryClientChecksTheAddressAtConnect(t *testing.T) {
 func TestValidateURLStripsTheRootDot(t *testing.T) {
 	if err := ValidateURL("http://localhost.:80/x", false); err == nil {
 		t.Fatal("localhost. accepted")
+	}
+}
+
+func TestSealedWebhookSecretOpensOnlyForItsWebhookAndKey(t *testing.T) {
+	h := New(nil, Options{SecretKey: []byte("0123456789abcdef0123456789abcdef")})
+	sealed, err := h.sealSecret("wh-1", "whsec_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.secretOf(store.Webhook{ID: "wh-1", Secret: sealed}); err != nil || got != "whsec_x" {
+		t.Fatalf("open = %q, %v", got, err)
+	}
+	if _, err := h.secretOf(store.Webhook{ID: "wh-2", Secret: sealed}); err == nil {
+		t.Fatal("a sealed secret opened for another webhook")
+	}
+	other := New(nil, Options{SecretKey: []byte("fedcba9876543210fedcba9876543210")})
+	if _, err := other.secretOf(store.Webhook{ID: "wh-1", Secret: sealed}); err == nil {
+		t.Fatal("a sealed secret opened with another key")
+	}
+	if got, err := New(nil, Options{}).secretOf(store.Webhook{ID: "wh-1", Secret: "plain"}); err != nil || got != "plain" {
+		t.Fatalf("a plain secret = %q, %v", got, err)
 	}
 }

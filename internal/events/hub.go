@@ -46,6 +46,9 @@ type Options struct {
 	DeliveryTimeout time.Duration
 	// Now stamps events (nil: time.Now).
 	Now func() time.Time
+	// SecretKey (32 bytes) seals webhook secrets in the store (nil: they
+	// are stored as given; see seal.go).
+	SecretKey []byte
 }
 
 // Hub is the daemon's event log and what reads it: a Sink that stores

@@ -202,13 +202,17 @@ func (h *Hub) post(ctx context.Context, w store.Webhook, e store.DaemonEvent) (i
 	if err != nil {
 		return 0, "encode event: " + err.Error()
 	}
+	secret, err := h.secretOf(w)
+	if err != nil {
+		return 0, err.Error()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, "build request: " + err.Error()
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "stead-webhook/1")
-	req.Header.Set(client.SignatureHeader, client.SignWebhook(w.Secret, h.opts.Now(), body))
+	req.Header.Set(client.SignatureHeader, client.SignWebhook(secret, h.opts.Now(), body))
 	req.Header.Set(client.EventIDHeader, strconv.FormatInt(e.ID, 10))
 	req.Header.Set(client.EventTypeHeader, e.Type)
 	req.Header.Set(client.WebhookIDHeader, w.ID)
@@ -276,8 +280,13 @@ func (h *Hub) CreateWebhook(ctx context.Context, tenant string, req client.Creat
 	} else if cursor, err = h.st.LastDaemonEventID(ctx); err != nil {
 		return client.Webhook{}, err
 	}
-	w, err := h.st.CreateWebhook(ctx, store.Webhook{ID: "wh-" + randomHex(8), TenantID: tenant, URL: req.URL, Types: req.Types,
-		Secret: secret, Cursor: cursor, CreatedAt: h.opts.Now()})
+	id := "wh-" + randomHex(8)
+	sealed, err := h.sealSecret(id, secret)
+	if err != nil {
+		return client.Webhook{}, err
+	}
+	w, err := h.st.CreateWebhook(ctx, store.Webhook{ID: id, TenantID: tenant, URL: req.URL, Types: req.Types,
+		Secret: sealed, Cursor: cursor, CreatedAt: h.opts.Now()})
 	if err != nil {
 		return client.Webhook{}, err
 	}

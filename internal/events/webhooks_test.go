@@ -124,7 +124,8 @@ func newHubFixture(t *testing.T) *hubFixture {
 		t.Fatal(err)
 	}
 	f := &hubFixture{st: st, opts: events.Options{Logger: slog.New(slog.DiscardHandler), AllowLoopback: true,
-		MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, DeliveryTimeout: 2 * time.Second}}
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, DeliveryTimeout: 2 * time.Second,
+		SecretKey: []byte("0123456789abcdef0123456789abcdef")}}
 	f.start()
 	t.Cleanup(func() {
 		f.stop()
@@ -180,6 +181,13 @@ func TestWebhookToLoopbackReceiverIsSignedAndVerifies(t *testing.T) {
 	}
 	if got.Secret != "" {
 		t.Fatal("GetWebhook shows the secret")
+	}
+	row, err := f.st.GetWebhook(ctx, store.DefaultTenant, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(row.Secret, w.Secret) || !strings.HasPrefix(row.Secret, "sealed:v1:") {
+		t.Fatalf("the store holds the secret as %q", row.Secret)
 	}
 	waitFor(t, "the cursor past the last event", func() bool {
 		got, _ = f.hub.GetWebhook(ctx, store.DefaultTenant, w.ID)
