@@ -110,6 +110,10 @@ type EventStore interface {
 	// was), pruned events included.
 	LastDaemonEventID(ctx context.Context) (int64, error)
 	PruneDaemonEvents(ctx context.Context, before time.Time, keepPerTenant int) (int64, error)
+	// PurgeTenantEvents deletes the tenant's events, webhooks and
+	// deliveries in one transaction (a tenant's deletion); none is not an
+	// error.
+	PurgeTenantEvents(ctx context.Context, tenantID string) error
 
 	CreateWebhook(ctx context.Context, w Webhook) (Webhook, error)
 	GetWebhook(ctx context.Context, tenantID, id string) (Webhook, error)

@@ -146,6 +146,27 @@ func (s *Store) PruneDaemonEvents(ctx context.Context, before time.Time, keepPer
 	return n, nil
 }
 
+// PurgeTenantEvents deletes everything of the tenant's event log and
+// webhooks.
+func (s *Store) PurgeTenantEvents(ctx context.Context, tenantID string) error {
+	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			"DELETE FROM webhook_deliveries WHERE tenant_id = ?",
+			"DELETE FROM webhooks WHERE tenant_id = ?",
+			"DELETE FROM daemon_events WHERE tenant_id = ?",
+		} {
+			if _, err := tx.ExecContext(ctx, q, tenantID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("purge events of tenant %s: %w", tenantID, err)
+	}
+	return nil
+}
+
 func scanDaemonEvent(sc scanner) (store.DaemonEvent, error) {
 	var e store.DaemonEvent
 	var at, data string

@@ -241,3 +241,36 @@ func testWebhooksCRUDCursorAndTenantIsolation(t *testing.T, s store.Store) {
 		t.Fatalf("a deleted webhook's delivery: %v", err)
 	}
 }
+
+func testPurgeTenantEventsLeavesOtherTenants(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	createTenant(t, s, "t2")
+	appendEvent(t, s, store.DaemonEvent{Type: "a", Tenant: store.DefaultTenant})
+	appendEvent(t, s, store.DaemonEvent{Type: "b", Tenant: "t2"})
+	for _, tn := range []string{store.DefaultTenant, "t2"} {
+		if _, err := s.CreateWebhook(ctx, store.Webhook{ID: "wh-" + tn, TenantID: tn, URL: "http://x", Secret: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddWebhookDelivery(ctx, store.WebhookDelivery{WebhookID: "wh-" + tn, TenantID: tn, EventID: 1, Attempt: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PurgeTenantEvents(ctx, "t2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PurgeTenantEvents(ctx, "t2"); err != nil {
+		t.Fatalf("purging again: %v", err)
+	}
+	if es, _ := s.ListDaemonEvents(ctx, store.DaemonEventFilter{Tenant: "t2"}); len(es) != 0 {
+		t.Fatalf("t2 keeps %d events", len(es))
+	}
+	if _, err := s.GetWebhook(ctx, "t2", "wh-t2"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("t2's webhook: %v", err)
+	}
+	if es, _ := s.ListDaemonEvents(ctx, store.DaemonEventFilter{Tenant: store.DefaultTenant}); len(es) != 1 {
+		t.Fatalf("the other tenant keeps %d events, want 1", len(es))
+	}
+	if ds, _ := s.ListWebhookDeliveries(ctx, store.DefaultTenant, "wh-default", 0); len(ds) != 1 {
+		t.Fatalf("the other tenant keeps %d deliveries, want 1", len(ds))
+	}
+}

@@ -120,6 +120,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DaemonEventIDsNeverReusedAfterPrune", testDaemonEventIDsNeverReusedAfterPrune},
 		{"ConcurrentDaemonEventAppendsListInIDOrder", testConcurrentDaemonEventAppendsListInIDOrder},
 		{"WebhooksCRUDCursorAndTenantIsolation", testWebhooksCRUDCursorAndTenantIsolation},
+		{"PurgeTenantEventsLeavesOtherTenants", testPurgeTenantEventsLeavesOtherTenants},
 		{"AuditAppendThenListAndFilter", testAuditAppendAndList},
 		{"AuditAppendRejectsGapsDuplicatesAndWrongPrevHash", testAuditAppendRejectsBrokenChain},
 		{"AuditCheckpointsRoundTripAndRejectDuplicates", testAuditCheckpoints},
