@@ -3,6 +3,8 @@ package events
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -64,4 +66,27 @@ func TestSealedWebhookSecretOpensOnlyForItsWebhookAndKey(t *testing.T) {
 	if got, err := New(nil, Options{}).secretOf(store.Webhook{ID: "wh-1", Secret: "plain"}); err != nil || got != "plain" {
 		t.Fatalf("a plain secret = %q, %v", got, err)
 	}
+}
+
+// FuzzValidateURL: tenant input never panics the check, and a URL it
+// accepts never names a refused literal address.
+func FuzzValidateURL(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1/", "https://hooks.example.com/x?y=1", "http://[::ffff:169.254.169.254]/",
+		"http://0x7f.1/", "http://[fe80::1%25eth0]:80/", "http://localhost./", "//x", "http://a@b/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if ValidateURL(raw, false) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("accepted %q that does not parse: %v", raw, err)
+		}
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
+			if why := checkAddr(ip, false); why != "" {
+				t.Fatalf("accepted %q: %s is %s", raw, ip, why)
+			}
+		}
+	})
 }
