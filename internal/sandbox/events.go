@@ -3,7 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"strconv"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
@@ -65,8 +65,10 @@ func (s *Service) opEvent(ctx context.Context, op *operation, res any, err error
 		_ = json.Unmarshal(raw, &fields)
 		for k, f := range fields {
 			switch f := f.(type) {
-			case bool, float64:
-				data[k] = fmt.Sprint(f)
+			case bool:
+				data[k] = strconv.FormatBool(f)
+			case float64: // not %v: 12000000 must not read 1.2e+07
+				data[k] = strconv.FormatFloat(f, 'f', -1, 64)
 			case string:
 				if len(f) <= 200 && k != "verify_output" {
 					data[k] = f

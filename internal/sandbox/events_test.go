@@ -67,3 +67,53 @@ func TestSnapshotForkRollbackEmitEvents(t *testing.T) {
 		t.Fatalf("event data: %v", fmt.Sprint(got))
 	}
 }
+
+// TestOperationsEmitTheirEvents: a push, a restore and a failed push each
+// end with their event, carrying the result's ids and numbers or the error.
+func TestOperationsEmitTheirEvents(t *testing.T) {
+	s := newService(t)
+	withRepo(t, s, t.TempDir())
+	var mu sync.Mutex
+	var got []events.Event
+	s.opts.Events = events.SinkFunc(func(_ context.Context, e events.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !strings.HasPrefix(e.Type, "snapshot.") {
+			got = append(got, e)
+		}
+	})
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "ops", NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr client.PushResult
+	op, err := s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, &pr)
+	var rr client.RestoreResult
+	op, err = s.RestoreRemote(ctx, tn, client.RestoreRequest{Sandbox: sb.ID, Name: "ops-restored", NoStart: true, Wait: true})
+	opDone(t, op, err, &rr)
+	op, err = s.PushSandbox(ctx, tn, sb.ID, client.PushRequest{Snapshot: "snap-absent", Wait: true})
+	if err != nil || op.State != "failed" {
+		t.Fatalf("push of an absent snapshot: %+v %v", op, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("events: %+v", got)
+	}
+	if e := got[0]; e.Type != events.BackupPushed || e.Sandbox != sb.ID || e.Data["remote_snapshot"] != pr.RemoteSnapshot.ID ||
+		e.Data["bytes_uploaded"] != fmt.Sprint(pr.BytesUploaded) {
+		t.Fatalf("push event %+v (result %+v)", e, pr)
+	}
+	if e := got[1]; e.Type != events.BackupRestored || e.Sandbox != rr.Sandbox.ID || e.Data["target"] != pr.RemoteSnapshot.ID {
+		t.Fatalf("restore event %+v", e)
+	}
+	if e := got[2]; e.Type != "backup.push_failed" || e.Sandbox != sb.ID || !strings.Contains(e.Data["error"], "snap-absent") {
+		t.Fatalf("failed push event %+v", e)
+	}
+}
