@@ -50,12 +50,19 @@ func (c *Client) ListDaemonEvents(ctx context.Context, q EventQuery) (DaemonEven
 // returns an error (returned as is), ctx ends (ctx.Err() wrapped) or the
 // connection breaks. StreamDaemonEvents reconnects on its own.
 func (c *Client) FollowDaemonEvents(ctx context.Context, q EventQuery, fn func(DaemonEvent) error) error {
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: "/v1/events", query: eventValues(q), accept: "text/event-stream"})
+	// The daemon writes a keep-alive every 15 s: a stream silent for
+	// eventStreamIdle is dead (a peer gone without a reset) and is closed.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resp, err := c.send(sctx, request{method: http.MethodGet, path: "/v1/events", query: eventValues(q), accept: "text/event-stream"})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	err = readSSE(resp.Body, func(event string, data []byte) (bool, error) {
+	idle := time.AfterFunc(eventStreamIdle, cancel)
+	defer idle.Stop()
+	body := &idleReader{r: resp.Body, t: idle}
+	err = readSSE(body, func(event string, data []byte) (bool, error) {
 		switch event {
 		case "message":
 			var e DaemonEvent
@@ -75,10 +82,32 @@ func (c *Client) FollowDaemonEvents(ctx context.Context, q EventQuery, fn func(D
 	if ctx.Err() != nil {
 		return fmt.Errorf("follow events: %w", ctx.Err())
 	}
+	if sctx.Err() != nil {
+		return fmt.Errorf("follow events: nothing from the daemon for %s, not even a keep-alive: %w", eventStreamIdle, io.ErrUnexpectedEOF)
+	}
 	if errors.Is(err, errStreamEnded) {
 		return fmt.Errorf("follow events: the daemon closed the stream: %w", io.ErrUnexpectedEOF)
 	}
 	return err
+}
+
+// eventStreamIdle is how long an event stream may stay silent (three of
+// the daemon's keep-alives) before the client gives it up.
+const eventStreamIdle = 45 * time.Second
+
+// idleReader pushes its timer back on every read that returns data.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+}
+
+// Read implements io.Reader.
+func (ir *idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 {
+		ir.t.Reset(eventStreamIdle)
+	}
+	return n, err
 }
 
 // errStop ends a stream when the consumer of StreamDaemonEvents stops.
