@@ -15,6 +15,7 @@ import (
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/daemon"
 	"github.com/stead-dev/stead/internal/metering"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/sandbox"
 )
 
@@ -117,6 +118,9 @@ start adopts them.`,
 	f.StringVar(&cfg.Metering.PricesFile, "prices", "", "JSON file of prices (compute_per_hour by instance type, cpu_hour, memory_gib_hour, local_gb_month, repository_gb_month); unnamed ones keep their defaults")
 	f.StringVar(&cfg.Metering.MetricsListen, "metrics-listen", "", "address of an unauthenticated Prometheus /metrics endpoint, such as 127.0.0.1:9090 (empty: off)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
+	f.BoolVar(&cfg.Events.AllowLoopback, "webhook-allow-loopback", false, "let webhooks post to loopback and the host's own addresses (tests, a receiver on this machine); link-local and metadata addresses are always refused")
+	f.DurationVar(&cfg.Events.MaxBackoff, "webhook-max-backoff", events.DefaultMaxBackoff, "longest wait between two attempts to deliver an event to a webhook (the wait doubles from 1s)")
+	f.DurationVar(&cfg.Events.Retention, "event-retention", events.DefaultRetention, "how long the event log (and the webhook delivery log) keeps events")
 	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")
 	f.MarkHidden("insecure-no-userns")
 	return cmd

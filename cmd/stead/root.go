@@ -148,6 +148,8 @@ Exit codes:
 		newPortCmd(g),
 		newPortForwardCmd(g),
 		newUsageCmd(g),
+		newEventsCmd(g),
+		newWebhookCmd(g),
 	)
 	return root
 }

@@ -38,6 +38,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Usage, when set, serves GET /v1/usage.
 	Usage UsageBackend
+	// Events serves the event log and webhooks (nil: no /v1/events or
+	// /v1/webhooks routes).
+	Events EventBackend
 }
 
 // server holds what the route handlers share.
@@ -144,6 +147,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	s.registerOrientRoutes(b)
 	if opts.Usage != nil {
 		s.registerUsage(opts.Usage)
+	}
+	if opts.Events != nil {
+		s.registerEvents(opts.Events)
 	}
 
 	return s.logRequests(s.authenticate(s.auditRequests(mux)))

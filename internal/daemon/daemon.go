@@ -82,6 +82,9 @@ type Config struct {
 	NoUserNS bool
 	// Network configures sandbox networking and the port proxy.
 	Network NetworkConfig
+	// Events configures the event log and webhooks (its Logger is set
+	// from Logger).
+	Events  events.Options
 	Version string
 	Logger  *slog.Logger
 }
@@ -171,7 +174,12 @@ func Run(ctx context.Context, cfg Config) error {
 	defer socks.closeAll()
 	// Who hears of what happens to sandboxes: every lifecycle transition
 	// through the store, other events from the service.
-	var sinks events.Multi
+	cfg.Events.Logger = log
+	if cfg.Events.SecretKey, err = loadOrCreateKey(filepath.Join(cfg.DataDir, "webhook.key")); err != nil {
+		return err
+	}
+	hub := events.New(st, cfg.Events)
+	sinks := events.Multi{hub}
 	svc := sandbox.New(sandbox.Options{
 		Store: events.ObserveStore(st, &sinks, nil), Events: &sinks, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
@@ -193,7 +201,7 @@ func Run(ctx context.Context, cfg Config) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	handler := netp.serveProxy(pctx, svc, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter}), cfg.Network, errc, log)
+	handler := netp.serveProxy(pctx, svc, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub}), cfg.Network, errc, log)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
@@ -243,6 +251,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
 	go mt.meter.Run(pctx)
 	go auditLog.Run(pctx)
+	go hub.Run(pctx)
 	go svc.CheckRepoKey(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())
 

@@ -3,6 +3,21 @@
 // the store itself (ObserveStore), so every transition is seen whoever
 // makes it (an API call, the idle policy, reconciliation, a wake); other
 // events (snapshot, push, network policy...) are emitted where they happen.
+//
+// Hub is the daemon's sink: the durable event log (store.EventStore), the
+// change notifier behind GET /v1/events, retention, and the webhooks'
+// delivery workers.
+//
+// Crash ordering. An event is appended (fsync'd) right after the change it
+// reports commits and before the call that made the change returns: a
+// crash between the two loses that one event, never reports a change that
+// did not happen. Event ids only grow and are never reused, and one writer
+// commits them in id order, so "everything after id N" is a complete
+// resume point for a stream and for a webhook. A webhook's cursor is
+// written after the receiver's 2xx: a crash between the two sends that
+// event again (at least once; receivers deduplicate by Stead-Event-Id),
+// and a crash before the 2xx retries it. Nothing is delivered out of id
+// order: later events wait for the failing one.
 package events
 
 import (
@@ -24,6 +39,33 @@ const (
 	SandboxRestored = "sandbox.undeleted"
 	SandboxError    = "sandbox.error"
 	SandboxPurged   = "sandbox.purged"
+)
+
+// Event types emitted by the sandbox service besides the lifecycle. An
+// operation that fails emits its type's failure twin (backup.push_failed
+// ...), with the error in Data["error"].
+const (
+	SnapshotCreated   = "snapshot.created"
+	SnapshotDeleted   = "snapshot.deleted"
+	SandboxForked     = "sandbox.forked"
+	SandboxRolledBack = "sandbox.rolled_back"
+	SandboxHydrated   = "sandbox.hydrated"
+	SandboxNetwork    = "sandbox.network_policy"
+	BackupPushed      = "backup.pushed"
+	BackupPulled      = "backup.pulled"
+	BackupRestored    = "backup.restored"
+	DrillPassed       = "drill.passed"
+	DrillFailed       = "drill.failed"
+)
+
+// Event types of the tenant policies (emitted by their owners through the
+// service's event call; named here so that every emitter and every
+// subscriber spells them alike).
+const (
+	BudgetWarning    = "budget.warning"
+	BudgetExceeded   = "budget.exceeded"
+	QuotaExceeded    = "quota.exceeded"
+	RetentionWarning = "retention.warning"
 )
 
 // Event is one thing that happened.

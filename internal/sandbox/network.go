@@ -19,6 +19,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/policy"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
@@ -276,7 +277,7 @@ func (s *Service) SetNetwork(ctx context.Context, tenant, id string, p client.Ne
 	if err != nil {
 		return client.NetworkInfo{}, err
 	}
-	s.event(ctx, "sandbox.network_policy", sb.TenantID, sb.ID, map[string]string{"internet": fmt.Sprint(parsed.Internet),
+	s.event(ctx, events.SandboxNetwork, sb.TenantID, sb.ID, map[string]string{"internet": fmt.Sprint(parsed.Internet),
 		"allow": strings.Join(canon.Allow, ","), "deny": strings.Join(canon.Deny, ",")})
 	return s.networkInfo(ctx, sb)
 }

@@ -135,6 +135,7 @@ func (s *Service) startOp(ctx context.Context, tenant, kind, target string, wait
 		} else {
 			s.log.Info("operation done", "op", op.v.ID, "kind", kind, "target", target)
 		}
+		s.opEvent(ctx, op, res, err)
 	}()
 	if wait {
 		select {

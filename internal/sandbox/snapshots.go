@@ -15,6 +15,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -150,6 +151,7 @@ func (s *Service) snapshotLockedWith(ctx context.Context, sb store.Sandbox, kind
 		return sn, err
 	}
 	s.log.Info("snapshot taken", "sandbox", sb.ID, "snapshot", sn.ID, "kind", kind, "frozen", sn.FrozenFor)
+	s.event(ctx, events.SnapshotCreated, sb.TenantID, sb.ID, map[string]string{"snapshot": sn.ID, "kind": kind, "label": label})
 	return sn, nil
 }
 
@@ -209,6 +211,7 @@ func (s *Service) DeleteSnapshot(ctx context.Context, tenant, id string) error {
 		return fmt.Errorf("delete snapshot %s: %w", id, err)
 	}
 	s.log.Info("snapshot deleted", "snapshot", sn.ID, "tenant", tenant)
+	s.event(ctx, events.SnapshotDeleted, tenant, sn.SandboxID, map[string]string{"snapshot": sn.ID, "kind": sn.Kind})
 	return nil
 }
 
@@ -344,6 +347,13 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 		}
 		made = append(made, out[i])
 	}
+	if len(made) > 0 {
+		forks := make([]string, len(made))
+		for i, f := range made {
+			forks[i] = f.ID
+		}
+		s.event(ctx, events.SandboxForked, tenant, sn.SandboxID, map[string]string{"snapshot": sn.ID, "forks": strings.Join(forks, ",")})
+	}
 	return made, firstErr
 }
 
@@ -437,6 +447,7 @@ func (s *Service) Rollback(ctx context.Context, tenant, id string, req client.Ro
 	if err != nil {
 		return client.RollbackResult{}, err
 	}
+	s.event(ctx, events.SandboxRolledBack, tenant, view.ID, map[string]string{"snapshot": target.ID, "safety": safety.ID})
 	return client.RollbackResult{Sandbox: view, Safety: snapshotView(safety)}, nil
 }
 

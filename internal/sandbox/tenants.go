@@ -263,6 +263,10 @@ func (s *Service) DeleteTenant(ctx context.Context, id string) (client.TenantDel
 		return fail(err)
 	}
 	d.Keys = len(keys)
+	// Its events and webhooks (with their sealed secrets) go too.
+	if err := s.st.PurgeTenantEvents(ctx, id); err != nil {
+		return fail(err)
+	}
 	if err := s.st.DeleteTenant(ctx, id); err != nil {
 		return fail(err)
 	}

@@ -213,6 +213,7 @@ type Store interface {
 	LeaseStore
 	SecretStore
 	MeterStore
+	EventStore
 
 	Close() error
 }

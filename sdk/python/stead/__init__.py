@@ -65,6 +65,17 @@ from .models import (
     Thread,
 )
 from .sandbox import Checkpoints, Commands, Files, Sandbox, SandboxState, Session, Snapshot
+from .events import (
+    SIGNATURE_HEADER,
+    create_webhook,
+    delete_webhook,
+    list_events,
+    list_webhooks,
+    redeliver,
+    stream_events,
+    verify_webhook,
+    webhook_deliveries,
+)
 from .session import EVENT_TYPES
 from .tasks import KV, TASK_STATES, Observations, Tasks
 from .secret import Secret
@@ -131,4 +142,13 @@ __all__ = [
     "NotFound",
     "Conflict",
     "Quota",
+    "list_events",
+    "stream_events",
+    "create_webhook",
+    "list_webhooks",
+    "delete_webhook",
+    "webhook_deliveries",
+    "redeliver",
+    "verify_webhook",
+    "SIGNATURE_HEADER",
 ]

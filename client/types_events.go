@@ -1,0 +1,89 @@
+package client
+
+import "time"
+
+// DaemonEvent is one entry of the daemon's event log: something that
+// happened to a sandbox of the tenant (created, started, paused, resumed,
+// stopped with its reason, archived, deleted, purged, a snapshot, a push, a
+// restore, a drill, a network policy change ...). IDs only grow, per
+// daemon, and are never reused: resume a stream after the last one seen.
+type DaemonEvent struct {
+	ID      int64     `json:"id" doc:"Position in the event log; resume after it (Last-Event-ID or after=)"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type" doc:"e.g. sandbox.created, sandbox.stopped, snapshot.created, backup.pushed"`
+	Tenant  string    `json:"tenant"`
+	Sandbox string    `json:"sandbox,omitempty"`
+	State   string    `json:"state,omitempty" doc:"The sandbox's state after a lifecycle event"`
+	Reason  string    `json:"reason,omitempty" doc:"Why (a stop's reason: user, idle, crash ...)"`
+	// Data holds the event's details (a snapshot id, bytes pushed ...).
+	Data map[string]string `json:"data,omitempty"`
+}
+
+// DaemonEventPage is a page of the event log.
+type DaemonEventPage struct {
+	Events []DaemonEvent `json:"events"`
+	// Next is the cursor of the following page (the last id returned, or
+	// the request's after when the page is empty).
+	Next int64 `json:"next"`
+	// More is true when the page was full: more events may follow at once.
+	More bool `json:"more"`
+}
+
+// EventQuery selects events of the caller's tenant.
+type EventQuery struct {
+	// After returns events with an id greater than this (0: from the
+	// oldest kept).
+	After int64
+	// Types keeps events whose type starts with one of these prefixes
+	// ("sandbox.", "snapshot.created").
+	Types []string
+	// Sandbox keeps one sandbox's events (its id).
+	Sandbox string
+	// Since keeps events at or after this time (zero: no limit).
+	Since time.Time
+	// Limit is the page size of ListDaemonEvents (default 100, at most 1000).
+	Limit int
+}
+
+// CreateWebhookRequest subscribes a URL to the tenant's events.
+type CreateWebhookRequest struct {
+	URL string `json:"url" doc:"http:// or https:// URL the events are POSTed to; link-local and metadata addresses are refused, loopback unless the daemon allows it"`
+	// Types are event type prefixes; empty means every event.
+	Types []string `json:"types,omitempty" doc:"Event type prefixes to deliver (empty: every event)"`
+	// Secret signs the deliveries; empty: the daemon generates one (shown
+	// once, in the answer).
+	Secret string `json:"secret,omitempty" doc:"HMAC-SHA256 key of the signatures (empty: generated and shown once)"`
+	// After, when set, delivers the stored events with a greater id too
+	// (a backfill); unset, the webhook starts after the newest stored event.
+	After *int64 `json:"after,omitempty" doc:"Deliver events with an id above this (default: only events after the webhook is created)"`
+}
+
+// Webhook is a subscription of a URL to the tenant's events.
+type Webhook struct {
+	ID    string   `json:"id"`
+	URL   string   `json:"url"`
+	Types []string `json:"types,omitempty"`
+	// Secret is only set in the answer to the create call.
+	Secret string `json:"secret,omitempty" doc:"Only in the answer to the create call"`
+	// Cursor is the id of the last event handed to the webhook; events
+	// after it are delivered in id order.
+	Cursor    int64     `json:"cursor"`
+	CreatedAt time.Time `json:"created_at"`
+	// LastDelivery is the newest attempt, if any.
+	LastDelivery *WebhookDelivery `json:"last_delivery,omitempty"`
+}
+
+// WebhookDelivery is one attempt to deliver one event to a webhook.
+type WebhookDelivery struct {
+	ID         int64     `json:"id"`
+	Webhook    string    `json:"webhook"`
+	EventID    int64     `json:"event_id"`
+	EventType  string    `json:"event_type"`
+	Attempt    int       `json:"attempt" doc:"Attempt at this event, from 1"`
+	Redelivery bool      `json:"redelivery,omitempty" doc:"Asked for through the API, outside the ordered stream"`
+	Time       time.Time `json:"time"`
+	StatusCode int       `json:"status_code,omitempty" doc:"The receiver's HTTP status (absent when none came back)"`
+	Error      string    `json:"error,omitempty"`
+	DurationMS float64   `json:"duration_ms"`
+	OK         bool      `json:"ok" doc:"A 2xx answer"`
+}
