@@ -14,8 +14,8 @@ import (
 
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/daemon"
-	"github.com/stead-dev/stead/internal/metering"
 	"github.com/stead-dev/stead/internal/events"
+	"github.com/stead-dev/stead/internal/metering"
 	"github.com/stead-dev/stead/internal/sandbox"
 )
 
