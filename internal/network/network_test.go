@@ -26,6 +26,7 @@ import (
 	"github.com/stead-dev/stead/internal/network/nettest"
 	"github.com/stead-dev/stead/internal/network/policy"
 	"github.com/stead-dev/stead/internal/store/sqlite"
+	"github.com/stead-dev/stead/internal/testutil"
 )
 
 // testWriter sends the Manager's logs to the test's log.
@@ -56,9 +57,7 @@ func newEnv(t *testing.T) *env { t.Helper(); return newEnvWith(t, nil) }
 // newEnvWith is newEnv with the config changed by edit (before New).
 func newEnvWith(t testing.TB, edit func(cfg *network.Config, slot int)) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("network tests need root (namespaces, links, nftables)")
-	}
+	testutil.RequireRoot(t)
 	ctx := context.Background()
 	n := nettest.Slot(t)
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -25,15 +24,14 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/network/policy"
+	"github.com/stead-dev/stead/internal/testutil"
 )
 
 // newNetns makes a network namespace on a thread that then dies, and
 // returns a descriptor of it (closed at the test's end).
 func newNetns(t *testing.T) int {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
+	testutil.RequireRoot(t)
 	type result struct {
 		fd  int
 		err error
@@ -50,7 +48,7 @@ func newNetns(t *testing.T) int {
 	}()
 	r := <-ch
 	if r.err != nil {
-		t.Skipf("cannot make a network namespace: %v", r.err)
+		t.Fatalf("cannot make a network namespace: %v", r.err)
 	}
 	t.Cleanup(func() { unix.Close(r.fd) })
 	return r.fd
@@ -182,7 +180,7 @@ func TestOriginalDstThroughNftRedirect(t *testing.T) {
 	t.Cleanup(func() { p.Close() })
 	port := p.Addr().(*net.TCPAddr).Port
 	if err := redirect(ns, uint16(port)); err != nil {
-		t.Skipf("nft redirect in the namespace: %v", err)
+		t.Fatalf("nft redirect in the namespace: %v", err)
 	}
 
 	request := func(host string) (int, string) {

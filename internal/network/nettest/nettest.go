@@ -39,6 +39,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/testutil"
 )
 
 // Ports of the stand-in internet's services.
@@ -87,9 +89,7 @@ type Internet struct {
 // third.test at Web2 (and Web26); SetZone replaces it.
 func NewInternet(t testing.TB) *Internet {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("nettest: a stand-in internet needs root")
-	}
+	testutil.RequireRoot(t)
 	in, err := newInternet(t.TempDir())
 	if err != nil {
 		t.Fatalf("nettest: %v", err)
@@ -538,9 +538,7 @@ func URL(tls bool, host string) string {
 // table names from it.
 func Slot(t testing.TB) int {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("nettest: needs root")
-	}
+	testutil.RequireRoot(t)
 	if err := os.MkdirAll(lockDir, 0o755); err != nil {
 		t.Fatalf("nettest: create %s: %v", lockDir, err)
 	}
