@@ -26,7 +26,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,7 +45,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/bench/internal/benchd"
 	"github.com/stead-dev/stead/client"
@@ -482,10 +480,10 @@ func newPlainVeth(netsrv string) (*plainVeth, error) {
 		_ = netlink.LinkDel(l) // left by a killed run
 	}
 	var err error
-	if pv.a, err = newNetNS(); err != nil {
+	if pv.a, err = nettest.NewAnonNetNS(); err != nil {
 		return nil, err
 	}
-	if pv.b, err = newNetNS(); err != nil {
+	if pv.b, err = nettest.NewAnonNetNS(); err != nil {
 		pv.close()
 		return nil, err
 	}
@@ -523,7 +521,7 @@ func newPlainVeth(netsrv string) (*plainVeth, error) {
 			return nil, fmt.Errorf("set up %s: %w", side.name, err)
 		}
 	}
-	if err := inNS(pv.b, func() error {
+	if err := nettest.DoIn(pv.b, func() error {
 		var err error
 		pv.ln, err = net.Listen("tcp", net.JoinHostPort(vethAddrB, strconv.Itoa(nettest.SinkPort)))
 		return err
@@ -550,7 +548,7 @@ func newPlainVeth(netsrv string) (*plainVeth, error) {
 // A is in A) and returns bytes/s.
 func (pv *plainVeth) send(size int64) (float64, error) {
 	var out []byte
-	err := inNS(pv.a, func() error {
+	err := nettest.DoIn(pv.a, func() error {
 		var err error
 		out, err = exec.Command(pv.netsrv, "send", net.JoinHostPort(vethAddrB, strconv.Itoa(nettest.SinkPort)), strconv.FormatInt(size, 10)).Output()
 		return err
@@ -570,52 +568,6 @@ func (pv *plainVeth) close() {
 			h.Close() // the veth goes with the last namespace
 		}
 	}
-}
-
-// newNetNS makes a network namespace held only by the returned handle.
-func newNetNS() (netns.NsHandle, error) {
-	type res struct {
-		h   netns.NsHandle
-		err error
-	}
-	c := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			c <- res{h: -1, err: fmt.Errorf("unshare netns: %w", err)}
-			return
-		}
-		h, err := netns.GetFromPath("/proc/thread-self/ns/net")
-		c <- res{h, err}
-	}()
-	r := <-c
-	return r.h, r.err
-}
-
-// inNS runs f on an OS thread inside ns.
-func inNS(ns netns.NsHandle, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("join netns: %w", err)
-			return
-		}
-		ferr := f()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, err) // the thread stays locked and dies
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
 }
 
 // loopbackDial dials 127.0.0.1 for localhost and *.localhost and refuses

@@ -148,7 +148,7 @@ func newInternet(certDir string) (in *Internet, err error) {
 	if l, err := netlink.LinkByName(in.veth); err == nil {
 		_ = netlink.LinkDel(l) // left by a killed test that held this /24
 	}
-	if in.ns, err = newAnonNetNS(); err != nil {
+	if in.ns, err = NewAnonNetNS(); err != nil {
 		return nil, err
 	}
 	in.closers = append(in.closers, func() { _ = in.ns.Close() })
@@ -251,8 +251,8 @@ func allocate() (*os.File, int, error) {
 	return nil, 0, errors.New("allocate a /24 of 198.18.0.0/15: all in use")
 }
 
-// newAnonNetNS makes a network namespace held only by the returned handle.
-func newAnonNetNS() (netns.NsHandle, error) {
+// NewAnonNetNS makes a network namespace held only by the returned handle.
+func NewAnonNetNS() (netns.NsHandle, error) {
 	type res struct {
 		h   netns.NsHandle
 		err error
@@ -280,10 +280,11 @@ func Do(nsPath string, f func() error) error {
 		return fmt.Errorf("open netns %s: %w", nsPath, err)
 	}
 	defer h.Close()
-	return doIn(h, f)
+	return DoIn(h, f)
 }
 
-func doIn(h netns.NsHandle, f func() error) error {
+// DoIn runs f on an OS thread that has joined the namespace h.
+func DoIn(h netns.NsHandle, f func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -364,7 +365,7 @@ func (in *Internet) Close() {
 // listen opens a listener inside the internet's namespace.
 func (in *Internet) listen(network, addr string) (net.Listener, error) {
 	var l net.Listener
-	err := doIn(in.ns, func() error {
+	err := DoIn(in.ns, func() error {
 		var err error
 		l, err = net.Listen(network, addr)
 		return err
@@ -427,7 +428,7 @@ func (in *Internet) serve() error {
 	mux := dns.NewServeMux()
 	mux.HandleFunc(".", in.answer)
 	var pc net.PacketConn
-	if err := doIn(in.ns, func() error {
+	if err := DoIn(in.ns, func() error {
 		var err error
 		pc, err = net.ListenPacket("udp", fmt.Sprintf(":%d", DNSPort))
 		return err
