@@ -673,3 +673,48 @@ func TestBandwidthLimitKeepsNeighboursFast(t *testing.T) {
 		t.Errorf("the neighbour slowed from %.2fs to %.2fs beside a sandbox at its limit", alone, together)
 	}
 }
+
+// TestResolvConfMountFollowsNoSymlinkOutOfTheSandbox: the agent (root
+// inside) swaps /etc/resolv.conf for a symlink to a host path, and a
+// directory on its way for another; the next starts bind the daemon's
+// resolv.conf inside the sandbox's own tree, and the host path is neither
+// created nor touched.
+func TestResolvConfMountFollowsNoSymlinkOutOfTheSandbox(t *testing.T) {
+	inet := nettest.NewInternet(t)
+	d, _ := netDaemon(t, inet)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "swapper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimDir := t.TempDir()
+	victim := filepath.Join(victimDir, "victim")
+	if err := os.WriteFile(victim, []byte("host file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	absent := filepath.Join(victimDir, "absent")
+	for i, target := range []string{victim, absent, victimDir} {
+		// /etc/resolv.conf is a mount point while the sandbox runs: the
+		// agent moves /etc aside and plants a new one.
+		d.sh(ctx, sb.ID, "root", fmt.Sprintf("rm -rf /etc.old; mv /etc /etc.old && mkdir /etc && cp -a /etc.old/passwd /etc.old/group /etc/ && ln -s ../../../../../../..%s /etc/resolv.conf", target))
+		if _, err := d.c.StopSandbox(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.c.StartSandbox(ctx, sb.ID); err != nil {
+			t.Fatalf("start %d after the swap to %s: %v", i, target, err)
+		}
+		if out := d.sh(ctx, sb.ID, "agent", "cat /etc/resolv.conf"); !strings.Contains(out, "nameserver") {
+			t.Fatalf("resolv.conf in the sandbox after the swap to %s: %q", target, out)
+		}
+		d.mustFetch(ctx, sb.ID, "http://example.test/", "host=example.test")
+		if b, err := os.ReadFile(victim); err != nil || string(b) != "host file\n" {
+			t.Fatalf("the host file changed: %q %v", b, err)
+		}
+		if _, err := os.Stat(absent); !os.IsNotExist(err) {
+			t.Fatalf("a host path was created: %v", err)
+		}
+		if ents, _ := os.ReadDir(victimDir); len(ents) != 1 {
+			t.Fatalf("the host directory gained entries: %v", ents)
+		}
+	}
+}
