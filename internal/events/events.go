@@ -22,6 +22,7 @@ package events
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/stead-dev/stead/internal/store"
@@ -67,6 +68,15 @@ const (
 	QuotaExceeded    = "quota.exceeded"
 	RetentionWarning = "retention.warning"
 )
+
+// InternalPrefix starts the type of an event for the daemon's own
+// listeners (metrics, metering): the Hub neither stores nor streams nor
+// delivers it, so a tenant never sees it.
+const InternalPrefix = "internal."
+
+// Internal reports whether an event type is for the daemon's own
+// listeners only (InternalPrefix).
+func Internal(typ string) bool { return strings.HasPrefix(typ, InternalPrefix) }
 
 // Event is one thing that happened.
 type Event struct {
