@@ -28,6 +28,13 @@ type Sandbox struct {
 	StoppedAt    *time.Time    `json:"stopped_at,omitempty"`
 	DeletedAt    *time.Time    `json:"deleted_at,omitempty"`
 	PurgeAt      *time.Time    `json:"purge_at,omitempty"`
+	// Warnings are the limits the sandbox is close to (disk, memory, its
+	// volumes), as the daemon last checked.
+	Warnings []LimitWarning `json:"warnings,omitempty" doc:"Limits the sandbox is close to (disk, memory, volumes)"`
+	// LargeStateFiles are files in its state directories (/data) larger
+	// than the daemon's hint size (shown by a get of one sandbox, not in
+	// lists): history worth off-loading or rotating.
+	LargeStateFiles []LargeFile `json:"large_state_files,omitempty" doc:"Files under /data larger than the daemon's hint size (get of one sandbox only)"`
 
 	// Env names the environment variables given at create. Their values
 	// are secrets: shown as SecretMask, like the service's.
@@ -422,8 +429,21 @@ type Orient struct {
 	Run *RunResume `json:"run,omitempty"`
 	// RecentEvents are the last events of that run.
 	RecentEvents []Event `json:"recent_events,omitempty"`
+	// Warnings are the limits the sandbox is close to, each with where
+	// the space went when it is disk.
+	Warnings []OrientWarning `json:"warnings,omitempty"`
+	// LargeStateFiles are files in state directories (/data) larger than
+	// the daemon's hint size: history to off-load or rotate.
+	LargeStateFiles []LargeFile `json:"large_state_files,omitempty"`
 	// Text renders all of the above for a model's prompt.
 	Text string `json:"text"`
+}
+
+// OrientWarning is a limit warning with, for disk, the largest
+// directories under the path.
+type OrientWarning struct {
+	LimitWarning
+	LargestDirs []DiskUsageEntry `json:"largest_dirs,omitempty"`
 }
 
 // OrientFile is the tail of one workspace file.

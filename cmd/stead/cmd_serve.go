@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,7 +27,7 @@ var version = "dev"
 func newServeCmd() *cobra.Command {
 	var cfg daemon.Config
 	var size int64
-	var reserve string
+	var reserve, warnLevels, largeFile string
 	var verbose bool
 	var repoWitness bool
 	cmd := &cobra.Command{
@@ -78,6 +80,15 @@ start adopts them.`,
 			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
 				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
 			}
+			var err error
+			if cfg.Growth.Levels, err = parseWarnLevels(warnLevels); err != nil {
+				return usageError{fmt.Errorf("--warn-levels %q: %v", warnLevels, err)}
+			}
+			if largeFile != "" {
+				if cfg.Growth.LargeStateFileBytes, err = parseSize(largeFile); err != nil {
+					return usageError{fmt.Errorf("--large-state-file %q: %v", largeFile, err)}
+				}
+			}
 			if (cfg.Network.ProxyTLSCert == "") != (cfg.Network.ProxyTLSKey == "") {
 				return usageError{fmt.Errorf("--proxy-tls-cert and --proxy-tls-key go together")}
 			}
@@ -97,6 +108,8 @@ start adopts them.`,
 	f.Int64Var(&size, "pool-size", 0, "size in GiB of a new loop-backed btrfs pool image (sparse; 0: half of the free space where it goes, at least 5)")
 	f.StringVar(&reserve, "pool-reserve", "", "pool space kept from sandboxes and volumes for the daemon, such as 2GiB (default 10% of the pool, at least 512MiB)")
 	f.Float64Var(&cfg.PoolOvercommit, "pool-overcommit", sandbox.DefaultPoolOvercommit, "the disk quotas of live sandboxes and volumes may add up to this many times the pool's usable size (1: every quota can always be filled)")
+	f.StringVar(&warnLevels, "warn-levels", "80,95", "percentages of a limit (disk quota, memory, volume size, pool) at which an event and a log line warn")
+	f.StringVar(&largeFile, "large-state-file", "1GiB", "files under /data larger than this are reported by orient and stead info as history to off-load")
 	f.DurationVar(&cfg.PolicyInterval, "policy-interval", 15*time.Second, "how often idle and retention policies run")
 	f.DurationVar(&cfg.AuditCheckpointInterval, "audit-checkpoint-interval", audit.DefaultCheckpointInterval, "how often the audit trail's head is signed and written to its witnesses (DATA/audit.witness, the repository) when it moved; a kill -9 leaves at most this much unsigned")
 	f.BoolVar(&repoWitness, "audit-repo-witness", true, "also keep the audit trail's signed head in the repository (when one is configured)")
@@ -131,4 +144,21 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// parseWarnLevels reads ascending percentages such as "80,95" into
+// fractions.
+func parseWarnLevels(v string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(v, ",") {
+		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(f), "%")), 64)
+		if err != nil || !(p > 0 && p <= 100) {
+			return nil, fmt.Errorf("want ascending percentages between 0 and 100, such as 80,95")
+		}
+		if len(out) > 0 && p/100 <= out[len(out)-1] {
+			return nil, fmt.Errorf("want ascending percentages, such as 80,95")
+		}
+		out = append(out, p/100)
+	}
+	return out, nil
 }

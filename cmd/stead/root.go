@@ -116,6 +116,7 @@ Exit codes:
 		newConnectCmd(g),
 		newAttachCmd(g),
 		newLogsCmd(g),
+		newDuCmd(g),
 		newFilesCmd(g),
 		newCpCmd(g),
 		newTemplateCmd(g),

@@ -70,6 +70,8 @@ type server struct {
 //   - the network and port routes (/v1/sandboxes/{id}/network,
 //     /v1/sandboxes/{id}/ports ...) only when b also implements
 //     NetworkBackend;
+//   - GET /v1/sandboxes/{id}/du and GET /v1/volumes/{id}/du only when b
+//     also implements DiskUsageBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
@@ -140,6 +142,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if sb, ok := b.(SecretBackend); ok {
 		s.registerSecrets(sb)
+	}
+	if db, ok := b.(DiskUsageBackend); ok {
+		s.registerDiskUsage(db)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)

@@ -121,7 +121,7 @@ func (f tenantFake) DeleteTenant(_ context.Context, id string) (client.TenantDel
 }
 
 // optionsFake serves the routes NewHandler registers from Options (usage,
-// events, webhooks), recording each call.
+// events, webhooks) and the du routes, recording each call.
 type optionsFake struct{ *fakeBackend }
 
 func (f optionsFake) Report(_ context.Context, tenant string, _ client.UsageQuery) (client.UsageReport, error) {
@@ -132,6 +132,16 @@ func (f optionsFake) Report(_ context.Context, tenant string, _ client.UsageQuer
 func (f optionsFake) ListEvents(_ context.Context, tenant string, _ client.EventQuery) (client.DaemonEventPage, error) {
 	f.record("ListEvents", tenant, "")
 	return client.DaemonEventPage{}, f.Err
+}
+
+func (f optionsFake) DiskUsage(_ context.Context, tenant, id, _ string, _ int) (client.DiskUsage, error) {
+	f.record("DiskUsage", tenant, id)
+	return client.DiskUsage{}, f.Err
+}
+
+func (f optionsFake) VolumeDiskUsage(_ context.Context, tenant, id, _ string, _ int) (client.DiskUsage, error) {
+	f.record("VolumeDiskUsage", tenant, id)
+	return client.DiskUsage{}, f.Err
 }
 
 func (f optionsFake) EventsChanged() <-chan struct{} { return make(chan struct{}) }
@@ -207,10 +217,10 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 		servers = append(servers, rs)
 	}
 	add := func(b Backend, fb *fakeBackend) { addWith(b, fb, Options{}) }
-	// The routes registered from Options (usage, events, webhooks) record
-	// their calls in a fake of their own.
+	// The routes registered from Options (usage, events, webhooks), and
+	// du, record their calls in a fake of their own.
 	of0 := optionsFake{&fakeBackend{}}
-	addWith(of0.fakeBackend, of0.fakeBackend, Options{Usage: of0, Events: of0})
+	addWith(of0, of0.fakeBackend, Options{Usage: of0, Events: of0})
 	tf := tenantFake{&fakeBackend{}}
 	add(tf, tf.fakeBackend)
 	sf := newSessionFake()
@@ -349,7 +359,7 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 	if len(all) < 100 {
 		t.Fatalf("only %d routes in the OpenAPI documents", len(all))
 	}
-	for _, want := range []string{"GET /v1/usage", "GET /v1/events", "POST /v1/webhooks", "PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}"} {
+	for _, want := range []string{"GET /v1/usage", "GET /v1/events", "GET /v1/sandboxes/{id}/du", "GET /v1/volumes/{id}/du", "POST /v1/webhooks", "PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

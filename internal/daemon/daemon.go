@@ -54,6 +54,9 @@ type Config struct {
 	// PoolOvercommit bounds the disk promised to live sandboxes and volumes
 	// (0: sandbox.DefaultPoolOvercommit).
 	PoolOvercommit float64
+	// Growth configures the limit warnings and the large-state-file hint
+	// (zero values: the defaults).
+	Growth sandbox.GrowthOptions
 	// PolicyInterval is how often idle and retention policies run.
 	PolicyInterval time.Duration
 	// AuditCheckpointInterval is how often the audit trail's head is
@@ -184,7 +187,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: events.ObserveStore(st, &sinks, nil), Events: &sinks, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
-		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
+		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
 		Net: netp.opts,
 	})
 	sinks = append(sinks, events.SinkFunc(func(_ context.Context, e events.Event) { svc.SandboxChanged(e.Sandbox) }))

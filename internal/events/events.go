@@ -67,6 +67,10 @@ const (
 	BudgetExceeded   = "budget.exceeded"
 	QuotaExceeded    = "quota.exceeded"
 	RetentionWarning = "retention.warning"
+	// LimitWarning: a sandbox's disk or memory, a volume or the pool
+	// crossed a warning level of its limit (growth.go in the sandbox
+	// service).
+	LimitWarning = "limit.warning"
 )
 
 // InternalPrefix starts the type of an event for the daemon's own

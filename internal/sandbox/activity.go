@@ -269,6 +269,7 @@ func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 			s.PurgeExpired(ctx)
 			s.RunBackupPolicies(ctx)
 			s.CheckPoolFill(ctx)
+			s.CheckLimits(ctx)
 		}
 	}
 }

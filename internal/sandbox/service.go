@@ -91,6 +91,9 @@ type Options struct {
 	// together at this many times the pool's usable size (default
 	// DefaultPoolOvercommit; see capacity.go).
 	PoolOvercommit float64
+	// Growth configures the limit warnings and large-file hints
+	// (growth.go).
+	Growth GrowthOptions
 }
 
 // AgentSockets serves the API on a per-sandbox unix socket.
@@ -129,6 +132,7 @@ type Service struct {
 	secrets   *secretKey
 	disk      diskAdmission
 	portCache portEntries
+	limits    limitWatch
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -201,7 +205,8 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		Env:        envNames(sp.Env, client.SecretMask),
 		Network:    policyOf(sp).API(),
 		AutoResume: sp.AutoResume, Labels: sp.Labels,
-		Secrets: sp.SecretRefs,
+		Secrets:  sp.SecretRefs,
+		Warnings: s.limitWarnings(sb),
 	}
 	if n := s.net(); n != nil {
 		if a, ok := n.Addr(sb.ID); ok {
@@ -582,13 +587,16 @@ func (s *Service) get(ctx context.Context, tenant, id string) (store.Sandbox, er
 	return sb, nil
 }
 
-// GetSandbox returns one sandbox.
+// GetSandbox returns one sandbox, with the large files of its state
+// directories (growth.go).
 func (s *Service) GetSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
 	sb, err := s.get(ctx, tenant, id)
 	if err != nil {
 		return client.Sandbox{}, err
 	}
-	return s.view(sb), nil
+	v := s.view(sb)
+	v.LargeStateFiles = s.largeStateFiles(ctx, tenant, sb)
+	return v, nil
 }
 
 // ListSandboxes lists a tenant's sandboxes.
