@@ -28,6 +28,10 @@ type Sandbox struct {
 	StoppedAt    *time.Time    `json:"stopped_at,omitempty"`
 	DeletedAt    *time.Time    `json:"deleted_at,omitempty"`
 	PurgeAt      *time.Time    `json:"purge_at,omitempty"`
+	// DeleteAt is when the tenant's retention policy will soft-delete
+	// this archived sandbox (absent: never, or not archived); the
+	// retention.warning event comes before it.
+	DeleteAt *time.Time `json:"delete_at,omitempty" doc:"When retention soft-deletes this archived sandbox"`
 
 	// Env names the environment variables given at create. Their values
 	// are secrets: shown as SecretMask, like the service's.

@@ -141,6 +141,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if sb, ok := b.(SecretBackend); ok {
 		s.registerSecrets(sb)
 	}
+	if rb, ok := b.(RetentionBackend); ok {
+		s.registerRetention(rb)
+	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)
