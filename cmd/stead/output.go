@@ -113,6 +113,9 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 		row(tw, "Deleted:", agoPtr(sb.DeletedAt))
 		row(tw, "Purged:", agoPtr(sb.PurgeAt))
 	}
+	if sb.DeleteAt != nil { // an archived sandbox under a delete_archived_after retention
+		row(tw, "Deleted by retention:", agoPtr(sb.DeleteAt))
+	}
 	return tw.Flush()
 }
 
