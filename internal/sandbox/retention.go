@@ -28,7 +28,8 @@ import (
 //   - delete_archived_after (default never) soft-deletes a sandbox that
 //     has been archived that long (counted from its archiving). Its pushes
 //     stay in the repository; it then goes through purge_deleted_after. An
-//     undelete brings it back archived.
+//     undelete brings it back archived, its delete_archived_after counted
+//     afresh from the undelete.
 //   - purge_deleted_after (default Options.DeleteRetention, 30d) purges a
 //     sandbox or volume soft-deleted that long, counted from DeletedAt: a
 //     policy change applies to what is already deleted (PurgeAt is
@@ -516,8 +517,8 @@ func (s *Service) showPurgeAt(ctx context.Context, sb store.Sandbox, sj subject,
 	if plan.warned != nil {
 		want = plan.actAt
 	}
-	if sb.PurgeAt != nil && sb.PurgeAt.Equal(want) {
-		return
+	if sb.DeletedAt == nil || (sb.PurgeAt != nil && sb.PurgeAt.Equal(want)) {
+		return // without DeletedAt, PurgeAt is the due time itself
 	}
 	unlock := s.lock(sb.ID)
 	defer unlock()
@@ -561,7 +562,7 @@ func (s *Service) volumeRetention(ctx context.Context, v store.Volume, r retenti
 	if err != nil || cur.State != "deleted" || !equalTimes(cur.DeletedAt, v.DeletedAt) {
 		return // undeleted (or gone) meanwhile
 	}
-	if cur.PurgeAt == nil || !cur.PurgeAt.Equal(want) {
+	if cur.DeletedAt != nil && (cur.PurgeAt == nil || !cur.PurgeAt.Equal(want)) { // without DeletedAt, PurgeAt is the due time
 		cur.PurgeAt = &want
 		if err := s.st.UpdateVolume(ctx, cur); err != nil {
 			s.log.Warn("retention: update purge time", "volume", v.ID, "err", err)

@@ -413,6 +413,15 @@ func TestRetentionDeletesAnArchivedSandboxAfterItsWarning(t *testing.T) {
 	if got, err = r.s.UndeleteSandbox(ctx, tn, sb.ID); err != nil || got.State != "archived" {
 		t.Fatalf("undelete: %+v %v, want archived", got, err)
 	}
+	// The undelete cancels: the count starts again, with a new warning.
+	r.at(t0, 5*day+time.Minute)
+	got, err = r.s.GetSandbox(ctx, tn, sb.ID)
+	if err != nil || got.State != "archived" || got.DeleteAt == nil || !got.DeleteAt.Equal(t0.Add(10*day)) {
+		t.Fatalf("after the undelete: %+v %v, want archived until %v", got, err, t0.Add(10*day))
+	}
+	if n := len(r.warnings(sb.ID)); n != 1 {
+		t.Fatalf("%d warnings right after the undelete, want the first alone", n)
+	}
 }
 
 // FuzzParseRetentionDuration: whatever it is given, the parser returns a

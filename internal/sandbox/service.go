@@ -859,8 +859,11 @@ func (s *Service) UndeleteSandbox(ctx context.Context, tenant, id string) (clien
 			}
 			defer release()
 			sb.State = store.StateStopped
-			if archiveOf(sb) != "" { // deleted by retention while archived: it comes back archived
-				sb.State = store.StateArchived
+			if archiveOf(sb) != "" { // deleted by retention while archived: it comes back archived,
+				sb.State = store.StateArchived // and its retention counts afresh (retention.go)
+				if err := setArchivedAt(&sb, s.now()); err != nil {
+					return sb, err
+				}
 			}
 			sb.DeletedAt, sb.PurgeAt = nil, nil
 			sb.StopReason = "undeleted"
