@@ -35,6 +35,10 @@ type Sandbox struct {
 	// than the daemon's hint size (shown by a get of one sandbox, not in
 	// lists): history worth off-loading or rotating.
 	LargeStateFiles []LargeFile `json:"large_state_files,omitempty" doc:"Files under /data larger than the daemon's hint size (get of one sandbox only)"`
+	// DeleteAt is when the tenant's retention policy will soft-delete
+	// this archived sandbox (absent: never, or not archived); the
+	// retention.warning event comes before it.
+	DeleteAt *time.Time `json:"delete_at,omitempty" doc:"When retention soft-deletes this archived sandbox"`
 
 	// Env names the environment variables given at create. Their values
 	// are secrets: shown as SecretMask, like the service's.

@@ -115,6 +115,8 @@ start adopts them.`,
 	f.BoolVar(&repoWitness, "audit-repo-witness", true, "also keep the audit trail's signed head in the repository (when one is configured)")
 	f.MarkHidden("audit-repo-witness")
 	f.DurationVar(&cfg.StopGrace, "stop-grace", 30*time.Second, "default grace period of a service's stop hook")
+	f.DurationVar(&cfg.DeleteRetention, "delete-retention", 30*24*time.Hour, "how long soft-deleted sandboxes and volumes stay restorable, for tenants whose retention policy sets no purge_deleted_after")
+	f.DurationVar(&cfg.RetentionWarnBefore, "retention-warn-before", sandbox.DefaultRetentionWarnBefore, "how long before an automatic deletion the retention.warning event is given, for tenants whose retention policy sets no warn_before")
 	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://host:port/bucket/prefix (env STEAD_REPO); S3 keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY, --repo-credentials-file or ~/.aws/credentials, never needed on the command line")
 	f.StringVar(&cfg.RepoCredentialsFile, "repo-credentials-file", os.Getenv("STEAD_S3_CREDENTIALS_FILE"), "file with the S3 keys, AWS format ([default] aws_access_key_id = ..., aws_secret_access_key = ...), mode 0600 (env STEAD_S3_CREDENTIALS_FILE)")
 	f.StringVar(&cfg.RepoKeyFile, "repo-key-file", os.Getenv("STEAD_REPO_KEY_FILE"), "the repository's master key file (default DATA/repo.key; keep a copy off this machine)")

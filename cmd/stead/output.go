@@ -127,6 +127,9 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 		}
 		row(tw, label, fmt.Sprintf("%s %s (off-load or rotate its history)", f.Path, bytesStr(f.Bytes)))
 	}
+	if sb.DeleteAt != nil { // an archived sandbox under a delete_archived_after retention
+		row(tw, "Deleted by retention:", agoPtr(sb.DeleteAt))
+	}
 	return tw.Flush()
 }
 

@@ -146,6 +146,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if db, ok := b.(DiskUsageBackend); ok {
 		s.registerDiskUsage(db)
 	}
+	if rb, ok := b.(RetentionBackend); ok {
+		s.registerRetention(rb)
+	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)

@@ -235,6 +235,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(af, af.fakeBackend)
 	sec := newSecretFake()
 	add(sec, sec.fakeBackend)
+	ret := newRetentionFake()
+	add(ret, ret.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -359,7 +361,9 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 	if len(all) < 100 {
 		t.Fatalf("only %d routes in the OpenAPI documents", len(all))
 	}
-	for _, want := range []string{"GET /v1/usage", "GET /v1/events", "GET /v1/sandboxes/{id}/du", "GET /v1/volumes/{id}/du", "POST /v1/webhooks", "PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}"} {
+	for _, want := range []string{"GET /v1/usage", "GET /v1/events", "GET /v1/sandboxes/{id}/du", "GET /v1/volumes/{id}/du", "POST /v1/webhooks",
+		"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
+		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

@@ -68,6 +68,9 @@ type Config struct {
 	NoAuditRepoWitness bool
 	// StopGrace overrides the default service stop grace (30 s).
 	StopGrace time.Duration
+	// DeleteRetention and RetentionWarnBefore are the retention defaults
+	// of tenants that set none (0: 30 days; 3 days).
+	DeleteRetention, RetentionWarnBefore time.Duration
 	// Repo is the off-box repository: a directory, file:///dir or
 	// s3://host:port/bucket/prefix ("" = none). S3 credentials come from
 	// the environment or a credentials file (see s3.ParseURL); inline
@@ -189,6 +192,8 @@ func Run(ctx context.Context, cfg Config) error {
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
 		Net: netp.opts,
+
+		DeleteRetention: cfg.DeleteRetention, RetentionWarnBefore: cfg.RetentionWarnBefore, // tenants' retention defaults
 	})
 	sinks = append(sinks, events.SinkFunc(func(_ context.Context, e events.Event) { svc.SandboxChanged(e.Sandbox) }))
 	if repoCfg != nil {

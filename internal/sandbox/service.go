@@ -46,6 +46,10 @@ type Options struct {
 	// DeleteRetention is how long a soft-deleted sandbox stays restorable
 	// (default 30 days).
 	DeleteRetention time.Duration
+	// RetentionWarnBefore is how long before an automatic deletion its
+	// warning is given, for tenants whose retention policy sets none
+	// (default DefaultRetentionWarnBefore; see retention.go).
+	RetentionWarnBefore time.Duration
 	// StopGrace is the default grace period of a service's stop hook
 	// (default 30 s).
 	StopGrace time.Duration
@@ -596,6 +600,7 @@ func (s *Service) GetSandbox(ctx context.Context, tenant, id string) (client.San
 	}
 	v := s.view(sb)
 	v.LargeStateFiles = s.largeStateFiles(ctx, tenant, sb)
+	v.DeleteAt = s.retentionDeleteAt(ctx, sb)
 	return v, nil
 }
 
@@ -607,7 +612,9 @@ func (s *Service) ListSandboxes(ctx context.Context, tenant string, includeDelet
 	}
 	out := make([]client.Sandbox, 0, len(list))
 	for _, sb := range list {
-		out = append(out, s.view(sb))
+		v := s.view(sb)
+		v.DeleteAt = s.retentionDeleteAt(ctx, sb)
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -818,7 +825,7 @@ func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bo
 			return sb, s.purgeLocked(ctx, sb)
 		}
 		now := s.now()
-		purgeAt := now.Add(s.opts.DeleteRetention)
+		purgeAt := now.Add(s.purgeAfter(ctx, sb.TenantID)) // the tenant's retention (retention.go)
 		sb.State = store.StateDeleted
 		sb.DeletedAt = &now
 		sb.PurgeAt = &purgeAt
@@ -859,6 +866,12 @@ func (s *Service) UndeleteSandbox(ctx context.Context, tenant, id string) (clien
 			}
 			defer release()
 			sb.State = store.StateStopped
+			if archiveOf(sb) != "" { // deleted by retention while archived: it comes back archived,
+				sb.State = store.StateArchived // and its retention counts afresh (retention.go)
+				if err := setArchivedAt(&sb, s.now()); err != nil {
+					return sb, err
+				}
+			}
 			sb.DeletedAt, sb.PurgeAt = nil, nil
 			sb.StopReason = "undeleted"
 			return s.st.UpdateSandbox(ctx, sb)

@@ -122,6 +122,8 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 			"DELETE FROM templates WHERE tenant_id = ?",
 			"DELETE FROM meter_intervals WHERE tenant_id = ?",
 			"DELETE FROM meter_storage WHERE tenant_id = ?",
+			"DELETE FROM retention_warnings WHERE tenant_id = ?",
+			"DELETE FROM retention_policies WHERE tenant_id = ?",
 			"DELETE FROM tenants WHERE id = ?",
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {
