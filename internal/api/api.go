@@ -70,6 +70,8 @@ type server struct {
 //   - the network and port routes (/v1/sandboxes/{id}/network,
 //     /v1/sandboxes/{id}/ports ...) only when b also implements
 //     NetworkBackend;
+//   - the schedule routes (/v1/schedules, /v1/sandboxes/{id}/schedules)
+//     only when b also implements ScheduleBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
@@ -140,6 +142,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if sb, ok := b.(SecretBackend); ok {
 		s.registerSecrets(sb)
+	}
+	if sb, ok := b.(ScheduleBackend); ok {
+		s.registerSchedules(sb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)

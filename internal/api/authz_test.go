@@ -167,6 +167,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(af, af.fakeBackend)
 	sec := newSecretFake()
 	add(sec, sec.fakeBackend)
+	sch := newScheduleFake()
+	add(sch, sch.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -291,7 +293,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 	if len(all) < 100 {
 		t.Fatalf("only %d routes in the OpenAPI documents", len(all))
 	}
-	for _, want := range []string{"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}"} {
+	for _, want := range []string{"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
+		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}
