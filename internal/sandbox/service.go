@@ -129,6 +129,7 @@ type Service struct {
 	secrets   *secretKey
 	disk      diskAdmission
 	portCache portEntries
+	sched     schedState
 }
 
 // New returns a service. Call Reconcile before serving.
