@@ -51,7 +51,9 @@ import (
 //     skipped, reason) or schedule.failed (data error).
 //   - The schedules of one sandbox due at one tick run one after the
 //     other, in next-run order; those of different sandboxes run
-//     concurrently. A tick returns when all its runs are done.
+//     concurrently. A tick returns when all its runs are done; a schedule
+//     whose run is in progress is left out of later ticks until its run
+//     is recorded (so it never runs twice at once).
 
 var _ api.ScheduleBackend = (*Service)(nil)
 
@@ -238,9 +240,15 @@ func (s *Service) DeleteSchedule(ctx context.Context, tenant, sandbox, id string
 }
 
 // RunSchedules ticks the schedules at once (the missed-run rule at
-// start-up), then every interval, until ctx ends.
+// start-up), then every interval, until ctx ends; it returns when the
+// runs it started are done. Each tick runs in its own goroutine, so a
+// long run (a push of a large sandbox, a stop hook's grace) holds up no
+// other schedule; a schedule whose run is still in progress is not fired
+// again by a later tick.
 func (s *Service) RunSchedules(ctx context.Context, interval time.Duration) {
-	s.TickSchedules(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.TickSchedules(ctx) })
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -248,7 +256,7 @@ func (s *Service) RunSchedules(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.TickSchedules(ctx)
+			wg.Go(func() { s.TickSchedules(ctx) })
 		}
 	}
 }
@@ -257,14 +265,18 @@ func (s *Service) RunSchedules(ctx context.Context, interval time.Duration) {
 // returns how many it fired, once all their runs are done.
 func (s *Service) TickSchedules(ctx context.Context) int {
 	now := s.now()
+	bySandbox := map[string][]store.Schedule{}
+	var order []string
+	// The query and the marks are one step under the lock that a run's
+	// record also takes: a run recorded meanwhile is either not due here
+	// or still marked running, never fired twice.
+	s.sched.mu.Lock()
 	due, err := s.st.DueSchedules(ctx, now)
 	if err != nil {
+		s.sched.mu.Unlock()
 		s.log.Error("due schedules", "err", err)
 		return 0
 	}
-	bySandbox := map[string][]store.Schedule{}
-	var order []string
-	s.sched.mu.Lock()
 	if s.sched.running == nil {
 		s.sched.running = map[string]bool{}
 	}

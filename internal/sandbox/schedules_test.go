@@ -476,3 +476,35 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestConcurrentTicksFireAScheduleOnce: ticks that overlap (RunSchedules
+// starts one per interval without waiting for the last) fire a due
+// schedule once between them.
+func TestConcurrentTicksFireAScheduleOnce(t *testing.T) {
+	r := newSchedRig(t, mustTime("2026-12-01T10:30:00Z"))
+	s, ctx := r.s, context.Background()
+	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "busy", NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSchedule(ctx, store.DefaultTenant, sb.ID, client.CreateScheduleRequest{Cron: "@hourly", Action: "snapshot"}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.set(mustTime("2026-12-01T11:00:00Z"))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fired := 0
+	for range 8 {
+		wg.Go(func() {
+			n := s.TickSchedules(ctx)
+			mu.Lock()
+			fired += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	snaps, _ := s.ListSnapshots(ctx, store.DefaultTenant, sb.ID)
+	if fired != 1 || len(snaps) != 1 {
+		t.Fatalf("8 overlapping ticks fired %d runs, took %d snapshots; want 1 and 1", fired, len(snaps))
+	}
+}
