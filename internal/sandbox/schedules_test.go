@@ -508,3 +508,30 @@ func TestConcurrentTicksFireAScheduleOnce(t *testing.T) {
 		t.Fatalf("8 overlapping ticks fired %d runs, took %d snapshots; want 1 and 1", fired, len(snaps))
 	}
 }
+
+// TestPushSchedulePushesToTheRepository: with a repository, a push
+// schedule's run leaves a pushed snapshot of the sandbox and is ok.
+func TestPushSchedulePushesToTheRepository(t *testing.T) {
+	r := newSchedRig(t, mustTime("2026-12-01T02:00:00Z"))
+	s, ctx := r.s, context.Background()
+	withRepo(t, s, t.TempDir())
+	if _, err := s.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "pushy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := s.CreateSchedule(ctx, store.DefaultTenant, sb.ID, client.CreateScheduleRequest{Cron: "0 3 * * *", Action: "push"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tick(t, "2026-12-01T03:00:00Z", 1)
+	if got := getSchedule(t, s, sb.ID, sc.ID); got.LastResult != "ok" {
+		t.Fatalf("push run: %+v", got)
+	}
+	remote, err := s.ListRemoteSnapshots(ctx, store.DefaultTenant, sb.ID)
+	if err != nil || len(remote) != 1 {
+		t.Fatalf("pushed snapshots %+v %v", remote, err)
+	}
+}
