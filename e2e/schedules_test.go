@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/store/sqlite"
 )
 
 // TestScheduleCommandsOnARealDaemon: through the CLI, a schedule is added
@@ -129,5 +132,59 @@ func TestScheduleCommandsOnARealDaemon(t *testing.T) {
 	}
 	if all, err := d.c.ListAllSchedules(ctx); err != nil || len(all) != 0 {
 		t.Fatalf("after the purge: %+v %v", all, err)
+	}
+}
+
+// TestMissedRunRunsOnceWhenTheDaemonIsBack: a schedule whose run time
+// passed three days ago while the daemon was down (its next run time moved
+// back in the stopped daemon's store) runs once, at start-up, and is then
+// due again at its next time after now.
+func TestMissedRunRunsOnceWhenTheDaemonIsBack(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "late", NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := d.c.CreateSchedule(ctx, "late", client.CreateScheduleRequest{Cron: "@daily", Action: "snapshot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.stopGracefully()
+	st, err := sqlite.Open(context.Background(), filepath.Join(d.dataDir, "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := st.ListSchedules(ctx, "", "")
+	if err != nil || len(list) != 1 || list[0].ID != sc.ID {
+		t.Fatalf("stored schedules %+v %v", list, err)
+	}
+	missed := time.Now().Add(-72 * time.Hour).UTC().Truncate(24 * time.Hour)
+	list[0].NextRunAt = &missed
+	if _, err := st.UpdateSchedule(ctx, list[0]); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	d.start()
+	// Under the 15 s tick: the run comes from the tick at start-up.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := d.c.ListSchedules(ctx, "late")
+		if err == nil && len(l) == 1 && l[0].LastRunAt != nil {
+			if l[0].LastResult != "ok" || len(l[0].NextRuns) != 3 || !l[0].NextRuns[0].After(time.Now()) {
+				t.Fatalf("after the start-up run: %+v", l[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the missed run did not run at start-up: %+v %v\n%s", l, err, d.logText())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // room for a wrong second or third run
+	snaps, err := d.c.ListSnapshots(ctx, sb.ID)
+	if err != nil || len(snaps) != 1 || !strings.HasPrefix(snaps[0].Label, "sched-"+sc.ID+"-") {
+		t.Fatalf("snapshots after three missed days: %+v %v (want exactly one, by the schedule)", snaps, err)
 	}
 }
