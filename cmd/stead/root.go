@@ -141,6 +141,7 @@ Exit codes:
 		newRemoteCmd(g),
 		newRepoCmd(g),
 		newScheduleCmd(g),
+		newBackupPolicyCmd(g),
 		newDrillCmd(g),
 		newArchiveCmd(g),
 		newHistoryCmd(g),

@@ -72,6 +72,8 @@ type server struct {
 //     NetworkBackend;
 //   - GET /v1/sandboxes/{id}/du and GET /v1/volumes/{id}/du only when b
 //     also implements DiskUsageBackend;
+//   - the schedule routes (/v1/schedules, /v1/sandboxes/{id}/schedules)
+//     only when b also implements ScheduleBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
@@ -148,6 +150,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if rb, ok := b.(RetentionBackend); ok {
 		s.registerRetention(rb)
+	}
+	if sb, ok := b.(ScheduleBackend); ok {
+		s.registerSchedules(sb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)

@@ -237,6 +237,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(sec, sec.fakeBackend)
 	ret := newRetentionFake()
 	add(ret, ret.fakeBackend)
+	sch := newScheduleFake()
+	add(sch, sch.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -363,7 +365,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 	}
 	for _, want := range []string{"GET /v1/usage", "GET /v1/events", "GET /v1/sandboxes/{id}/du", "GET /v1/volumes/{id}/du", "POST /v1/webhooks",
 		"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
-		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention"} {
+		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention",
+		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

@@ -257,6 +257,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("listening", "addr", addr)
 	}
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
+	go svc.RunSchedules(pctx, min(cfg.PolicyInterval, 15*time.Second)) // cron runs are at most this late
 	go mt.meter.Run(pctx)
 	go auditLog.Run(pctx)
 	go hub.Run(pctx)

@@ -82,6 +82,13 @@ const InternalPrefix = "internal."
 // listeners only (InternalPrefix).
 func Internal(typ string) bool { return strings.HasPrefix(typ, InternalPrefix) }
 
+// Event types of sandbox schedules (a run of a schedule: data schedule,
+// action, result; error for a failure, reason for a skip).
+const (
+	ScheduleFired  = "schedule.fired"
+	ScheduleFailed = "schedule.failed"
+)
+
 // Event is one thing that happened.
 type Event struct {
 	// ID is assigned by the sink that stores events (0 until then).

@@ -137,6 +137,7 @@ type Service struct {
 	disk      diskAdmission
 	portCache portEntries
 	limits    limitWatch
+	sched     schedState
 }
 
 // New returns a service. Call Reconcile before serving.

@@ -216,6 +216,7 @@ type Store interface {
 	MeterStore
 	EventStore
 	RetentionStore
+	ScheduleStore
 
 	Close() error
 }

@@ -152,6 +152,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentKVPutsWithIfVersionHaveOneWinnerPerVersion", testConcurrentKVPutsHaveOneWinnerPerVersion},
 		{"StructuredStateOfAnotherTenantIsAbsent", testStructuredStateOfAnotherTenantIsAbsent},
 		{"PurgingASandboxDeletesItsStructuredState", testPurgingASandboxDeletesItsStructuredState},
+		{"SchedulesRoundTripUpdateListAndDelete", testSchedulesRoundTripUpdateListDelete},
+		{"SchedulesRejectBadInputAndStoreNothing", testSchedulesRejectBadInput},
+		{"SchedulesOfAnotherTenantAreAbsent", testSchedulesOfAnotherTenantAreAbsent},
+		{"DueSchedulesAreEnabledOverdueAndOrdered", testDueSchedulesAreEnabledAndOverdue},
+		{"PurgingASandboxOrTenantDeletesItsSchedules", testPurgingDeletesSchedules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
