@@ -381,4 +381,25 @@ func TestLogsNeverFollowTheAgentsSymlinks(t *testing.T) {
 	if out := d.sh(ctx, sb.ID, "root", "ls -la /var/log | head -20"); !strings.Contains(out, "agent.log") {
 		t.Fatalf("no agent log in the sandbox:\n%s", out)
 	}
+
+	// A bad --since is a 400; another tenant's sandbox answers as an
+	// absent one, follow or not.
+	if _, err := d.c.ReadLogs(ctx, sb.ID, client.LogOptions{Since: "yesterday"}); client.StatusCode(err) != 400 {
+		t.Fatalf("since yesterday: %v", err)
+	}
+	if _, err := d.c.CreateTenant(ctx, client.CreateTenantRequest{ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := d.c.WithTenant("other").CreateKey(ctx, client.CreateAPIKeyRequest{Name: "ops", Role: client.RoleTenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := keyClient(t, d, k.Secret)
+	for _, opts := range []client.LogOptions{{}, {Follow: true}, {Since: "1h"}} {
+		_, errOther := other.ReadLogs(ctx, sb.ID, opts)
+		_, errAbsent := other.ReadLogs(ctx, "sb-absent0000000", opts)
+		if !client.IsNotFound(errOther) || !client.IsNotFound(errAbsent) {
+			t.Fatalf("another tenant's logs %+v: %v; absent: %v", opts, errOther, errAbsent)
+		}
+	}
 }

@@ -21,9 +21,9 @@ func newClock(sec int64) *fakeClock { c := &fakeClock{}; c.set(sec); return c }
 func lineNo(s string) (int, error)  { return strconv.Atoi(s[5:13]) }
 func since(sec int64) time.Time     { return time.Unix(sec, 0) }
 
-// base is the fake clock's start: later than the files' real write times,
-// as a clock that moves on would be.
-var base = time.Now().Unix() + 30
+// base is the fake clock's start: later than the files' real write times
+// (an hour gives slow test runs room), as a clock that moves on would be.
+var base = time.Now().Unix() + 3600
 
 func secondOf(i, perSecond int) int64 { return base + int64(i/perSecond) }
 func fileNamed(dir, n string) string  { return filepath.Join(dir, n) }

@@ -180,9 +180,15 @@ func TestWriterSplitsLongLinesAtTheCapWithoutLosingBytes(t *testing.T) {
 	want = append(want, long...)
 	want = append(want, "\nafter\nprompt> "...)
 	pw.Write(want)
-	time.Sleep(100 * time.Millisecond) // the prompt is written after the idle time
-	if got := readAll(t, dir, ReadOptions{}); !bytes.HasSuffix(got, []byte("prompt> ")) {
-		t.Fatalf("the prompt without a newline was held back: ends %q", got[max(len(got)-20, 0):])
+	// The prompt is written after the idle time, without a newline.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := readAll(t, dir, ReadOptions{})
+		if bytes.HasSuffix(got, []byte("prompt> ")) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the prompt without a newline was held back: ends %q", got[max(len(got)-20, 0):])
+		}
 	}
 	pw.Close()
 	if err := <-done; err != nil {
