@@ -47,8 +47,8 @@
 // to a second while the output is faster than MaxSize/MaxRecords bytes a
 // second (1 KiB/s at 64 MiB), and otherwise starting up to that many bytes
 // early (never late). The index is renamed with its file. Its header names
-// the inode of the file it describes, so an index left over from a crash is
-// recognized; a missing or corrupt index makes the reader fall back to the
+// the identity of the file it describes (inode and birth time), so an index
+// left over from a crash is recognized; a missing or corrupt index makes the reader fall back to the
 // file's last write time (whole files).
 //
 // # Following
@@ -57,9 +57,10 @@
 // agent.log now belongs to another file; if so it reads its descriptor to
 // the end (complete: the writer renamed it before writing elsewhere), then
 // reads the files rotated after it, oldest first, and continues with the
-// new agent.log from offset 0. Rotated files are recognized by identity: a
-// plain file by its inode, a compressed one by the inode its gzip header
-// records, so a follower loses nothing unless it falls Keep rotations behind.
+// new agent.log from offset 0. Rotated files are recognized by identity
+// (inode and birth time, as file systems reuse inode numbers): a plain file
+// by its own, a compressed one by the one its gzip header records, so a
+// follower loses nothing unless it falls Keep rotations behind.
 package agentlog
 
 import (
