@@ -82,6 +82,8 @@ type Service struct {
 	StopLine string `json:"stop_line,omitempty"`
 	// StopGrace is how long to wait after the stop hook before SIGKILL (default 30s).
 	StopGrace string `json:"stop_grace,omitempty"`
+	// Log is the rotation of the service's log (default 64MiB, 4 kept).
+	Log *LogConfig `json:"log,omitempty"`
 }
 
 // CreateSandboxRequest creates a sandbox.

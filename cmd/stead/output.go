@@ -88,6 +88,9 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 	if sb.Service != nil {
 		row(tw, "Service:", strings.Join(sb.Service.Command, " "))
 		row(tw, "Restart:", orDash(sb.Service.Restart))
+		if l := sb.Service.Log; l != nil && l.Keep != nil {
+			row(tw, "Log rotation:", logRotationStr(*l))
+		}
 	}
 	row(tw, "Address:", orDash(sb.Address))
 	row(tw, "Network:", policyLine(sb.Network))

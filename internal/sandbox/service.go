@@ -224,6 +224,7 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		if svc.Restart == "" {
 			svc.Restart = defaultRestart // what the supervisor does
 		}
+		svc.Log = logView(svc.Log)
 		v.Service = &svc
 	}
 	if sp.MaxRuntime > 0 {
@@ -461,8 +462,12 @@ func (s *Service) serviceSpec(sp spec) (*guest.ServiceSpec, error) {
 	if restart != "always" && restart != "on-failure" && restart != "never" {
 		return nil, fmt.Errorf("restart %q (want always, on-failure or never): %w", svc.Restart, errs.ErrInvalid)
 	}
+	lc, err := logConfig(svc.Log)
+	if err != nil {
+		return nil, err
+	}
 	return &guest.ServiceSpec{Command: svc.Command, Env: env, Cwd: svc.Cwd, UID: uid, GID: gid,
-		Restart: restart, StopSignal: sig, StopLine: svc.StopLine}, nil
+		Restart: restart, StopSignal: sig, StopLine: svc.StopLine, LogMaxSize: lc.MaxSize, LogKeep: lc.Keep}, nil
 }
 
 func (s *Service) stopGrace(sp spec) time.Duration {
