@@ -148,6 +148,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentKVPutsWithIfVersionHaveOneWinnerPerVersion", testConcurrentKVPutsHaveOneWinnerPerVersion},
 		{"StructuredStateOfAnotherTenantIsAbsent", testStructuredStateOfAnotherTenantIsAbsent},
 		{"PurgingASandboxDeletesItsStructuredState", testPurgingASandboxDeletesItsStructuredState},
+		{"BudgetsCreateGetListUpdateDelete", testBudgetsCRUD},
+		{"BudgetsRejectBadInputAndStoreNothing", testBudgetsRejectBadInput},
+		{"BudgetStateAndSettingsAreWrittenApart", testBudgetStateAndSettingsApart},
+		{"BudgetsGoWithTheirSandboxAndTenant", testBudgetsGoWithSandboxAndTenant},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
