@@ -72,6 +72,8 @@ type server struct {
 //     NetworkBackend;
 //   - GET /v1/sandboxes/{id}/du and GET /v1/volumes/{id}/du only when b
 //     also implements DiskUsageBackend;
+//   - the budget routes (/v1/budgets) only when b also implements
+//     BudgetBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
@@ -145,6 +147,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if db, ok := b.(DiskUsageBackend); ok {
 		s.registerDiskUsage(db)
+	}
+	if bb, ok := b.(BudgetBackend); ok {
+		s.registerBudgets(bb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
