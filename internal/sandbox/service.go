@@ -133,6 +133,7 @@ type Service struct {
 	disk      diskAdmission
 	portCache portEntries
 	limits    limitWatch
+	budgets   Budgets // budgets.go
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -509,6 +510,9 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
 		return sb, err
 	}
+	if err := s.budgetMayRun(ctx, sb.TenantID, sb.ID); err != nil {
+		return sb, err
+	}
 	rs, err := s.runtimeSpec(sb, tmpl)
 	if err != nil {
 		return sb, err
@@ -788,6 +792,9 @@ func (s *Service) ResumeSandbox(ctx context.Context, tenant, id string) (client.
 
 func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
+		return sb, err
+	}
+	if err := s.budgetMayRun(ctx, sb.TenantID, sb.ID); err != nil {
 		return sb, err
 	}
 	if err := s.rt.Resume(ctx, sb.ID); err != nil {
