@@ -197,11 +197,14 @@ func (e *Enforcer) Tick(ctx context.Context) error {
 
 // numbers describes a budget's spend for events, audit records and errors.
 func numbers(b store.Budget, m measure) map[string]string {
-	return map[string]string{
+	d := map[string]string{
 		"budget": b.ID, "period": b.Period, "period_key": m.key, "cap": FormatUSD(b.CapMicros), "spend": FormatUSD(m.spend),
 		"fraction": fmt.Sprintf("%.4f", float64(m.spend)/float64(b.CapMicros)), "action": b.Action, "currency": "USD",
-		"sandbox": b.SandboxID,
 	}
+	if b.SandboxID != "" {
+		d["sandbox"] = b.SandboxID
+	}
+	return d
 }
 
 func (e *Enforcer) check(ctx context.Context, b store.Budget) error {
