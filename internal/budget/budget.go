@@ -238,7 +238,7 @@ func (e *Enforcer) check(ctx context.Context, b store.Budget) error {
 	if newCrossing {
 		e.log.Warn("budget exceeded", "budget", b.ID, "tenant", b.TenantID, "sandbox", b.SandboxID, "spend", data["spend"], "cap", data["cap"], "action", b.Action)
 		e.emit(ctx, events.BudgetExceeded, b, data)
-		e.record(ctx, b.TenantID, "budget.exceeded", b.ID, fmt.Sprintf("spend %s USD reached the cap %s USD of %s (per %s, %s); action %s",
+		e.record(ctx, b.TenantID, "budget.exceeded", b.ID, fmt.Sprintf("ok (spend %s USD reached the cap %s USD of %s per %s, %s; action %s)",
 			data["spend"], data["cap"], subject(b), b.Period, m.key, b.Action))
 	}
 	if b.Action == store.BudgetWarn {
