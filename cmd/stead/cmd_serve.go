@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stead-dev/stead/internal/audit"
+	"github.com/stead-dev/stead/internal/budget"
 	"github.com/stead-dev/stead/internal/daemon"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/metering"
@@ -74,6 +75,9 @@ start adopts them.`,
 			if cfg.AuditCheckpointInterval <= 0 {
 				return usageError{fmt.Errorf("--audit-checkpoint-interval %s: want a positive duration such as 1m", cfg.AuditCheckpointInterval)}
 			}
+			if cfg.BudgetInterval <= 0 {
+				return usageError{fmt.Errorf("--budget-interval %s: want a positive duration such as 30s", cfg.BudgetInterval)}
+			}
 			if cfg.Metering.Interval <= 0 {
 				return usageError{fmt.Errorf("--meter-interval %s: want a positive duration such as 1m", cfg.Metering.Interval)}
 			}
@@ -130,6 +134,7 @@ start adopts them.`,
 	f.StringVar(&cfg.Network.ProxyTLSCert, "proxy-tls-cert", "", "certificate file (PEM) to serve the port proxy over TLS and HTTP/2")
 	f.StringVar(&cfg.Network.ProxyTLSKey, "proxy-tls-key", "", "key file (PEM) of --proxy-tls-cert")
 	f.DurationVar(&cfg.Metering.Interval, "meter-interval", metering.DefaultInterval, "how often running sandboxes' metered time is checkpointed: the most a kill -9 of the daemon loses")
+	f.DurationVar(&cfg.BudgetInterval, "budget-interval", budget.DefaultInterval, "how often budgets are checked against the metered spend (a crossing is acted on within this plus the check's own time)")
 	f.StringVar(&cfg.Metering.PricesFile, "prices", "", "JSON file of prices (compute_per_hour by instance type, cpu_hour, memory_gib_hour, local_gb_month, repository_gb_month); unnamed ones keep their defaults")
 	f.StringVar(&cfg.Metering.MetricsListen, "metrics-listen", "", "address of an unauthenticated Prometheus /metrics endpoint, such as 127.0.0.1:9090 (empty: off)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")

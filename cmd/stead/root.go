@@ -128,6 +128,7 @@ Exit codes:
 		newRollbackCmd(g),
 		newVolumeCmd(g),
 		newSecretCmd(g),
+		newBudgetCmd(g),
 		newSessionCmd(g),
 		newAuditCmd(g),
 		newTaskCmd(g),

@@ -74,6 +74,8 @@ type server struct {
 //     also implements DiskUsageBackend;
 //   - the schedule routes (/v1/schedules, /v1/sandboxes/{id}/schedules)
 //     only when b also implements ScheduleBackend;
+//   - the budget routes (/v1/budgets) only when b also implements
+//     BudgetBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
@@ -153,6 +155,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if sb, ok := b.(ScheduleBackend); ok {
 		s.registerSchedules(sb)
+	}
+	if bb, ok := b.(BudgetBackend); ok {
+		s.registerBudgets(bb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)

@@ -239,6 +239,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(ret, ret.fakeBackend)
 	sch := newScheduleFake()
 	add(sch, sch.fakeBackend)
+	bud := newBudgetFake()
+	add(bud, bud.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -326,7 +328,7 @@ func call(t *testing.T, base, method, path, key string) answer {
 func roleAllows(who, route string, agentRoute bool) bool {
 	method, path, _ := strings.Cut(route, " ")
 	under := func(prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
-	tenantAdminOnly := under("/v1/keys") || under("/v1/audit")
+	tenantAdminOnly := under("/v1/keys") || under("/v1/audit") || (under("/v1/budgets") && method != http.MethodGet)
 	adminOnly := under("/v1/tenants") || route == "POST /v1/repo/init" || route == "POST /v1/templates"
 	switch who {
 	case "admin":
@@ -366,7 +368,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 	for _, want := range []string{"GET /v1/usage", "GET /v1/events", "GET /v1/sandboxes/{id}/du", "GET /v1/volumes/{id}/du", "POST /v1/webhooks",
 		"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
 		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention",
-		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules"} {
+		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules",
+		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

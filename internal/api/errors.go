@@ -32,6 +32,11 @@ func HTTPStatus(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, errs.ErrForbidden):
 		return http.StatusForbidden
+	case errors.Is(err, errs.ErrBudget):
+		// 402, not 429: retrying later does not help until someone raises
+		// the cap (or the period ends), and a client must tell a spend cap
+		// from a rate limit or a resource quota.
+		return http.StatusPaymentRequired
 	case errors.Is(err, errs.ErrUnsupported):
 		return http.StatusNotImplemented
 	case errors.Is(err, context.DeadlineExceeded):

@@ -23,6 +23,7 @@ import (
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/blobstore/s3"
+	"github.com/stead-dev/stead/internal/budget"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
@@ -83,6 +84,9 @@ type Config struct {
 	RepoKeyFile string
 	// Metering configures the meter and the Prometheus metrics.
 	Metering MeteringConfig
+	// BudgetInterval is how often budgets are checked (0:
+	// budget.DefaultInterval).
+	BudgetInterval time.Duration
 	// NoUserNS runs sandboxes without user namespaces (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
@@ -206,6 +210,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	budgets := budget.New(budget.Options{Store: st, Spend: mt.meter, Sandboxes: svc, Events: &sinks, Audit: auditLog, Interval: cfg.BudgetInterval, Logger: log})
+	svc.SetBudgets(budgets)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
@@ -259,6 +265,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
 	go svc.RunSchedules(pctx, min(cfg.PolicyInterval, 15*time.Second)) // cron runs are at most this late
 	go mt.meter.Run(pctx)
+	go budgets.Run(pctx)
 	go auditLog.Run(pctx)
 	go hub.Run(pctx)
 	go svc.CheckRepoKey(pctx)

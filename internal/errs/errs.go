@@ -26,6 +26,10 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden means the credential is valid but may not do this (HTTP 403).
 	ErrForbidden = errors.New("forbidden")
+	// ErrBudget means a spend cap (a budget with action pause or stop) is
+	// reached: what would spend more is refused until the cap is raised or
+	// the next period starts (HTTP 402).
+	ErrBudget = errors.New("budget exceeded")
 	// ErrUnsupported means this implementation cannot do what was asked, for
 	// example a disk quota on a dir pool over ext4 (HTTP 501).
 	ErrUnsupported = errors.New("unsupported")
@@ -39,7 +43,7 @@ var classTags = []error{ErrConflict, ErrForbidden, ErrInvalid, ErrUnauthenticate
 // explanations are the sentinels whose text can be the whole explanation
 // ("run r: not found"): they stay, unless a more precise text follows them
 // ("read /x: not found: no such file or directory").
-var explanations = []error{ErrNotFound, ErrQuota, ErrUnsupported}
+var explanations = []error{ErrNotFound, ErrQuota, ErrUnsupported, ErrBudget}
 
 // Message is err's text as a user should read it: without the class names
 // that wrapping a sentinel leaves in it ("cannot pause sandbox a: it is

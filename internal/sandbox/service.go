@@ -138,6 +138,7 @@ type Service struct {
 	portCache portEntries
 	limits    limitWatch
 	sched     schedState
+	budgets   Budgets // budgets.go
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -519,6 +520,9 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
 		return sb, err
 	}
+	if err := s.budgetMayRun(ctx, sb.TenantID, sb.ID); err != nil {
+		return sb, err
+	}
 	rs, err := s.runtimeSpec(sb, tmpl)
 	if err != nil {
 		return sb, err
@@ -801,6 +805,9 @@ func (s *Service) ResumeSandbox(ctx context.Context, tenant, id string) (client.
 
 func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
+		return sb, err
+	}
+	if err := s.budgetMayRun(ctx, sb.TenantID, sb.ID); err != nil {
 		return sb, err
 	}
 	if err := s.rt.Resume(ctx, sb.ID); err != nil {

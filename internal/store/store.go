@@ -217,6 +217,7 @@ type Store interface {
 	EventStore
 	RetentionStore
 	ScheduleStore
+	BudgetStore
 
 	Close() error
 }

@@ -157,6 +157,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SchedulesOfAnotherTenantAreAbsent", testSchedulesOfAnotherTenantAreAbsent},
 		{"DueSchedulesAreEnabledOverdueAndOrdered", testDueSchedulesAreEnabledAndOverdue},
 		{"PurgingASandboxOrTenantDeletesItsSchedules", testPurgingDeletesSchedules},
+		{"BudgetsCreateGetListUpdateDelete", testBudgetsCRUD},
+		{"BudgetsRejectBadInputAndStoreNothing", testBudgetsRejectBadInput},
+		{"BudgetStateAndSettingsAreWrittenApart", testBudgetStateAndSettingsApart},
+		{"BudgetsGoWithTheirSandboxAndTenant", testBudgetsGoWithSandboxAndTenant},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
