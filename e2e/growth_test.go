@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -106,5 +107,41 @@ func TestDiskWarningsReachStreamWebhookOrientAndDu(t *testing.T) {
 	}
 	if code, _, errOut := d.cli("du", "filling", "/no/such/dir"); code == 0 || !strings.Contains(errOut, "/no/such/dir: no such file or directory (HTTP 404)") {
 		t.Fatalf("du of a missing path: %d %s", code, errOut)
+	}
+}
+
+// TestOversizedStateGets413NamingTheLimitAndChangesNothing: a checkpoint
+// document, a key-value entry and a task over their size limits are
+// refused with 413 and a message naming the limit; what was stored
+// before stays as it was.
+func TestOversizedStateGets413NamingTheLimitAndChangesNothing(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "stateful", NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.PutCheckpoint(ctx, sb.ID, "plan", []byte(`{"step":1}`), client.PutCheckpointOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	huge := []byte(`{"notes":"` + strings.Repeat("x", 2<<20) + `"}`)
+	if _, err := d.c.PutCheckpoint(ctx, sb.ID, "plan", huge, client.PutCheckpointOptions{}); client.StatusCode(err) != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 2 MiB checkpoint: %v, want 413", err)
+	}
+	cp, err := d.c.GetCheckpoint(ctx, sb.ID, "", "plan", 0)
+	if err != nil || cp.Version != 1 || !strings.Contains(string(cp.Body), `"step":1`) {
+		t.Fatalf("the checkpoint after the refused put: %+v %v", cp, err)
+	}
+	big := []byte(`"` + strings.Repeat("y", 300<<10) + `"`) // over 256 KiB, under the 1 MiB body limit
+	_, err = d.c.PutKV(ctx, sb.ID, "history", big, nil)
+	if client.StatusCode(err) != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "over the limit of 262144 bytes") {
+		t.Fatalf("a 300 KiB value: %v, want 413 naming the limit", err)
+	}
+	if _, err := d.c.GetKV(ctx, sb.ID, "history"); client.StatusCode(err) != http.StatusNotFound {
+		t.Fatalf("the refused value was stored: %v", err)
+	}
+	_, err = d.c.CreateTask(ctx, sb.ID, client.CreateTaskRequest{ID: "t1", Payload: json.RawMessage(big)})
+	if client.StatusCode(err) != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "over the limit of 262144 bytes") {
+		t.Fatalf("a 300 KiB task: %v, want 413 naming the limit", err)
 	}
 }

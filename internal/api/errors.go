@@ -24,6 +24,8 @@ func HTTPStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errs.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, errs.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errs.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.Is(err, errs.ErrQuota):

@@ -30,6 +30,10 @@ var (
 	// reached: what would spend more is refused until the cap is raised or
 	// the next period starts (HTTP 402).
 	ErrBudget = errors.New("budget exceeded")
+	// ErrTooLarge means a document, payload or value is over its size
+	// limit; the message names the limit (HTTP 413). It is a kind of
+	// ErrInvalid: errors.Is(err, ErrInvalid) holds for it too.
+	ErrTooLarge error = tooLarge{}
 	// ErrUnsupported means this implementation cannot do what was asked, for
 	// example a disk quota on a dir pool over ext4 (HTTP 501).
 	ErrUnsupported = errors.New("unsupported")
@@ -38,7 +42,7 @@ var (
 // classTags are the sentinels whose text is only a class name: wrapped
 // with %w they leave "...: conflict" in a message, which tells a user
 // nothing the HTTP status or the CLI's exit code does not already say.
-var classTags = []error{ErrConflict, ErrForbidden, ErrInvalid, ErrUnauthenticated}
+var classTags = []error{ErrConflict, ErrForbidden, ErrInvalid, ErrUnauthenticated, ErrTooLarge}
 
 // explanations are the sentinels whose text can be the whole explanation
 // ("run r: not found"): they stay, unless a more precise text follows them
@@ -72,3 +76,11 @@ func Message(err error) string {
 	}
 	return msg
 }
+
+// tooLarge is ErrTooLarge: comparable, and also ErrInvalid.
+type tooLarge struct{}
+
+func (tooLarge) Error() string { return "too large" }
+
+// Is makes a too-large error an invalid one as well.
+func (tooLarge) Is(target error) bool { return target == ErrInvalid }
