@@ -417,18 +417,18 @@ class E2BQuickstartTest(unittest.TestCase):
             other.refresh()
 
     def test_timeout_is_the_idle_auto_stop_and_set_timeout_keeps_it_up(self):
-        # timeout=3: stopped after 3 s without activity (the daemon of
+        # timeout=5: stopped after 5 s without activity (the daemon of
         # TestPythonSDK checks every second). set_timeout counts as
-        # activity: called every second, it keeps the sandbox up well past
-        # its idle timeout; left alone, the sandbox stops (files kept) and
-        # connect starts it again.
-        sbx = Sandbox.create(timeout=3)
+        # activity: called every second, it keeps the sandbox up more than
+        # twice its idle timeout; left alone, the sandbox stops (files
+        # kept) and connect starts it again.
+        sbx = Sandbox.create(timeout=5)
         self.addCleanup(sbx.kill)
-        self.assertEqual(sbx.get_info().idle_timeout, 3.0)
+        self.assertEqual(sbx.get_info().idle_timeout, 5.0)
         sbx.files.write("/home/agent/kept", "yes")
-        deadline = time.monotonic() + 9
+        deadline = time.monotonic() + 12
         while time.monotonic() < deadline:
-            sbx.set_timeout(3)
+            sbx.set_timeout(5)
             time.sleep(1)
         self.assertTrue(sbx.is_running(), "set_timeout did not keep the sandbox up")
         deadline = time.monotonic() + 60
@@ -437,7 +437,7 @@ class E2BQuickstartTest(unittest.TestCase):
         info = sbx.get_info()
         self.assertEqual((info.state, info.stop_reason), ("stopped", "idle"))
         with self.assertRaises(stead.ConflictError):
-            sbx.set_timeout(3)
+            sbx.set_timeout(5)
         self.assertEqual(Sandbox.connect(sbx.sandbox_id).files.read("/home/agent/kept"), "yes")
 
 
