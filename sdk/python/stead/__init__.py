@@ -101,7 +101,7 @@ from .secret import Secret
 from .tenants import ROLES, APIKey, Tenant
 from .volume import Volume
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Client",
