@@ -13,13 +13,14 @@ import (
 // TestPythonSDK runs the Python SDK's test suite (sdk/python/tests, stdlib
 // unittest) with the machine's python3 against a live daemon. A missing
 // python3 fails the test: CI must not skip the SDK silently. So does a
-// skipped Python test, since every live test must have run.
+// skipped Python test, since every live test must have run. Idle policies
+// run every second, for the test of E2B's timeout (stead's idle auto-stop).
 func TestPythonSDK(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatalf("python3 not found on PATH (%v): the Python SDK tests need it; install python3 >= 3.9", err)
 	}
-	d := newDaemon(t)
+	d := newDaemon(t, "--policy-interval", "1s")
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,21 @@
 """stead: the Python SDK of the stead daemon (long-running AI-agent sandboxes).
 
-Standard library only. Quick start::
+Standard library only. Shaped like E2B's SDK::
 
-    import stead
+    from stead import Sandbox, CommandExitException
 
-    sb = stead.Sandbox.create(name="agent-1")          # STEAD_ENDPOINT / STEAD_API_KEY
-    r = sb.commands.run("echo hello; exit 3")
-    assert r.exit_code == 3 and r.stdout == "hello\\n"
+    with Sandbox.create() as sbx:                      # killed (purged) at the end
+        print(sbx.commands.run("echo hello").stdout)   # STEAD_URL / STEAD_API_KEY
+        sbx.files.write("/home/agent/a.txt", "hi")
+        print(sbx.files.read("/home/agent/a.txt"))     # text; format="bytes" for bytes
+
+And stead's persistence beside it::
+
+    sb = stead.Sandbox.create(name="agent-1", keep=True)
+    try:
+        sb.commands.run("exit 3")
+    except CommandExitException as e:                  # a non-zero exit raises
+        assert e.exit_code == 3
     sb.files.write("/workspace/plan.md", "# plan\\n")
     cp = sb.state.put("progress", {"step": 1})
     sb.state.put("progress", {"step": 2}, if_version=cp.version)
@@ -26,9 +35,19 @@ See sdk/python/README.md for the whole surface.
 
 from .client import DEFAULT_ENDPOINT, Client, Response, resolve_api_key, resolve_endpoint
 from .errors import (
+    AuthenticationException,
+    BudgetError,
+    CommandExitException,
     Conflict,
     ConflictError,
     ExecError,
+    InvalidArgumentException,
+    NotEnoughSpaceException,
+    NotFoundException,
+    RateLimitError,
+    RateLimitException,
+    SandboxException,
+    TimeoutException,
     Forbidden,
     ForbiddenError,
     Invalid,
@@ -37,7 +56,6 @@ from .errors import (
     NotFoundError,
     Quota,
     QuotaError,
-    StealError,
     SteadError,
     Unauthenticated,
     UnauthenticatedError,
@@ -61,6 +79,7 @@ from .models import (
     Port,
     Run,
     RunResume,
+    SandboxInfo,
     Task,
     Thread,
 )
@@ -82,7 +101,7 @@ from .secret import Secret
 from .tenants import ROLES, APIKey, Tenant
 from .volume import Volume
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Client",
@@ -108,6 +127,7 @@ __all__ = [
     "EVENT_TYPES",
     "TASK_STATES",
     "CommandResult",
+    "SandboxInfo",
     "FileInfo",
     "Checkpoint",
     "CheckpointInfo",
@@ -127,7 +147,6 @@ __all__ = [
     "Port",
     "ExposedPort",
     "SteadError",
-    "StealError",
     "InvalidError",
     "UnauthenticatedError",
     "ForbiddenError",
@@ -136,6 +155,16 @@ __all__ = [
     "QuotaError",
     "UnreachableError",
     "ExecError",
+    "BudgetError",
+    "RateLimitError",
+    "TimeoutException",
+    "CommandExitException",
+    "SandboxException",
+    "NotFoundException",
+    "AuthenticationException",
+    "InvalidArgumentException",
+    "NotEnoughSpaceException",
+    "RateLimitException",
     "Invalid",
     "Unauthenticated",
     "Forbidden",

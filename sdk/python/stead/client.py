@@ -13,7 +13,7 @@ import ssl
 import urllib.parse
 from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 
-from .errors import SteadError, UnreachableError, error_from_response
+from .errors import SteadError, TimeoutException, UnreachableError, error_from_response
 
 __all__ = ["Client", "Response", "DEFAULT_ENDPOINT", "DEFAULT_SOCKET", "DEFAULT_ADMIN_KEY"]
 
@@ -32,13 +32,15 @@ _UNSET = object()
 
 def resolve_endpoint(endpoint: Optional[str] = None) -> str:
     """Return the endpoint as the CLI picks it: ``endpoint`` if given, else
-    ``$STEAD_ENDPOINT``, else ``unix:///run/stead/stead.sock`` if that
-    socket exists, else ``http://127.0.0.1:7878``."""
+    ``$STEAD_ENDPOINT`` (or ``$STEAD_URL``, its alias for code ported from
+    E2B-style SDKs), else ``unix:///run/stead/stead.sock`` if that socket
+    exists, else ``http://127.0.0.1:7878``."""
     if endpoint:
         return endpoint
-    env = os.environ.get("STEAD_ENDPOINT")
-    if env:
-        return env
+    for name in ("STEAD_ENDPOINT", "STEAD_URL"):
+        env = os.environ.get(name)
+        if env:
+            return env
     if os.path.exists(DEFAULT_SOCKET):
         return "unix://" + DEFAULT_SOCKET
     return DEFAULT_ENDPOINT
@@ -116,6 +118,18 @@ class Response:
             return None
         return json.loads(body.decode("utf-8"))
 
+    def chunks(self, size: int = 64 << 10) -> Iterator[bytes]:
+        """The body in chunks of at most ``size`` bytes as they arrive;
+        closes the response at the end (or when the iterator is closed)."""
+        try:
+            while True:
+                b = self._resp.read(size)
+                if not b:
+                    return
+                yield b
+        finally:
+            self.close()
+
     def readline(self) -> bytes:
         """Read one line of the body as it arrives (b"" at the end)."""
         return self._resp.readline()
@@ -139,7 +153,8 @@ class Client:
 
     ``Client()`` resolves the endpoint and the key like the ``stead`` CLI:
 
-    * endpoint: ``endpoint``, else ``$STEAD_ENDPOINT``, else the local socket
+    * endpoint: ``endpoint``, else ``$STEAD_ENDPOINT`` (alias
+      ``$STEAD_URL``), else the local socket
       ``unix:///run/stead/stead.sock`` if it exists, else
       ``http://127.0.0.1:7878``. ``http://``, ``https://`` and
       ``unix:///path/to.sock`` endpoints are supported.
@@ -256,6 +271,9 @@ class Client:
         except SteadError:
             conn.close()
             raise
+        except socket.timeout as e:
+            conn.close()
+            raise TimeoutException("%s %s: no answer from the daemon within %ss" % (method, path, conn.timeout)) from e
         except OSError as e:
             conn.close()
             raise SteadError("%s %s: %s" % (method, path, e)) from e

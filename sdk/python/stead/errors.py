@@ -14,28 +14,40 @@ class                  status       meaning
 =====================  ===========  ===========================================
 InvalidError           400/413/422  the request was malformed
 UnauthenticatedError   401          no or an unknown API key
+BudgetError            402          the tenant's or sandbox's spend cap is reached
 ForbiddenError         403          the key may not do this
 NotFoundError          404          no such thing (or another tenant's)
 ConflictError          409          the current state forbids it (e.g. if_version)
+RateLimitError         429          too many requests; try again later
 QuotaError             507          a limit would be exceeded
+TimeoutException       408/504      the daemon or the socket timed out, or a
+                                    command's ``timeout`` expired
 UnreachableError       (none)       the daemon could not be reached at all
 ExecError              (none)       a command's output stream failed mid-way
+CommandExitException   (none)       a command exited non-zero (``commands.run``)
 =====================  ===========  ===========================================
 
-Any other status (500, 501, 504 ...) is a plain :class:`SteadError`. The
-short names ``NotFound``, ``Conflict``, ``Invalid``, ``Unauthenticated``,
-``Forbidden`` and ``Quota`` are aliases, and ``StealError`` is an alias of
-``SteadError``.
+Any other status (500, 501 ...) is a plain :class:`SteadError`. The short
+names ``NotFound``, ``Conflict``, ``Invalid``, ``Unauthenticated``,
+``Forbidden`` and ``Quota`` are aliases.
+
+E2B's names are aliases too, so code ported from E2B catches the same
+errors: ``SandboxException`` (:class:`SteadError`, the base of all),
+``NotFoundException``, ``AuthenticationException``,
+``InvalidArgumentException``, ``NotEnoughSpaceException``,
+``RateLimitException``, ``TimeoutException`` and ``CommandExitException``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .models import CommandResult
 
 __all__ = [
     "SteadError",
-    "StealError",
     "InvalidError",
     "UnauthenticatedError",
     "ForbiddenError",
@@ -44,6 +56,16 @@ __all__ = [
     "QuotaError",
     "UnreachableError",
     "ExecError",
+    "BudgetError",
+    "RateLimitError",
+    "TimeoutException",
+    "CommandExitException",
+    "SandboxException",
+    "NotFoundException",
+    "AuthenticationException",
+    "InvalidArgumentException",
+    "NotEnoughSpaceException",
+    "RateLimitException",
     "Invalid",
     "Unauthenticated",
     "Forbidden",
@@ -81,10 +103,6 @@ class SteadError(Exception):
         super().__init__(msg)
 
 
-#: Alias of :class:`SteadError`.
-StealError = SteadError
-
-
 class InvalidError(SteadError):
     """400, 413 or 422: the request was malformed (or a document failed its schema)."""
 
@@ -119,6 +137,57 @@ class ExecError(SteadError):
     stream, or the stream ended before the command exited."""
 
 
+class BudgetError(SteadError):
+    """402: the tenant's or the sandbox's spend cap is reached (a start is
+    refused while the budget is exceeded)."""
+
+
+class RateLimitError(SteadError):
+    """429: too many requests; try again later."""
+
+
+class TimeoutException(SteadError):
+    """Something took too long: the daemon answered 408 or 504, the socket
+    timed out waiting for it, or a command's ``timeout`` expired (then
+    ``result`` is the command's :class:`~stead.CommandResult`, with what it
+    wrote before it was killed; otherwise None)."""
+
+    def __init__(
+        self,
+        detail: str,
+        status: int = 0,
+        title: str = "",
+        errors: Optional[List[str]] = None,
+        result: "Optional[CommandResult]" = None,
+    ) -> None:
+        super().__init__(detail, status=status, title=title, errors=errors)
+        self.result = result
+
+
+class CommandExitException(SteadError):
+    """A command run by ``sb.commands.run`` exited non-zero or was killed
+    by a signal (pass ``check=False`` to get the result instead).
+
+    Attributes:
+        result: the :class:`~stead.CommandResult`.
+        exit_code: the exit status (-1 when a signal ended it).
+        stdout, stderr: the output as text.
+        error: what went wrong, e.g. ``"exit status 3"``.
+    """
+
+    def __init__(self, result: "CommandResult") -> None:
+        self.result = result
+        self.exit_code: int = result.exit_code
+        self.stdout: str = result.stdout
+        self.stderr: str = result.stderr
+        self.error: str = result.error
+        msg = "command failed: " + result.error
+        tail = self.stderr.strip()
+        if tail:
+            msg += ": " + (tail if len(tail) <= 500 else "..." + tail[-500:])
+        super().__init__(msg)
+
+
 Invalid = InvalidError
 Unauthenticated = UnauthenticatedError
 Forbidden = ForbiddenError
@@ -126,25 +195,45 @@ NotFound = NotFoundError
 Conflict = ConflictError
 Quota = QuotaError
 
+#: E2B's name of :class:`SteadError`, the base of every SDK error.
+SandboxException = SteadError
+#: E2B's name of :class:`NotFoundError`.
+NotFoundException = NotFoundError
+#: E2B's name of :class:`UnauthenticatedError`.
+AuthenticationException = UnauthenticatedError
+#: E2B's name of :class:`InvalidError`.
+InvalidArgumentException = InvalidError
+#: E2B's name of :class:`QuotaError`.
+NotEnoughSpaceException = QuotaError
+#: E2B's name of :class:`RateLimitError`.
+RateLimitException = RateLimitError
+
 _BY_STATUS = {
     400: InvalidError,
     413: InvalidError,
     422: InvalidError,
     401: UnauthenticatedError,
+    402: BudgetError,
     403: ForbiddenError,
     404: NotFoundError,
+    408: TimeoutException,
     409: ConflictError,
+    429: RateLimitError,
+    504: TimeoutException,
     507: QuotaError,
 }
 
 _REASONS = {
     400: "Bad Request",
     401: "Unauthorized",
+    402: "Payment Required",
     403: "Forbidden",
     404: "Not Found",
+    408: "Request Timeout",
     409: "Conflict",
     413: "Request Entity Too Large",
     422: "Unprocessable Entity",
+    429: "Too Many Requests",
     500: "Internal Server Error",
     501: "Not Implemented",
     503: "Service Unavailable",

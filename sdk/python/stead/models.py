@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 
+import datetime
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional
 
 __all__ = [
     "CommandResult",
+    "SandboxInfo",
     "FileInfo",
     "Checkpoint",
     "CheckpointInfo",
@@ -63,6 +65,123 @@ class CommandResult:
         """True when the command exited 0, not by a signal nor a timeout."""
         return self.exit_code == 0 and not self.signal and not self.timed_out
 
+    @property
+    def error(self) -> str:
+        """What went wrong, as E2B's ``CommandResult.error``: ``""`` for a
+        command that exited 0, else e.g. ``"exit status 3"``, ``"killed by
+        SIGKILL"`` or ``"timed out"``."""
+        if self.timed_out:
+            return "timed out"
+        if self.signal:
+            return "killed by " + self.signal
+        if self.exit_code != 0:
+            return "exit status %d" % self.exit_code
+        return ""
+
+
+def _time(v: Any) -> Optional[datetime.datetime]:
+    """An RFC 3339 time of the API as an aware datetime (None when absent)."""
+    if not v or not isinstance(v, str):
+        return None
+    t = v
+    if t.endswith("Z"):
+        t = t[:-1] + "+00:00"
+    frac = ""
+    head, dot, rest = t.partition(".")
+    if dot:  # fromisoformat of Python < 3.11 takes at most 6 fraction digits
+        n = 0
+        while n < len(rest) and rest[n].isdigit():
+            n += 1
+        digits = rest[:n]
+        frac = "." + digits[:6]
+        t = head + frac + rest[len(digits):]
+    try:
+        return datetime.datetime.fromisoformat(t)
+    except ValueError:
+        return None
+
+
+def _seconds(v: Any) -> Optional[float]:
+    """A Go duration string of the API ("15m0s", "90s", "1h30m", "0s") as
+    seconds (None when absent or unreadable)."""
+    if not isinstance(v, str) or not v:
+        return None
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    total, num, i = 0.0, "", 0
+    while i < len(v):
+        ch = v[i]
+        if ch.isdigit() or ch == ".":
+            num += ch
+            i += 1
+            continue
+        unit = ch
+        if v[i:i + 2] in ("ms", "us", "µs", "ns"):
+            unit = v[i:i + 2]
+        if not num or unit not in units:
+            return None
+        total += float(num) * units[unit]
+        num, i = "", i + len(unit)
+    if num:
+        return float(num) if num == "0" else None
+    return total
+
+
+@dataclass
+class SandboxInfo:
+    """What :meth:`Sandbox.get_info` returns, shaped like E2B's
+    ``SandboxInfo``.
+
+    ``metadata`` is the sandbox's labels (given at create as ``metadata=``
+    or ``labels=``). ``end_at`` is when ``max_runtime`` stops the running
+    sandbox (None without one): stead's auto-stop is otherwise by
+    inactivity, ``idle_timeout`` seconds (0: never) after the last use, so
+    it has no fixed end. ``raw`` is the API's JSON.
+    """
+
+    sandbox_id: str
+    name: str = ""
+    template_id: str = ""
+    state: str = ""
+    metadata: Dict[str, str] = field(default_factory=dict)
+    started_at: Optional[datetime.datetime] = None
+    end_at: Optional[datetime.datetime] = None
+    created_at: Optional[datetime.datetime] = None
+    idle_timeout: Optional[float] = None
+    on_idle: str = ""
+    max_runtime: Optional[float] = None
+    stop_reason: str = ""
+    instance_type: str = ""
+    cpu_count: float = 0
+    memory_mb: int = 0
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
+        limits = d.get("limits") or {}
+        started = _time(d.get("started_at"))
+        max_rt = _seconds(d.get("max_runtime"))
+        end = None
+        if started is not None and max_rt and d.get("state") in ("running", "paused"):
+            end = started + datetime.timedelta(seconds=max_rt)
+        return cls(
+            sandbox_id=d.get("id", ""),
+            name=d.get("name", ""),
+            template_id=d.get("template", ""),
+            state=d.get("state", ""),
+            metadata=dict(d.get("labels") or {}),
+            started_at=started,
+            end_at=end,
+            created_at=_time(d.get("created_at")),
+            idle_timeout=_seconds(d.get("idle_timeout")),
+            on_idle=d.get("on_idle", ""),
+            max_runtime=max_rt,
+            stop_reason=d.get("stop_reason", ""),
+            instance_type=d.get("instance_type", ""),
+            cpu_count=limits.get("cpus", 0),
+            memory_mb=int(limits.get("memory_bytes", 0)) >> 20,
+            raw=d,
+        )
+
 
 @dataclass
 class FileInfo:
@@ -105,8 +224,9 @@ class FileInfo:
 class Checkpoint:
     """One version of a checkpoint document.
 
-    ``doc`` is the parsed JSON document: set by ``state.get``; None after a
-    put or in a history listing (those carry no body).
+    ``body`` is the parsed JSON document: set by ``state.get``; None after a
+    put or in a history listing (those carry no body). ``doc`` is its older
+    name.
     """
 
     name: str
@@ -118,6 +238,11 @@ class Checkpoint:
     note: str = ""
     doc: Any = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def body(self) -> Any:
+        """The parsed JSON document (the API's ``body``; same as ``doc``)."""
+        return self.doc
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "Checkpoint":

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import base64
 import codecs
+import functools
 import json
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
+import posixpath
+import types
+import warnings
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 from .client import Client, Response, default_client, quote
-from .errors import ExecError, InvalidError
+from .errors import (
+    CommandExitException,
+    ConflictError,
+    ExecError,
+    InvalidError,
+    NotFoundError,
+    SteadError,
+    TimeoutException,
+)
 from .models import (
     Checkpoint,
     CheckpointInfo,
@@ -19,6 +31,8 @@ from .models import (
     NetworkPolicy,
     Orient,
     Port,
+    SandboxInfo,
+    _seconds,
 )
 from .session import Session
 from .tasks import KV, Observations, Tasks
@@ -26,6 +40,9 @@ from .tasks import KV, Observations, Tasks
 __all__ = ["Sandbox", "Snapshot", "Commands", "Files", "Checkpoints", "SandboxState", "Session"]
 
 OutputCallback = Callable[[str], Any]
+
+#: Marks an argument that was not given (None is a valid JSON body).
+_MISSING: Any = object()
 
 
 def _duration(v: Union[None, int, float, str]) -> Optional[str]:
@@ -111,6 +128,55 @@ def _service(v: Union[None, str, Sequence[str], Dict[str, Any]]) -> Optional[Dic
     return {"command": list(v)}
 
 
+def _one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+    """The value of a setting that has two names (E2B's and stead's);
+    giving both is an error."""
+    if value is not None and alias_value is not None:
+        raise InvalidError("give %s or %s, not both (they are one setting)" % (name, alias))
+    return value if value is not None else alias_value
+
+
+def _client(client: Optional[Client], api_key: Optional[str] = None, base_url: Optional[str] = None,
+            request_timeout: Optional[float] = None) -> Client:
+    """``client``, or a :class:`Client` from ``api_key``/``base_url``
+    (each defaulting to the environment, as ``Client()`` resolves them)."""
+    if client is not None:
+        if api_key or base_url:
+            raise InvalidError("give client= or api_key=/base_url=, not both")
+        return client
+    if request_timeout is not None:
+        return Client(base_url, api_key, timeout=request_timeout)
+    return Client(base_url, api_key)
+
+
+def _timeout_seconds(v: Union[int, float, str]) -> float:
+    """A timeout of seconds (int/float > 0) or a duration string ("15m")."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise InvalidError("timeout %r: give seconds (a number > 0) or a duration like '15m'" % (v,))
+    secs = _seconds(v) if isinstance(v, str) else float(v)
+    if secs is None or not secs > 0:
+        raise InvalidError("timeout %r: give seconds (a number > 0) or a duration like '15m'" % (v,))
+    return secs
+
+
+class _either:
+    """A method callable on an instance, or on the class with a sandbox id
+    first, as E2B's ``sbx.kill()`` and ``Sandbox.kill(sandbox_id)``."""
+
+    def __init__(self, on_instance: Callable[..., Any], on_class: Callable[..., Any], doc: str) -> None:
+        self._inst = on_instance
+        self._cls = on_class
+        self.__doc__ = doc
+
+    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Callable[..., Any]:
+        if obj is None:
+            f = functools.partial(self._cls, objtype)
+            functools.update_wrapper(f, self._cls)
+            f.__doc__ = self.__doc__
+            return f
+        return types.MethodType(self._inst, obj)
+
+
 class Snapshot:
     """A read-only, point-in-time copy of a sandbox's root.
 
@@ -183,10 +249,10 @@ class SandboxState(str):
             raise AttributeError(name)
         return getattr(self._checkpoints, name)
 
-    def put(self, name: str, doc: Any, if_version: Optional[int] = None, agent: Optional[str] = None,
-            run: Optional[str] = None, keep: Optional[int] = None) -> Checkpoint:
+    def put(self, name: str, body: Any = _MISSING, if_version: Optional[int] = None, agent: Optional[str] = None,
+            run: Optional[str] = None, keep: Optional[int] = None, *, doc: Any = _MISSING) -> Checkpoint:
         """See :meth:`Checkpoints.put`."""
-        return self._checkpoints.put(name, doc, if_version=if_version, agent=agent, run=run, keep=keep)
+        return self._checkpoints.put(name, body, if_version=if_version, agent=agent, run=run, keep=keep, doc=doc)
 
     def get(self, name: str, version: Optional[int] = None, agent: Optional[str] = None) -> Checkpoint:
         """See :meth:`Checkpoints.get`."""
@@ -203,14 +269,18 @@ class SandboxState(str):
 
 
 class Sandbox:
-    """A stead sandbox, E2B style::
+    """A stead sandbox, shaped like E2B's ``Sandbox``::
 
-        import stead
-        sb = stead.Sandbox.create(name="agent-1")
-        res = sb.commands.run("echo hello")
-        sb.files.write("/workspace/plan.md", "# plan\\n")
-        sb.state.put("progress", {"step": 3})
-        sb.pause(); sb.resume()
+        from stead import Sandbox
+        with Sandbox.create() as sbx:               # killed at the end of the block
+            sbx.commands.run("echo hello").stdout   # "hello\\n"; non-zero exit raises
+            sbx.files.write("/home/agent/plan.md", "# plan\\n")
+            sbx.files.read("/home/agent/plan.md")   # text
+            sbx.sandbox_id, sbx.is_running(), sbx.get_info()
+
+        sb = Sandbox.create(name="agent-1", keep=True)   # an agent's, lives on
+        sb.state.put("progress", {"step": 3})           # stead: checkpoints, snapshots,
+        sb.pause(); sb = Sandbox.connect("agent-1")     # fork, rollback, orient ...
 
     The object caches the sandbox as last seen: lifecycle calls update it,
     :meth:`refresh` re-reads it. ``raw`` is the API's JSON.
@@ -226,6 +296,9 @@ class Sandbox:
         self.tasks = Tasks(self)
         self.observations = Observations(self)
         self.kv = KV(self)
+        #: Whether a ``with`` block leaves the sandbox alone at its end
+        #: (False for one made by ``create`` without ``keep=True``).
+        self.keep: bool = True
 
     # -- identity and cached fields -----------------------------------------
 
@@ -237,6 +310,11 @@ class Sandbox:
     @property
     def id(self) -> str:
         """The sandbox id (sb-...)."""
+        return self.raw.get("id", "")
+
+    @property
+    def sandbox_id(self) -> str:
+        """The sandbox id (sb-...), E2B's name for :attr:`id`."""
         return self.raw.get("id", "")
 
     @property
@@ -316,9 +394,18 @@ class Sandbox:
     @classmethod
     def create(
         cls,
-        client: Optional[Client] = None,
-        name: Optional[str] = None,
         template: Optional[str] = None,
+        *,
+        name: Optional[str] = None,
+        timeout: Union[None, int, float, str] = None,
+        envs: Optional[Dict[str, str]] = None,
+        metadata: Optional[Dict[str, str]] = None,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        request_timeout: Optional[float] = None,
+        keep: bool = False,
+        allow_internet_access: Optional[bool] = None,
+        client: Optional[Client] = None,
         instance_type: Optional[str] = None,
         env: Optional[Dict[str, str]] = None,
         service: Union[None, str, Sequence[str], Dict[str, Any]] = None,
@@ -333,21 +420,48 @@ class Sandbox:
         secret_files: Optional[Iterable[str]] = None,
         labels: Optional[Dict[str, str]] = None,
     ) -> "Sandbox":
-        """Create a sandbox (started unless ``no_start``).
+        """Create a sandbox (started unless ``no_start``), as E2B's
+        ``Sandbox.create``::
+
+            sbx = Sandbox.create()                        # the host template
+            sbx = Sandbox.create("python", timeout=600, envs={"A": "1"})
+            with Sandbox.create() as sbx: ...             # killed at the end
+
+        Every argument but ``template`` is a keyword.
 
         Args:
-            client: the daemon to use; default ``stead.Client()``.
-            name: unique name in the tenant (default: the id).
             template: template id (default ``host``).
+            name: unique name in the tenant (default: the id).
+            timeout: E2B's timeout, in seconds (or a duration string such
+                as ``"15m"``): stead stops the sandbox after this long
+                *without activity* (commands, file calls, its agent's API
+                calls, cpu use), and a stopped sandbox keeps its files
+                (:meth:`connect` starts it again). It is the daemon's
+                ``idle_timeout`` (default 15m; 0 disables auto-stop).
+            envs: environment of the service and of every command.
+            metadata: the sandbox's labels (``{"team": "research"}``;
+                label rules: key 1-63 of ``a-z A-Z 0-9 . _ - /``, value
+                0-63 of ``a-z A-Z 0-9 . _ -``); ``get_info().metadata``.
+            api_key, base_url: the key and endpoint of the daemon (default
+                ``$STEAD_API_KEY`` and ``$STEAD_ENDPOINT``/``$STEAD_URL``,
+                see :class:`~stead.Client`); or pass ``client=``.
+            request_timeout: socket timeout of the SDK's calls (seconds).
+            keep: whether the ``with`` block leaves the sandbox alone at its
+                end. By default a sandbox created here is killed (purged)
+                when its ``with`` block ends, as in E2B; an agent's
+                persistent sandbox is created with ``keep=True`` (or used
+                without ``with``).
+            allow_internet_access: False creates the sandbox without
+                internet egress (``network={"internet": False}``).
+            client: the daemon to use (instead of api_key/base_url).
             instance_type: micro, small (default), medium or large.
-            env: environment of the service and of commands.
+            env: stead's name of ``envs``.
             service: the supervised agent service: a dict as the API's
                 Service (command, env, cwd, user, restart, stop_signal,
                 stop_line, stop_grace), an argv list, or a shell string.
             volumes: mounts, as dicts (volume, path, sub_path, read_only)
                 or the CLI form ``"NAME[/SUB/PATH]:/mount/path[:ro]"``.
-            idle_timeout: seconds or a duration string such as ``"15m"``
-                (default 15m; 0 disables auto-stop).
+            idle_timeout: stead's name of ``timeout``.
             on_idle: ``"stop"`` (default) or ``"pause"``.
             max_runtime: seconds or a duration string.
             no_start: create it stopped.
@@ -361,19 +475,38 @@ class Sandbox:
                 ``"NAME"``, or ``"NAME=VAR"`` to name the variable VAR.
             secret_files: tenant secrets given as files on a tmpfs (mode
                 0400, owned by the agent): ``"NAME=/run/secrets/FILE"``.
-            labels: labels (``{"team": "research"}``); keys scoped by a
-                label selector reach the sandboxes carrying theirs, and a
+            labels: stead's name of ``metadata``; keys scoped by a label
+                selector reach the sandboxes carrying theirs, and a
                 label-scoped key's creates get its labels.
+
+        Giving both names of one setting (``envs`` and ``env``, ``timeout``
+        and ``idle_timeout``, ``metadata`` and ``labels``,
+        ``allow_internet_access`` and ``network``) raises
+        :class:`~stead.InvalidError` before any request.
         """
-        c = default_client(client)
+        if isinstance(template, Client):
+            # The SDK's first positional argument used to be the client.
+            warnings.warn("Sandbox.create(client): pass the client as client=; the first argument is the template",
+                          DeprecationWarning, stacklevel=2)
+            if client is not None:
+                raise InvalidError("Sandbox.create: two clients given")
+            template, client = None, template
+        envs = _one_of("envs", envs, "env", env)
+        idle = _one_of("timeout", timeout, "idle_timeout", idle_timeout)
+        labels = _one_of("metadata", metadata, "labels", labels)
+        if allow_internet_access is not None:
+            if network is not None:
+                raise InvalidError("Sandbox.create: give allow_internet_access or network, not both")
+            network = {"internet": bool(allow_internet_access)}
+        c = _client(client, api_key, base_url, request_timeout)
         req: Dict[str, Any] = {}
         for k, v in (
             ("name", name),
             ("template", template),
             ("instance_type", instance_type),
-            ("env", env),
+            ("env", envs),
             ("service", _service(service)),
-            ("idle_timeout", _duration(idle_timeout)),
+            ("idle_timeout", _duration(idle)),
             ("on_idle", on_idle),
             ("max_runtime", _duration(max_runtime)),
             ("network", _policy(network)),
@@ -392,28 +525,51 @@ class Sandbox:
             req["secret_files"] = list(secret_files)
         if labels:
             req["labels"] = dict(labels)
-        return cls(c, c.call("POST", "/v1/sandboxes", body=req))
-
-    @classmethod
-    def get(cls, id_or_name: str, client: Optional[Client] = None) -> "Sandbox":
-        """The sandbox as it is, without starting it."""
-        c = default_client(client)
-        return cls(c, c.call("GET", "/v1/sandboxes/" + quote(id_or_name)))
-
-    @classmethod
-    def connect(cls, id_or_name: str, client: Optional[Client] = None) -> "Sandbox":
-        """Bring a sandbox back for use, as E2B's connect does: a stopped
-        one is started, a paused one resumed, a running one returned as it
-        is. Raises :class:`~stead.NotFoundError` if there is no such sandbox."""
-        sb = cls.get(id_or_name, client)
-        if sb.status != "running":
-            sb.start()
+        sb = cls(c, c.call("POST", "/v1/sandboxes", body=req))
+        sb.keep = keep
         return sb
 
     @classmethod
-    def list(cls, client: Optional[Client] = None, all: bool = False) -> List["Sandbox"]:
+    def get(cls, id_or_name: str, client: Optional[Client] = None, *, api_key: Optional[str] = None,
+            base_url: Optional[str] = None) -> "Sandbox":
+        """The sandbox as it is, without starting it."""
+        c = _client(client, api_key, base_url)
+        return cls(c, c.call("GET", "/v1/sandboxes/" + quote(id_or_name)))
+
+    @classmethod
+    def connect(
+        cls,
+        sandbox_id: str,
+        client: Optional[Client] = None,
+        *,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        request_timeout: Optional[float] = None,
+        timeout: Union[None, int, float, str] = None,
+        keep: bool = True,
+    ) -> "Sandbox":
+        """Bring a sandbox (id or name) back for use, as E2B's connect
+        does: a stopped one is started, a paused one resumed, a running one
+        returned as it is. Raises :class:`~stead.NotFoundError` if there is
+        no such sandbox.
+
+        ``timeout`` calls :meth:`set_timeout` once it runs. ``keep``
+        (default True) makes a ``with`` block leave the sandbox as it is at
+        its end: a sandbox you connect to is usually one that lives on;
+        pass ``keep=False`` to have the block kill it as E2B does."""
+        sb = cls.get(sandbox_id, _client(client, api_key, base_url, request_timeout))
+        if sb.status != "running":
+            sb.start()
+        sb.keep = keep
+        if timeout is not None:
+            sb.set_timeout(timeout)
+        return sb
+
+    @classmethod
+    def list(cls, client: Optional[Client] = None, all: bool = False, *, api_key: Optional[str] = None,
+             base_url: Optional[str] = None) -> List["Sandbox"]:
         """The tenant's sandboxes; ``all`` includes soft-deleted ones."""
-        c = default_client(client)
+        c = _client(client, api_key, base_url)
         return [cls(c, d) for d in c.call("GET", "/v1/sandboxes", {"all": True if all else None}) or []]
 
     # -- lifecycle --------------------------------------------------------------
@@ -461,8 +617,114 @@ class Sandbox:
 
     def delete(self, purge: bool = False) -> "Sandbox":
         """Soft-delete (recoverable with :meth:`undelete` until ``purge_at``),
-        or with ``purge`` destroy it for good."""
-        return self._update(self._client.call("DELETE", self._path(), {"purge": True if purge else None}))
+        or with ``purge`` destroy it for good. Either way the object's
+        state is ``"deleted"`` afterwards (the daemon answers a purge with
+        the sandbox as it was just before it)."""
+        d = self._client.call("DELETE", self._path(), {"purge": True if purge else None}) or {}
+        if purge:
+            d = dict(d, state="deleted")
+        return self._update(d)
+
+    def _kill(self) -> bool:
+        try:
+            self.delete(purge=True)
+        except NotFoundError:
+            self.raw = dict(self.raw, state="deleted")
+            return False
+        return True
+
+    def _kill_by_id(cls: type, sandbox_id: str, client: Optional[Client] = None, *, api_key: Optional[str] = None,
+                    base_url: Optional[str] = None) -> bool:
+        c = _client(client, api_key, base_url)
+        try:
+            c.call("DELETE", "/v1/sandboxes/" + quote(sandbox_id), {"purge": True})
+        except NotFoundError:
+            return False
+        return True
+
+    kill = _either(
+        _kill, _kill_by_id,
+        """Destroy the sandbox for good (E2B's kill; stead's ``delete(purge=True)``):
+        its files, snapshots' hold on it and name are gone, nothing can bring it
+        back. Returns True, or False when there was no such sandbox.
+
+        Also callable on the class: ``Sandbox.kill(sandbox_id, client=None, *,
+        api_key=None, base_url=None)``.""")
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        """Kill the sandbox unless ``keep`` (see :meth:`create`); an error
+        of the kill is raised only when the block itself raised none."""
+        if self.keep:
+            return
+        try:
+            self.kill()
+        except SteadError:
+            if exc_type is None:
+                raise
+
+    def is_running(self) -> bool:
+        """Whether the sandbox runs now (re-read from the daemon; False for
+        a paused, stopped or deleted one, or one that no longer exists)."""
+        try:
+            return self.refresh().status == "running"
+        except NotFoundError:
+            self.raw = dict(self.raw, state="deleted")
+            return False
+
+    def _get_info(self) -> SandboxInfo:
+        return SandboxInfo.from_json(self.refresh().raw)
+
+    def _get_info_by_id(cls: type, sandbox_id: str, client: Optional[Client] = None, *,
+                        api_key: Optional[str] = None, base_url: Optional[str] = None) -> SandboxInfo:
+        c = _client(client, api_key, base_url)
+        return SandboxInfo.from_json(c.call("GET", "/v1/sandboxes/" + quote(sandbox_id)) or {})
+
+    get_info = _either(
+        _get_info, _get_info_by_id,
+        """The sandbox as a :class:`~stead.SandboxInfo` (sandbox_id, name,
+        template_id, state, metadata, started_at, end_at, idle_timeout ...),
+        re-read from the daemon.
+
+        Also callable on the class: ``Sandbox.get_info(sandbox_id, ...)``.""")
+
+    def _set_timeout(self, timeout: Union[int, float, str]) -> "Sandbox":
+        secs = _timeout_seconds(timeout)
+        if self.refresh().status != "running":
+            raise ConflictError("sandbox %s is %s: set_timeout needs a running sandbox (Sandbox.connect starts it)"
+                                % (self.name or self.id, self.status or "not running"))
+        # A file call counts as activity: the idle clock restarts now.
+        self.files.stat("/")
+        idle = _seconds(self.raw.get("idle_timeout"))
+        if idle and secs > idle:
+            warnings.warn(
+                "set_timeout(%g): sandbox %s stops after %gs without activity (its idle_timeout, fixed at create); "
+                "keep it busy or create it with timeout=%g" % (secs, self.name or self.id, idle, secs),
+                RuntimeWarning, stacklevel=3)
+        return self
+
+    def _set_timeout_by_id(cls: type, sandbox_id: str, timeout: Union[int, float, str],
+                           client: Optional[Client] = None, *, api_key: Optional[str] = None,
+                           base_url: Optional[str] = None) -> "Sandbox":
+        return cls.get(sandbox_id, _client(client, api_key, base_url))._set_timeout(timeout)
+
+    set_timeout = _either(
+        _set_timeout, _set_timeout_by_id,
+        """E2B's set_timeout, mapped to what stead has: stead stops a sandbox
+        after its ``idle_timeout`` (``Sandbox.create(timeout=...)``) without
+        activity, not at a fixed time, and the daemon has no call that
+        changes the idle timeout of an existing sandbox. So set_timeout
+        counts as activity now (the idle clock restarts: the sandbox runs at
+        least ``idle_timeout`` seconds more, and for good while it is used),
+        and when ``timeout`` is longer than the sandbox's idle timeout it
+        warns (RuntimeWarning) that the sandbox may stop sooner when left
+        idle. ``timeout`` is seconds (> 0) or a duration string ("15m").
+        Raises :class:`~stead.ConflictError` unless the sandbox runs.
+
+        Also callable on the class: ``Sandbox.set_timeout(sandbox_id,
+        timeout, ...)``.""")
 
     def send_input(self, data: str) -> None:
         """Write ``data`` (e.g. a line ending in a newline) to the agent service's stdin."""
@@ -616,7 +878,7 @@ class Commands:
         self,
         cmd: Union[str, Sequence[str]],
         args: Optional[Sequence[str]] = None,
-        env: Optional[Dict[str, str]] = None,
+        envs: Optional[Dict[str, str]] = None,
         cwd: Optional[str] = None,
         user: Optional[str] = None,
         timeout: Union[None, int, float, str] = None,
@@ -624,38 +886,52 @@ class Commands:
         background: bool = False,
         on_stdout: Optional[OutputCallback] = None,
         on_stderr: Optional[OutputCallback] = None,
+        *,
+        env: Optional[Dict[str, str]] = None,
+        check: bool = True,
     ) -> CommandResult:
-        """Run a command and return its :class:`~stead.CommandResult`.
+        """Run a command and return its :class:`~stead.CommandResult`
+        (``.stdout``, ``.stderr`` as text, ``.exit_code``).
 
         ``cmd`` as a string without ``args`` runs through ``/bin/sh -c``;
         with ``args`` (or as a list) it is the program, run directly.
 
+        As in E2B, a command that exits non-zero (or is killed by a signal)
+        raises :class:`~stead.CommandExitException`, which carries
+        ``exit_code``, ``stdout``, ``stderr`` and the whole ``result``; one
+        whose ``timeout`` expires raises :class:`~stead.TimeoutException`
+        (its ``result`` holds the output so far). With ``check=False``
+        the result is returned either way: look at ``result.ok``,
+        ``exit_code`` and ``timed_out``.
+
         Args:
-            env: extra environment variables.
+            envs: extra environment variables (``env`` is the same).
             cwd: working directory (default /home/agent, / for root).
-            user: ``"agent"`` (default) or ``"root"``.
+            user: ``"agent"`` (default) or ``"root"``; E2B's ``"user"`` is
+                taken as ``"agent"``.
             timeout: seconds or a duration string; the process group is
-                killed when it expires (``result.timed_out``).
+                killed when it expires. Default: none (E2B's is 60 s).
             stdin: text or bytes written to stdin, then closed.
-            background: return at once with ``pid`` and ``log_path``.
+            background: return at once with ``pid`` and ``log_path`` (the
+                file in the sandbox its output goes to); never raises for
+                the exit, which comes later.
             on_stdout, on_stderr: called with each chunk of output (text)
                 as it is produced; giving either streams the output over
                 Server-Sent Events. The result still has all the output.
-
-        A non-zero exit is not an error: check ``result.exit_code`` (or
-        ``result.ok``).
+            check: raise for a non-zero exit (default True, as E2B).
         """
+        envs = _one_of("envs", envs, "env", env)
         if isinstance(cmd, str):
             argv = [cmd] + list(args) if args is not None else ["/bin/sh", "-c", cmd]
         else:
             argv = list(cmd) + list(args or [])
         req: Dict[str, Any] = {"command": argv}
-        if env:
-            req["env"] = env
+        if envs:
+            req["env"] = envs
         if cwd:
             req["cwd"] = cwd
         if user:
-            req["user"] = user
+            req["user"] = "agent" if user == "user" else user
         if timeout is not None:
             req["timeout"] = _duration(timeout)
         if stdin is not None:
@@ -666,9 +942,11 @@ class Commands:
         path = self._sb._path("/exec")
         # A buffered exec holds the connection until the command exits (no
         # socket timeout); a stream gets a keep-alive every 15 s.
-        if background or (on_stdout is None and on_stderr is None):
+        if background:
+            return _result(c.request("POST", path, json_body=req, timeout=None).json() or {})
+        if on_stdout is None and on_stderr is None:
             resp = c.request("POST", path, json_body=req, timeout=None)
-            return _result(resp.json() or {})
+            return _checked(_result(resp.json() or {}), check)
         resp = c.request("POST", path, json_body=req, accept="text/event-stream", timeout=60.0)
         with resp:
             if resp.content_type != "text/event-stream":
@@ -677,8 +955,18 @@ class Commands:
                     on_stdout(res.stdout)
                 if on_stderr and res.stderr_bytes:
                     on_stderr(res.stderr)
-                return res
-            return _stream(c, resp, on_stdout, on_stderr)
+                return _checked(res, check)
+            return _checked(_stream(c, resp, on_stdout, on_stderr), check)
+
+
+def _checked(res: CommandResult, check: bool) -> CommandResult:
+    """``res``, or the exception E2B raises for it when ``check``."""
+    if check and res.timed_out:
+        raise TimeoutException("command timed out (its timeout expired and its process group was killed)",
+                               result=res)
+    if check and not res.ok:
+        raise CommandExitException(res)
+    return res
 
 
 def _b64(v: Optional[str]) -> bytes:
@@ -737,41 +1025,83 @@ class Files:
     def _path(self, suffix: str = "") -> str:
         return self._sb._path("/files" + suffix)
 
-    def read(self, path: str) -> bytes:
-        """A file's bytes."""
+    def read(self, path: str, format: str = "text", encoding: str = "utf-8") -> Any:
+        """A file's content: text by default (decoded as ``encoding``;
+        undecodable bytes raise UnicodeDecodeError), ``format="bytes"`` for
+        bytes, ``format="stream"`` for an iterator of byte chunks (read as
+        they arrive; iterate to the end or close it)."""
+        if format not in ("text", "bytes", "stream"):
+            raise InvalidError("read %s: format %r: want \"text\", \"bytes\" or \"stream\"" % (path, format))
         resp = self._sb.client.request("GET", self._path("/content"), {"path": path}, accept="application/octet-stream")
-        return resp.read()
+        if format == "stream":
+            return resp.chunks()
+        data = resp.read()
+        return data if format == "bytes" else data.decode(encoding)
+
+    def read_bytes(self, path: str) -> bytes:
+        """A file's bytes (``read(path, format="bytes")``)."""
+        return self.read(path, format="bytes")
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         """A file's text."""
-        return self.read(path).decode(encoding)
+        return self.read(path, encoding=encoding)
 
-    def write(self, path: str, data: Union[str, bytes, Any], mode: Union[None, int, str] = None) -> FileInfo:
+    def write(self, path: str, data: Union[str, bytes, Any], mode: Union[None, int, str] = None,
+              make_dirs: bool = True) -> FileInfo:
         """Create or replace a file with ``data`` (text is UTF-8 encoded; a
         binary file object is streamed). ``mode`` is the permission bits as
         an int (``0o755``) or octal string (``"0755"``); default 0644.
-        Missing parent directories are not created (see :meth:`mkdir`)."""
+        Missing parent directories are created (as E2B does) unless
+        ``make_dirs=False``, which raises :class:`~stead.NotFoundError`
+        for them. Returns the written file's :class:`~stead.FileInfo`
+        (``name``, ``path``, ``type`` as E2B's WriteInfo, and more)."""
         if isinstance(data, str):
             data = data.encode("utf-8")
         q: Dict[str, Any] = {"path": path}
         if mode is not None:
             q["mode"] = "0%o" % (mode & 0o7777) if isinstance(mode, int) else mode
-        resp = self._sb.client.request("PUT", self._path("/content"), q, body=data,
-                                       content_type="application/octet-stream")
-        return FileInfo.from_json(resp.json() or {})
 
-    def list(self, path: str) -> List[FileInfo]:
-        """The entries of a directory."""
-        return [FileInfo.from_json(d) for d in self._sb.client.call("GET", self._path("/list"), {"path": path}) or []]
+        def put() -> FileInfo:
+            resp = self._sb.client.request("PUT", self._path("/content"), q, body=data,
+                                           content_type="application/octet-stream")
+            return FileInfo.from_json(resp.json() or {})
+
+        parent = posixpath.dirname(path)
+        if not make_dirs or parent in ("", "/"):
+            return put()
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            self.mkdir(parent, parents=True)  # a stream cannot be sent twice
+            return put()
+        try:
+            return put()
+        except NotFoundError:
+            if self.exists(parent):
+                raise  # not the parent's absence (e.g. the sandbox is gone)
+            self.mkdir(parent, parents=True)
+            return put()
+
+    def list(self, path: str, depth: int = 1) -> List[FileInfo]:
+        """The entries of a directory; with ``depth`` > 1 (as E2B's), those
+        of its subdirectories too, down to that many levels (symlinks to
+        directories are not followed)."""
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise InvalidError("list %s: depth %r: want a whole number >= 1" % (path, depth))
+        out = [FileInfo.from_json(d) for d in self._sb.client.call("GET", self._path("/list"), {"path": path}) or []]
+        if depth > 1:
+            for d in [e for e in out if e.is_dir]:
+                out.extend(self.list(d.path, depth - 1))
+        return out
 
     def stat(self, path: str) -> FileInfo:
         """Describe a file (symlinks are not followed)."""
         return FileInfo.from_json(self._sb.client.call("GET", self._path("/stat"), {"path": path}))
 
+    def get_info(self, path: str) -> FileInfo:
+        """E2B's name of :meth:`stat`."""
+        return self.stat(path)
+
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists."""
-        from .errors import NotFoundError
-
         try:
             self.stat(path)
             return True
@@ -785,8 +1115,18 @@ class Files:
             body["parents"] = True
         self._sb.client.call("POST", self._path("/mkdir"), body=body)
 
+    def make_dir(self, path: str) -> bool:
+        """Create a directory and its missing parents, as E2B's make_dir:
+        True when it was created, False when it existed already."""
+        if self.exists(path):
+            return False
+        self.mkdir(path, parents=True)
+        return True
+
     def remove(self, path: str, recursive: bool = False) -> None:
-        """Remove a file or an empty directory; with ``recursive``, a whole tree."""
+        """Remove a file or an empty directory; with ``recursive``, a whole
+        tree (E2B's remove takes a tree without asking: here it must be
+        said)."""
         self._sb.client.call("DELETE", self._path(), {"path": path, "recursive": True if recursive else None})
 
     def rename(self, src: str, dst: str) -> None:
@@ -818,10 +1158,10 @@ class Checkpoints:
             p += "/" + quote(name)
         return p + suffix
 
-    def put(self, name: str, doc: Any, if_version: Optional[int] = None, agent: Optional[str] = None,
-            run: Optional[str] = None, keep: Optional[int] = None) -> Checkpoint:
-        """Write ``doc`` (anything JSON-serialisable) as the next version of
-        document ``name``, atomically.
+    def put(self, name: str, body: Any = _MISSING, if_version: Optional[int] = None, agent: Optional[str] = None,
+            run: Optional[str] = None, keep: Optional[int] = None, *, doc: Any = _MISSING) -> Checkpoint:
+        """Write ``body`` (anything JSON-serialisable) as the next version
+        of document ``name``, atomically (``doc=`` is its older name).
 
         Args:
             if_version: the latest version the document must have (0: it
@@ -834,17 +1174,23 @@ class Checkpoints:
         Returns the new version, without its body. A document that fails
         the document's JSON Schema raises :class:`~stead.InvalidError`.
         """
+        if body is _MISSING and doc is _MISSING:
+            raise TypeError("put(%r): the document's body is missing" % name)
+        if body is not _MISSING and doc is not _MISSING:
+            raise TypeError("put(%r): give body or doc, not both" % name)
+        if body is _MISSING:
+            body = doc
         headers = {}
         if if_version is not None:
             headers["If-Match"] = '"%d"' % if_version
         q = {"agent": agent or None, "run": run or None, "keep": keep or None}
-        resp = self._sb.client.request("PUT", self._path(name), q, body=json.dumps(doc).encode("utf-8"),
+        resp = self._sb.client.request("PUT", self._path(name), q, body=json.dumps(body).encode("utf-8"),
                                        content_type="application/json", headers=headers)
         return Checkpoint.from_json(resp.json() or {})
 
     def get(self, name: str, version: Optional[int] = None, agent: Optional[str] = None) -> Checkpoint:
         """Read the latest version (or ``version``) of a document; the
-        parsed document is ``.doc``."""
+        parsed document is ``.body``."""
         return Checkpoint.from_json(
             self._sb.client.call("GET", self._path(name), {"agent": agent or None, "version": version or None})
         )

@@ -170,12 +170,13 @@ class CannedServerTest(unittest.TestCase):
             with self.assertRaises(cls) as cm:
                 stead.Sandbox.get("s%d" % st, client=c)
             e = cm.exception
-            self.assertIsInstance(e, stead.StealError)
+            self.assertIsInstance(e, stead.SteadError)
+            self.assertIsInstance(e, stead.SandboxException)
             self.assertEqual(e.status, st)
             self.assertEqual(str(e), "detail %d" % st)
             self.assertEqual(e.detail, "detail %d" % st)
         self.assertIs(stead.NotFound, stead.NotFoundError)
-        self.assertIs(stead.StealError, stead.SteadError)
+        self.assertFalse(hasattr(stead, "StealError"))  # the typo'd alias is gone
 
     def test_validation_errors_and_non_json_bodies(self):
         c = self.start({
@@ -286,7 +287,7 @@ class CannedServerTest(unittest.TestCase):
         seen = []
         t0 = time.monotonic()
         res = sb.commands.run("x", on_stdout=lambda s: seen.append(("out", s, time.monotonic())),
-                              on_stderr=lambda s: seen.append(("err", s, time.monotonic())))
+                              on_stderr=lambda s: seen.append(("err", s, time.monotonic())), check=False)
         done = time.monotonic()
         self.assertEqual([(k, s) for k, s, _ in seen], [("out", "first "), ("out", "é\n"), ("err", "warn\n")])
         self.assertLess(seen[0][2] - t0, done - t0 - 0.5, "stdout arrived only with the exit")
@@ -576,9 +577,13 @@ class LiveTest(unittest.TestCase):
         self.assertIn(sb.id, [s.id for s in stead.Sandbox.list(client=c)])
 
         # commands: exit code, output, env, stdin, args, cwd, user
-        r = sb.commands.run('echo "$GREETING $X"; echo oops >&2; exit 3', env={"X": "there"})
-        self.assertEqual((r.exit_code, r.stdout, r.stderr), (3, "hi there\n", "oops\n"))
-        self.assertFalse(r.ok)
+        with self.assertRaises(stead.CommandExitException) as cm:
+            sb.commands.run('echo "$GREETING $X"; echo oops >&2; exit 3', envs={"X": "there"})
+        e = cm.exception
+        self.assertEqual((e.exit_code, e.stdout, e.stderr), (3, "hi there\n", "oops\n"))
+        self.assertFalse(e.result.ok)
+        r = sb.commands.run('echo "$GREETING $X"; exit 3', env={"X": "there"}, check=False)
+        self.assertEqual((r.exit_code, r.stdout, r.ok), (3, "hi there\n", False))
         r = sb.commands.run("cat", stdin="from stdin")
         self.assertEqual(r.stdout, "from stdin")
         r = sb.commands.run("echo", args=["a b", "c"])
@@ -586,15 +591,17 @@ class LiveTest(unittest.TestCase):
         r = sb.commands.run(["pwd"], cwd="/tmp")
         self.assertEqual(r.stdout.strip(), "/tmp")
         self.assertEqual(sb.commands.run("id -un", user="root").stdout.strip(), "root")
-        r = sb.commands.run("sleep 30", timeout=1)
-        self.assertTrue(r.timed_out)
+        with self.assertRaises(stead.TimeoutException) as cm:
+            sb.commands.run("sleep 30", timeout=1)
+        self.assertTrue(cm.exception.result.timed_out)
+        self.assertTrue(sb.commands.run("sleep 30", timeout=1, check=False).timed_out)
 
         # streaming: the first chunk arrives before the command exits
         seen = []
         t0 = time.monotonic()
         r = sb.commands.run("echo first; sleep 2; echo second; echo err >&2; exit 5",
                             on_stdout=lambda s: seen.append(("out", s, time.monotonic())),
-                            on_stderr=lambda s: seen.append(("err", s, time.monotonic())))
+                            on_stderr=lambda s: seen.append(("err", s, time.monotonic())), check=False)
         done = time.monotonic()
         self.assertEqual(r.exit_code, 5)
         self.assertEqual("".join(s for k, s, _ in seen if k == "out"), "first\nsecond\n")
@@ -612,11 +619,13 @@ class LiveTest(unittest.TestCase):
         sb.files.mkdir("/home/agent/work/sub", parents=True)
         info = sb.files.write("/home/agent/work/a.txt", "héllo\n")
         self.assertEqual(info.size, len("héllo\n".encode()))
-        self.assertEqual(sb.files.read("/home/agent/work/a.txt"), "héllo\n".encode())
+        self.assertEqual(sb.files.read("/home/agent/work/a.txt"), "héllo\n")
+        self.assertEqual(sb.files.read("/home/agent/work/a.txt", format="bytes"), "héllo\n".encode())
         self.assertEqual(sb.files.read_text("/home/agent/work/a.txt"), "héllo\n")
         blob = bytes(range(256)) * 64
         sb.files.write("/home/agent/work/bin.dat", blob, mode=0o600)
-        self.assertEqual(sb.files.read("/home/agent/work/bin.dat"), blob)
+        self.assertEqual(sb.files.read("/home/agent/work/bin.dat", format="bytes"), blob)
+        self.assertEqual(b"".join(sb.files.read("/home/agent/work/bin.dat", format="stream")), blob)
         self.assertEqual(sb.files.stat("/home/agent/work/bin.dat").mode & 0o777, 0o600)
         sb.files.write("/home/agent/work/run.sh", "#!/bin/sh\necho ran\n", mode="0755")
         self.assertEqual(sb.commands.run(["/home/agent/work/run.sh"]).stdout, "ran\n")
@@ -743,8 +752,8 @@ class LiveTest(unittest.TestCase):
         self.assertEqual(b.commands.run("cat /shared/note").stdout, "shared\n")
         # The files API sees the volume through its mount point too.
         a.files.write("/data/from-sdk", b"sdk")
-        self.assertEqual(b.files.read("/shared/from-sdk"), b"sdk")
-        self.assertFalse(b.commands.run("echo x > /shared/other").ok)  # read-only
+        self.assertEqual(b.files.read("/shared/from-sdk"), "sdk")
+        self.assertFalse(b.commands.run("echo x > /shared/other", check=False).ok)  # read-only
         with self.assertRaises(stead.ConflictError):
             stead.Volume.delete(name, client=c)  # in use
         # Mounts change only while stopped.
