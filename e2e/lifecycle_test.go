@@ -90,8 +90,12 @@ func TestLifecycleTransitions(t *testing.T) {
 	if s := d.sh(ctx, sb.ID, "agent", "test -e /workspace/tick && echo kept"); s != "kept\n" {
 		t.Fatalf("files lost across delete/undelete: %q", s)
 	}
-	if _, err = d.c.DeleteSandbox(ctx, "life", true); err != nil {
+	purged, err := d.c.DeleteSandbox(ctx, "life", true)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if purged.State != "deleted" || purged.PurgeAt == nil || purged.DeletedAt == nil {
+		t.Fatalf("the answer to a purge: state %s, purge_at %v: want deleted, purged now", purged.State, purged.PurgeAt)
 	}
 	_, err = d.c.GetSandbox(ctx, sb.ID)
 	wantStatus(t, err, 404)

@@ -834,10 +834,16 @@ func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bo
 				return sb, err
 			}
 		}
-		if purge {
-			return sb, s.purgeLocked(ctx, sb)
-		}
 		now := s.now()
+		if purge {
+			// The answer describes what is left: nothing. It says so as a
+			// deleted sandbox whose purge is done (purge_at: now).
+			if err := s.purgeLocked(ctx, sb); err != nil {
+				return sb, err
+			}
+			sb.State, sb.DeletedAt, sb.PurgeAt = store.StateDeleted, &now, &now
+			return sb, nil
+		}
 		purgeAt := now.Add(s.purgeAfter(ctx, sb.TenantID)) // the tenant's retention (retention.go)
 		sb.State = store.StateDeleted
 		sb.DeletedAt = &now
