@@ -214,6 +214,7 @@ type Store interface {
 	SecretStore
 	MeterStore
 	EventStore
+	QuotaStore
 
 	Close() error
 }
