@@ -357,6 +357,9 @@ func (s *Service) PushSandbox(ctx context.Context, tenant, id string, req client
 	if err != nil {
 		return client.Operation{}, err
 	}
+	if err := s.checkRepoQuota(ctx, tenant, "push sandbox "+sb.Name); err != nil {
+		return client.Operation{}, fmt.Errorf("push sandbox %s: %w", sb.Name, err)
+	}
 	return s.startOp(ctx, tenant, "push", sb.ID, req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		if req.IncludeVolumes && req.Snapshot != "" {
 			return nil, fmt.Errorf("include_volumes takes a new snapshot: leave snapshot empty: %w", errs.ErrInvalid)
@@ -1238,6 +1241,10 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 				continue
 			}
 			s.startOp(ctx, sb.TenantID, "push", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
+				if err := s.checkRepoQuota(ctx, sb.TenantID, "scheduled push of sandbox "+sb.Name); err != nil {
+					s.record(ctx, sb.TenantID, "sandbox.scheduled_push", sb.ID, err)
+					return nil, err
+				}
 				res, _, err := s.push(ctx, op, sb.TenantID, sb.ID, "", "push", false)
 				if err == nil {
 					s.applyRetention(ctx, sb.TenantID, sb.ID, b.Retention)
@@ -1263,6 +1270,10 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 			}
 			s.startOp(ctx, sb.TenantID, "archive", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
 				defer s.bk.archiving.Store(false)
+				if err := s.checkRepoQuota(ctx, sb.TenantID, "automatic archive of sandbox "+sb.Name); err != nil {
+					s.record(ctx, sb.TenantID, "sandbox.auto_archive", sb.ID, err)
+					return nil, err
+				}
 				res, err := s.archive(ctx, op, sb.TenantID, sb.ID)
 				s.record(ctx, sb.TenantID, "sandbox.auto_archive", sb.ID, err)
 				return res, err
