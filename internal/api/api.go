@@ -72,6 +72,8 @@ type server struct {
 //     NetworkBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
+//   - GET /v1/quota and /v1/tenants/{tenant}/quotas only when b also
+//     implements QuotaBackend;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
 //     rotate, revoke) only when b also implements TenantBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
@@ -140,6 +142,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if sb, ok := b.(SecretBackend); ok {
 		s.registerSecrets(sb)
+	}
+	if qb, ok := b.(QuotaBackend); ok {
+		s.registerQuotas(qb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)

@@ -167,6 +167,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(af, af.fakeBackend)
 	sec := newSecretFake()
 	add(sec, sec.fakeBackend)
+	qf := newQuotaFake()
+	add(qf, qf.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -267,7 +269,7 @@ func roleAllows(who, route string, agentRoute bool) bool {
 		return !adminOnly && !tenantAdminOnly && method == http.MethodGet && path != "/v1/sandboxes/{id}/pty"
 	case "scoped-name", "scoped-label":
 		switch route {
-		case "GET /v1/info", "GET /v1/sandboxes", "POST /v1/sandboxes":
+		case "GET /v1/info", "GET /v1/sandboxes", "POST /v1/sandboxes", "GET /v1/quota":
 			return true
 		case "POST /v1/sandboxes/{id}/fork", "POST /v1/sandboxes/{id}/rollback", "POST /v1/sandboxes/{id}/volumes",
 			"DELETE /v1/sandboxes/{id}/volumes", "POST /v1/sandboxes/{id}/restore-path":
@@ -291,7 +293,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 	if len(all) < 100 {
 		t.Fatalf("only %d routes in the OpenAPI documents", len(all))
 	}
-	for _, want := range []string{"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}"} {
+	for _, want := range []string{"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
+		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/repo"
@@ -57,6 +58,8 @@ import (
 // store reads only, never across a start or a clone. One daemon owns its
 // tenants' sandboxes; when nodes share a store, pending rises will have
 // to be shared too.
+
+var _ api.QuotaBackend = (*Service)(nil)
 
 // quotaNote is the reminder shown with a tenant's quotas.
 const quotaNote = "a zero or absent limit is no limit; a limit below the usage is accepted and refuses further growth only " +
