@@ -107,52 +107,72 @@ Sizes take binary or decimal units (8GiB, 500GB) or bytes.`,
 // request turns the flags given into a partial update; set is false when
 // none was given (a show).
 func (fl quotaFlags) request(cmd *cobra.Command) (req client.SetQuotasRequest, set bool, err error) {
-	count := func(name, v string, dst **int64) {
+	limit := func(name, v string, parse func(string) (int64, error), dst **int64) {
 		if err != nil || !cmd.Flags().Changed(name) {
 			return
 		}
 		set = true
-		n := int64(0)
-		if !isNone(v) {
-			if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
-				err = usageError{fmt.Errorf("--%s %q: want a whole number, 0 or none", name, v)}
-				return
-			}
-		}
-		*dst = &n
-	}
-	size := func(name, v string, dst **int64) {
-		if err != nil || !cmd.Flags().Changed(name) {
+		n, e := parse(v)
+		if e != nil {
+			err = usageError{fmt.Errorf("--%s %q: %v", name, v, e)}
 			return
 		}
-		set = true
-		n := int64(0)
-		if !isNone(v) {
-			var e error
-			if n, e = parseSize(v); e != nil {
-				err = usageError{fmt.Errorf("--%s %q: %v (0 or none: no limit)", name, v, e)}
-				return
-			}
-		}
 		*dst = &n
 	}
-	count("running", fl.running, &req.RunningSandboxes)
-	size("memory", fl.memory, &req.MemoryBytes)
-	size("disk", fl.disk, &req.DiskBytes)
-	count("volumes", fl.volumes, &req.Volumes)
-	size("repository", fl.repository, &req.RepositoryBytes)
-	count("snapshots", fl.snapshots, &req.Snapshots)
+	limit("running", fl.running, parseQuotaCount, &req.RunningSandboxes)
+	limit("memory", fl.memory, parseQuotaSize, &req.MemoryBytes)
+	limit("disk", fl.disk, parseQuotaSize, &req.DiskBytes)
+	limit("volumes", fl.volumes, parseQuotaCount, &req.Volumes)
+	limit("repository", fl.repository, parseQuotaSize, &req.RepositoryBytes)
+	limit("snapshots", fl.snapshots, parseQuotaCount, &req.Snapshots)
 	if err == nil && cmd.Flags().Changed("cpus") {
 		set = true
-		c := 0.0
-		if !isNone(fl.cpus) {
-			if c, err = strconv.ParseFloat(fl.cpus, 64); err != nil || !(c >= 0) || c > 1e6 {
-				err = usageError{fmt.Errorf("--cpus %q: want a number of cores such as 4 or 2.5, 0 or none", fl.cpus)}
-			}
+		c, e := parseQuotaCPUs(fl.cpus)
+		if e != nil {
+			return req, set, usageError{fmt.Errorf("--cpus %q: %v", fl.cpus, e)}
 		}
 		req.CPUs = &c
 	}
 	return req, set, err
+}
+
+// parseQuotaCount reads a count limit: a whole number, or 0, none or
+// unlimited for no limit (0).
+func parseQuotaCount(v string) (int64, error) {
+	if isNone(v) {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("want a whole number, 0 or none")
+	}
+	return n, nil
+}
+
+// parseQuotaSize reads a size limit (parseSize), or 0, none or unlimited
+// for no limit (0).
+func parseQuotaSize(v string) (int64, error) {
+	if isNone(v) {
+		return 0, nil
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("%v (0 or none: no limit)", err)
+	}
+	return n, nil
+}
+
+// parseQuotaCPUs reads a cpus limit: a number of cores, or 0, none or
+// unlimited for no limit (0).
+func parseQuotaCPUs(v string) (float64, error) {
+	if isNone(v) {
+		return 0, nil
+	}
+	c, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(c >= 0) || c > 1e6 {
+		return 0, fmt.Errorf("want a number of cores such as 4 or 2.5, 0 or none")
+	}
+	return c, nil
 }
 
 // isNone reports whether a flag value removes a limit.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -90,4 +92,37 @@ func TestQuotaVerbsSendWhatTheFlagsSayAndPrintLimitAndUsage(t *testing.T) {
 		!strings.Contains(errOut, "HTTP 429") {
 		t.Fatalf("refused create: exit %d %q", code, errOut)
 	}
+}
+
+// FuzzParseQuotaValues: whatever a user types as a limit, the parsers
+// never panic, accept only non-negative finite limits, read none, 0 and
+// unlimited as no limit, and read a count back as it was written.
+func FuzzParseQuotaValues(f *testing.F) {
+	for _, s := range []string{"0", "none", "Unlimited", "5", "-1", "2.5", "16GiB", "100GB", "1e3", "NaN", "+Inf", "9223372036854775808", " 3", "0x10", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if n, err := parseQuotaCount(v); err == nil {
+			if n < 0 {
+				t.Fatalf("count %q = %d", v, n)
+			}
+			if n > 0 && strconv.FormatInt(n, 10) != strings.TrimLeft(v, "+") && strings.TrimLeft(v, "+0") != strconv.FormatInt(n, 10) {
+				t.Fatalf("count %q read as %d", v, n)
+			}
+		}
+		if n, err := parseQuotaSize(v); err == nil && n < 0 {
+			t.Fatalf("size %q = %d", v, n)
+		}
+		if c, err := parseQuotaCPUs(v); err == nil && (c < 0 || math.IsNaN(c) || math.IsInf(c, 0) || c > 1e6) {
+			t.Fatalf("cpus %q = %g", v, c)
+		}
+		if isNone(v) {
+			n, err1 := parseQuotaCount(v)
+			s, err2 := parseQuotaSize(v)
+			c, err3 := parseQuotaCPUs(v)
+			if n != 0 || s != 0 || c != 0 || err1 != nil || err2 != nil || err3 != nil {
+				t.Fatalf("%q is none but reads %d %d %g", v, n, s, c)
+			}
+		}
+	})
 }

@@ -239,8 +239,8 @@ func roundCPUs(v float64) float64 {
 // (data: quota, limit, usage, requested, op). It returns qe.
 func (s *Service) refuseQuota(ctx context.Context, tenant string, qe *errs.QuotaError) error {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	s.log.Info("quota exceeded", "tenant", tenant, "quota", qe.Quota, "limit", qe.Limit, "usage", qe.Usage,
-		"requested", qe.Requested, "op", qe.Op)
+	s.log.Info("quota exceeded", "tenant", tenant, "quota", qe.Quota, "limit", f(qe.Limit), "usage", f(qe.Usage),
+		"requested", f(qe.Requested), "op", qe.Op)
 	s.event(ctx, events.QuotaExceeded, tenant, "", map[string]string{"quota": qe.Quota, "limit": f(qe.Limit),
 		"usage": f(qe.Usage), "requested": f(qe.Requested), "op": qe.Op})
 	return qe
