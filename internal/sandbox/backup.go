@@ -614,6 +614,9 @@ func (s *Service) RestoreRemote(ctx context.Context, tenant string, req client.R
 	if err := s.checkGivenMounts(ctx, tenant, plan); err != nil {
 		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
 	}
+	if err := s.checkQuota(ctx, tenant, verb, restoreUse(m, pushes, req.NoStart)); err != nil {
+		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
+	}
 	return s.startOp(ctx, tenant, "restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		sb, vols, rs, err := s.restoreSandbox(ctx, op, sc, tenant, m, req.Name, req.NoStart, plan, pushes)
 		if err != nil {
@@ -776,7 +779,16 @@ func (s *Service) PullRemote(ctx context.Context, tenant string, req client.Pull
 	if err != nil {
 		return client.Operation{}, fmt.Errorf("pull: the snapshot's sandbox %s is not on this daemon (use restore to make a new sandbox from it): %w", sbID, err)
 	}
+	verb := "pull " + m.ID.String()[:12]
+	if err := s.checkQuota(ctx, tenant, verb, quotaUse{snapshots: 1}); err != nil {
+		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
+	}
 	return s.startOp(ctx, tenant, "pull", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		release, err := s.admitQuota(ctx, tenant, verb, quotaUse{snapshots: 1})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", verb, err)
+		}
+		defer release()
 		sn := store.Snapshot{ID: newSnapshotID(), TenantID: tenant, SandboxID: sb.ID, SandboxName: sb.Name,
 			Label: "pulled " + m.ID.String()[:12], Kind: "pull", TemplateID: sb.TemplateID, Spec: sb.Spec}
 		if label := m.Labels["spec"]; label != "" {

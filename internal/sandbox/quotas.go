@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -444,4 +445,35 @@ func forkUse(n int, l client.Limits, noStart bool, snaps int64) quotaUse {
 		u = u.plus(one)
 	}
 	return u
+}
+
+// restoreUse is what restoring push m into a new sandbox adds (started
+// unless noStart), with the volumes of pushes restored beside it: checked
+// before any data moves; each part is admitted again as it is made.
+func restoreUse(m *repo.Manifest, pushes map[string]volumePush, noStart bool) quotaUse {
+	var sp spec
+	_ = json.Unmarshal([]byte(m.Labels["spec"]), &sp)
+	l := sp.Limits
+	if l.DiskBytes <= 0 {
+		it, _ := lookupInstanceType("")
+		l.DiskBytes = it.Limits.DiskBytes
+	}
+	u := quotaUse{disk: l.DiskBytes}
+	if !noStart {
+		u = u.plus(runUse(l))
+	}
+	for _, vp := range pushes {
+		u = u.plus(volumeRestoreUse(vp.m))
+	}
+	return u
+}
+
+// volumeRestoreUse is what restoring pushed volume m into a new volume
+// adds.
+func volumeRestoreUse(m *repo.Manifest) quotaUse {
+	size, _ := strconv.ParseInt(m.Labels["size_bytes"], 10, 64)
+	if size <= 0 {
+		size = defaultVolumeBytes
+	}
+	return quotaUse{volumes: 1, disk: size}
 }

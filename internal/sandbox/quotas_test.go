@@ -363,7 +363,24 @@ func TestRepositoryQuotaRefusesPushOnceReached(t *testing.T) {
 		t.Fatal(err)
 	}
 	op, err = s.PushSandbox(ctx, "acme", "a", client.PushRequest{Wait: true})
-	opDone(t, op, err, nil)
+	var pushed client.PushResult
+	opDone(t, op, err, &pushed)
+
+	// A restore into a new sandbox and a pull into a local snapshot are
+	// refused before any data moves.
+	if _, err := s.SetTenantQuotas(ctx, "acme", client.SetQuotasRequest{DiskBytes: qi(15 << 30), Snapshots: qi(1)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.RestoreRemote(ctx, "acme", client.RestoreRequest{Sandbox: "a", Name: "copy", NoStart: true, Wait: true})
+	r.refused(t, "restore", err, errs.QuotaDiskBytes, 15<<30, 10<<30, 10<<30)
+	_, err = s.PullRemote(ctx, "acme", client.PullRequest{Snapshot: pushed.RemoteSnapshot.ID, Wait: true})
+	r.refused(t, "pull", err, errs.QuotaSnapshots, 1, 1, 1) // the push's own snapshot is kept
+	if got := r.states(t); len(got) != 1 {
+		t.Fatalf("a refused restore made %v", got)
+	}
+	if list, _ := s.ListSnapshots(ctx, "acme", ""); len(list) != 1 {
+		t.Fatalf("a refused pull left snapshots %+v", list)
+	}
 }
 
 // TestSetQuotasIsPartialAndRefusesNegativeLimits: absent fields keep

@@ -185,6 +185,9 @@ func (s *Service) RestoreVolume(ctx context.Context, tenant string, req client.R
 		return client.Operation{}, fmt.Errorf("pushed volume snapshot %q: %w", req.Snapshot+req.Volume, errs.ErrNotFound)
 	}
 	sc := scopes[m.ID.String()]
+	if err := s.checkQuota(ctx, tenant, "restore volume "+req.Name, volumeRestoreUse(m)); err != nil {
+		return client.Operation{}, fmt.Errorf("restore volume %s: %w", req.Name, err)
+	}
 	return s.startOp(ctx, tenant, "volume-restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		v, rs, err := s.restoreVolumeFrom(ctx, op, tenant, sc, m, req.Name)
 		if err != nil {
