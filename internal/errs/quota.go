@@ -39,8 +39,25 @@ type QuotaError struct {
 // "quota running_sandboxes: limit 2, in use 2, requested 1; ...", sizes
 // in bytes with their binary-unit reading.
 func (e *QuotaError) Error() string {
-	return fmt.Sprintf("quota %s: limit %s, in use %s, requested %s", e.Quota,
-		e.format(e.Limit), e.format(e.Usage), e.format(e.Requested)) + "; free some up (stop, delete or purge what the tenant holds) or ask an admin to raise the quota (stead tenant quota)"
+	return fmt.Sprintf("quota %s: limit %s, in use %s, requested %s; %s, or ask an admin to raise the quota (stead tenant quota)",
+		e.Quota, e.format(e.Limit), e.format(e.Usage), e.format(e.Requested), e.remedy())
+}
+
+// remedy says how a tenant makes room under the quota itself.
+func (e *QuotaError) remedy() string {
+	switch e.Quota {
+	case QuotaRunningSandboxes, QuotaCPUs, QuotaMemoryBytes:
+		return "stop a running or paused sandbox first (a paused one counts)"
+	case QuotaDiskBytes:
+		return "delete and purge sandboxes or volumes, or resize them smaller, first"
+	case QuotaVolumes:
+		return "delete and purge a volume first"
+	case QuotaSnapshots:
+		return "delete snapshots first"
+	case QuotaRepositoryBytes:
+		return "forget old pushes first (stead repo prune)"
+	}
+	return "free some first"
 }
 
 // IsBytes reports whether the quota counts bytes.
