@@ -167,9 +167,19 @@ func (c *Client) ServiceInput(ctx context.Context, id string, data string) error
 // and delivers new output until ctx is cancelled or the body is closed.
 // The caller must close the returned reader.
 func (c *Client) Logs(ctx context.Context, id string, follow bool) (io.ReadCloser, error) {
-	var q url.Values
-	if follow {
-		q = url.Values{"follow": {"true"}}
+	return c.ReadLogs(ctx, id, LogOptions{Follow: follow})
+}
+
+// ReadLogs streams the agent service's log, oldest rotated file first,
+// from opts.Since on; with opts.Follow it keeps streaming new output across
+// rotations until ctx ends or the body is closed.
+func (c *Client) ReadLogs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error) {
+	q := url.Values{}
+	if opts.Follow {
+		q.Set("follow", "true")
+	}
+	if opts.Since != "" {
+		q.Set("since", opts.Since)
 	}
 	resp, err := c.send(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/logs"), query: q, accept: "text/plain"})
 	if err != nil {

@@ -28,6 +28,17 @@ type Sandbox struct {
 	StoppedAt    *time.Time    `json:"stopped_at,omitempty"`
 	DeletedAt    *time.Time    `json:"deleted_at,omitempty"`
 	PurgeAt      *time.Time    `json:"purge_at,omitempty"`
+	// Warnings are the limits the sandbox is close to (disk, memory, its
+	// volumes), as the daemon last checked.
+	Warnings []LimitWarning `json:"warnings,omitempty" doc:"Limits the sandbox is close to (disk, memory, volumes)"`
+	// LargeStateFiles are files in its state directories (/data) larger
+	// than the daemon's hint size (shown by a get of one sandbox, not in
+	// lists): history worth off-loading or rotating.
+	LargeStateFiles []LargeFile `json:"large_state_files,omitempty" doc:"Files under /data larger than the daemon's hint size (get of one sandbox only)"`
+	// DeleteAt is when the tenant's retention policy will soft-delete
+	// this archived sandbox (absent: never, or not archived); the
+	// retention.warning event comes before it.
+	DeleteAt *time.Time `json:"delete_at,omitempty" doc:"When retention soft-deletes this archived sandbox"`
 
 	// Env names the environment variables given at create. Their values
 	// are secrets: shown as SecretMask, like the service's.
@@ -71,6 +82,8 @@ type Service struct {
 	StopLine string `json:"stop_line,omitempty"`
 	// StopGrace is how long to wait after the stop hook before SIGKILL (default 30s).
 	StopGrace string `json:"stop_grace,omitempty"`
+	// Log is the rotation of the service's log (default 64MiB, 4 kept).
+	Log *LogConfig `json:"log,omitempty"`
 }
 
 // CreateSandboxRequest creates a sandbox.
@@ -422,8 +435,21 @@ type Orient struct {
 	Run *RunResume `json:"run,omitempty"`
 	// RecentEvents are the last events of that run.
 	RecentEvents []Event `json:"recent_events,omitempty"`
+	// Warnings are the limits the sandbox is close to, each with where
+	// the space went when it is disk.
+	Warnings []OrientWarning `json:"warnings,omitempty"`
+	// LargeStateFiles are files in state directories (/data) larger than
+	// the daemon's hint size: history to off-load or rotate.
+	LargeStateFiles []LargeFile `json:"large_state_files,omitempty"`
 	// Text renders all of the above for a model's prompt.
 	Text string `json:"text"`
+}
+
+// OrientWarning is a limit warning with, for disk, the largest
+// directories under the path.
+type OrientWarning struct {
+	LimitWarning
+	LargestDirs []DiskUsageEntry `json:"largest_dirs,omitempty"`
 }
 
 // OrientFile is the tail of one workspace file.

@@ -272,7 +272,8 @@ type BackupPolicy struct {
 	Interval  string          `json:"interval,omitempty" doc:"push every interval (the RPO); empty or 0 disables scheduled pushes"`
 	Retention BackupRetention `json:"retention"`
 	// ArchiveAfter archives the sandbox after it has been stopped this long
-	// (default 168h = 7 days; "0" disables).
+	// (default: the tenant's retention archive_stopped_after, else 168h =
+	// 7 days; "0" disables).
 	ArchiveAfter string     `json:"archive_after,omitempty"`
 	LastPush     *time.Time `json:"last_push,omitempty" doc:"read-only"`
 	LastPushID   string     `json:"last_push_id,omitempty" doc:"read-only"`

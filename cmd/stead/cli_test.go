@@ -237,3 +237,14 @@ func (t *testTar) symlink(name, target string) {
 }
 
 func (t *testTar) close() error { return t.tw.Close() }
+
+func TestParseWarnLevels(t *testing.T) {
+	if got, err := parseWarnLevels("80, 95%"); err != nil || len(got) != 2 || got[0] != 0.8 || got[1] != 0.95 {
+		t.Fatalf("80, 95%%: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "95,80", "0", "101", "x", "80,80"} {
+		if _, err := parseWarnLevels(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

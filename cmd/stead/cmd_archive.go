@@ -20,7 +20,7 @@ storage only. stead start hydrates it back from the repository, with the
 same id, name and files.
 
 Sandboxes are also archived on their own once stopped for their policy's
-archive-after time (stead schedule).`,
+archive-after time (stead backup-policy).`,
 		Example: `  stead stop agent-1 && stead archive agent-1
   stead archive agent-1 --no-wait
   stead start agent-1   # hydrates it back`,

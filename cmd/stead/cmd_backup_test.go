@@ -544,10 +544,12 @@ func TestBackupCommandsExitCodes(t *testing.T) {
 		{[]string{"repo"}, exitOK},
 		{[]string{"repo", "bogus"}, exitUsage},
 		{[]string{"repo", "prune", "--keep-within", "3 days"}, exitUsage},
-		{[]string{"schedule"}, exitUsage},
-		{[]string{"schedule", "missing"}, exitNotFound},
+		{[]string{"backup-policy"}, exitUsage},
+		{[]string{"backup-policy", "missing"}, exitNotFound},
+		{[]string{"backup-policy", "agent-1", "--every", "hourly"}, exitUsage},
+		{[]string{"backup-policy", "agent-1", "--archive-after", "-1h"}, exitUsage},
+		{[]string{"schedule", "missing"}, exitNotFound}, // the old form of backup-policy
 		{[]string{"schedule", "agent-1", "--every", "hourly"}, exitUsage},
-		{[]string{"schedule", "agent-1", "--archive-after", "-1h"}, exitUsage},
 		{[]string{"drill"}, exitUsage},
 		{[]string{"drill", "agent-1", "--verify", "sh -c 'unterminated"}, exitUsage},
 		{[]string{"drill", "ls", "a", "b"}, exitUsage},
@@ -575,32 +577,46 @@ func TestRepoInitNeedsAnAdminKey(t *testing.T) {
 	}
 }
 
-func TestScheduleShowsThePolicyAndChangesOnlyTheFlagsGiven(t *testing.T) {
+func TestBackupPolicyShowsThePolicyAndChangesOnlyTheFlagsGiven(t *testing.T) {
 	srv, b := newBackupServer(t)
-	out, _ := mustStead(t, srv, "schedule", "agent-1")
+	out, _ := mustStead(t, srv, "backup-policy", "agent-1")
 	for _, w := range []string{"Push every:", "1h", "last 3", "after 168h stopped"} {
 		if !strings.Contains(out, w) {
-			t.Errorf("schedule output lacks %q:\n%s", w, out)
+			t.Errorf("backup-policy output lacks %q:\n%s", w, out)
 		}
 	}
 	if b.req("policy") != nil {
 		t.Fatal("showing the policy wrote it")
 	}
-	mustStead(t, srv, "schedule", "agent-1", "--every", "30m", "--keep-daily", "7", "--keep-within", "48h")
+	mustStead(t, srv, "backup-policy", "agent-1", "--every", "30m", "--keep-daily", "7", "--keep-within", "48h")
 	want := client.BackupPolicy{Interval: "30m", ArchiveAfter: "168h",
 		Retention: client.BackupRetention{KeepLast: 3, Daily: 7, Within: "48h"}}
 	if got := b.req("policy"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("policy set %+v, want %+v", got, want)
 	}
-	out, _ = mustStead(t, srv, "schedule", "agent-1", "--every", "0", "--archive-after", "0", "--keep-last", "0", "--json")
+	out, _ = mustStead(t, srv, "backup-policy", "agent-1", "--every", "0", "--archive-after", "0", "--keep-last", "0", "--json")
 	var p client.BackupPolicy
 	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Interval != "0" || p.ArchiveAfter != "0" ||
 		p.Retention != (client.BackupRetention{Daily: 7, Within: "48h"}) {
-		t.Fatalf("schedule --json: %q", out)
+		t.Fatalf("backup-policy --json: %q", out)
 	}
-	out, _ = mustStead(t, srv, "schedule", "agent-1")
+	out, _ = mustStead(t, srv, "backup-policy", "agent-1")
 	if !strings.Contains(out, "off") || !strings.Contains(out, "never") || !strings.Contains(out, "daily 7, within 48h") {
-		t.Errorf("disabled schedule:\n%s", out)
+		t.Errorf("disabled policy:\n%s", out)
+	}
+}
+
+// TestScheduleSandboxIsStillTheBackupPolicy: the old form stead schedule
+// SANDBOX [--every ...] shows and sets the backup policy as before, with a
+// note naming stead backup-policy.
+func TestScheduleSandboxIsStillTheBackupPolicy(t *testing.T) {
+	srv, b := newBackupServer(t)
+	out, errOut := mustStead(t, srv, "schedule", "agent-1", "--every", "45m")
+	if got := b.req("policy"); got == nil || got.(client.BackupPolicy).Interval != "45m" {
+		t.Fatalf("policy set %+v", got)
+	}
+	if !strings.Contains(out, "Push every:") || !strings.Contains(errOut, "stead backup-policy agent-1") {
+		t.Fatalf("old form: %q %q", out, errOut)
 	}
 }
 

@@ -18,6 +18,7 @@ func newCreateCmd(g *globals) *cobra.Command {
 		vols   []string
 		labels []string
 		netf   createNetworkFlags
+		logf   logRotationFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create [NAME] [flags] [-- SERVICE_COMMAND [ARGS...]]",
@@ -26,7 +27,9 @@ func newCreateCmd(g *globals) *cobra.Command {
 
 A command after -- becomes the sandbox's supervised agent service: it is
 started with the sandbox, restarted by policy, stopped by its stop hook, and
-its log is kept (stead logs, stead attach).
+its log is kept (stead logs, stead attach). The log is rotated at a line
+boundary when it would pass --log-max-size (default 64MiB); --log-keep
+(default 4) rotated files are kept, compressed, in the sandbox.
 
 --volume mounts a persistent volume (stead volume create) at an absolute
 path: NAME:/path, NAME:/path:ro for read-only, or NAME/SUB/PATH:/path to
@@ -64,7 +67,8 @@ is changed.`,
   stead create agent-1 --allow '*.pypi.org' --allow files.pythonhosted.org --auto-resume
   stead create agent-1 --no-internet
   stead create agent-1 --secret OPENAI_API_KEY --secret-file GH_TOKEN=/run/secrets/gh
-  stead create agent-1 --label team=research`,
+  stead create agent-1 --label team=research
+  stead create agent-1 --log-max-size 16MiB --log-keep 8 -- ./agent`,
 		Args: args(0, -1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			pos, service := splitAtDash(a, cmd.ArgsLenAtDash())
@@ -90,8 +94,9 @@ is changed.`,
 				if svc.Env, err = parseEnv(svcEnv); err != nil {
 					return err
 				}
+				svc.Log = logf.config(cmd)
 				req.Service = &svc
-			} else if cmd.Flags().Changed("restart") || cmd.Flags().Changed("stop-line") || cmd.Flags().Changed("stop-signal") {
+			} else if cmd.Flags().Changed("restart") || cmd.Flags().Changed("stop-line") || cmd.Flags().Changed("stop-signal") || logf.changed(cmd) {
 				return usageError{fmt.Errorf("service flags need a service command after --")}
 			}
 			c, err := g.client()
@@ -132,6 +137,7 @@ is changed.`,
 	f.StringVar(&svc.StopSignal, "stop-signal", "", "signal sent to the service on stop (default SIGTERM)")
 	f.StringVar(&svc.StopLine, "stop-line", "", "line written to the service's stdin on stop instead of a signal, e.g. /checkpoint")
 	f.StringVar(&svc.StopGrace, "stop-grace", "", "time between the stop hook and SIGKILL (default 30s)")
+	logf.register(f)
 	return cmd
 }
 

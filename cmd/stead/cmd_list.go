@@ -34,6 +34,7 @@ func newListCmd(g *globals) *cobra.Command {
 			if all {
 				header = append(header, "PURGE")
 			}
+			header = append(header, "WARNINGS")
 			row(tw, header...)
 			for _, sb := range list {
 				state := sb.State
@@ -45,6 +46,7 @@ func newListCmd(g *globals) *cobra.Command {
 				if all {
 					cells = append(cells, agoPtr(sb.PurgeAt))
 				}
+				cells = append(cells, warningsBrief(sb.Warnings))
 				row(tw, cells...)
 			}
 			if len(list) == 0 {

@@ -24,7 +24,8 @@ new chunks are sent, compressed and encrypted with the tenant's key.
 The push runs in the daemon; stead push follows it with a progress bar on
 stderr and prints the remote snapshot it made. Ctrl-C stops following, not
 the push. Restore it anywhere with stead restore, list pushes with
-stead remote ls, schedule them with stead schedule.`,
+stead remote ls, schedule them with stead backup-policy
+or stead schedule add.`,
 		Example: `  stead push agent-1
   stead push agent-1 --snapshot snap-3f9a
   stead push agent-1 --include-volumes

@@ -406,7 +406,7 @@ func newRepoPruneCmd(g *globals) *cobra.Command {
 		Short:   "Forget pushed snapshots by retention and free the data nothing needs",
 		Long: `Prune applies retention to your pushed snapshots, then deletes (or repacks)
 the packs no remaining snapshot needs. Without --keep-* flags each
-sandbox's own policy applies (stead schedule); with them, that retention
+sandbox's own policy applies (stead backup-policy); with them, that retention
 applies instead for this run, to --sandbox only when it is given. A
 snapshot is kept if any rule keeps it: the last N, the newest per hour,
 day, week or month for the last N of those, or any younger than

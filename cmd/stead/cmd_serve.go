@@ -7,12 +7,15 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stead-dev/stead/internal/audit"
+	"github.com/stead-dev/stead/internal/budget"
 	"github.com/stead-dev/stead/internal/daemon"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/metering"
@@ -25,7 +28,7 @@ var version = "dev"
 func newServeCmd() *cobra.Command {
 	var cfg daemon.Config
 	var size int64
-	var reserve string
+	var reserve, warnLevels, largeFile string
 	var verbose bool
 	var repoWitness bool
 	cmd := &cobra.Command{
@@ -72,11 +75,23 @@ start adopts them.`,
 			if cfg.AuditCheckpointInterval <= 0 {
 				return usageError{fmt.Errorf("--audit-checkpoint-interval %s: want a positive duration such as 1m", cfg.AuditCheckpointInterval)}
 			}
+			if cfg.BudgetInterval <= 0 {
+				return usageError{fmt.Errorf("--budget-interval %s: want a positive duration such as 30s", cfg.BudgetInterval)}
+			}
 			if cfg.Metering.Interval <= 0 {
 				return usageError{fmt.Errorf("--meter-interval %s: want a positive duration such as 1m", cfg.Metering.Interval)}
 			}
 			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
 				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
+			}
+			var err error
+			if cfg.Growth.Levels, err = parseWarnLevels(warnLevels); err != nil {
+				return usageError{fmt.Errorf("--warn-levels %q: %v", warnLevels, err)}
+			}
+			if largeFile != "" {
+				if cfg.Growth.LargeStateFileBytes, err = parseSize(largeFile); err != nil {
+					return usageError{fmt.Errorf("--large-state-file %q: %v", largeFile, err)}
+				}
 			}
 			if (cfg.Network.ProxyTLSCert == "") != (cfg.Network.ProxyTLSKey == "") {
 				return usageError{fmt.Errorf("--proxy-tls-cert and --proxy-tls-key go together")}
@@ -97,11 +112,15 @@ start adopts them.`,
 	f.Int64Var(&size, "pool-size", 0, "size in GiB of a new loop-backed btrfs pool image (sparse; 0: half of the free space where it goes, at least 5)")
 	f.StringVar(&reserve, "pool-reserve", "", "pool space kept from sandboxes and volumes for the daemon, such as 2GiB (default 10% of the pool, at least 512MiB)")
 	f.Float64Var(&cfg.PoolOvercommit, "pool-overcommit", sandbox.DefaultPoolOvercommit, "the disk quotas of live sandboxes and volumes may add up to this many times the pool's usable size (1: every quota can always be filled)")
+	f.StringVar(&warnLevels, "warn-levels", "80,95", "percentages of a limit (disk quota, memory, volume size, pool) at which an event and a log line warn")
+	f.StringVar(&largeFile, "large-state-file", "1GiB", "files under /data larger than this are reported by orient and stead info as history to off-load")
 	f.DurationVar(&cfg.PolicyInterval, "policy-interval", 15*time.Second, "how often idle and retention policies run")
 	f.DurationVar(&cfg.AuditCheckpointInterval, "audit-checkpoint-interval", audit.DefaultCheckpointInterval, "how often the audit trail's head is signed and written to its witnesses (DATA/audit.witness, the repository) when it moved; a kill -9 leaves at most this much unsigned")
 	f.BoolVar(&repoWitness, "audit-repo-witness", true, "also keep the audit trail's signed head in the repository (when one is configured)")
 	f.MarkHidden("audit-repo-witness")
 	f.DurationVar(&cfg.StopGrace, "stop-grace", 30*time.Second, "default grace period of a service's stop hook")
+	f.DurationVar(&cfg.DeleteRetention, "delete-retention", 30*24*time.Hour, "how long soft-deleted sandboxes and volumes stay restorable, for tenants whose retention policy sets no purge_deleted_after")
+	f.DurationVar(&cfg.RetentionWarnBefore, "retention-warn-before", sandbox.DefaultRetentionWarnBefore, "how long before an automatic deletion the retention.warning event is given, for tenants whose retention policy sets no warn_before")
 	f.StringVar(&cfg.Repo, "repo", os.Getenv("STEAD_REPO"), "off-box repository: a directory or s3://host:port/bucket/prefix (env STEAD_REPO); S3 keys from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, STEAD_S3_ACCESS_KEY/STEAD_S3_SECRET_KEY, --repo-credentials-file or ~/.aws/credentials, never needed on the command line")
 	f.StringVar(&cfg.RepoCredentialsFile, "repo-credentials-file", os.Getenv("STEAD_S3_CREDENTIALS_FILE"), "file with the S3 keys, AWS format ([default] aws_access_key_id = ..., aws_secret_access_key = ...), mode 0600 (env STEAD_S3_CREDENTIALS_FILE)")
 	f.StringVar(&cfg.RepoKeyFile, "repo-key-file", os.Getenv("STEAD_REPO_KEY_FILE"), "the repository's master key file (default DATA/repo.key; keep a copy off this machine)")
@@ -115,6 +134,7 @@ start adopts them.`,
 	f.StringVar(&cfg.Network.ProxyTLSCert, "proxy-tls-cert", "", "certificate file (PEM) to serve the port proxy over TLS and HTTP/2")
 	f.StringVar(&cfg.Network.ProxyTLSKey, "proxy-tls-key", "", "key file (PEM) of --proxy-tls-cert")
 	f.DurationVar(&cfg.Metering.Interval, "meter-interval", metering.DefaultInterval, "how often running sandboxes' metered time is checkpointed: the most a kill -9 of the daemon loses")
+	f.DurationVar(&cfg.BudgetInterval, "budget-interval", budget.DefaultInterval, "how often budgets are checked against the metered spend (a crossing is acted on within this plus the check's own time)")
 	f.StringVar(&cfg.Metering.PricesFile, "prices", "", "JSON file of prices (compute_per_hour by instance type, cpu_hour, memory_gib_hour, local_gb_month, repository_gb_month); unnamed ones keep their defaults")
 	f.StringVar(&cfg.Metering.MetricsListen, "metrics-listen", "", "address of an unauthenticated Prometheus /metrics endpoint, such as 127.0.0.1:9090 (empty: off)")
 	f.BoolVar(&verbose, "verbose", false, "debug logging")
@@ -131,4 +151,21 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// parseWarnLevels reads ascending percentages such as "80,95" into
+// fractions.
+func parseWarnLevels(v string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(v, ",") {
+		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(f), "%")), 64)
+		if err != nil || !(p > 0 && p <= 100) {
+			return nil, fmt.Errorf("want ascending percentages between 0 and 100, such as 80,95")
+		}
+		if len(out) > 0 && p/100 <= out[len(out)-1] {
+			return nil, fmt.Errorf("want ascending percentages, such as 80,95")
+		}
+		out = append(out, p/100)
+	}
+	return out, nil
 }

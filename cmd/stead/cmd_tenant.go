@@ -36,6 +36,7 @@ decrypted again.`,
 	cmd.AddCommand(newTenantCreateCmd(g), newTenantLsCmd(g), newTenantShowCmd(g),
 		newTenantStateCmd(g, "suspend"), newTenantStateCmd(g, "unsuspend"), newTenantRmCmd(g))
 	cmd.AddCommand(newTenantQuotaCmd(g))
+	cmd.AddCommand(newTenantRetentionCmd(g)) // cmd_retention.go
 	return cmd
 }
 

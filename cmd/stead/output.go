@@ -88,6 +88,9 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 	if sb.Service != nil {
 		row(tw, "Service:", strings.Join(sb.Service.Command, " "))
 		row(tw, "Restart:", orDash(sb.Service.Restart))
+		if l := sb.Service.Log; l != nil && l.Keep != nil {
+			row(tw, "Log rotation:", logRotationStr(*l))
+		}
 	}
 	row(tw, "Address:", orDash(sb.Address))
 	row(tw, "Network:", policyLine(sb.Network))
@@ -113,7 +116,41 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 		row(tw, "Deleted:", agoPtr(sb.DeletedAt))
 		row(tw, "Purged:", agoPtr(sb.PurgeAt))
 	}
+	for i, w := range sb.Warnings {
+		label := ""
+		if i == 0 {
+			label = "Warnings:"
+		}
+		row(tw, label, w.Message)
+	}
+	for i, f := range sb.LargeStateFiles {
+		label := ""
+		if i == 0 {
+			label = "Large state files:"
+		}
+		row(tw, label, fmt.Sprintf("%s %s (off-load or rotate its history)", f.Path, bytesStr(f.Bytes)))
+	}
+	if sb.DeleteAt != nil { // an archived sandbox under a delete_archived_after retention
+		row(tw, "Deleted by retention:", agoPtr(sb.DeleteAt))
+	}
 	return tw.Flush()
+}
+
+// warningsBrief is the WARNINGS cell of a sandbox list: "disk 92%,
+// memory 81%", or "-".
+func warningsBrief(ws []client.LimitWarning) string {
+	if len(ws) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(ws))
+	for _, w := range ws {
+		what := w.Resource
+		if w.Resource == client.LimitVolume && w.Path != "" {
+			what = w.Path
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", what, w.Percent))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printState prints the outcome of a lifecycle verb: the sandbox as JSON,

@@ -70,6 +70,12 @@ type server struct {
 //   - the network and port routes (/v1/sandboxes/{id}/network,
 //     /v1/sandboxes/{id}/ports ...) only when b also implements
 //     NetworkBackend;
+//   - GET /v1/sandboxes/{id}/du and GET /v1/volumes/{id}/du only when b
+//     also implements DiskUsageBackend;
+//   - the schedule routes (/v1/schedules, /v1/sandboxes/{id}/schedules)
+//     only when b also implements ScheduleBackend;
+//   - the budget routes (/v1/budgets) only when b also implements
+//     BudgetBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
 //   - GET /v1/quota and /v1/tenants/{tenant}/quotas only when b also
@@ -142,6 +148,18 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if sb, ok := b.(SecretBackend); ok {
 		s.registerSecrets(sb)
+	}
+	if db, ok := b.(DiskUsageBackend); ok {
+		s.registerDiskUsage(db)
+	}
+	if rb, ok := b.(RetentionBackend); ok {
+		s.registerRetention(rb)
+	}
+	if sb, ok := b.(ScheduleBackend); ok {
+		s.registerSchedules(sb)
+	}
+	if bb, ok := b.(BudgetBackend); ok {
+		s.registerBudgets(bb)
 	}
 	if qb, ok := b.(QuotaBackend); ok {
 		s.registerQuotas(qb)

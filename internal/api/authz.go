@@ -26,7 +26,8 @@ import (
 //     repository's init; a template import, which reads the daemon's host)
 //     need role admin;
 //   - /v1/keys/... and /v1/audit/... need role tenant-admin or admin and an
-//     unscoped key;
+//     unscoped key; so do the writes of /v1/budgets/... (budgets are the
+//     tenant's money: any unscoped key of the tenant may read them);
 //   - a read-only key calls GET routes only, and never opens a terminal
 //     (GET /v1/sandboxes/{id}/pty);
 //   - a scoped key (limited to named sandboxes or a label selector) calls
@@ -157,7 +158,8 @@ func routeAllows(p Principal, method, path string) error {
 		}
 		return nil
 	case path == "/v1/keys" || strings.HasPrefix(path, "/v1/keys/"),
-		path == "/v1/audit" || strings.HasPrefix(path, "/v1/audit/"):
+		path == "/v1/audit" || strings.HasPrefix(path, "/v1/audit/"),
+		budgetWrite(method, path):
 		if !p.AdministersTenant() {
 			return refuse("an unscoped tenant-admin or admin key")
 		}
@@ -177,6 +179,11 @@ func routeAllows(p Principal, method, path string) error {
 		return refuse("a key not limited to some sandboxes (a scoped key reaches /v1/sandboxes and its own sandboxes' routes)")
 	}
 	return nil
+}
+
+// budgetWrite reports whether the route changes a budget.
+func budgetWrite(method, path string) bool {
+	return (path == "/v1/budgets" || strings.HasPrefix(path, "/v1/budgets/")) && method != http.MethodGet && method != http.MethodHead
 }
 
 // scopeNote describes a key's scope for a refusal.

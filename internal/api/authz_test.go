@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -119,6 +120,62 @@ func (f tenantFake) DeleteTenant(_ context.Context, id string) (client.TenantDel
 	return client.TenantDeletion{Tenant: id}, f.Err
 }
 
+// optionsFake serves the routes NewHandler registers from Options (usage,
+// events, webhooks) and the du routes, recording each call.
+type optionsFake struct{ *fakeBackend }
+
+func (f optionsFake) Report(_ context.Context, tenant string, _ client.UsageQuery) (client.UsageReport, error) {
+	f.record("Report", tenant, "")
+	return client.UsageReport{}, f.Err
+}
+
+func (f optionsFake) ListEvents(_ context.Context, tenant string, _ client.EventQuery) (client.DaemonEventPage, error) {
+	f.record("ListEvents", tenant, "")
+	return client.DaemonEventPage{}, f.Err
+}
+
+func (f optionsFake) DiskUsage(_ context.Context, tenant, id, _ string, _ int) (client.DiskUsage, error) {
+	f.record("DiskUsage", tenant, id)
+	return client.DiskUsage{}, f.Err
+}
+
+func (f optionsFake) VolumeDiskUsage(_ context.Context, tenant, id, _ string, _ int) (client.DiskUsage, error) {
+	f.record("VolumeDiskUsage", tenant, id)
+	return client.DiskUsage{}, f.Err
+}
+
+func (f optionsFake) EventsChanged() <-chan struct{} { return make(chan struct{}) }
+
+func (f optionsFake) CreateWebhook(_ context.Context, tenant string, _ client.CreateWebhookRequest) (client.Webhook, error) {
+	f.record("CreateWebhook", tenant, "")
+	return client.Webhook{}, f.Err
+}
+
+func (f optionsFake) ListWebhooks(_ context.Context, tenant string) ([]client.Webhook, error) {
+	f.record("ListWebhooks", tenant, "")
+	return nil, f.Err
+}
+
+func (f optionsFake) GetWebhook(_ context.Context, tenant, id string) (client.Webhook, error) {
+	f.record("GetWebhook", tenant, id)
+	return client.Webhook{}, f.Err
+}
+
+func (f optionsFake) DeleteWebhook(_ context.Context, tenant, id string) error {
+	f.record("DeleteWebhook", tenant, id)
+	return f.Err
+}
+
+func (f optionsFake) ListWebhookDeliveries(_ context.Context, tenant, id string, _ int) ([]client.WebhookDelivery, error) {
+	f.record("ListWebhookDeliveries", tenant, id)
+	return nil, f.Err
+}
+
+func (f optionsFake) RedeliverWebhook(_ context.Context, tenant string, _ int64) (client.WebhookDelivery, error) {
+	f.record("RedeliverWebhook", tenant, "")
+	return client.WebhookDelivery{}, f.Err
+}
+
 // routeServer is one handler and the routes its OpenAPI document lists.
 type routeServer struct {
 	fb     *fakeBackend
@@ -132,9 +189,15 @@ type routeServer struct {
 func authzServers(t *testing.T) ([]*routeServer, []string) {
 	t.Helper()
 	var servers []*routeServer
-	add := func(b Backend, fb *fakeBackend) {
+	addWith := func(b Backend, fb *fakeBackend, opts Options) {
 		authzWorldBackend(fb)
-		c, srv := newTestServer(t, b, "")
+		opts.Logger, opts.Version = slog.New(slog.DiscardHandler), "test"
+		srv := httptest.NewServer(NewHandler(b, opts))
+		t.Cleanup(srv.Close)
+		c, err := client.New(srv.URL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
 		raw, err := c.OpenAPI(testCtx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -153,6 +216,11 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 		}
 		servers = append(servers, rs)
 	}
+	add := func(b Backend, fb *fakeBackend) { addWith(b, fb, Options{}) }
+	// The routes registered from Options (usage, events, webhooks), and
+	// du, record their calls in a fake of their own.
+	of0 := optionsFake{&fakeBackend{}}
+	addWith(of0, of0.fakeBackend, Options{Usage: of0, Events: of0})
 	tf := tenantFake{&fakeBackend{}}
 	add(tf, tf.fakeBackend)
 	sf := newSessionFake()
@@ -169,6 +237,12 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(sec, sec.fakeBackend)
 	qf := newQuotaFake()
 	add(qf, qf.fakeBackend)
+	ret := newRetentionFake()
+	add(ret, ret.fakeBackend)
+	sch := newScheduleFake()
+	add(sch, sch.fakeBackend)
+	bud := newBudgetFake()
+	add(bud, bud.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -256,7 +330,7 @@ func call(t *testing.T, base, method, path, key string) answer {
 func roleAllows(who, route string, agentRoute bool) bool {
 	method, path, _ := strings.Cut(route, " ")
 	under := func(prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
-	tenantAdminOnly := under("/v1/keys") || under("/v1/audit")
+	tenantAdminOnly := under("/v1/keys") || under("/v1/audit") || (under("/v1/budgets") && method != http.MethodGet)
 	adminOnly := under("/v1/tenants") || route == "POST /v1/repo/init" || route == "POST /v1/templates"
 	switch who {
 	case "admin":
@@ -293,7 +367,11 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 	if len(all) < 100 {
 		t.Fatalf("only %d routes in the OpenAPI documents", len(all))
 	}
-	for _, want := range []string{"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
+	for _, want := range []string{"GET /v1/usage", "GET /v1/events", "GET /v1/sandboxes/{id}/du", "GET /v1/volumes/{id}/du", "POST /v1/webhooks",
+		"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
+		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention",
+		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules",
+		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}",
 		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)

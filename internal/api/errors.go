@@ -24,6 +24,8 @@ func HTTPStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, errs.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, errs.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errs.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.As(err, new(*errs.QuotaError)): // a tenant's quota, not a full pool
@@ -34,6 +36,11 @@ func HTTPStatus(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, errs.ErrForbidden):
 		return http.StatusForbidden
+	case errors.Is(err, errs.ErrBudget):
+		// 402, not 429: retrying later does not help until someone raises
+		// the cap (or the period ends), and a client must tell a spend cap
+		// from a rate limit or a resource quota.
+		return http.StatusPaymentRequired
 	case errors.Is(err, errs.ErrUnsupported):
 		return http.StatusNotImplemented
 	case errors.Is(err, context.DeadlineExceeded):

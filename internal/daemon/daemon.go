@@ -23,6 +23,7 @@ import (
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/blobstore/s3"
+	"github.com/stead-dev/stead/internal/budget"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
@@ -54,6 +55,9 @@ type Config struct {
 	// PoolOvercommit bounds the disk promised to live sandboxes and volumes
 	// (0: sandbox.DefaultPoolOvercommit).
 	PoolOvercommit float64
+	// Growth configures the limit warnings and the large-state-file hint
+	// (zero values: the defaults).
+	Growth sandbox.GrowthOptions
 	// PolicyInterval is how often idle and retention policies run.
 	PolicyInterval time.Duration
 	// AuditCheckpointInterval is how often the audit trail's head is
@@ -65,6 +69,9 @@ type Config struct {
 	NoAuditRepoWitness bool
 	// StopGrace overrides the default service stop grace (30 s).
 	StopGrace time.Duration
+	// DeleteRetention and RetentionWarnBefore are the retention defaults
+	// of tenants that set none (0: 30 days; 3 days).
+	DeleteRetention, RetentionWarnBefore time.Duration
 	// Repo is the off-box repository: a directory, file:///dir or
 	// s3://host:port/bucket/prefix ("" = none). S3 credentials come from
 	// the environment or a credentials file (see s3.ParseURL); inline
@@ -77,6 +84,9 @@ type Config struct {
 	RepoKeyFile string
 	// Metering configures the meter and the Prometheus metrics.
 	Metering MeteringConfig
+	// BudgetInterval is how often budgets are checked (0:
+	// budget.DefaultInterval).
+	BudgetInterval time.Duration
 	// NoUserNS runs sandboxes without user namespaces (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
@@ -184,8 +194,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Store: events.ObserveStore(st, &sinks, nil), Events: &sinks, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
-		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit,
+		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
 		Net: netp.opts,
+
+		DeleteRetention: cfg.DeleteRetention, RetentionWarnBefore: cfg.RetentionWarnBefore, // tenants' retention defaults
 	})
 	sinks = append(sinks, events.SinkFunc(func(_ context.Context, e events.Event) { svc.SandboxChanged(e.Sandbox) }))
 	if repoCfg != nil {
@@ -198,6 +210,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	budgets := budget.New(budget.Options{Store: st, Spend: mt.meter, Sandboxes: svc, Events: &sinks, Audit: auditLog, Interval: cfg.BudgetInterval, Logger: log})
+	svc.SetBudgets(budgets)
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
@@ -249,7 +263,9 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Info("listening", "addr", addr)
 	}
 	go svc.RunPolicies(pctx, cfg.PolicyInterval)
+	go svc.RunSchedules(pctx, min(cfg.PolicyInterval, 15*time.Second)) // cron runs are at most this late
 	go mt.meter.Run(pctx)
+	go budgets.Run(pctx)
 	go auditLog.Run(pctx)
 	go hub.Run(pctx)
 	go svc.CheckRepoKey(pctx)

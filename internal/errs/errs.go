@@ -26,6 +26,14 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden means the credential is valid but may not do this (HTTP 403).
 	ErrForbidden = errors.New("forbidden")
+	// ErrBudget means a spend cap (a budget with action pause or stop) is
+	// reached: what would spend more is refused until the cap is raised or
+	// the next period starts (HTTP 402).
+	ErrBudget = errors.New("budget exceeded")
+	// ErrTooLarge means a document, payload or value is over its size
+	// limit; the message names the limit (HTTP 413). It is a kind of
+	// ErrInvalid: errors.Is(err, ErrInvalid) holds for it too.
+	ErrTooLarge error = tooLarge{}
 	// ErrUnsupported means this implementation cannot do what was asked, for
 	// example a disk quota on a dir pool over ext4 (HTTP 501).
 	ErrUnsupported = errors.New("unsupported")
@@ -34,12 +42,12 @@ var (
 // classTags are the sentinels whose text is only a class name: wrapped
 // with %w they leave "...: conflict" in a message, which tells a user
 // nothing the HTTP status or the CLI's exit code does not already say.
-var classTags = []error{ErrConflict, ErrForbidden, ErrInvalid, ErrUnauthenticated}
+var classTags = []error{ErrConflict, ErrForbidden, ErrInvalid, ErrUnauthenticated, ErrTooLarge}
 
 // explanations are the sentinels whose text can be the whole explanation
 // ("run r: not found"): they stay, unless a more precise text follows them
 // ("read /x: not found: no such file or directory").
-var explanations = []error{ErrNotFound, ErrQuota, ErrUnsupported}
+var explanations = []error{ErrNotFound, ErrQuota, ErrUnsupported, ErrBudget}
 
 // Message is err's text as a user should read it: without the class names
 // that wrapping a sentinel leaves in it ("cannot pause sandbox a: it is
@@ -68,3 +76,11 @@ func Message(err error) string {
 	}
 	return msg
 }
+
+// tooLarge is ErrTooLarge: comparable, and also ErrInvalid.
+type tooLarge struct{}
+
+func (tooLarge) Error() string { return "too large" }
+
+// Is makes a too-large error an invalid one as well.
+func (tooLarge) Is(target error) bool { return target == ErrInvalid }

@@ -28,3 +28,16 @@ func TestMessageLeavesOutClassNamesButKeepsExplanations(t *testing.T) {
 		}
 	}
 }
+
+func TestTooLargeIsAlsoInvalidAndReadsClean(t *testing.T) {
+	err := fmt.Errorf("put checkpoint plan: document is 2000000 bytes, over the limit of 1048576 bytes: %w", ErrTooLarge)
+	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("%v: is too large %v, is invalid %v", err, errors.Is(err, ErrTooLarge), errors.Is(err, ErrInvalid))
+	}
+	if errors.Is(fmt.Errorf("x: %w", ErrInvalid), ErrTooLarge) {
+		t.Fatal("every invalid error is too large")
+	}
+	if got, want := Message(err), "put checkpoint plan: document is 2000000 bytes, over the limit of 1048576 bytes"; got != want {
+		t.Fatalf("Message %q, want %q", got, want)
+	}
+}

@@ -22,6 +22,7 @@ package events
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/stead-dev/stead/internal/store"
@@ -66,6 +67,26 @@ const (
 	BudgetExceeded   = "budget.exceeded"
 	QuotaExceeded    = "quota.exceeded"
 	RetentionWarning = "retention.warning"
+	// LimitWarning: a sandbox's disk or memory, a volume or the pool
+	// crossed a warning level of its limit (growth.go in the sandbox
+	// service).
+	LimitWarning = "limit.warning"
+)
+
+// InternalPrefix starts the type of an event for the daemon's own
+// listeners (metrics, metering): the Hub neither stores nor streams nor
+// delivers it, so a tenant never sees it.
+const InternalPrefix = "internal."
+
+// Internal reports whether an event type is for the daemon's own
+// listeners only (InternalPrefix).
+func Internal(typ string) bool { return strings.HasPrefix(typ, InternalPrefix) }
+
+// Event types of sandbox schedules (a run of a schedule: data schedule,
+// action, result; error for a failure, reason for a skip).
+const (
+	ScheduleFired  = "schedule.fired"
+	ScheduleFailed = "schedule.failed"
 )
 
 // Event is one thing that happened.

@@ -110,7 +110,12 @@ var _ Sink = (*Hub)(nil)
 
 // Emit stores e in the event log (durably: it returns after the commit)
 // and wakes every follower. A failed store is logged: the event is lost.
+// An internal event (Internal) is dropped: it is for the daemon's own
+// listeners, never a tenant's.
 func (h *Hub) Emit(ctx context.Context, e Event) {
+	if Internal(e.Type) {
+		return
+	}
 	if e.Time.IsZero() {
 		e.Time = h.opts.Now()
 	}

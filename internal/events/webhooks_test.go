@@ -324,3 +324,19 @@ func TestWebhookGuardRefusesLinkLocalMetadataAndLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestHubKeepsInternalEventsFromTenants: an internal event (the metrics'
+// operation.finished) is neither stored nor streamed; a tenant's event
+// beside it is.
+func TestHubKeepsInternalEventsFromTenants(t *testing.T) {
+	f := newHubFixture(t)
+	f.emit(events.InternalPrefix + "operation.finished")
+	f.emit(events.SnapshotCreated)
+	list, err := f.st.ListDaemonEvents(t.Context(), store.DaemonEventFilter{Tenant: store.DefaultTenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Type != events.SnapshotCreated {
+		t.Fatalf("stored events %+v, want only %s", list, events.SnapshotCreated)
+	}
+}

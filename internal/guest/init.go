@@ -369,6 +369,9 @@ func (in *initProc) stop(grace time.Duration) {
 			time.Sleep(time.Millisecond)
 		}
 		unix.Kill(-1, unix.SIGKILL)
+		if in.svc != nil {
+			in.svc.wait(5 * time.Second) // the log drained and closed
+		}
 		// Make the root's files durable before reporting the stop: syncfs
 		// of the sandbox's own file system, not a sync of the whole host.
 		if fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY, 0); err == nil {

@@ -69,6 +69,10 @@ type ServiceSpec struct {
 	StopSignal int `json:"stop_signal,omitempty"`
 	// StopLine is written to the service's stdin on stop.
 	StopLine string `json:"stop_line,omitempty"`
+	// LogMaxSize and LogKeep are the log's rotation (agentlog.Config;
+	// both zero: the defaults).
+	LogMaxSize int64 `json:"log_max_size,omitempty"`
+	LogKeep    int   `json:"log_keep,omitempty"`
 }
 
 // Request kinds.

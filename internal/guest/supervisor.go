@@ -2,18 +2,24 @@ package guest
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/agentlog"
 )
 
 // supervisor runs the agent service and restarts it by policy, with
 // exponential backoff (1 s doubling to 60 s, reset after 60 s of uptime).
 // Output goes to AgentLog in the sandbox root, so it survives a crash, a
-// stop and a daemon restart.
+// stop and a daemon restart: the service writes into a pipe that init
+// drains into an agentlog.Writer, which rotates the log (the supervisor's
+// own lines go through the same pipe, in order with the service's).
 type supervisor struct {
 	in   *initProc
 	spec ServiceSpec
@@ -37,22 +43,18 @@ func (s *supervisor) status() (pid, restarts int) {
 	return s.pid, s.restarts
 }
 
-func (s *supervisor) logf(log *os.File, format string, args ...any) {
+func (s *supervisor) logf(log io.Writer, format string, args ...any) {
 	fmt.Fprintf(log, "[stead %s] %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(format, args...))
 }
 
 func (s *supervisor) run() {
 	defer close(s.done)
-	os.MkdirAll("/var/log", 0o755)
-	// O_NOFOLLOW: the agent owns /var/log/agent.log and could make it a
-	// symlink to a file it may not write.
-	log, err := os.OpenFile(AgentLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
+	log, closeLog, err := s.openLog()
 	if err != nil {
 		s.in.log.Error("open agent log", "err", err)
 		return
 	}
-	defer log.Close()
-	log.Chown(s.spec.UID, s.spec.GID)
+	defer closeLog()
 	backoff := time.Second
 	for {
 		s.mu.Lock()
@@ -122,6 +124,62 @@ func (s *supervisor) run() {
 		s.restarts++
 		s.mu.Unlock()
 	}
+}
+
+// wait waits up to d for the supervisor loop to end (its log closed).
+func (s *supervisor) wait(d time.Duration) {
+	select {
+	case <-s.done:
+	case <-time.After(d):
+	}
+}
+
+// openLog opens the rotating log in AgentLog's directory (a symlink the
+// agent may have planted at any component is refused, never followed) and
+// a pipe drained into it. The service gets the pipe's write end; closeLog
+// closes it, lets the pipe drain (for a few seconds at most: a forked
+// child of the service may still hold it) and closes the log.
+func (s *supervisor) openLog() (*os.File, func(), error) {
+	dir, name := path.Split(AgentLog)
+	os.MkdirAll(dir, 0o755)
+	dfd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(dfd)
+	lw, err := agentlog.OpenWriter(dfd, agentlog.Config{MaxSize: s.spec.LogMaxSize, Keep: s.spec.LogKeep},
+		agentlog.WriterOptions{Name: name, UID: s.spec.UID, GID: s.spec.GID})
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		lw.Close()
+		return nil, nil, fmt.Errorf("create the log pipe: %w", err)
+	}
+	// A larger pipe absorbs bursts while a rotation waits for a compression.
+	unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		if err := agentlog.Pump(pr, lw, 0); err != nil {
+			s.in.log.Error("agent log pipe", "err", err)
+		}
+	}()
+	return pw, func() {
+		pw.Close()
+		select {
+		case <-pumped:
+		case <-time.After(3 * time.Second):
+			pr.Close()
+			<-pumped
+		}
+		pr.Close()
+		lw.Close()
+	}, nil
 }
 
 // sleep waits d unless a stop begins; it reports whether to go on.

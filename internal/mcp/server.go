@@ -46,7 +46,7 @@ type Options struct {
 
 // toolNames lists every tool NewServer registers, in registration order.
 var toolNames = []string{
-	"exec", "read_file", "write_file", "list_files",
+	"exec", "read_file", "write_file", "list_files", "disk_usage",
 	"checkpoint_put", "checkpoint_get", "session_append", "orient",
 	"snapshot", "fork", "rollback",
 	"network_show", "network_set", "port_list", "port_expose", "port_unexpose",

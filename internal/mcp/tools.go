@@ -79,6 +79,16 @@ func (t *tools) register(s *sdk.Server) {
 	}, t.listFiles)
 
 	sdk.AddTool(s, &sdk.Tool{
+		Name:  "disk_usage",
+		Title: "Show where the disk space went",
+		Description: "Walks a path of a sandbox (default /) and returns its largest entries, the directories whose own " +
+			"files take the most space and the largest files, with the sandbox's disk quota and its use. " +
+			"Use it when writes fail with 'disk quota exceeded' or a limit warning says the disk is filling.",
+		InputSchema: t.inputSchema(schemaFor[DiskUsageInput]()),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+	}, t.diskUsage)
+
+	sdk.AddTool(s, &sdk.Tool{
 		Name:  "checkpoint_put",
 		Title: "Save a checkpoint document",
 		Description: "Writes a JSON document as the next version of a named checkpoint document of the sandbox, " +
@@ -395,6 +405,26 @@ func (t *tools) listFiles(ctx context.Context, _ *sdk.CallToolRequest, in ListFi
 		out.Entries = append(out.Entries, fileEntry(fi))
 	}
 	return nil, out, nil
+}
+
+// DiskUsageInput is the input of disk_usage.
+type DiskUsageInput struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"Sandbox id or name."`
+	Path    string `json:"path,omitempty" jsonschema:"Absolute path to walk (default /)."`
+	Top     int    `json:"top,omitempty" jsonschema:"Entries in each list (default 10)."`
+}
+
+// diskUsage reports where the space went.
+func (t *tools) diskUsage(ctx context.Context, _ *sdk.CallToolRequest, in DiskUsageInput) (*sdk.CallToolResult, client.DiskUsage, error) {
+	sb, err := t.sandbox(in.Sandbox)
+	if err != nil {
+		return nil, client.DiskUsage{}, err
+	}
+	u, err := t.c.DiskUsage(ctx, sb, in.Path, in.Top)
+	if err != nil {
+		return nil, client.DiskUsage{}, apiError(fmt.Sprintf("disk usage of %s in sandbox %s", in.Path, sb), err)
+	}
+	return nil, u, nil
 }
 
 // CheckpointPutInput is the input of checkpoint_put.

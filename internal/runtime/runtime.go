@@ -63,7 +63,11 @@ const (
 type Stats struct {
 	CPUUsage    time.Duration // cumulative
 	MemoryBytes int64
-	Pids        int64
+	// MemoryWorkingSetBytes is MemoryBytes less the inactive page cache
+	// (what the kernel cannot simply drop), as kubelet counts it: what
+	// nears the limit before the OOM killer acts.
+	MemoryWorkingSetBytes int64
+	Pids                  int64
 }
 
 // Runtime runs sandboxes.

@@ -269,36 +269,8 @@ func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 			s.PurgeExpired(ctx)
 			s.RunBackupPolicies(ctx)
 			s.CheckPoolFill(ctx)
+			s.CheckLimits(ctx)
 		}
-	}
-}
-
-// PurgeExpired destroys soft-deleted sandboxes and volumes whose retention
-// has ended.
-func (s *Service) PurgeExpired(ctx context.Context) {
-	defer s.purgeExpiredVolumes(ctx)
-	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateDeleted}})
-	if err != nil {
-		return
-	}
-	now := s.now()
-	expired := func(sb store.Sandbox) bool {
-		return sb.State == store.StateDeleted && sb.PurgeAt != nil && !now.Before(*sb.PurgeAt)
-	}
-	for _, sb := range list {
-		if !expired(sb) {
-			continue
-		}
-		unlock := s.lock(sb.ID)
-		// Re-read under the lock: an undelete may have won the race.
-		if cur, err := s.st.GetSandbox(ctx, sb.TenantID, sb.ID); err == nil && expired(cur) {
-			err := s.purgeLocked(ctx, cur)
-			if err != nil {
-				s.log.Error("purge expired sandbox", "sandbox", sb.ID, "err", err)
-			}
-			s.record(ctx, sb.TenantID, "sandbox.purge_expired", sb.ID, err)
-		}
-		unlock()
 	}
 }
 

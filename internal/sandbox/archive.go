@@ -69,6 +69,9 @@ func (s *Service) archive(ctx context.Context, op *operation, tenant, id string)
 	if err := setArchive(&sb, m.ID.String()); err != nil {
 		return out, err
 	}
+	if err := setArchivedAt(&sb, s.now()); err != nil { // retention counts from it
+		return out, err
+	}
 	sb.State, sb.UpdatedAt = store.StateArchived, s.now()
 	if _, err := s.st.UpdateSandbox(ctx, sb); err != nil {
 		return out, err

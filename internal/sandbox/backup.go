@@ -1175,10 +1175,16 @@ func (s *Service) GetBackupPolicy(ctx context.Context, tenant, id string) (clien
 	if err != nil {
 		return client.BackupPolicy{}, err
 	}
-	return policyView(backupOf(sb)), nil
+	def, err := s.archiveAfterDefault(ctx, sb.TenantID) // the tenant's retention (retention.go)
+	if err != nil {
+		return client.BackupPolicy{}, err
+	}
+	return policyView(backupOf(sb), def), nil
 }
 
-func policyView(b backupSpec) client.BackupPolicy {
+// policyView shows b; defArchiveAfter is the archive_after of a sandbox
+// that sets none (its tenant's archive_stopped_after).
+func policyView(b backupSpec, defArchiveAfter time.Duration) client.BackupPolicy {
 	p := client.BackupPolicy{Retention: b.Retention, LastPush: b.LastPush, LastPushID: b.LastPushID}
 	if b.Interval > 0 {
 		p.Interval = b.Interval.String()
@@ -1188,7 +1194,7 @@ func policyView(b backupSpec) client.BackupPolicy {
 		}
 		p.NextPush = &next
 	}
-	after := defaultArchiveAfter
+	after := defArchiveAfter
 	if b.ArchiveAfter != nil {
 		after = *b.ArchiveAfter
 	}
@@ -1266,7 +1272,10 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 			})
 			continue
 		}
-		after := defaultArchiveAfter
+		after, err := s.archiveAfterDefault(ctx, sb.TenantID) // the tenant's retention (retention.go)
+		if err != nil {
+			continue
+		}
 		if b.ArchiveAfter != nil {
 			after = *b.ArchiveAfter
 		}

@@ -80,7 +80,7 @@ func TestOperationsEmitTheirEvents(t *testing.T) {
 		defer mu.Unlock()
 		// operation.finished is the metrics' view of every operation;
 		// this test reads the named events.
-		if !strings.HasPrefix(e.Type, "snapshot.") && e.Type != "operation.finished" {
+		if !strings.HasPrefix(e.Type, "snapshot.") && e.Type != OperationFinished {
 			got = append(got, e)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -18,8 +19,10 @@ import (
 // OperationFinished is the event of a background operation's end (push,
 // restore, pull, archive...). Data: kind, state (succeeded or failed),
 // seconds, and bytes (uploaded for a push, downloaded for a restore or a
-// pull) when the operation moved any.
-const OperationFinished = "operation.finished"
+// pull) when the operation moved any. It is internal (events.Internal):
+// the metrics count it, tenants never see it (they get backup.pushed and
+// its kin).
+const OperationFinished = events.InternalPrefix + "operation.finished"
 
 // opEventData describes a finished operation for OperationFinished.
 func opEventData(v client.Operation) map[string]string {

@@ -11,6 +11,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/files"
+	"github.com/stead-dev/stead/internal/pool"
 )
 
 // defaultOrientFiles are the workspace notes an orient call shows.
@@ -100,6 +101,8 @@ func (s *Service) Orient(ctx context.Context, tenant, id string, paths []string,
 			or.RecentEvents = page.Events
 		}
 	}
+	or.Warnings = s.orientWarnings(ctx, tenant, sb)
+	or.LargeStateFiles = s.largeStateFiles(ctx, tenant, sb)
 	or.Text = orientText(or)
 	return or, nil
 }
@@ -154,6 +157,26 @@ func orientText(or client.Orient) string {
 		fmt.Fprintf(&b, " (reason: %s)", or.StopReason)
 	}
 	b.WriteString(" Files under /workspace, /data and /home/agent survived; /tmp did not.\n\n")
+	if len(or.Warnings) > 0 || len(or.LargeStateFiles) > 0 {
+		b.WriteString("## Space and limits\n")
+		for _, w := range or.Warnings {
+			fmt.Fprintf(&b, "- %s", w.Message)
+			if len(w.LargestDirs) > 0 {
+				b.WriteString("; the largest directories are ")
+				for i, d := range w.LargestDirs {
+					if i > 0 {
+						b.WriteString(", ")
+					}
+					fmt.Fprintf(&b, "%s (%s)", d.Path, pool.FormatBytes(d.Bytes))
+				}
+			}
+			b.WriteString(".\n")
+		}
+		for _, f := range or.LargeStateFiles {
+			fmt.Fprintf(&b, "- %s is %s: state files this large are hard to checkpoint and back up; off-load or rotate its history.\n", f.Path, pool.FormatBytes(f.Bytes))
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("## Checkpoints\n")
 	if len(or.Checkpoints) == 0 {
 		b.WriteString("None saved.\n")

@@ -46,6 +46,10 @@ type Options struct {
 	// DeleteRetention is how long a soft-deleted sandbox stays restorable
 	// (default 30 days).
 	DeleteRetention time.Duration
+	// RetentionWarnBefore is how long before an automatic deletion its
+	// warning is given, for tenants whose retention policy sets none
+	// (default DefaultRetentionWarnBefore; see retention.go).
+	RetentionWarnBefore time.Duration
 	// StopGrace is the default grace period of a service's stop hook
 	// (default 30 s).
 	StopGrace time.Duration
@@ -91,6 +95,9 @@ type Options struct {
 	// together at this many times the pool's usable size (default
 	// DefaultPoolOvercommit; see capacity.go).
 	PoolOvercommit float64
+	// Growth configures the limit warnings and large-file hints
+	// (growth.go).
+	Growth GrowthOptions
 }
 
 // AgentSockets serves the API on a per-sandbox unix socket.
@@ -130,6 +137,9 @@ type Service struct {
 	disk      diskAdmission
 	quota     quotaGates
 	portCache portEntries
+	limits    limitWatch
+	sched     schedState
+	budgets   Budgets // budgets.go
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -202,7 +212,8 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		Env:        envNames(sp.Env, client.SecretMask),
 		Network:    policyOf(sp).API(),
 		AutoResume: sp.AutoResume, Labels: sp.Labels,
-		Secrets: sp.SecretRefs,
+		Secrets:  sp.SecretRefs,
+		Warnings: s.limitWarnings(sb),
 	}
 	if n := s.net(); n != nil {
 		if a, ok := n.Addr(sb.ID); ok {
@@ -215,6 +226,7 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		if svc.Restart == "" {
 			svc.Restart = defaultRestart // what the supervisor does
 		}
+		svc.Log = logView(svc.Log)
 		v.Service = &svc
 	}
 	if sp.MaxRuntime > 0 {
@@ -461,8 +473,12 @@ func (s *Service) serviceSpec(sp spec) (*guest.ServiceSpec, error) {
 	if restart != "always" && restart != "on-failure" && restart != "never" {
 		return nil, fmt.Errorf("restart %q (want always, on-failure or never): %w", svc.Restart, errs.ErrInvalid)
 	}
+	lc, err := logConfig(svc.Log)
+	if err != nil {
+		return nil, err
+	}
 	return &guest.ServiceSpec{Command: svc.Command, Env: env, Cwd: svc.Cwd, UID: uid, GID: gid,
-		Restart: restart, StopSignal: sig, StopLine: svc.StopLine}, nil
+		Restart: restart, StopSignal: sig, StopLine: svc.StopLine, LogMaxSize: lc.MaxSize, LogKeep: lc.Keep}, nil
 }
 
 func (s *Service) stopGrace(sp spec) time.Duration {
@@ -512,6 +528,9 @@ func (s *Service) runtimeSpec(sb store.Sandbox, tmpl store.Template) (steadrt.Sp
 // startLocked starts a stopped sandbox; the caller holds its lock.
 func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.Template) (store.Sandbox, error) {
 	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
+		return sb, err
+	}
+	if err := s.budgetMayRun(ctx, sb.TenantID, sb.ID); err != nil {
 		return sb, err
 	}
 	rs, err := s.runtimeSpec(sb, tmpl)
@@ -592,13 +611,17 @@ func (s *Service) get(ctx context.Context, tenant, id string) (store.Sandbox, er
 	return sb, nil
 }
 
-// GetSandbox returns one sandbox.
+// GetSandbox returns one sandbox, with the large files of its state
+// directories (growth.go).
 func (s *Service) GetSandbox(ctx context.Context, tenant, id string) (client.Sandbox, error) {
 	sb, err := s.get(ctx, tenant, id)
 	if err != nil {
 		return client.Sandbox{}, err
 	}
-	return s.view(sb), nil
+	v := s.view(sb)
+	v.LargeStateFiles = s.largeStateFiles(ctx, tenant, sb)
+	v.DeleteAt = s.retentionDeleteAt(ctx, sb)
+	return v, nil
 }
 
 // ListSandboxes lists a tenant's sandboxes.
@@ -609,7 +632,9 @@ func (s *Service) ListSandboxes(ctx context.Context, tenant string, includeDelet
 	}
 	out := make([]client.Sandbox, 0, len(list))
 	for _, sb := range list {
-		out = append(out, s.view(sb))
+		v := s.view(sb)
+		v.DeleteAt = s.retentionDeleteAt(ctx, sb)
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -797,6 +822,9 @@ func (s *Service) resumeLocked(ctx context.Context, sb store.Sandbox) (store.San
 	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
 		return sb, err
 	}
+	if err := s.budgetMayRun(ctx, sb.TenantID, sb.ID); err != nil {
+		return sb, err
+	}
 	if err := s.rt.Resume(ctx, sb.ID); err != nil {
 		return sb, err
 	}
@@ -825,7 +853,7 @@ func (s *Service) DeleteSandbox(ctx context.Context, tenant, id string, purge bo
 			return sb, s.purgeLocked(ctx, sb)
 		}
 		now := s.now()
-		purgeAt := now.Add(s.opts.DeleteRetention)
+		purgeAt := now.Add(s.purgeAfter(ctx, sb.TenantID)) // the tenant's retention (retention.go)
 		sb.State = store.StateDeleted
 		sb.DeletedAt = &now
 		sb.PurgeAt = &purgeAt
@@ -871,6 +899,12 @@ func (s *Service) UndeleteSandbox(ctx context.Context, tenant, id string) (clien
 			}
 			defer release()
 			sb.State = store.StateStopped
+			if archiveOf(sb) != "" { // deleted by retention while archived: it comes back archived,
+				sb.State = store.StateArchived // and its retention counts afresh (retention.go)
+				if err := setArchivedAt(&sb, s.now()); err != nil {
+					return sb, err
+				}
+			}
 			sb.DeletedAt, sb.PurgeAt = nil, nil
 			sb.StopReason = "undeleted"
 			return s.st.UpdateSandbox(ctx, sb)

@@ -120,12 +120,14 @@ func TestSoftDeletedSandboxIsPurgedAfterRetention(t *testing.T) {
 	if _, err := s.DeleteSandbox(ctx, store.DefaultTenant, sb.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(29 * 24 * time.Hour)
+	// The retention.warning comes 3 days ahead (at day 27 or later); the
+	// purge waits for both the 30 days and 3 days after the warning.
+	now = now.Add(28 * 24 * time.Hour)
 	s.PurgeExpired(ctx)
 	if got, err := s.GetSandbox(ctx, store.DefaultTenant, sb.ID); err != nil || got.State != "deleted" {
 		t.Fatalf("purged before the retention ended: %+v %v", got, err)
 	}
-	now = now.Add(2 * 24 * time.Hour)
+	now = now.Add(3 * 24 * time.Hour)
 	s.PurgeExpired(ctx)
 	if _, err := s.GetSandbox(ctx, store.DefaultTenant, sb.ID); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("not purged after the retention: %v", err)

@@ -189,7 +189,7 @@ func (s *Service) DeleteVolume(ctx context.Context, tenant, id string, purge boo
 		return s.volumeView(ctx, v), nil
 	}
 	now := s.now()
-	purgeAt := now.Add(s.opts.DeleteRetention)
+	purgeAt := now.Add(s.purgeAfter(ctx, v.TenantID)) // the tenant's retention (retention.go)
 	v.State, v.DeletedAt, v.PurgeAt = "deleted", &now, &purgeAt
 	if err := s.st.UpdateVolume(ctx, v); err != nil {
 		return client.Volume{}, err
@@ -242,29 +242,6 @@ func (s *Service) UndeleteVolume(ctx context.Context, tenant, id string) (client
 		return client.Volume{}, err
 	}
 	return s.volumeView(ctx, v), nil
-}
-
-// purgeExpiredVolumes destroys soft-deleted volumes past their retention.
-func (s *Service) purgeExpiredVolumes(ctx context.Context) {
-	list, err := s.st.ListVolumes(ctx, "", true)
-	if err != nil {
-		return
-	}
-	now := s.now()
-	for _, v := range list {
-		if v.State != "deleted" || v.PurgeAt == nil || now.Before(*v.PurgeAt) {
-			continue
-		}
-		unlock := s.lock(v.ID)
-		if cur, err := s.st.GetVolume(ctx, v.TenantID, v.ID); err == nil && cur.State == "deleted" {
-			err := s.purgeVolume(ctx, cur)
-			if err != nil {
-				s.log.Error("purge expired volume", "volume", v.ID, "err", err)
-			}
-			s.record(ctx, v.TenantID, "volume.purge_expired", v.ID, err)
-		}
-		unlock()
-	}
 }
 
 // cleanVolumeLeftovers deletes volume datasets without a record.

@@ -357,7 +357,7 @@ func eventWrite(e client.AppendEvent) (store.EventWrite, error) {
 	case !typ.Valid():
 		return store.EventWrite{}, fmt.Errorf("unknown event type %q: %w", e.Type, errs.ErrInvalid)
 	case len(e.Payload) > store.MaxEventPayloadBytes:
-		return store.EventWrite{}, fmt.Errorf("%s payload is %d bytes, at most %d: %w", e.Type, len(e.Payload), store.MaxEventPayloadBytes, errs.ErrInvalid)
+		return store.EventWrite{}, fmt.Errorf("%s payload is %d bytes, over the limit of %d bytes: %w", e.Type, len(e.Payload), store.MaxEventPayloadBytes, errs.ErrTooLarge)
 	case len(e.Payload) > 0 && !json.Valid(e.Payload):
 		return store.EventWrite{}, fmt.Errorf("%s payload is not JSON: %w", e.Type, errs.ErrInvalid)
 	case typ == store.EventToolResult && e.Intent <= 0:

@@ -29,7 +29,7 @@ func parseDocument(b []byte) (any, error) {
 	case len(b) == 0:
 		return nil, fmt.Errorf("empty document; send a JSON value: %w", errs.ErrInvalid)
 	case len(b) > MaxDocumentBytes:
-		return nil, fmt.Errorf("document is %d bytes, at most %d: %w", len(b), MaxDocumentBytes, errs.ErrInvalid)
+		return nil, fmt.Errorf("document is %d bytes, over the limit of %d bytes: %w", len(b), MaxDocumentBytes, errs.ErrTooLarge)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

@@ -197,8 +197,9 @@ type RunResume struct {
 //     payload differ from the original's, the batch is errs.ErrConflict.
 //   - A tool_result must name in Intent the seq of a tool_intent of the
 //     same run (stored, or earlier in the batch); anything else, an unknown
-//     type, a payload over MaxEventPayloadBytes, an empty batch or one over
-//     MaxEventBatch events is errs.ErrInvalid.
+//     type, an empty batch or one over MaxEventBatch events is
+//     errs.ErrInvalid; a payload over MaxEventPayloadBytes is
+//     errs.ErrTooLarge.
 //   - Appending a new event to, or ending, a run that is not RunRunning
 //     is errs.ErrConflict; a batch made only of idempotent replays still
 //     returns the stored events.

@@ -167,8 +167,9 @@ type Store interface {
 	// UpdateTenant stores t's Name, State and SuspendedAt. errs.ErrNotFound
 	// for an absent tenant, errs.ErrInvalid for an unknown state.
 	UpdateTenant(ctx context.Context, t Tenant) error
-	// DeleteTenant removes the tenant with its API keys and template
-	// records, in one transaction. errs.ErrConflict (and nothing changed)
+	// DeleteTenant removes the tenant with its API keys, template records
+	// and metering rows (intervals and storage), in one transaction (its
+	// audit entries stay: the trail is a chain). errs.ErrConflict (and nothing changed)
 	// while it still has sandboxes, volumes or snapshots: the caller
 	// purges those first. errs.ErrNotFound for an absent tenant.
 	DeleteTenant(ctx context.Context, id string) error
@@ -215,6 +216,9 @@ type Store interface {
 	MeterStore
 	EventStore
 	QuotaStore
+	RetentionStore
+	ScheduleStore
+	BudgetStore
 
 	Close() error
 }

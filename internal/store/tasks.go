@@ -207,8 +207,9 @@ type KVFilter struct {
 //     stored) and stores the value with version+1 (1 for a new key).
 //     DeleteKV checks ifVersion the same way; deleting an absent key is
 //     errs.ErrNotFound (or errs.ErrConflict when ifVersion > 0).
-//   - A payload or value over MaxStatePayloadBytes, a Limit outside
-//     0..MaxStateList, or an unknown state in a filter is errs.ErrInvalid.
+//   - A payload or value over MaxStatePayloadBytes is errs.ErrTooLarge; a
+//     Limit outside 0..MaxStateList or an unknown state in a filter is
+//     errs.ErrInvalid.
 //   - Lists are ordered: tasks by CreatedAt, then ID; observations by Seq;
 //     entries by Key (byte order).
 //   - Purging a sandbox (DeleteSandbox) deletes its tasks, observations

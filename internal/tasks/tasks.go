@@ -343,7 +343,7 @@ func parsePayload(what string, b []byte) ([]byte, error) {
 		return []byte("null"), nil
 	}
 	if len(b) > MaxPayloadBytes {
-		return nil, fmt.Errorf("%s is %d bytes, at most %d: %w", what, len(b), MaxPayloadBytes, errs.ErrInvalid)
+		return nil, fmt.Errorf("%s is %d bytes, over the limit of %d bytes: %w", what, len(b), MaxPayloadBytes, errs.ErrTooLarge)
 	}
 	if !json.Valid(b) {
 		return nil, fmt.Errorf("%s is not JSON: %w", what, errs.ErrInvalid)

@@ -638,10 +638,17 @@ func (r *Runtime) Stats(ctx context.Context, id string) (steadrt.Stats, error) {
 	if cg == nil {
 		return steadrt.Stats{}, nil
 	}
+	usage := cg.MemoryStats.Usage.Usage
+	inactive, ok := cg.MemoryStats.Stats["total_inactive_file"] // cgroup v1
+	if !ok {
+		inactive = cg.MemoryStats.Stats["inactive_file"] // cgroup v2
+	}
+	ws := usage - min(inactive, usage)
 	return steadrt.Stats{
-		CPUUsage:    time.Duration(cg.CpuStats.CpuUsage.TotalUsage),
-		MemoryBytes: int64(cg.MemoryStats.Usage.Usage),
-		Pids:        int64(cg.PidsStats.Current),
+		CPUUsage:              time.Duration(cg.CpuStats.CpuUsage.TotalUsage),
+		MemoryBytes:           int64(usage),
+		MemoryWorkingSetBytes: int64(ws),
+		Pids:                  int64(cg.PidsStats.Current),
 	}, nil
 }
 

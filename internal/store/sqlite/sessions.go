@@ -378,7 +378,7 @@ func validateEventWrite(e store.EventWrite) error {
 	case !e.Type.Valid():
 		return fmt.Errorf("unknown event type %q: %w", e.Type, errs.ErrInvalid)
 	case len(e.Payload) > store.MaxEventPayloadBytes:
-		return fmt.Errorf("payload is %d bytes, at most %d: %w", len(e.Payload), store.MaxEventPayloadBytes, errs.ErrInvalid)
+		return fmt.Errorf("payload is %d bytes, over the limit of %d bytes: %w", len(e.Payload), store.MaxEventPayloadBytes, errs.ErrTooLarge)
 	case e.Type == store.EventToolResult && e.Intent <= 0:
 		return fmt.Errorf("a tool_result needs the seq of its tool_intent: %w", errs.ErrInvalid)
 	case e.Type != store.EventToolResult && e.Intent != 0:

@@ -39,7 +39,7 @@ func listLimit(n int) (int, error) {
 
 func checkPayload(what string, b []byte) error {
 	if len(b) > store.MaxStatePayloadBytes {
-		return fmt.Errorf("%s is %d bytes, at most %d: %w", what, len(b), store.MaxStatePayloadBytes, errs.ErrInvalid)
+		return fmt.Errorf("%s is %d bytes, over the limit of %d bytes: %w", what, len(b), store.MaxStatePayloadBytes, errs.ErrTooLarge)
 	}
 	return nil
 }

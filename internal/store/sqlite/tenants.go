@@ -120,6 +120,10 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 		for _, q := range []string{
 			"DELETE FROM api_keys WHERE tenant_id = ?",
 			"DELETE FROM templates WHERE tenant_id = ?",
+			"DELETE FROM meter_intervals WHERE tenant_id = ?",
+			"DELETE FROM meter_storage WHERE tenant_id = ?",
+			"DELETE FROM retention_warnings WHERE tenant_id = ?",
+			"DELETE FROM retention_policies WHERE tenant_id = ?",
 			"DELETE FROM tenants WHERE id = ?",
 		} {
 			if _, err := tx.ExecContext(ctx, q, id); err != nil {

@@ -120,6 +120,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"QuotasSetGetAndReplace", testQuotasSetGetAndReplace},
 		{"QuotasRejectBadInputAndStoreNothing", testQuotasRejectBadInputAndStoreNothing},
 		{"QuotasBelongToOneTenantAndGoWithIt", testQuotasBelongToOneTenantAndGoWithIt},
+		{"RetentionPolicyPutGetReplace", testRetentionPolicyPutGetReplace},
+		{"RetentionPolicyRejectsBadInputAndStoresNothing", testRetentionPolicyRejectsBadInput},
+		{"RetentionWarningsOncePerSubjectActionAndDue", testRetentionWarningsOncePerSubjectActionAndDue},
+		{"RetentionGoesWithTheTenant", testRetentionGoesWithTheTenant},
 		{"SessionThreadsAndRunsRoundTripAndEndOnce", testSessionThreadsAndRuns},
 		{"AppendEventsNumbersSeqsAndIsIdempotent", testAppendEventsNumbersAndIsIdempotent},
 		{"AppendEventsBatchIsAllOrNothing", testAppendEventsBatchIsAllOrNothing},
@@ -151,6 +155,15 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentKVPutsWithIfVersionHaveOneWinnerPerVersion", testConcurrentKVPutsHaveOneWinnerPerVersion},
 		{"StructuredStateOfAnotherTenantIsAbsent", testStructuredStateOfAnotherTenantIsAbsent},
 		{"PurgingASandboxDeletesItsStructuredState", testPurgingASandboxDeletesItsStructuredState},
+		{"SchedulesRoundTripUpdateListAndDelete", testSchedulesRoundTripUpdateListDelete},
+		{"SchedulesRejectBadInputAndStoreNothing", testSchedulesRejectBadInput},
+		{"SchedulesOfAnotherTenantAreAbsent", testSchedulesOfAnotherTenantAreAbsent},
+		{"DueSchedulesAreEnabledOverdueAndOrdered", testDueSchedulesAreEnabledAndOverdue},
+		{"PurgingASandboxOrTenantDeletesItsSchedules", testPurgingDeletesSchedules},
+		{"BudgetsCreateGetListUpdateDelete", testBudgetsCRUD},
+		{"BudgetsRejectBadInputAndStoreNothing", testBudgetsRejectBadInput},
+		{"BudgetStateAndSettingsAreWrittenApart", testBudgetStateAndSettingsApart},
+		{"BudgetsGoWithTheirSandboxAndTenant", testBudgetsGoWithSandboxAndTenant},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

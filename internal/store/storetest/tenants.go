@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
@@ -35,7 +36,24 @@ func testTenantsSuspendAndDelete(t *testing.T, s store.Store) {
 	noErr(t, s.CreateAPIKey(ctx, store.APIKey{ID: "k1", TenantID: "acme", Hash: []byte("h1")}), "key")
 	noErr(t, s.CreateAPIKey(ctx, store.APIKey{ID: "k2", TenantID: "other", Hash: []byte("h2")}), "other key")
 	noErr(t, s.CreateTemplate(ctx, store.Template{ID: "alpine", TenantID: "acme", Kind: "oci"}), "template")
+	// What the tenant was metered goes with it; another tenant's stays.
+	for _, tn := range []string{"acme", "other"} {
+		iv, err := s.OpenMeterInterval(ctx, store.MeterInterval{TenantID: tn, SandboxID: "sb-" + tn, InstanceType: "small", Start: at(2)})
+		noErr(t, err, "open interval")
+		_, err = s.CloseMeterInterval(ctx, iv.SandboxID, at(3))
+		noErr(t, err, "close interval")
+		noErr(t, s.AddStorageUsage(ctx, []store.StorageUsage{{TenantID: tn, Kind: store.StorageRepository, Day: at(2), ByteSeconds: 1, Bytes: 1}}), "storage usage")
+	}
 	noErr(t, s.DeleteTenant(ctx, "acme"), "delete tenant")
+	for tn, want := range map[string]int{"acme": 0, "other": 1} {
+		ivs, err := s.ListMeterIntervals(ctx, store.MeterFilter{TenantID: tn})
+		noErr(t, err, "list intervals")
+		use, err := s.ListStorageUsage(ctx, tn, time.Time{})
+		noErr(t, err, "list storage usage")
+		if len(ivs) != want || len(use) != want {
+			t.Fatalf("tenant %s after deleting acme: %d intervals, %d storage rows, want %d of each", tn, len(ivs), len(use), want)
+		}
+	}
 	_, err = s.GetTenant(ctx, "acme")
 	wantErr(t, err, errs.ErrNotFound, "get deleted tenant")
 	_, err = s.LookupAPIKey(ctx, []byte("h1"))
