@@ -414,3 +414,71 @@ func TestSetQuotasIsPartialAndRefusesNegativeLimits(t *testing.T) {
 		t.Fatalf("lowering a limit stopped %v", got)
 	}
 }
+
+// TestScheduledSnapshotRefusedByQuotaIsRecordedAndTheStopStillFires: a
+// scheduled snapshot past the snapshot quota fails its run (recorded, a
+// schedule.failed and a quota.exceeded event) and takes nothing; a stop
+// scheduled at the same minute still stops the sandbox; a scheduled
+// start past running_sandboxes fails the same way and starts nothing.
+func TestScheduledSnapshotRefusedByQuotaIsRecordedAndTheStopStillFires(t *testing.T) {
+	r := newSchedRig(t, mustTime("2026-12-01T10:15:00Z"))
+	s, ctx := r.s, context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.SetTenantQuotas(ctx, tn, client.SetQuotasRequest{Snapshots: qi(1), RunningSandboxes: qi(1)}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSnapshot(ctx, tn, sb.ID, client.CreateSnapshotRequest{Label: "manual"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "other", NoStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	snapSc, err := s.CreateSchedule(ctx, tn, "busy", client.CreateScheduleRequest{Cron: "0 11 * * *", Action: "snapshot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startSc, err := s.CreateSchedule(ctx, tn, "other", client.CreateScheduleRequest{Cron: "0 11 * * *", Action: "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopSc, err := s.CreateSchedule(ctx, tn, "busy", client.CreateScheduleRequest{Cron: "1 11 * * *", Action: "stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tick(t, "2026-12-01T11:00:00Z", 2)
+	for _, id := range []struct{ sb, sc, quota string }{{"busy", snapSc.ID, "quota snapshots"}, {"other", startSc.ID, "quota running_sandboxes"}} {
+		if got := getSchedule(t, s, id.sb, id.sc); got.LastResult != store.ScheduleFailed || !strings.Contains(got.LastError, id.quota) {
+			t.Fatalf("schedule %s: %+v", id.sc, got)
+		}
+	}
+	if snaps, _ := s.ListSnapshots(ctx, tn, ""); len(snaps) != 1 {
+		t.Fatalf("a refused scheduled snapshot left %+v", snaps)
+	}
+	r.tick(t, "2026-12-01T11:01:00Z", 1)
+	if got := getSchedule(t, s, "busy", stopSc.ID); got.LastResult != "ok" {
+		t.Fatalf("stop after a refused snapshot: %+v", got)
+	}
+	states := map[string]string{}
+	list, _ := s.ListSandboxes(ctx, tn, false)
+	for _, v := range list {
+		states[v.Name] = v.State
+	}
+	if states["busy"] != "stopped" || states["other"] != "stopped" {
+		t.Fatalf("states %v", states)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var quotas []string
+	for _, e := range r.evs {
+		if e.Type == events.QuotaExceeded {
+			quotas = append(quotas, e.Data["quota"])
+		}
+	}
+	if len(quotas) != 2 {
+		t.Fatalf("quota events %v", quotas)
+	}
+}
