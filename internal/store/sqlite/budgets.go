@@ -117,16 +117,7 @@ func (s *Store) ListBudgets(ctx context.Context, tenantID string) ([]store.Budge
 		q += " WHERE tenant_id = ?"
 		args = append(args, tenantID)
 	}
-	rows, err := s.r.QueryContext(ctx, q+" ORDER BY created_at, id", args...)
-	if err != nil {
-		return nil, fmt.Errorf("list budgets: %w", err)
-	}
-	defer rows.Close()
-	out, err := scanAll(rows, scanBudget)
-	if err != nil {
-		return nil, fmt.Errorf("list budgets: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list budgets", scanBudget, q+" ORDER BY created_at, id", args...)
 }
 
 // UpdateBudget stores b's settings.
@@ -141,21 +132,10 @@ func (s *Store) UpdateBudget(ctx context.Context, b store.Budget) (store.Budget,
 	if err != nil {
 		return store.Budget{}, fmt.Errorf("update budget %s: %w", b.ID, err)
 	}
-	var out store.Budget
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE budgets SET period = ?, cap_micros = ?, action = ?, warn_at = ?, updated_at = ? WHERE tenant_id = ? AND id = ?",
-			b.Period, b.CapMicros, b.Action, b.WarnAt, updated, b.TenantID, b.ID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return errs.ErrNotFound
-		}
-		out, err = scanBudget(tx.QueryRowContext(ctx, "SELECT "+budgetCols+" FROM budgets WHERE id = ?", b.ID))
-		return err
-	})
+	out, err := updateOne(ctx, s, scanBudget,
+		"UPDATE budgets SET period = ?, cap_micros = ?, action = ?, warn_at = ?, updated_at = ? WHERE tenant_id = ? AND id = ?",
+		[]any{b.Period, b.CapMicros, b.Action, b.WarnAt, updated, b.TenantID, b.ID},
+		"SELECT "+budgetCols+" FROM budgets WHERE id = ?", b.ID)
 	if err != nil {
 		return store.Budget{}, fmt.Errorf("update budget %s: %w", b.ID, err)
 	}

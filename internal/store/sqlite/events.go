@@ -240,16 +240,7 @@ func (s *Store) ListWebhooks(ctx context.Context, tenantID string) ([]store.Webh
 		q += " WHERE tenant_id = ?"
 		args = append(args, tenantID)
 	}
-	rows, err := s.r.QueryContext(ctx, q+" ORDER BY created_at, id", args...)
-	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", err)
-	}
-	defer rows.Close()
-	out, err := scanAll(rows, scanWebhook)
-	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list webhooks", scanWebhook, q+" ORDER BY created_at, id", args...)
 }
 
 // DeleteWebhook removes the webhook and its deliveries.

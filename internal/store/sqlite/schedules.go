@@ -106,16 +106,7 @@ func (s *Store) GetSchedule(ctx context.Context, tenantID, id string) (store.Sch
 // sandbox when sandboxID is set, ordered by creation, then id.
 func (s *Store) ListSchedules(ctx context.Context, tenantID, sandboxID string) ([]store.Schedule, error) {
 	q := "SELECT " + scheduleCols + " FROM schedules WHERE (? = '' OR tenant_id = ?) AND (? = '' OR sandbox_id = ?) ORDER BY created_at, id"
-	rows, err := s.r.QueryContext(ctx, q, tenantID, tenantID, sandboxID, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	defer rows.Close()
-	out, err := scanAll(rows, scanSchedule)
-	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list schedules", scanSchedule, q, tenantID, tenantID, sandboxID, sandboxID)
 }
 
 // UpdateSchedule stores the changeable fields of a schedule.
@@ -135,22 +126,10 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 	if err != nil {
 		return store.Schedule{}, fmt.Errorf("update schedule %s: %w", sc.ID, err)
 	}
-	var out store.Schedule
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE schedules SET cron = ?, tz = ?, action = ?, enabled = ?, next_run_at = ?,
+	out, err := updateOne(ctx, s, scanSchedule, `UPDATE schedules SET cron = ?, tz = ?, action = ?, enabled = ?, next_run_at = ?,
 			last_run_at = ?, last_result = ?, last_error = ?, updated_at = ? WHERE tenant_id = ? AND id = ?`,
-			sc.Cron, sc.TZ, sc.Action, sc.Enabled, next, last, sc.LastResult, sc.LastError, updated, sc.TenantID, sc.ID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return errs.ErrNotFound
-		}
-		out, err = scanSchedule(tx.QueryRowContext(ctx, "SELECT "+scheduleCols+" FROM schedules WHERE id = ?", sc.ID))
-		return err
-	})
+		[]any{sc.Cron, sc.TZ, sc.Action, sc.Enabled, next, last, sc.LastResult, sc.LastError, updated, sc.TenantID, sc.ID},
+		"SELECT "+scheduleCols+" FROM schedules WHERE id = ?", sc.ID)
 	if err != nil {
 		return store.Schedule{}, fmt.Errorf("update schedule %s: %w", sc.ID, err)
 	}

@@ -63,16 +63,7 @@ func (s *Store) ListSnapshots(ctx context.Context, tenantID, sandboxID string) (
 		q += " AND sandbox_id = ?"
 		args = append(args, sandboxID)
 	}
-	rows, err := s.r.QueryContext(ctx, q+" ORDER BY created_at, id", args...)
-	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
-	}
-	defer rows.Close()
-	out, err := scanAll(rows, scanSnapshot)
-	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list snapshots", scanSnapshot, q+" ORDER BY created_at, id", args...)
 }
 
 // DeleteSnapshot removes the tenant's snapshot record, or returns
