@@ -35,6 +35,7 @@ decrypted again.`,
 	group(cmd)
 	cmd.AddCommand(newTenantCreateCmd(g), newTenantLsCmd(g), newTenantShowCmd(g),
 		newTenantStateCmd(g, "suspend"), newTenantStateCmd(g, "unsuspend"), newTenantRmCmd(g))
+	cmd.AddCommand(newTenantQuotaCmd(g))
 	cmd.AddCommand(newTenantRetentionCmd(g)) // cmd_retention.go
 	return cmd
 }

@@ -151,6 +151,7 @@ Exit codes:
 		newPortCmd(g),
 		newPortForwardCmd(g),
 		newUsageCmd(g),
+		newQuotaCmd(g),
 		newEventsCmd(g),
 		newWebhookCmd(g),
 	)

@@ -78,6 +78,8 @@ type server struct {
 //     BudgetBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
+//   - GET /v1/quota and /v1/tenants/{tenant}/quotas only when b also
+//     implements QuotaBackend;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
 //     rotate, revoke) only when b also implements TenantBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
@@ -158,6 +160,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if bb, ok := b.(BudgetBackend); ok {
 		s.registerBudgets(bb)
+	}
+	if qb, ok := b.(QuotaBackend); ok {
+		s.registerQuotas(qb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
