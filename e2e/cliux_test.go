@@ -63,6 +63,7 @@ func TestCLIFindsTheKeyOfItsDataDirAndNamesAWrongOne(t *testing.T) {
 	if code != 5 || !strings.Contains(errOut, filepath.Join(wrong, "admin.key")) || !strings.Contains(errOut, "STEAD_API_KEY") {
 		t.Fatalf("wrong key file: exit %d, stderr %q; want 5 naming %s", code, errOut, filepath.Join(wrong, "admin.key"))
 	}
+	t.Logf("a wrong key file:\n%s", errOut)
 	// No key file at all: the daemon's own answer names its real key.
 	code, _, errOut = d.cliEnv(nil, "--data-dir", t.TempDir(), "list")
 	if code != 5 || !strings.Contains(errOut, "the admin key is in "+keyFile) || !strings.Contains(errOut, "does not exist") {

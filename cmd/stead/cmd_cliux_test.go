@@ -160,3 +160,30 @@ func TestJSONErrorsAreJSONOnStderr(t *testing.T) {
 		t.Fatalf("text error %q", errOut)
 	}
 }
+
+// FuzzArgsWantJSON: --json is seen exactly when it is a flag before "--".
+func FuzzArgsWantJSON(f *testing.F) {
+	for _, s := range []string{"list --json", "--json=true exec sb -- x", "exec sb -- cmd --json", "--json=false list", "--json=0 --json", "--json=T", "--jsonx", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := strings.Fields(line)
+		want := false
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if a == "--json" {
+				want = true
+				break
+			}
+			if v, ok := strings.CutPrefix(a, "--json="); ok {
+				want = v == "1" || v == "t" || v == "T" || v == "true" || v == "TRUE" || v == "True"
+				break
+			}
+		}
+		if got := argsWantJSON(args); got != want {
+			t.Fatalf("argsWantJSON(%q) = %v, want %v", args, got, want)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -100,8 +101,11 @@ func argsWantJSON(args []string) bool {
 		switch {
 		case a == "--":
 			return false
-		case a == "--json", a == "--json=true", strings.HasPrefix(a, "--json=") && a != "--json=false":
+		case a == "--json":
 			return true
+		case strings.HasPrefix(a, "--json="):
+			b, err := strconv.ParseBool(strings.TrimPrefix(a, "--json="))
+			return err == nil && b
 		}
 	}
 	return false
