@@ -266,7 +266,7 @@ func (t *tools) snapshotList(ctx context.Context, _ *sdk.CallToolRequest, in San
 	if err != nil {
 		return nil, SnapshotListOutput{}, err
 	}
-	list, err := t.c.ListSnapshots(ctx, sb)
+	list, err := t.c.SandboxSnapshots(ctx, sb)
 	if err != nil {
 		return nil, SnapshotListOutput{}, apiError("list snapshots of sandbox "+sb, err)
 	}
