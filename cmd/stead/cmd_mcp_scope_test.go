@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -162,5 +165,43 @@ func TestMCPKeyTTLMustBeSane(t *testing.T) {
 	code, _, stderr = stead(t, srv, "mcp", "--sandbox", "missing")
 	if code == exitOK || !strings.Contains(stderr, "missing") {
 		t.Fatalf("absent sandbox: exit %d: %s", code, stderr)
+	}
+}
+
+// TestMCPHTTPAllowOrigin: over --http, a browser Origin is refused unless
+// it is a localhost one or given with --allow-origin.
+func TestMCPHTTPAllowOrigin(t *testing.T) {
+	srv := newCheckpointServer(t)
+	errR, errW := io.Pipe()
+	g := &globals{stdin: strings.NewReader(""), stdout: io.Discard, stderr: errW}
+	root := newRootCmd(g)
+	root.SetArgs([]string{"--endpoint", srv.URL, "--api-key", "k", "mcp", "--http", "127.0.0.1:0", "--allow-origin", "https://ide.example"})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_ = root.ExecuteContext(ctx)
+		_ = errW.Close()
+	}()
+	line, err := bufio.NewReader(errR).ReadString('\n')
+	if err != nil {
+		t.Fatalf("stead mcp --http: %v %q", err, line)
+	}
+	go func() { _, _ = io.Copy(io.Discard, errR) }()
+	url := regexp.MustCompile(`http://\S+/mcp`).FindString(line)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for origin, want := range map[string]int{"https://ide.example": http.StatusOK, "http://localhost:5173": http.StatusOK,
+		"https://evil.example": http.StatusForbidden} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("origin %s: %d, want %d", origin, resp.StatusCode, want)
+		}
 	}
 }
