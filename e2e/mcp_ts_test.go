@@ -275,7 +275,8 @@ func TestMCPTypeScriptSDKLongCommandWithProgress(t *testing.T) {
 // exec says to start it and start does; it sees only X and cannot reach a
 // second sandbox (exec, fork); a background command is followed to its
 // exit code; a session thread is created on first append; snapshots are
-// listed for rollback. The session's scoped key is revoked at its end.
+// listed and rolled back to, but not one of the second sandbox. The
+// session's scoped key is revoked at its end.
 func TestMCPTypeScriptSDKAgentHarness(t *testing.T) {
 	t.Parallel()
 	d := newDaemon(t)
@@ -290,6 +291,10 @@ func TestMCPTypeScriptSDKAgentHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := d.c.StopSandbox(ctx, x.ID); err != nil { // as the idle policy would
+		t.Fatal(err)
+	}
+	ySnap, err := d.c.CreateSnapshot(ctx, y.ID, client.CreateSnapshotRequest{Label: "of-y"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	tsSDK(t)
@@ -320,10 +325,14 @@ func TestMCPTypeScriptSDKAgentHarness(t *testing.T) {
 		{Tool: "exec_wait", Progress: true, Args: map[string]any{"handle": "${h}", "wait": "30s"}},                                                  // 9
 		{Tool: "session_append", Args: map[string]any{"thread": "brand-new", "type": "note", "payload": "hi"}},                                      // 10
 		{Tool: "checkpoint_put", Args: map[string]any{"name": "plan", "body": map[string]any{"step": 1}}},                                           // 11
-		{Tool: "snapshot", Args: map[string]any{"label": "mark"}},                                                                                   // 12
+		{Tool: "snapshot", Args: map[string]any{"label": "mark"}, Save: map[string]string{"snap": "id"}},                                            // 12
 		{Tool: "snapshot_list"}, // 13
-		{Tool: "search_files", Args: map[string]any{"contains": "hi"}}, // 14
-		{Tool: "delete", Args: map[string]any{"confirm": "wrong"}},     // 15
+		{Tool: "search_files", Args: map[string]any{"contains": "hi"}},                 // 14
+		{Tool: "delete", Args: map[string]any{"confirm": "wrong"}},                     // 15
+		{Tool: "exec", Args: map[string]any{"command": "echo changed > /workspace/f"}}, // 16
+		{Tool: "rollback", Args: map[string]any{"snapshot": "${snap}"}},                // 17
+		{Tool: "read_file", Args: map[string]any{"path": "/workspace/f"}},              // 18
+		{Tool: "rollback", Args: map[string]any{"snapshot": ySnap.ID}},                 // 19
 	})
 	want := func(i int, ok bool, substr string) {
 		t.Helper()
@@ -358,6 +367,10 @@ func TestMCPTypeScriptSDKAgentHarness(t *testing.T) {
 	want(13, true, "mark")
 	want(14, true, "/workspace/f")
 	want(15, false, "nothing deleted")
+	want(16, true, `"exit_code":0`)
+	want(17, true, "safety")
+	want(18, true, `"content":"hi\n"`)
+	want(19, false, "HTTP 404") // the daemon: a snapshot of mcp-y is out of the session key's reach
 	if got, err := d.c.GetSandbox(ctx, y.ID); err != nil || got.State != "running" {
 		t.Errorf("mcp-y after the session: %+v %v", got, err)
 	}

@@ -59,8 +59,8 @@ another sandbox, create and fork. Minting needs an unscoped tenant-admin
 or admin key; with any other key stead mcp says so on stderr and confines
 the session itself (the key it holds could still reach the tenant's other
 sandboxes). --unconfined keeps X as the default only, with the caller's key.
-A key scoped to one sandbox cannot fork or roll back (the daemon refuses
-both: they name other sandboxes or snapshots of the tenant).
+A key scoped to one sandbox cannot fork, and rolls back only to snapshots
+of that sandbox.
 With --run, session_append appends to that run unless a call names another.
 
 Long commands: exec sends progress notifications (every 10 s, with the

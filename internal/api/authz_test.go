@@ -343,7 +343,7 @@ func roleAllows(who, route string, agentRoute bool) bool {
 		switch route {
 		case "GET /v1/info", "GET /v1/sandboxes", "POST /v1/sandboxes":
 			return true
-		case "POST /v1/sandboxes/{id}/fork", "POST /v1/sandboxes/{id}/rollback", "POST /v1/sandboxes/{id}/volumes",
+		case "POST /v1/sandboxes/{id}/fork", "POST /v1/sandboxes/{id}/volumes",
 			"DELETE /v1/sandboxes/{id}/volumes", "POST /v1/sandboxes/{id}/restore-path":
 			return false
 		}
