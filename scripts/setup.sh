@@ -20,6 +20,10 @@ command -v nft    >/dev/null || need+=(nftables)   # the network tests read the 
 command -v ip     >/dev/null || need+=(iproute2)   # tests try to reconfigure a sandbox's network from inside
 command -v strace >/dev/null || need+=(strace)   # ptrace inside a sandbox (user namespaces)
 command -v gdb    >/dev/null || need+=(gdb)
+# The MCP e2e tests drive `stead mcp` with the official MCP TypeScript SDK
+# (installed by the tests with npm; it wants node >= 18).
+command -v node   >/dev/null || need+=(nodejs)
+command -v npm    >/dev/null || need+=(npm)
 # lxcfs gives each sandbox /proc views of its own size; stead starts it itself
 # (never through systemd or the package's service).
 command -v lxcfs      >/dev/null || need+=(lxcfs)

@@ -62,13 +62,29 @@ func exerciseMCP(t *testing.T, cs *sdk.ClientSession) {
 		t.Errorf("checkpoint_put: error %v, %s", res.IsError, out)
 	}
 	res, out = mcpCall(t, cs, "checkpoint_get", map[string]any{"name": "progress"})
-	if res.IsError || !strings.Contains(out, `"document":{"step":4}`) {
+	if res.IsError || !strings.Contains(out, `"body":{"step":4}`) {
 		t.Errorf("checkpoint_get: error %v, %s", res.IsError, out)
 	}
 	res, _ = mcpCall(t, cs, "checkpoint_get", map[string]any{"name": "absent"})
 	if !res.IsError {
 		t.Errorf("checkpoint_get of an absent document is no tool error")
 	}
+	// --sandbox confines the session: another sandbox is out of reach.
+	res, _ = mcpCall(t, cs, "exec", map[string]any{"sandbox": "theirs", "command": "true"})
+	if !res.IsError || !strings.Contains(mcpText(res), "confined to sandbox") {
+		t.Errorf("exec on another sandbox: %v %s", res.IsError, mcpText(res))
+	}
+}
+
+// mcpText joins the text contents of a result.
+func mcpText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
 }
 
 func TestMCPOverStdio(t *testing.T) {
@@ -135,15 +151,22 @@ func TestMCPOverHTTP(t *testing.T) {
 		done <- root.ExecuteContext(ctx)
 		_ = errW.Close()
 	}()
-	line, err := bufio.NewReader(errR).ReadString('\n')
-	if err != nil {
-		t.Fatalf("stead mcp --http: %v %q", err, line)
+	// The key this test's daemon gives cannot mint a scoped key: a
+	// warning comes first, then the URL.
+	br := bufio.NewReader(errR)
+	var url, seen string
+	for url == "" {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("stead mcp --http: %v %q", err, seen+line)
+		}
+		seen += line
+		url = regexp.MustCompile(`http://\S+/mcp`).FindString(line)
+	}
+	if !strings.Contains(seen, "confined to it by stead mcp only") {
+		t.Errorf("no warning that the key could not be scoped: %q", seen)
 	}
 	go func() { _, _ = io.Copy(io.Discard, errR) }()
-	url := regexp.MustCompile(`http://\S+/mcp`).FindString(line)
-	if url == "" {
-		t.Fatalf("no URL in %q", line)
-	}
 	hc := &http.Client{Transport: bearerTransport{"tok"}}
 	cs := mcpConnect(t, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1})
 	exerciseMCP(t, cs)

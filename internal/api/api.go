@@ -145,6 +145,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if sb, ok := b.(SnapshotBackend); ok {
 		s.registerSnapshots(sb)
+		s.registerSandboxSnapshots(sb)
 	}
 	if vb, ok := b.(VolumeBackend); ok {
 		s.registerVolumes(vb)

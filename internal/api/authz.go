@@ -33,7 +33,8 @@ import (
 //   - a scoped key (limited to named sandboxes or a label selector) calls
 //     GET /v1/info, the list and create of sandboxes, and the routes under
 //     /v1/sandboxes/{id} but those that name other things of its tenant
-//     (fork, rollback, volume attach); for the latter, {id} must be a
+//     (fork, volume attach; rollback only to a snapshot of {id} itself,
+//     see scopedRollbackSnapshot); for the latter, {id} must be a
 //     sandbox the key reaches: any other (absent, out of scope, another
 //     tenant's) answers the one 404 of notReached, so none can be told
 //     apart. Its sandbox list shows only what it reaches, and its creates
@@ -136,7 +137,6 @@ var scopedRoutes = map[string]bool{
 // that the key's scope does not cover.
 var scopedClosed = map[string]bool{
 	"POST /v1/sandboxes/{id}/fork":         true,
-	"POST /v1/sandboxes/{id}/rollback":     true,
 	"POST /v1/sandboxes/{id}/volumes":      true,
 	"DELETE /v1/sandboxes/{id}/volumes":    true,
 	"POST /v1/sandboxes/{id}/restore-path": true,

@@ -345,7 +345,7 @@ func roleAllows(who, route string, agentRoute bool) bool {
 		switch route {
 		case "GET /v1/info", "GET /v1/sandboxes", "POST /v1/sandboxes", "GET /v1/quota":
 			return true
-		case "POST /v1/sandboxes/{id}/fork", "POST /v1/sandboxes/{id}/rollback", "POST /v1/sandboxes/{id}/volumes",
+		case "POST /v1/sandboxes/{id}/fork", "POST /v1/sandboxes/{id}/volumes",
 			"DELETE /v1/sandboxes/{id}/volumes", "POST /v1/sandboxes/{id}/restore-path":
 			return false
 		}
@@ -372,7 +372,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention",
 		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules",
 		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}",
-		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas"} {
+		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas",
+		"GET /v1/sandboxes/{id}/snapshots"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

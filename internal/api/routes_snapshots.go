@@ -147,6 +147,9 @@ func (s *server) registerSnapshots(b SnapshotBackend) {
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
+		if err := s.scopedRollbackSnapshot(ctx, b, p, in.ID, in.Body.Snapshot); err != nil {
+			return nil, s.fail(ctx, op, err)
+		}
 		res, err := b.Rollback(ctx, p.TenantID, in.ID, in.Body)
 		if err != nil {
 			return nil, s.fail(ctx, op, err)

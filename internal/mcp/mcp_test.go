@@ -47,6 +47,10 @@ type testBackend struct {
 
 	orientAsked string
 
+	state   string           // of sb-1: "" is running
+	deleted bool             // sb-1 was deleted
+	jobs    map[int]*fakeJob // background commands by pid
+
 	policy   client.NetworkPolicy
 	policies []client.NetworkPolicy // every SetNetwork, in order
 	ports    []client.Port
@@ -76,11 +80,24 @@ func (b *testBackend) Exec(_ context.Context, _, id string, req client.ExecReque
 	}
 	b.mu.Lock()
 	b.execs = append(b.execs, req)
+	state := b.state
 	b.mu.Unlock()
+	if state != "" && state != "running" {
+		return client.ExecResult{}, fmt.Errorf("sandbox %s is %s: start it first: %w", id, state, errs.ErrConflict)
+	}
 	if req.Background {
-		return client.ExecResult{Pid: 42, LogPath: "/var/log/stead/exec-42.log"}, nil
+		return b.startJob(req)
+	}
+	if isAliveCheck(req) {
+		return b.aliveCheck(req), nil
 	}
 	switch req.Command[0] {
+	case "slow": // a line every 20 ms for about 400 ms
+		for i := range 20 {
+			_ = out.Stdout(fmt.Appendf(nil, "line %d\n", i))
+			time.Sleep(20 * time.Millisecond)
+		}
+		return client.ExecResult{}, nil
 	case "flood": // 200 KiB of stdout: "<i>\n" lines
 		for i := range 20000 {
 			_ = out.Stdout(fmt.Appendf(nil, "%09d\n", i))
@@ -140,9 +157,17 @@ func (b *testBackend) ListFiles(_ context.Context, _, id, dir string) ([]client.
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var list []client.FileInfo
+	dirs := map[string]bool{}
 	for p := range b.files {
 		if path.Dir(p) == dir {
 			list = append(list, b.info(p))
+		}
+		// The directories between dir and p.
+		for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+			if path.Dir(d) == dir && !dirs[d] {
+				dirs[d] = true
+				list = append(list, client.FileInfo{Name: path.Base(d), Path: d, Type: "dir", Mode: 0o755})
+			}
 		}
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
@@ -526,8 +551,16 @@ func testTools(t *testing.T, b *testBackend, c *client.Client, cs *sdk.ClientSes
 			t.Errorf("flood: truncated %v, %d bytes: %.200q", out.StdoutTruncated, len(out.Stdout), out.Stdout)
 		}
 		mustCall(t, cs, "exec", map[string]any{"command": []string{"sleep", "1d"}, "background": true}, &out)
-		if out.Pid != 42 || out.LogPath == "" {
+		if out.Pid < 100 || !strings.HasPrefix(out.LogPath, "/var/log/stead/exec-") || !out.Running ||
+			!strings.HasPrefix(out.Handle, "agent-1/") {
 			t.Errorf("background: %+v", out)
+		}
+		b.mu.Lock()
+		last = b.execs[len(b.execs)-1]
+		b.mu.Unlock()
+		if len(last.Command) != 6 || last.Command[0] != "/bin/sh" || !strings.HasPrefix(last.Command[3], jobMarkerPrefix) ||
+			!slices.Equal(last.Command[4:], []string{"sleep", "1d"}) || !last.Background {
+			t.Errorf("background exec sent %+v", last)
 		}
 		wantToolError(t, cs, "exec", map[string]any{"sandbox": "missing", "command": []string{"true"}}, "sandbox missing", "404")
 		wantToolError(t, cs, "exec", map[string]any{"command": []string{"true"}, "timeout": "soon"}, "Go duration")
@@ -586,22 +619,24 @@ func testTools(t *testing.T, b *testBackend, c *client.Client, cs *sdk.ClientSes
 
 	t.Run("checkpoints", func(t *testing.T) {
 		var cp CheckpointOutput
-		mustCall(t, cs, "checkpoint_put", map[string]any{"name": "progress", "document": map[string]any{"step": 1, "todo": []string{"a"}}, "if_version": 0, "run": "run-x"}, &cp)
-		if cp.Name != "progress" || cp.Version != 1 || cp.Principal != "key-mcp" || cp.Run != "run-x" || cp.Document != nil {
+		mustCall(t, cs, "checkpoint_put", map[string]any{"name": "progress", "body": map[string]any{"step": 1, "todo": []string{"a"}}, "if_version": 0, "run": "run-x"}, &cp)
+		if cp.Name != "progress" || cp.Version != 1 || cp.Principal != "key-mcp" || cp.Run != "run-x" || cp.Body != nil {
 			t.Errorf("put: %+v", cp)
 		}
+		// document is the deprecated name of body, still accepted.
 		mustCall(t, cs, "checkpoint_put", map[string]any{"name": "progress", "document": map[string]any{"step": 2}}, &cp)
 		if cp.Version != 2 {
 			t.Errorf("second put: %+v", cp)
 		}
-		wantToolError(t, cs, "checkpoint_put", map[string]any{"name": "progress", "document": map[string]any{"step": 3}, "if_version": 1}, "HTTP 409")
+		wantToolError(t, cs, "checkpoint_put", map[string]any{"name": "progress", "body": map[string]any{"step": 3}, "if_version": 1}, "HTTP 409")
+		wantToolError(t, cs, "checkpoint_put", map[string]any{"name": "progress"}, "body is missing")
 
 		mustCall(t, cs, "checkpoint_get", map[string]any{"name": "progress"}, &cp)
-		if cp.Version != 2 || fmt.Sprint(cp.Document) != "map[step:2]" {
+		if cp.Version != 2 || fmt.Sprint(cp.Body) != "map[step:2]" {
 			t.Errorf("get latest: %+v", cp)
 		}
 		mustCall(t, cs, "checkpoint_get", map[string]any{"name": "progress", "version": 1}, &cp)
-		if cp.Version != 1 || fmt.Sprint(cp.Document) != "map[step:1 todo:[a]]" {
+		if cp.Version != 1 || fmt.Sprint(cp.Body) != "map[step:1 todo:[a]]" {
 			t.Errorf("get v1: %+v", cp)
 		}
 		// Also visible to a plain API client: the tools wrote the real thing.
@@ -635,6 +670,15 @@ func testTools(t *testing.T, b *testBackend, c *client.Client, cs *sdk.ClientSes
 		if err != nil || len(page.Events) != 2 || string(page.Events[0].Payload) != `{"tool":"deploy"}` || string(page.Events[1].Payload) != `"ok"` {
 			t.Errorf("events as the API sees them: %+v, %v", page, err)
 		}
+		// A thread that does not exist yet is created.
+		mustCall(t, cs, "session_append", map[string]any{"thread": "fresh", "type": "note", "payload": "hello"}, &ev)
+		if !strings.HasPrefix(ev.Run, "run-") || ev.Seq != 1 {
+			t.Errorf("append to a new thread: %+v", ev)
+		}
+		if threads, err := c.ListThreads(t.Context(), "agent-1"); err != nil || len(threads) != 2 {
+			t.Errorf("threads after an append to a new one: %+v, %v", threads, err)
+		}
+		wantToolError(t, cs, "session_append", map[string]any{"thread": "no/slash", "type": "note"}, "create thread no/slash")
 		wantToolError(t, cs, "session_append", map[string]any{"type": "note"}, "no run")
 		wantToolError(t, cs, "session_append", map[string]any{"run": run, "type": "gossip"}, "type")
 		wantToolError(t, cs, "session_append", map[string]any{"run": "run-nope", "type": "note"}, "HTTP 404")

@@ -46,8 +46,13 @@ func (t *tools) register(s *sdk.Server) {
 		Title: "Run a command in a sandbox",
 		Description: "Runs a command in a running sandbox and returns its exit code, stdout and stderr " +
 			"(each cut to max_output_bytes, keeping the start and the end). A non-zero exit code is a " +
-			"result, not an error. With background the command is left running and its pid and log " +
-			"path are returned at once.",
+			"result, not an error. A stopped or paused sandbox answers an error: call start first. " +
+			"Long commands: when the request carries a progressToken, a progress notification with the " +
+			"latest output is sent every 10 s while the command runs (a client that resets its request " +
+			"timeout on progress then waits as long as the command takes). Clients that do not: pass " +
+			"background: true for anything that may run longer than about a minute (npm install, a test " +
+			"suite); the command is left running and a handle is returned at once: follow it with " +
+			"exec_wait (blocks up to a minute at a time) or exec_poll (returns at once).",
 		InputSchema: execIn,
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes},
 	}, t.exec)
@@ -59,7 +64,7 @@ func (t *tools) register(s *sdk.Server) {
 			"base64-encoded (encoding says which). At most max_bytes are returned; truncated says when " +
 			"the file is longer.",
 		InputSchema: t.inputSchema(schemaFor[ReadFileInput]()),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
 	}, t.readFile)
 
 	sdk.AddTool(s, &sdk.Tool{
@@ -75,7 +80,7 @@ func (t *tools) register(s *sdk.Server) {
 		Title:       "List a directory of a sandbox",
 		Description: "Lists the entries of a directory of a sandbox with their type, size, mode and modification time.",
 		InputSchema: t.inputSchema(schemaFor[ListFilesInput]()),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
 	}, t.listFiles)
 
 	sdk.AddTool(s, &sdk.Tool{
@@ -85,7 +90,7 @@ func (t *tools) register(s *sdk.Server) {
 			"files take the most space and the largest files, with the sandbox's disk quota and its use. " +
 			"Use it when writes fail with 'disk quota exceeded' or a limit warning says the disk is filling.",
 		InputSchema: t.inputSchema(schemaFor[DiskUsageInput]()),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
 	}, t.diskUsage)
 
 	sdk.AddTool(s, &sdk.Tool{
@@ -104,7 +109,7 @@ func (t *tools) register(s *sdk.Server) {
 		Title:       "Read a checkpoint document",
 		Description: "Reads the latest version (or version N) of a named checkpoint document of the sandbox, with its provenance.",
 		InputSchema: t.inputSchema(schemaFor[CheckpointGetInput]()),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
 	}, t.checkpointGet)
 
 	sessIn := t.inputSchema(schemaFor[SessionAppendInput]())
@@ -115,7 +120,8 @@ func (t *tools) register(s *sdk.Server) {
 		Description: "Appends one event (model_call, tool_intent, tool_result, error, approval_*, checkpoint, " +
 			"compaction or note) to a run of the sandbox's session log. Record a tool_intent before a side " +
 			"effect and a tool_result (intent = the intent's seq) after it, so a resumed agent knows what may " +
-			"have happened. Without run, pass thread to start a new run of it; reuse the returned run.",
+			"have happened. Without run, pass thread to start a new run of it (a thread that does not exist yet " +
+			"is created); reuse the returned run.",
 		InputSchema: sessIn,
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
 	}, t.sessionAppend)
@@ -127,7 +133,7 @@ func (t *tools) register(s *sdk.Server) {
 			"documents, the tails of its workspace notes, the latest session run with every in-doubt tool " +
 			"intent and its last events, as prompt-ready text.",
 		InputSchema: t.inputSchema(schemaFor[OrientInput]()),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
 	}, t.orient)
 
 	sdk.AddTool(s, &sdk.Tool{
@@ -143,7 +149,7 @@ func (t *tools) register(s *sdk.Server) {
 		Name:  "fork",
 		Title: "Fork a sandbox or snapshot",
 		Description: "Creates count new sandboxes (default 1) with the files of a snapshot (snap-...) or of a " +
-			"sandbox (snapshotted first), started unless no_start.",
+			"sandbox (snapshotted first), started unless no_start. Delete them with delete when done.",
 		InputSchema: t.inputSchema(schemaFor[ForkInput]()),
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no},
 	}, t.fork)
@@ -157,6 +163,9 @@ func (t *tools) register(s *sdk.Server) {
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &no},
 	}, t.rollback)
 
+	t.registerJobs(s)
+	t.registerLifecycle(s)
+	t.registerFiles(s)
 	t.registerNetwork(s)
 }
 
@@ -188,7 +197,7 @@ type ExecInput struct {
 	Env            map[string]string `json:"env,omitempty" jsonschema:"Extra environment variables."`
 	Stdin          string            `json:"stdin,omitempty" jsonschema:"Text written to the command's stdin, which is then closed."`
 	Timeout        string            `json:"timeout,omitempty" jsonschema:"Kill the command's process group after this long, as a Go duration (e.g. 30s, 5m)."`
-	Background     bool              `json:"background,omitempty" jsonschema:"Leave the command running and return at once with its pid; output goes to log_path."`
+	Background     bool              `json:"background,omitempty" jsonschema:"Leave the command running and return at once with a handle for exec_wait and exec_poll; output goes to log_path."`
 	MaxOutputBytes int               `json:"max_output_bytes,omitempty" jsonschema:"Cap on each of stdout and stderr in the result (default 65536, at most 1048576)."`
 }
 
@@ -203,10 +212,12 @@ type ExecOutput struct {
 	StderrTruncated bool   `json:"stderr_truncated,omitempty" jsonschema:"stderr was longer than max_output_bytes; its middle was cut."`
 	Pid             int    `json:"pid,omitempty"`
 	LogPath         string `json:"log_path,omitempty" jsonschema:"Background only: where the command's output goes, in the sandbox."`
+	Handle          string `json:"handle,omitempty" jsonschema:"Background only: pass it to exec_wait or exec_poll."`
+	Running         bool   `json:"running,omitempty" jsonschema:"Background only: the command is still running."`
 }
 
 // exec runs a command.
-func (t *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, ExecOutput, error) {
+func (t *tools) exec(ctx context.Context, call *sdk.CallToolRequest, in ExecInput) (*sdk.CallToolResult, ExecOutput, error) {
 	sb, err := t.sandbox(in.Sandbox)
 	if err != nil {
 		return nil, ExecOutput{}, err
@@ -225,11 +236,11 @@ func (t *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in ExecInput) 
 	}
 	what := "exec in sandbox " + sb
 	if in.Background {
-		res, err := t.c.Exec(ctx, sb, req)
+		job, err := t.startJob(ctx, sb, req)
 		if err != nil {
-			return nil, ExecOutput{}, apiError(what, err)
+			return nil, ExecOutput{}, execError(what, err)
 		}
-		return nil, ExecOutput{ExitCode: res.ExitCode, Pid: res.Pid, LogPath: res.LogPath}, nil
+		return nil, ExecOutput{Pid: job.Pid, LogPath: job.LogPath, Handle: job.Handle(), Running: true}, nil
 	}
 	limit := in.MaxOutputBytes
 	if limit <= 0 {
@@ -237,9 +248,18 @@ func (t *tools) exec(ctx context.Context, _ *sdk.CallToolRequest, in ExecInput) 
 	}
 	limit = min(limit, maxExecOutput)
 	stdout, stderr := newHeadTail(limit), newHeadTail(limit)
-	res, err := t.c.ExecStream(ctx, sb, req, stdout, stderr)
+	var outW, errW io.Writer = stdout, stderr
+	if call != nil && call.Params != nil && call.Session != nil {
+		if token := call.Params.GetProgressToken(); token != nil {
+			recent := &recentOutput{limit: progressOutputBytes}
+			outW, errW = io.MultiWriter(stdout, recent), io.MultiWriter(stderr, recent)
+			stop := t.reportProgress(ctx, call.Session, token, "exec "+in.Command.String(), recent.Take)
+			defer stop()
+		}
+	}
+	res, err := t.c.ExecStream(ctx, sb, req, outW, errW)
 	if err != nil {
-		return nil, ExecOutput{}, apiError(what, err)
+		return nil, ExecOutput{}, execError(what, err)
 	}
 	return nil, ExecOutput{
 		ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, Pid: res.Pid,
@@ -432,7 +452,8 @@ type CheckpointPutInput struct {
 	Sandbox   string `json:"sandbox,omitempty" jsonschema:"Sandbox id or name."`
 	Name      string `json:"name" jsonschema:"Document name, e.g. progress."`
 	Agent     string `json:"agent,omitempty" jsonschema:"Named agent within the sandbox (default: the sandbox's own)."`
-	Document  any    `json:"document" jsonschema:"The document: any JSON value, usually an object."`
+	Body      any    `json:"body,omitempty" jsonschema:"The document's body: any JSON value, usually an object. Required."`
+	Document  any    `json:"document,omitempty" jsonschema:"Deprecated: the old name of body."`
 	IfVersion *int64 `json:"if_version,omitempty" jsonschema:"Write only if the latest version is this one (0: the document must not exist yet)."`
 	Run       string `json:"run,omitempty" jsonschema:"Session-log run id recorded as provenance."`
 	Keep      int    `json:"keep,omitempty" jsonschema:"History depth: keep at most this many versions (default 10)."`
@@ -447,7 +468,7 @@ type CheckpointOutput struct {
 	Principal string `json:"principal" jsonschema:"Id of the API key that wrote it."`
 	Run       string `json:"run,omitempty"`
 	Note      string `json:"note,omitempty"`
-	Document  any    `json:"document,omitempty" jsonschema:"The document (checkpoint_get only)."`
+	Body      any    `json:"body,omitempty" jsonschema:"The document's body (checkpoint_get only)."`
 }
 
 // checkpointOutput converts a Checkpoint, decoding its body.
@@ -458,7 +479,7 @@ func checkpointOutput(cp client.Checkpoint) (CheckpointOutput, error) {
 		Principal: cp.Principal, Run: cp.Run, Note: cp.Note,
 	}
 	if len(cp.Body) > 0 {
-		if err := json.Unmarshal(cp.Body, &out.Document); err != nil {
+		if err := json.Unmarshal(cp.Body, &out.Body); err != nil {
 			return out, fmt.Errorf("decode checkpoint %s v%d: %w", cp.Name, cp.Version, err)
 		}
 	}
@@ -471,9 +492,16 @@ func (t *tools) checkpointPut(ctx context.Context, _ *sdk.CallToolRequest, in Ch
 	if err != nil {
 		return nil, CheckpointOutput{}, err
 	}
-	body, err := json.Marshal(in.Document)
+	doc := in.Body
+	if doc == nil {
+		doc = in.Document
+	}
+	if doc == nil {
+		return nil, CheckpointOutput{}, errors.New("body is missing: pass the document's body, any JSON value (e.g. {\"step\": 3})")
+	}
+	body, err := json.Marshal(doc)
 	if err != nil {
-		return nil, CheckpointOutput{}, fmt.Errorf("encode document: %v", err)
+		return nil, CheckpointOutput{}, fmt.Errorf("encode body: %v", err)
 	}
 	cp, err := t.c.PutCheckpoint(ctx, sb, in.Name, body, client.PutCheckpointOptions{
 		Agent: in.Agent, IfVersion: in.IfVersion, Run: in.Run, Keep: in.Keep,
@@ -482,7 +510,7 @@ func (t *tools) checkpointPut(ctx context.Context, _ *sdk.CallToolRequest, in Ch
 		return nil, CheckpointOutput{}, apiError(fmt.Sprintf("put checkpoint %s of sandbox %s", in.Name, sb), err)
 	}
 	out, err := checkpointOutput(cp)
-	out.Document = nil
+	out.Body = nil
 	return nil, out, err
 }
 
@@ -512,7 +540,7 @@ func (t *tools) checkpointGet(ctx context.Context, _ *sdk.CallToolRequest, in Ch
 type SessionAppendInput struct {
 	Sandbox        string `json:"sandbox,omitempty" jsonschema:"Sandbox id or name."`
 	Run            string `json:"run,omitempty" jsonschema:"Run id (run-...) to append to."`
-	Thread         string `json:"thread,omitempty" jsonschema:"Without run: start a new run of this thread (id or name) and append to it."`
+	Thread         string `json:"thread,omitempty" jsonschema:"Without run: start a new run of this thread (id or name) and append to it; an absent thread is created under this name."`
 	Type           string `json:"type" jsonschema:"Event type: model_call, tool_intent, tool_result, error, approval_requested, approval_granted, approval_denied, checkpoint, compaction or note."`
 	Payload        any    `json:"payload,omitempty" jsonschema:"The event's data: any JSON value (at most 256 KiB)."`
 	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"Retrying with the same key stores nothing new and returns the stored event."`
@@ -547,6 +575,15 @@ func (t *tools) sessionAppend(ctx context.Context, _ *sdk.CallToolRequest, in Se
 	run := in.Run
 	if run == "" && in.Thread != "" {
 		r, err := t.c.StartRun(ctx, sb, in.Thread)
+		if isStatus(err, 404) {
+			// The thread does not exist yet: create it, then start its
+			// run. A concurrent create of the same name is a conflict,
+			// and the thread is there either way.
+			if _, cerr := t.c.CreateThread(ctx, sb, client.CreateThreadRequest{Name: in.Thread}); cerr != nil && !isStatus(cerr, 409) {
+				return nil, SessionEventOutput{}, apiError(fmt.Sprintf("create thread %s in sandbox %s", in.Thread, sb), cerr)
+			}
+			r, err = t.c.StartRun(ctx, sb, in.Thread)
+		}
 		if err != nil {
 			return nil, SessionEventOutput{}, apiError(fmt.Sprintf("start a run of thread %s in sandbox %s", in.Thread, sb), err)
 		}
@@ -642,6 +679,9 @@ type ForkOutput struct {
 
 // fork forks a snapshot or sandbox.
 func (t *tools) fork(ctx context.Context, _ *sdk.CallToolRequest, in ForkInput) (*sdk.CallToolResult, ForkOutput, error) {
+	if t.opts.Confine {
+		return nil, ForkOutput{}, t.confinedError("fork (it makes new sandboxes)")
+	}
 	src := in.Source
 	if src == "" {
 		var err error
@@ -741,4 +781,20 @@ func trimPartialRune(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// CutEnd drops the last n bytes written (a trailer that is not output).
+func (h *headTail) CutEnd(n int) {
+	if n <= 0 {
+		return
+	}
+	n = int(min(int64(n), h.total))
+	h.total -= int64(n)
+	if k := min(n, len(h.tail)); k > 0 {
+		h.tail = h.tail[:len(h.tail)-k]
+		n -= k
+	}
+	if n > 0 {
+		h.head = h.head[:max(0, len(h.head)-n)]
+	}
 }

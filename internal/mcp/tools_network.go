@@ -30,7 +30,7 @@ func (t *tools) registerNetwork(s *sdk.Server) {
 			"connections and lookups the policy refused, bytes received and sent, its limits, and its exposed ports " +
 			"with their URLs.",
 		InputSchema: t.inputSchema(schemaFor[NetworkShowInput]()),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
 	}, t.networkShow)
 
 	sdk.AddTool(s, &sdk.Tool{
@@ -52,7 +52,7 @@ func (t *tools) registerNetwork(s *sdk.Server) {
 		Description: "Lists the ports of a sandbox exposed through the daemon's port proxy, with their URLs and " +
 			"whether they are public. Tokens are never listed.",
 		InputSchema: t.inputSchema(schemaFor[PortListInput]()),
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
 	}, t.portList)
 
 	sdk.AddTool(s, &sdk.Tool{
