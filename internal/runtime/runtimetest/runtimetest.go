@@ -195,11 +195,15 @@ func execRunsInsideSandboxAsAgent(t *testing.T, newRuntime Factory) {
 	if _, code := run(t, r, "rt-exec", 0, "sh", "-c", "exit 7"); code != 7 {
 		t.Fatalf("exit code %d, want 7", code)
 	}
-	// A missing command or working directory is the caller's mistake.
-	for _, spec := range []guest.ExecSpec{{Args: []string{"no-such-command"}}, {Args: []string{"true"}, Cwd: "/no/such/dir"}} {
-		if _, err := r.Exec(context.Background(), "rt-exec", spec); !errors.Is(err, errs.ErrInvalid) {
-			t.Fatalf("exec %+v: want ErrInvalid, got %v", spec, err)
-		}
+	// A missing working directory is the caller's mistake; a missing
+	// program exits 127, as in a shell, with the reason on its stderr.
+	if _, err := r.Exec(context.Background(), "rt-exec", guest.ExecSpec{Args: []string{"true"}, Cwd: "/no/such/dir"}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("exec in a missing directory: want ErrInvalid, got %v", err)
+	}
+	var stderr bytes.Buffer
+	res, err := r.Exec(context.Background(), "rt-exec", guest.ExecSpec{Args: []string{"no-such-command"}, Stderr: &stderr})
+	if err != nil || res.ExitCode != 127 || !strings.Contains(stderr.String(), "no-such-command") {
+		t.Fatalf("exec of a missing program: %+v %v (stderr %q), want exit 127 naming it", res, err, stderr.String())
 	}
 }
 
