@@ -203,3 +203,52 @@ func containsSecret(b []byte) bool {
 	}
 	return false
 }
+
+// TestSlowFollowerFarBehindTheWriterLosesNothing: the writer runs at full
+// speed through many more rotations than it keeps files (keep 2) while
+// the follower reads slowly; the follower holds the files rotated since it
+// last looked, so every line arrives once, in order, although the writer
+// dropped those files long before the follower read them.
+func TestSlowFollowerFarBehindTheWriterLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, Config{MaxSize: LineCap, Keep: 2}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	r, err := Open(ctx, openDir(t, dir), ReadOptions{Follow: true, Poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const lines = 60000 // ~5 MB through 64 KiB files: ~75 rotations, 2 kept
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var batch []byte
+		for i := range lines {
+			batch = append(batch, numbered(i)...)
+			if len(batch) > 8000 || i == lines-1 {
+				w.Write(batch)
+				batch = batch[:0]
+			}
+		}
+	}()
+	// A slow reader: small reads with a pause now and then (the writer
+	// is many rotations ahead most of the time).
+	br := bufio.NewReaderSize(r, 4096)
+	next := 0
+	for next < lines {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after line %d: %v", next, err)
+		}
+		if line != numbered(next) {
+			t.Fatalf("line %d: got %.40q: a rotated file was lost", next, line)
+		}
+		next++
+		if next%2000 == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	<-done
+	w.Close()
+}

@@ -349,7 +349,8 @@ func TestHostGatewayOtherSandboxesAndMetadataAreRefusedUnderEveryPolicy(t *testi
 	other := e.attach("other", policy.Default(), network.Limits{})
 	listenIn(t, other.NetNS, 7000)
 	// The host reaches a sandbox (the port proxy's path), and replies return.
-	c, err := net.DialTimeout("tcp", netip.AddrPortFrom(other.Addr, 7000).String(), time.Second)
+	// 5 s: one lost SYN on a loaded machine is retransmitted after 1 s.
+	c, err := net.DialTimeout("tcp", netip.AddrPortFrom(other.Addr, 7000).String(), 5*time.Second)
 	if err != nil {
 		t.Fatalf("host to sandbox: %v", err)
 	}
