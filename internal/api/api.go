@@ -159,6 +159,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if bb, ok := b.(BudgetBackend); ok {
 		s.registerBudgets(bb)
 	}
+	if ub, ok := b.(UpdateBackend); ok {
+		s.registerUpdate(ub)
+	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)

@@ -241,6 +241,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(sch, sch.fakeBackend)
 	bud := newBudgetFake()
 	add(bud, bud.fakeBackend)
+	upd := &updateFake{fakeBackend: &fakeBackend{}}
+	add(upd, upd.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -369,7 +371,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 		"PUT /v1/secrets/{name}", "DELETE /v1/secrets/{name}", "PUT /v1/sandboxes/{id}/network", "PUT /v1/sandboxes/{id}/ports/{port}",
 		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention",
 		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules",
-		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}"} {
+		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}",
+		"PATCH /v1/sandboxes/{id}"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}
