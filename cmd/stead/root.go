@@ -111,6 +111,7 @@ Exit codes:
 		newDeleteCmd(g),
 		newUndeleteCmd(g),
 		newResizeCmd(g),
+		newUpdateCmd(g),
 		newExecCmd(g),
 		newShellCmd(g),
 		newConnectCmd(g),
