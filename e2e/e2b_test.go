@@ -46,7 +46,9 @@ func installE2BSDK(t *testing.T, ctx context.Context) string {
 // E2B_SANDBOX_URL and E2B_API_KEY (a stead key in its e2b_ form), drives
 // a real daemon through create, commands, files, pause/connect,
 // setTimeout, list and kill (e2e/testdata/e2b_compat.mjs); the sandbox
-// it made is then a stead sandbox, seen through stead's own API.
+// it made is then a stead sandbox, seen through stead's own API, and
+// after a kill -9 and a restart of the daemon the SDK connects to it
+// again and finds its files (e2e/testdata/e2b_reconnect.mjs).
 func TestE2BSDKCompat(t *testing.T) {
 	d := newDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -104,6 +106,24 @@ func TestE2BSDKCompat(t *testing.T) {
 	}
 
 	e2bBadInputChangesNothing(t, ctx, d, res.ID, res.Token)
+
+	// A kill -9 of the daemon and a restart: the SDK connects to the same
+	// sandbox (its envd token still valid) and its files are all there.
+	d.kill9()
+	d.start()
+	rec, err := os.ReadFile("testdata/e2b_reconnect.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "reconnect.mjs"), rec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.CommandContext(ctx, node, "reconnect.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(env, "E2B_API_URL=http://"+d.addr, "E2B_SANDBOX_URL=http://"+d.addr, "E2B_API_KEY="+e2b.EncodeKey(d.key), "E2B_SANDBOX_ID="+res.ID)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the SDK after a kill -9 and a restart (%v):\n%s\n--- daemon log ---\n%s", err, out, tail(d.logText(), 4000))
+	}
 }
 
 // e2bBadInputChangesNothing: bad input to the E2B routes gets E2B's
