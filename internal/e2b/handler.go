@@ -127,13 +127,23 @@ func (h *Handler) Mount(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case h.envdSandbox(r) != "":
-			h.envd.ServeHTTP(w, r)
+			h.serveLogged(w, r, "envd", h.envd)
 		case isControlPath(r.URL.Path):
-			h.control.ServeHTTP(w, r)
+			h.serveLogged(w, r, "control", h.control)
 		default:
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// serveLogged serves r with plane and logs one line for it, as the stead
+// API does for its own requests.
+func (h *Handler) serveLogged(w http.ResponseWriter, r *http.Request, plane string, next http.Handler) {
+	start := h.opts.Now()
+	sw := &statusWriter{ResponseWriter: w}
+	next.ServeHTTP(sw, r)
+	h.log.InfoContext(r.Context(), "e2b request", "plane", plane, "method", r.Method, "path", r.URL.Path,
+		"sandbox", h.envdSandbox(r), "status", sw.status, "dur", h.opts.Now().Sub(start))
 }
 
 // isControlPath reports whether path belongs to the E2B control plane.
