@@ -184,6 +184,10 @@ type Template struct {
 	Digest    string    `json:"digest,omitempty"`
 	SizeBytes int64     `json:"size_bytes"`
 	CreatedAt time.Time `json:"created_at"`
+	// OnDemand marks the host template before its first use: it is
+	// available, and the first create from it builds it (size and
+	// created_at are then set).
+	OnDemand bool `json:"on_demand,omitempty" doc:"the host template, not built yet: the first create from it builds it"`
 }
 
 // ImportTemplateRequest imports an OCI image as a template.

@@ -27,7 +27,9 @@ func newExecCmd(g *globals) *cobra.Command {
 		Short: "Run a command in a running sandbox",
 		Long: `Run a command in a running sandbox, streaming its stdout and stderr live.
 stead exec exits with the command's exit code (128+N if it was killed by
-signal N). Ctrl-C ends the command.
+signal N), 127 if the program does not exist and 126 if it cannot be run
+(not executable), as a shell does. A --cwd that does not exist is an error
+of the request (exit 1) naming the directory. Ctrl-C ends the command.
 
 Flags go before SANDBOX; everything after SANDBOX is the command.`,
 		Example: `  stead exec agent-1 -- ls -la /workspace
@@ -78,6 +80,8 @@ Flags go before SANDBOX; everything after SANDBOX is the command.`,
 					if err := printJSON(g.stdout, res); err != nil {
 						return err
 					}
+				} else if res.Pid == 0 && res.ExitCode != 0 {
+					g.stderr.Write(res.Stderr) // the program is missing or cannot run
 				} else {
 					fmt.Fprintf(g.stdout, "started pid %d (output in %s)\n", res.Pid, res.LogPath)
 				}

@@ -38,7 +38,10 @@ func newServeCmd() *cobra.Command {
 
 On first start it creates the data directory, a loop-backed btrfs pool (unless
 the data directory is on btrfs already) and a bootstrap admin API key, shown
-once and kept (root-only) in DATA_DIR/admin.key.
+once and kept (root-only) in DATA_DIR/admin.key. DATA_DIR is --data-dir, else
+$STEAD_DATA_DIR, else /var/lib/stead; the CLI reads the key from the same
+place when given the same --data-dir or STEAD_DATA_DIR (and no --api-key or
+STEAD_API_KEY).
 
 The pool image is sparse; by default it is half of the free space where it
 goes (at least 5 GiB). A reserve (default 10% of the pool, at least 512 MiB)
@@ -107,7 +110,7 @@ start adopts them.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", envOr("STEAD_DATA_DIR", "/var/lib/stead"), "data directory (metadata, pool, admin.key)")
+	f.StringVar(&cfg.DataDir, "data-dir", envOr("STEAD_DATA_DIR", "/var/lib/stead"), "data directory: metadata, pool, admin.key (env STEAD_DATA_DIR)")
 	f.StringVar(&cfg.RunDir, "run-dir", envOr("STEAD_RUN_DIR", "/run/stead"), "runtime state directory (tmpfs)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7878", "TCP address of the API (empty to disable)")
 	f.StringVar(&cfg.Socket, "socket", "/run/stead/stead.sock", "unix socket of the API (empty to disable)")

@@ -41,7 +41,11 @@ func newTemplateCmd(g *globals) *cobra.Command {
 			tw := newTable(g.stdout)
 			row(tw, "ID", "KIND", "SIZE", "CREATED", "SOURCE")
 			for _, t := range list {
-				row(tw, t.ID, t.Kind, bytesStr(t.SizeBytes), ago(t.CreatedAt), orDash(t.Source))
+				created := ago(t.CreatedAt)
+				if t.OnDemand {
+					created = "on first use"
+				}
+				row(tw, t.ID, t.Kind, bytesStr(t.SizeBytes), created, orDash(t.Source))
 			}
 			return tw.Flush()
 		},

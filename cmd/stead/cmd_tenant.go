@@ -19,7 +19,7 @@ func newTenantCmd(g *globals) *cobra.Command {
 		Long: `A tenant owns sandboxes, volumes, snapshots, templates and API keys, and sees
 nothing of another tenant's: another tenant's ids answer exactly as absent
 ones. These commands need an admin key (the daemon's, in
-/var/lib/stead/admin.key).
+DATA_DIR/admin.key, /var/lib/stead/admin.key by default).
 
 Give a new tenant its first key with stead key create --tenant ID.
 Suspending a tenant refuses its keys (403) and stops its running sandboxes;
@@ -35,6 +35,7 @@ decrypted again.`,
 	group(cmd)
 	cmd.AddCommand(newTenantCreateCmd(g), newTenantLsCmd(g), newTenantShowCmd(g),
 		newTenantStateCmd(g, "suspend"), newTenantStateCmd(g, "unsuspend"), newTenantRmCmd(g))
+	cmd.AddCommand(newTenantQuotaCmd(g))
 	cmd.AddCommand(newTenantRetentionCmd(g)) // cmd_retention.go
 	return cmd
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -28,9 +27,8 @@ const (
 
 // Defaults for reaching the daemon.
 const (
-	defaultSocket   = "/run/stead/stead.sock"
-	defaultHTTP     = "http://127.0.0.1:7878"
-	defaultAdminKey = "/var/lib/stead/admin.key"
+	defaultSocket = "/run/stead/stead.sock"
+	defaultHTTP   = "http://127.0.0.1:7878"
 )
 
 // globals are the flags and streams every verb shares.
@@ -39,6 +37,8 @@ type globals struct {
 	apiKey   string
 	json     bool
 	tenant   string // --tenant: the tenant an admin key acts in
+	dataDir  string // --data-dir: where the daemon's admin.key is
+	key      apiKey // the key the client was made with, and its source
 
 	stdin  io.Reader
 	stdout io.Writer
@@ -62,7 +62,7 @@ func runIO(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := root.ExecuteContext(ctx)
-	return reportError(g.stderr, root, err)
+	return g.reportError(root, err, args)
 }
 
 // newRootCmd builds the command tree.
@@ -74,7 +74,19 @@ func newRootCmd(g *globals) *cobra.Command {
 and audit trail survive stop, crash, daemon restart and the loss of the machine.
 
 This binary is both the daemon (stead serve) and its CLI. The CLI reaches the
-daemon at --endpoint, authenticating with --api-key.
+daemon at --endpoint, authenticating with the first API key it finds:
+  1. --api-key
+  2. $STEAD_API_KEY
+  3. the daemon's bootstrap admin key, DATA_DIR/admin.key, where DATA_DIR is
+     --data-dir, else $STEAD_DATA_DIR, else /var/lib/stead (the same flag and
+     variable as stead serve's). Only that file is read; a refused key's
+     error names where it came from.
+
+With --json, API objects are printed as JSON on stdout and an error as one
+JSON line on stderr, always of this shape (status 0: found by the CLI, not
+the daemon; errors and hint only when there is something to say):
+  {"error": {"status": 404, "title": "Not Found", "detail": "...",
+             "errors": ["..."], "hint": "...", "exit_code": 3}}
 
 Exit codes:
   0  success
@@ -87,15 +99,18 @@ Exit codes:
      was changed. Each verb's help says when it exits 4.
   5  unauthenticated (missing or unknown API key)
   stead exec and stead shell exit with the command's own exit code
-  (128+N when it was killed by signal N).`,
+  (128+N when it was killed by signal N; 127 when the program does not
+  exist and 126 when it cannot be run, as in a shell).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&g.endpoint, "endpoint", defaultEndpoint(),
 		"daemon address: http://HOST:PORT or unix:///path.sock (env STEAD_ENDPOINT)")
 	root.PersistentFlags().StringVar(&g.apiKey, "api-key", "",
-		"API key (default $STEAD_API_KEY, else the contents of "+defaultAdminKey+")")
-	root.PersistentFlags().BoolVar(&g.json, "json", false, "print API objects as JSON")
+		"API key (default $STEAD_API_KEY, else the contents of DATA_DIR/admin.key)")
+	root.PersistentFlags().StringVar(&g.dataDir, "data-dir", "",
+		"the daemon's data directory, whose admin.key is read when no key is given (env STEAD_DATA_DIR; default "+defaultDataDir+")")
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print API objects as JSON, and errors as JSON on stderr")
 	root.PersistentFlags().StringVar(&g.tenant, "tenant", "", "act in this tenant (admin keys only; default: the key's own)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
@@ -152,6 +167,7 @@ Exit codes:
 		newPortCmd(g),
 		newPortForwardCmd(g),
 		newUsageCmd(g),
+		newQuotaCmd(g),
 		newEventsCmd(g),
 		newWebhookCmd(g),
 	)
@@ -170,24 +186,11 @@ func defaultEndpoint() string {
 	return defaultHTTP
 }
 
-// resolveAPIKey is --api-key, else $STEAD_API_KEY, else the bootstrap
-// admin key file ($STEAD_DATA_DIR/admin.key or /var/lib/stead/admin.key)
-// when it is readable.
+// resolveAPIKey finds the API key (findAPIKey) and remembers where it
+// came from for the error of a refused key.
 func (g *globals) resolveAPIKey() string {
-	if g.apiKey != "" {
-		return g.apiKey
-	}
-	if k := os.Getenv("STEAD_API_KEY"); k != "" {
-		return k
-	}
-	keyFile := defaultAdminKey
-	if d := os.Getenv("STEAD_DATA_DIR"); d != "" {
-		keyFile = filepath.Join(d, "admin.key")
-	}
-	if b, err := os.ReadFile(keyFile); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	return ""
+	g.key = findAPIKey(g.apiKey, g.dataDir, os.Getenv, defaultDataDir)
+	return g.key.key
 }
 
 // client returns an API client for the global flags.
@@ -231,35 +234,6 @@ func args(min, max int) cobra.PositionalArgs {
 		}
 		return nil
 	}
-}
-
-// reportError prints err (if any) and returns the exit code it stands for.
-func reportError(w io.Writer, root *cobra.Command, err error) int {
-	if err == nil {
-		return exitOK
-	}
-	var ec exitCodeError
-	if errors.As(err, &ec) {
-		return ec.code
-	}
-	code := exitCodeFor(err)
-	// The daemon's answer is complete: its problem detail names the
-	// operation and the object ("cannot pause sandbox a: it is stopped").
-	// The verb's own context ("pause a: ") would only repeat it, so an API
-	// error is printed as the daemon wrote it; the verb's context stays on
-	// local errors (a file that cannot be read, a daemon out of reach).
-	var apiErr *client.APIError
-	if errors.As(err, &apiErr) {
-		err = apiErr
-	}
-	fmt.Fprintf(w, "stead: %v\n", err)
-	switch code {
-	case exitUsage:
-		fmt.Fprintf(w, "Run '%s --help' for usage.\n", root.Name())
-	case exitUnauthenticated:
-		fmt.Fprintln(w, "Pass --api-key or set STEAD_API_KEY (on the daemon host, root can read "+defaultAdminKey+").")
-	}
-	return code
 }
 
 // exitCodeFor maps an error to an exit code.

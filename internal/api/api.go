@@ -41,6 +41,10 @@ type Options struct {
 	// Events serves the event log and webhooks (nil: no /v1/events or
 	// /v1/webhooks routes).
 	Events EventBackend
+	// AdminKeyPath is where the daemon keeps its bootstrap admin key, as
+	// errors about a missing or non-admin key name it (default
+	// /var/lib/stead/admin.key).
+	AdminKeyPath string
 }
 
 // server holds what the route handlers share.
@@ -51,6 +55,8 @@ type server struct {
 	ver string
 	mux *http.ServeMux
 	met *metrics.Metrics
+	// adminKey is Options.AdminKeyPath, for messages.
+	adminKey string
 }
 
 // NewHandler returns the HTTP handler of the stead API:
@@ -78,6 +84,8 @@ type server struct {
 //     BudgetBackend;
 //   - GET /v1/usage only when opts.Usage is set; requests are counted
 //     by route template in opts.Metrics when it is set;
+//   - GET /v1/quota and /v1/tenants/{tenant}/quotas only when b also
+//     implements QuotaBackend;
 //   - the tenant routes (/v1/tenants) and key management (GET /v1/keys,
 //     rotate, revoke) only when b also implements TenantBackend;
 //   - every /v1 route behind an API key (Authorization: Bearer <key> or
@@ -114,7 +122,10 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 
 	mux := http.NewServeMux()
-	s := &server{b: b, log: logger, ver: version, mux: mux, met: opts.Metrics}
+	s := &server{b: b, log: logger, ver: version, mux: mux, met: opts.Metrics, adminKey: opts.AdminKeyPath}
+	if s.adminKey == "" {
+		s.adminKey = "/var/lib/stead/admin.key"
+	}
 	s.api = humago.New(mux, cfg)
 	// Before any route is registered: huma binds a route's middlewares at
 	// registration.
@@ -161,6 +172,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if ub, ok := b.(UpdateBackend); ok {
 		s.registerUpdate(ub)
+	}
+	if qb, ok := b.(QuotaBackend); ok {
+		s.registerQuotas(qb)
 	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
@@ -257,8 +271,8 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		if key == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="stead"`)
 			s.writeProblem(w, r, "authenticate", fmt.Errorf(
-				"missing API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\" (the admin key is in /var/lib/stead/admin.key): %w",
-				errs.ErrUnauthenticated))
+				"missing API key: send \"Authorization: Bearer <key>\" or \"X-API-Key: <key>\" (the admin key is in %s): %w",
+				s.adminKey, errs.ErrUnauthenticated))
 			return
 		}
 		p, err := s.b.Authenticate(r.Context(), key)

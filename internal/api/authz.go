@@ -128,6 +128,7 @@ var scopedRoutes = map[string]bool{
 	"GET /v1/info":       true,
 	"GET /v1/sandboxes":  true, // filtered to what the key reaches
 	"POST /v1/sandboxes": true, // confined by confineCreate
+	"GET /v1/quota":      true, // the tenant's quotas: every key of the tenant reads them
 }
 
 // scopedClosed are the routes under /v1/sandboxes/{id} a scoped key may

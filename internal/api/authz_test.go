@@ -235,6 +235,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(af, af.fakeBackend)
 	sec := newSecretFake()
 	add(sec, sec.fakeBackend)
+	qf := newQuotaFake()
+	add(qf, qf.fakeBackend)
 	ret := newRetentionFake()
 	add(ret, ret.fakeBackend)
 	sch := newScheduleFake()
@@ -343,7 +345,7 @@ func roleAllows(who, route string, agentRoute bool) bool {
 		return !adminOnly && !tenantAdminOnly && method == http.MethodGet && path != "/v1/sandboxes/{id}/pty"
 	case "scoped-name", "scoped-label":
 		switch route {
-		case "GET /v1/info", "GET /v1/sandboxes", "POST /v1/sandboxes":
+		case "GET /v1/info", "GET /v1/sandboxes", "POST /v1/sandboxes", "GET /v1/quota":
 			return true
 		case "POST /v1/sandboxes/{id}/fork", "POST /v1/sandboxes/{id}/rollback", "POST /v1/sandboxes/{id}/volumes",
 			"DELETE /v1/sandboxes/{id}/volumes", "POST /v1/sandboxes/{id}/restore-path":
@@ -372,7 +374,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention",
 		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules",
 		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}",
-		"PATCH /v1/sandboxes/{id}"} {
+		"PATCH /v1/sandboxes/{id}",
+		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

@@ -28,6 +28,8 @@ func HTTPStatus(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errs.ErrInvalid):
 		return http.StatusBadRequest
+	case errors.As(err, new(*errs.QuotaError)): // a tenant's quota, not a full pool
+		return http.StatusTooManyRequests
 	case errors.Is(err, errs.ErrQuota):
 		return http.StatusInsufficientStorage
 	case errors.Is(err, errs.ErrUnauthenticated):
@@ -87,6 +89,9 @@ func (s *server) problem(ctx context.Context, op string, err error) *huma.ErrorM
 
 // fail is what a huma handler returns for a backend error.
 func (s *server) fail(ctx context.Context, op string, err error) error {
+	if qe, ok := errs.AsQuota(err); ok {
+		return quotaProblem(s.problem(ctx, op, err), qe)
+	}
 	return s.problem(ctx, op, err)
 }
 

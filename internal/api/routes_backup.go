@@ -251,8 +251,8 @@ func (s *server) registerRepo(b BackupBackend) {
 		}
 		if !isAdmin(p) {
 			return nil, s.fail(ctx, op, fmt.Errorf(
-				"only an admin key may initialise the repository (use the key in /var/lib/stead/admin.key): %w",
-				errs.ErrForbidden))
+				"only an admin key may initialise the repository (use the key in %s): %w",
+				s.adminKey, errs.ErrForbidden))
 		}
 		ri, err := b.InitRepo(ctx)
 		if err != nil {

@@ -49,7 +49,10 @@ func (s *server) registerExec() {
 		"as it is produced: `event: stdout` / `event: stderr` with an ExecEvent whose `data` is the " +
 		"base64 chunk, then one `event: exit` (exit_code, signal, pid, timed_out) or `event: error`. " +
 		"Otherwise the call returns when the process exits with a buffered ExecResult. " +
-		"A background exec returns at once with the pid."
+		"A background exec returns at once with the pid. " +
+		"A program that does not exist ends with exit_code 127, one that cannot run (not executable) with 126, " +
+		"as in a shell, and no pid; its stderr says why (`stead: exec: \"nope\": executable file not found in $PATH`). " +
+		"A cwd that does not exist or cannot be entered is a 400 naming the directory."
 	o.Errors = append(o.Errors, http.StatusConflict)
 	o.Responses = map[string]*huma.Response{
 		"200": {

@@ -217,7 +217,7 @@ func Run(ctx context.Context, cfg Config) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub})), cfg.Network, errc, log)
+	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub, AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})), cfg.Network, errc, log)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
@@ -229,6 +229,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if secret != "" {
 		fmt.Fprintf(os.Stderr, "\nstead: created the bootstrap admin API key (shown once; stored hashed; a copy readable only by root is in %s):\n\n    %s\n\n", keyPath, secret)
+		if filepath.Clean(cfg.DataDir) != "/var/lib/stead" {
+			fmt.Fprintf(os.Stderr, "The CLI reads it when run as root with --data-dir %s or STEAD_DATA_DIR=%s.\n\n", cfg.DataDir, cfg.DataDir)
+		}
 	}
 	if err := svc.Reconcile(ctx); err != nil {
 		return err
@@ -271,7 +274,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go auditLog.Run(pctx)
 	go hub.Run(pctx)
 	go svc.CheckRepoKey(pctx)
-	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind())
+	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind(), "admin_key", keyPath)
 
 	select {
 	case <-ctx.Done():

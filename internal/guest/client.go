@@ -206,6 +206,14 @@ func (c *Client) Exec(ctx context.Context, spec ExecSpec) (ExecResult, error) {
 		if _, err := cn.recv(&r); err != nil {
 			return ExecResult{}, err
 		}
+		if r.Type == "error" && r.ExitCode != 0 && spec.Stderr != nil {
+			// The program is missing or cannot run: no pid, the exit
+			// code a shell would give, and init's message.
+			fmt.Fprintf(spec.Stderr, "stead: %s\n", r.Error)
+		}
+		if r.Type == "error" && r.ExitCode != 0 {
+			return ExecResult{ExitCode: r.ExitCode, LogPath: r.LogPath}, nil
+		}
 		if r.Type == "error" {
 			return ExecResult{}, startError(spec.Args[0], r)
 		}
@@ -310,10 +318,14 @@ func (c *Client) Exec(ctx context.Context, spec ExecSpec) (ExecResult, error) {
 }
 
 // startError is the error of a process init could not start; a bad
-// command or working directory is the caller's mistake (errs.ErrInvalid).
+// working directory is the caller's mistake (errs.ErrInvalid). (A missing
+// or unrunnable program is no error: it exits 127 or 126.)
 func startError(cmd string, r Reply) error {
 	// init's error may name the command already ("sh: command not found").
 	msg := strings.TrimPrefix(r.Error, cmd+": ")
+	if r.BadCwd { // "cwd /nope: no such directory": not the program's fault
+		return fmt.Errorf("%s: %w", r.Error, errs.ErrInvalid)
+	}
 	if r.Invalid {
 		return fmt.Errorf("exec %s: %s: %w", cmd, msg, errs.ErrInvalid)
 	}
@@ -355,6 +367,9 @@ func (c *Client) OpenPTY(ctx context.Context, spec ExecSpec, rows, cols uint16) 
 	if r.Type == "error" || len(files) != 1 {
 		closeAll(files)
 		cn.close()
+		if r.Type == "error" && len(spec.Args) > 0 {
+			return nil, fmt.Errorf("open pty: %w", startError(spec.Args[0], r))
+		}
 		return nil, fmt.Errorf("open pty: %s", r.Error)
 	}
 	return &PTYSession{master: files[0], cn: cn, pid: r.Pid}, nil

@@ -167,16 +167,19 @@ func (in *initProc) start(p procSpec) (int, <-chan exitStatus, error) {
 	} else {
 		env = mergeEnv(env, []string{"HOME=/root", "USER=root", "LOGNAME=root"})
 	}
-	argv0, err := lookPath(p.args[0], env)
-	if err != nil {
-		return 0, nil, err
-	}
 	cwd := p.cwd
 	if cwd == "" {
 		cwd = "/"
 		if p.uid != 0 {
 			cwd = "/home/agent"
 		}
+	}
+	if err := checkCwd(cwd, p.uid, p.gid); err != nil {
+		return 0, nil, err
+	}
+	argv0, err := lookPath(p.args[0], env)
+	if err != nil {
+		return 0, nil, err
 	}
 	attr := &syscall.ProcAttr{
 		Dir:   cwd,
@@ -200,6 +203,9 @@ func (in *initProc) start(p procSpec) (int, <-chan exitStatus, error) {
 	}
 	in.mu.Unlock()
 	if err != nil {
+		if code := execFailureCode(err); code != 0 {
+			return 0, nil, &startFailure{code: code, msg: fmt.Sprintf("exec: %q: %s", p.args[0], errnoText(err))}
+		}
 		return 0, nil, fmt.Errorf("start %s: %w", p.args[0], err)
 	}
 	return pid, ch, nil
@@ -308,15 +314,21 @@ func (in *initProc) handleExec(c *conn, req Request, files []*os.File) {
 		return
 	}
 	pid, done, err := in.start(p)
+	var sf *startFailure
+	if errors.As(err, &sf) {
+		// A program that is missing or cannot run ends like a shell's:
+		// the message on the process's stderr, exit 127 or 126.
+		in.reportStartFailure(c, req, p, master, logPath, sf)
+		return
+	}
 	if err != nil {
 		if master != nil {
 			master.Close()
 		}
-		// Not found, not executable, bad working directory: the request's
-		// fault, reported as such.
-		invalid := errors.Is(err, errNotFound) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) ||
-			errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.ENOEXEC)
-		c.send(Reply{Type: "error", Error: err.Error(), Invalid: invalid})
+		// A bad working directory or user: the request's fault, reported
+		// as such (init checks the directory before the fork).
+		var ce *cwdError
+		c.send(Reply{Type: "error", Error: err.Error(), Invalid: errors.As(err, &ce), BadCwd: errors.As(err, &ce)})
 		return
 	}
 	// Our copies of the child's stdio must close now, so the daemon sees
@@ -421,7 +433,7 @@ func mergeEnv(base, over []string) []string {
 }
 
 // errNotFound is a command missing from PATH.
-var errNotFound = errors.New("command not found")
+var errNotFound = errors.New("executable file not found in $PATH")
 
 // lookPath resolves a command name against PATH in env.
 func lookPath(name string, env []string) (string, error) {
@@ -440,7 +452,7 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: %w", name, errNotFound)
+	return "", &startFailure{code: ExitNotFound, msg: fmt.Sprintf("exec: %q: %v", name, errNotFound)}
 }
 
 func containsSlash(s string) bool {

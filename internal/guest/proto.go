@@ -119,6 +119,8 @@ type Reply struct {
 	// Invalid marks an error caused by the request (no such command,
 	// working directory or user), not by init.
 	Invalid bool `json:"invalid,omitempty"`
+	// BadCwd marks an error about the working directory (Error names it).
+	BadCwd bool `json:"bad_cwd,omitempty"`
 	// LogPath is where a background exec writes its output.
 	LogPath string `json:"log_path,omitempty"`
 	// Status fields.

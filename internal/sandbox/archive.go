@@ -34,6 +34,9 @@ func (s *Service) ArchiveSandbox(ctx context.Context, tenant, id string, wait bo
 	if sb.State != store.StateStopped {
 		return client.Operation{}, fmt.Errorf("cannot archive sandbox %s: it is %s (stop it first): %w", sb.Name, sb.State, errs.ErrConflict)
 	}
+	if err := s.checkRepoQuota(ctx, tenant, "archive sandbox "+sb.Name); err != nil {
+		return client.Operation{}, fmt.Errorf("archive sandbox %s: %w", sb.Name, err)
+	}
 	return s.startOp(ctx, tenant, "archive", sb.ID, wait, func(ctx context.Context, op *operation) (any, error) {
 		return s.archive(ctx, op, tenant, sb.ID)
 	})
@@ -136,6 +139,13 @@ func (s *Service) HydrateSandbox(ctx context.Context, tenant, id string, wait bo
 // hydrateLocked restores an archived sandbox's root; the caller holds its
 // lock. op may be nil.
 func (s *Service) hydrateLocked(ctx context.Context, op *operation, sb store.Sandbox) (store.Sandbox, error) {
+	if sp, err := decodeSpec(sb); err == nil {
+		release, err := s.admitQuota(ctx, sb.TenantID, "hydrate sandbox "+sb.Name, quotaUse{disk: sp.Limits.DiskBytes})
+		if err != nil {
+			return sb, err
+		}
+		defer release()
+	}
 	sc, err := s.scope(ctx, sb.TenantID, false)
 	if err != nil {
 		return sb, err

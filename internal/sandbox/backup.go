@@ -357,6 +357,9 @@ func (s *Service) PushSandbox(ctx context.Context, tenant, id string, req client
 	if err != nil {
 		return client.Operation{}, err
 	}
+	if err := s.checkRepoQuota(ctx, tenant, "push sandbox "+sb.Name); err != nil {
+		return client.Operation{}, fmt.Errorf("push sandbox %s: %w", sb.Name, err)
+	}
 	return s.startOp(ctx, tenant, "push", sb.ID, req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		if req.IncludeVolumes && req.Snapshot != "" {
 			return nil, fmt.Errorf("include_volumes takes a new snapshot: leave snapshot empty: %w", errs.ErrInvalid)
@@ -611,6 +614,9 @@ func (s *Service) RestoreRemote(ctx context.Context, tenant string, req client.R
 	if err := s.checkGivenMounts(ctx, tenant, plan); err != nil {
 		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
 	}
+	if err := s.checkQuota(ctx, tenant, verb, restoreUse(m, pushes, req.NoStart)); err != nil {
+		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
+	}
 	return s.startOp(ctx, tenant, "restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		sb, vols, rs, err := s.restoreSandbox(ctx, op, sc, tenant, m, req.Name, req.NoStart, plan, pushes)
 		if err != nil {
@@ -773,7 +779,16 @@ func (s *Service) PullRemote(ctx context.Context, tenant string, req client.Pull
 	if err != nil {
 		return client.Operation{}, fmt.Errorf("pull: the snapshot's sandbox %s is not on this daemon (use restore to make a new sandbox from it): %w", sbID, err)
 	}
+	verb := "pull " + m.ID.String()[:12]
+	if err := s.checkQuota(ctx, tenant, verb, quotaUse{snapshots: 1}); err != nil {
+		return client.Operation{}, fmt.Errorf("%s: %w", verb, err)
+	}
 	return s.startOp(ctx, tenant, "pull", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
+		release, err := s.admitQuota(ctx, tenant, verb, quotaUse{snapshots: 1})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", verb, err)
+		}
+		defer release()
 		sn := store.Snapshot{ID: newSnapshotID(), TenantID: tenant, SandboxID: sb.ID, SandboxName: sb.Name,
 			Label: "pulled " + m.ID.String()[:12], Kind: "pull", TemplateID: sb.TemplateID, Spec: sb.Spec}
 		if label := m.Labels["spec"]; label != "" {
@@ -1244,6 +1259,10 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 				continue
 			}
 			s.startOp(ctx, sb.TenantID, "push", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
+				if err := s.checkRepoQuota(ctx, sb.TenantID, "scheduled push of sandbox "+sb.Name); err != nil {
+					s.record(ctx, sb.TenantID, "sandbox.scheduled_push", sb.ID, err)
+					return nil, err
+				}
 				res, _, err := s.push(ctx, op, sb.TenantID, sb.ID, "", "push", false)
 				if err == nil {
 					s.applyRetention(ctx, sb.TenantID, sb.ID, b.Retention)
@@ -1272,6 +1291,10 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 			}
 			s.startOp(ctx, sb.TenantID, "archive", sb.ID, false, func(ctx context.Context, op *operation) (any, error) {
 				defer s.bk.archiving.Store(false)
+				if err := s.checkRepoQuota(ctx, sb.TenantID, "automatic archive of sandbox "+sb.Name); err != nil {
+					s.record(ctx, sb.TenantID, "sandbox.auto_archive", sb.ID, err)
+					return nil, err
+				}
 				res, err := s.archive(ctx, op, sb.TenantID, sb.ID)
 				s.record(ctx, sb.TenantID, "sandbox.auto_archive", sb.ID, err)
 				return res, err

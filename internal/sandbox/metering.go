@@ -160,23 +160,37 @@ func (ss *StorageSampler) repoBytes(ctx context.Context, tenants []store.Tenant)
 	}
 	out := map[string]int64{}
 	for _, t := range tenants {
-		sc, err := r.Scope(ctx, tenantScope(t.ID), false)
-		if errors.Is(err, errs.ErrNotFound) {
-			continue
-		}
+		b, err := tenantRepoBytes(ctx, r, t.ID)
 		if err != nil {
-			s.log.Warn("meter: open a tenant's repository scope", "tenant", t.ID, "err", err)
+			s.log.Warn("meter: read a tenant's repository usage", "tenant", t.ID, "err", err)
 			continue
 		}
-		ms, err := sc.Snapshots(ctx)
-		if err != nil {
-			s.log.Warn("meter: list a tenant's pushes", "tenant", t.ID, "err", err)
-			continue
-		}
-		for _, m := range ms {
-			out[t.ID] += m.Stats.AddedBytes
+		if b > 0 {
+			out[t.ID] = b
 		}
 	}
 	ss.repo, ss.repoAt = out, time.Now()
 	return out
+}
+
+// tenantRepoBytes returns what the tenant's pushes keep in the repository
+// (the sum of what each stored): what the meter samples and the
+// repository_bytes quota bounds. A tenant that never pushed has 0.
+func tenantRepoBytes(ctx context.Context, r *repo.Repository, tenant string) (int64, error) {
+	sc, err := r.Scope(ctx, tenantScope(tenant), false)
+	if errors.Is(err, errs.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("open the repository scope: %w", err)
+	}
+	ms, err := sc.Snapshots(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list the pushes: %w", err)
+	}
+	var n int64
+	for _, m := range ms {
+		n += m.Stats.AddedBytes
+	}
+	return n, nil
 }

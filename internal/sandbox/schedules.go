@@ -431,6 +431,14 @@ func (s *Service) restart(ctx context.Context, tenant, id string) (client.Sandbo
 	return s.transition(ctx, tenant, id, "restart",
 		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateError, store.StateStopped}, nil,
 		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+			if sb.State == store.StateStopped || sb.State == store.StateError {
+				// A start, not a restart: one more running sandbox.
+				release, err := s.admitStart(ctx, sb)
+				if err != nil {
+					return sb, err
+				}
+				defer release()
+			}
 			if sb.State != store.StateStopped {
 				var err error
 				if sb, err = s.stopLocked(ctx, sb, "restart"); err != nil {

@@ -135,6 +135,7 @@ type Service struct {
 	bk        backup
 	secrets   *secretKey
 	disk      diskAdmission
+	quota     quotaGates
 	portCache portEntries
 	limits    limitWatch
 	sched     schedState
@@ -366,6 +367,15 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 			return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 		}
 	}
+	more := quotaUse{disk: sp.Limits.DiskBytes}
+	if !noStart {
+		more = more.plus(runUse(sp.Limits))
+	}
+	releaseQuota, err := s.admitQuota(ctx, tenant, "create sandbox "+name, more)
+	if err != nil {
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
+	}
+	defer releaseQuota() // once the sandbox is stored stopped or running, or is gone
 	release, err := s.admitDisk(ctx, "disk quota of sandbox "+name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
 	if err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
@@ -717,8 +727,13 @@ func (s *Service) StartSandbox(ctx context.Context, tenant, id string) (client.S
 		[]store.SandboxState{store.StateRunning},
 		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 			if sb.State == store.StatePaused {
-				return s.resumeLocked(ctx, sb)
+				return s.resumeLocked(ctx, sb) // a paused sandbox counts as running already
 			}
+			releaseQuota, err := s.admitStart(ctx, sb)
+			if err != nil {
+				return sb, err
+			}
+			defer releaseQuota()
 			if sb.State == store.StateArchived {
 				// Hydrating brings the root back into the pool: promise its quota again.
 				sp, err := decodeSpec(sb)
@@ -879,6 +894,11 @@ func (s *Service) UndeleteSandbox(ctx context.Context, tenant, id string) (clien
 			if err != nil {
 				return sb, err
 			}
+			releaseQuota, err := s.admitQuota(ctx, sb.TenantID, "undelete sandbox "+sb.Name, quotaUse{disk: sp.Limits.DiskBytes})
+			if err != nil {
+				return sb, err
+			}
+			defer releaseQuota()
 			release, err := s.admitDisk(ctx, "disk quota of sandbox "+sb.Name, sp.Limits.DiskBytes, sp.Limits.DiskBytes)
 			if err != nil {
 				return sb, err
@@ -938,7 +958,15 @@ func (s *Service) ResizeSandbox(ctx context.Context, tenant, id string, req clie
 			if custom {
 				sp.InstanceType = "custom"
 			}
+			if err := s.checkRunSize(ctx, sb.TenantID, "resize sandbox "+sb.Name, sp.Limits); err != nil {
+				return sb, err
+			}
 			if sp.Limits.DiskBytes > oldDisk {
+				releaseQuota, err := s.admitQuota(ctx, sb.TenantID, "resize sandbox "+sb.Name, quotaUse{disk: sp.Limits.DiskBytes - oldDisk})
+				if err != nil {
+					return sb, err
+				}
+				defer releaseQuota()
 				release, err := s.admitDisk(ctx, "disk quota of sandbox "+sb.Name, sp.Limits.DiskBytes, sp.Limits.DiskBytes-oldDisk)
 				if err != nil {
 					return sb, err

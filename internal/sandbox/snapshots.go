@@ -64,9 +64,16 @@ func snapshotView(sn store.Snapshot) client.Snapshot {
 func (s *Service) CreateSnapshot(ctx context.Context, tenant, id string, req client.CreateSnapshotRequest) (client.Snapshot, error) {
 	var out store.Snapshot
 	var clones map[string]string // volume id → clone dataset
+	releaseQuota := func() {}
+	defer func() { releaseQuota() }() // once every snapshot record is stored
 	_, err := s.transition(ctx, tenant, id, "snapshot",
 		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
 		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+			r, err := s.admitQuota(ctx, sb.TenantID, "snapshot sandbox "+sb.Name, quotaUse{snapshots: snapshotCount(sb, req.IncludeVolumes)})
+			if err != nil {
+				return sb, err
+			}
+			releaseQuota = r
 			var also func(context.Context) error
 			if req.IncludeVolumes {
 				also = func(ctx context.Context) error {
@@ -281,6 +288,9 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 		if err := s.checkForkDisk(ctx, n, sb.Name, sp.Limits.DiskBytes); err != nil {
 			return nil, err
 		}
+		if err := s.checkQuota(ctx, tenant, "fork sandbox "+sb.Name, forkUse(n, sp.Limits, req.NoStart, 1)); err != nil {
+			return nil, fmt.Errorf("fork sandbox %s: %w", sb.Name, err)
+		}
 		// The mounts must resolve before the source is snapshotted too.
 		if _, err := s.forkMounts(ctx, tenant, "fork "+sb.Name, sp.Volumes, req.Volumes); err != nil {
 			return nil, err
@@ -288,7 +298,11 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 		_, err = s.transition(ctx, tenant, source, "fork",
 			[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
 			func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
-				var err error
+				release, err := s.admitQuota(ctx, sb.TenantID, "fork sandbox "+sb.Name, quotaUse{snapshots: 1})
+				if err != nil {
+					return sb, err
+				}
+				defer release()
 				sn, err = s.snapshotLocked(ctx, sb, "fork", "fork of "+sb.Name, "")
 				return sb, err
 			})
@@ -315,6 +329,9 @@ func (s *Service) Fork(ctx context.Context, tenant, source string, req client.Fo
 	specJSON, _ := json.Marshal(sp)
 	if err := s.checkForkDisk(ctx, n, sn.ID, sp.Limits.DiskBytes); err != nil {
 		return nil, err
+	}
+	if err := s.checkQuota(ctx, tenant, "fork "+sn.ID, forkUse(n, sp.Limits, req.NoStart, 0)); err != nil {
+		return nil, fmt.Errorf("fork %s: %w", sn.ID, err)
 	}
 	// The new sandboxes are made a few at a time: starts overlap well.
 	out := make([]client.Sandbox, n)
@@ -395,8 +412,12 @@ func (s *Service) Rollback(ctx context.Context, tenant, id string, req client.Ro
 	view, err := s.transition(ctx, tenant, id, "roll back",
 		[]store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}, nil,
 		func(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
-			var err error
+			release, err := s.admitQuota(ctx, sb.TenantID, "roll back sandbox "+sb.Name+" (a safety snapshot)", quotaUse{snapshots: 1})
+			if err != nil {
+				return sb, err
+			}
 			safety, err = s.snapshotLocked(ctx, sb, "safety", "before rollback to "+target.ID, "")
+			release()
 			if err != nil {
 				return sb, err
 			}

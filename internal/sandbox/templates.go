@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/stead-dev/stead/client"
@@ -98,11 +99,24 @@ func (s *Service) ListTemplates(ctx context.Context, tenant string) ([]client.Te
 	if err != nil {
 		return nil, fmt.Errorf("list templates: %w", err)
 	}
-	out := make([]client.Template, 0, len(list))
+	out := make([]client.Template, 0, len(list)+1)
 	for _, t := range list {
 		out = append(out, templateView(t))
 	}
-	return out, nil
+	return withHostTemplate(out), nil
+}
+
+// withHostTemplate adds the host template to a tenant's list before its
+// first use: every tenant has it, and the first create from it builds it
+// (ensureHostTemplate), so a fresh daemon lists what it can create from.
+func withHostTemplate(list []client.Template) []client.Template {
+	for _, t := range list {
+		if t.ID == "host" {
+			return list
+		}
+	}
+	// First, as the store orders by creation and it is not made yet.
+	return slices.Insert(list, 0, client.Template{ID: "host", Kind: "host", Source: "host", OnDemand: true})
 }
 
 // ImportTemplate imports an OCI image as a template. Only admin keys may:
@@ -142,7 +156,9 @@ func (s *Service) ImportTemplate(ctx context.Context, tenant string, req client.
 
 // DeleteTemplate removes a template no sandbox uses.
 func (s *Service) DeleteTemplate(ctx context.Context, tenant, id string) error {
-	if _, err := s.st.GetTemplate(ctx, tenant, id); errors.Is(err, errs.ErrNotFound) {
+	if _, err := s.st.GetTemplate(ctx, tenant, id); errors.Is(err, errs.ErrNotFound) && id == "host" {
+		return fmt.Errorf("template host is not built yet (the first create from it builds it): nothing to delete: %w", errs.ErrNotFound)
+	} else if errors.Is(err, errs.ErrNotFound) {
 		return fmt.Errorf("template %s: %w (stead template ls shows the templates)", id, errs.ErrNotFound)
 	} else if err != nil {
 		return err // the store's error names the template

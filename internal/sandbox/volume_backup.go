@@ -39,6 +39,9 @@ func (s *Service) PushVolume(ctx context.Context, tenant, id string, req client.
 	if v.State != "available" {
 		return client.Operation{}, fmt.Errorf("volume %s is %s: %w", v.Name, v.State, errs.ErrConflict)
 	}
+	if err := s.checkRepoQuota(ctx, tenant, "push volume "+v.Name); err != nil {
+		return client.Operation{}, fmt.Errorf("push volume %s: %w", v.Name, err)
+	}
 	return s.startOp(ctx, tenant, "volume-push", v.ID, req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		if _, busy := s.bk.pushing.LoadOrStore(v.ID, true); busy {
 			return nil, fmt.Errorf("volume %s is already being pushed: %w", v.Name, errs.ErrConflict)
@@ -182,6 +185,9 @@ func (s *Service) RestoreVolume(ctx context.Context, tenant string, req client.R
 		return client.Operation{}, fmt.Errorf("pushed volume snapshot %q: %w", req.Snapshot+req.Volume, errs.ErrNotFound)
 	}
 	sc := scopes[m.ID.String()]
+	if err := s.checkQuota(ctx, tenant, "restore volume "+req.Name, volumeRestoreUse(m)); err != nil {
+		return client.Operation{}, fmt.Errorf("restore volume %s: %w", req.Name, err)
+	}
 	return s.startOp(ctx, tenant, "volume-restore", m.ID.String(), req.Wait, func(ctx context.Context, op *operation) (any, error) {
 		v, rs, err := s.restoreVolumeFrom(ctx, op, tenant, sc, m, req.Name)
 		if err != nil {
@@ -292,6 +298,11 @@ func (s *Service) CreateVolumeSnapshot(ctx context.Context, tenant, id string, r
 	if v.State != "available" {
 		return client.Snapshot{}, fmt.Errorf("volume %s is %s: %w", v.Name, v.State, errs.ErrConflict)
 	}
+	release, err := s.admitQuota(ctx, tenant, "snapshot volume "+v.Name, quotaUse{snapshots: 1})
+	if err != nil {
+		return client.Snapshot{}, fmt.Errorf("snapshot volume %s: %w", v.Name, err)
+	}
+	defer release()
 	clone := snapshotDataset(newSnapshotID())
 	if err := s.pool.Clone(ctx, volumeDataset(v.ID), clone, pool.CloneOptions{ReadOnly: true}); err != nil {
 		return client.Snapshot{}, err

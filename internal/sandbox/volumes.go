@@ -95,6 +95,11 @@ func (s *Service) createVolume(ctx context.Context, tenant string, req client.Cr
 	if _, err := s.st.GetVolume(ctx, tenant, req.Name); err == nil {
 		return client.Volume{}, fmt.Errorf("volume %s exists: %w", req.Name, errs.ErrConflict)
 	}
+	releaseQuota, err := s.admitQuota(ctx, tenant, "create volume "+req.Name, quotaUse{volumes: 1, disk: size})
+	if err != nil {
+		return client.Volume{}, fmt.Errorf("create volume %s: %w", req.Name, err)
+	}
+	defer releaseQuota()
 	release, err := s.admitDisk(ctx, "size of volume "+req.Name, size, size)
 	if err != nil {
 		return client.Volume{}, fmt.Errorf("create volume %s: %w", req.Name, err)
@@ -222,6 +227,11 @@ func (s *Service) UndeleteVolume(ctx context.Context, tenant, id string) (client
 		return client.Volume{}, fmt.Errorf("volume %s is not deleted: %w", v.Name, errs.ErrConflict)
 	}
 	// A deleted volume promises nothing; an undeleted one does again.
+	releaseQuota, err := s.admitQuota(ctx, tenant, "undelete volume "+v.Name, quotaUse{volumes: 1, disk: v.SizeBytes})
+	if err != nil {
+		return client.Volume{}, fmt.Errorf("undelete volume %s: %w", v.Name, err)
+	}
+	defer releaseQuota()
 	release, err := s.admitDisk(ctx, "size of volume "+v.Name, v.SizeBytes, v.SizeBytes)
 	if err != nil {
 		return client.Volume{}, fmt.Errorf("undelete volume %s: %w", v.Name, err)

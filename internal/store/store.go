@@ -215,6 +215,7 @@ type Store interface {
 	SecretStore
 	MeterStore
 	EventStore
+	QuotaStore
 	RetentionStore
 	ScheduleStore
 	BudgetStore

@@ -1,0 +1,479 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/events"
+	"github.com/stead-dev/stead/internal/repo"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// Tenant quotas. An admin bounds what a tenant may hold (store.TenantQuota;
+// no record, or a nil field, is no limit):
+//
+//   - running_sandboxes: sandboxes running or paused (a paused sandbox
+//     keeps its memory);
+//   - cpus, memory_bytes: the instance sizes of those sandboxes, summed;
+//   - disk_bytes: the disk promised in the pool, as capacity.go counts it:
+//     disk quotas of live sandboxes (not deleted, not archived) and sizes
+//     of live volumes;
+//   - volumes: live volumes;
+//   - snapshots: local snapshots, of sandboxes and volumes;
+//   - repository_bytes: what the tenant's pushes keep in the repository,
+//     as the meter counts it (StorageSampler).
+//
+// Every path that raises a usage admits the rise first (admitQuota) and
+// is refused, changing nothing, with an *errs.QuotaError (HTTP 429) and a
+// quota.exceeded event: a create (started or not; a fork, a restore or a
+// pull into a new sandbox), a start (a port's wake is a start), a hydrate,
+// an undelete, a resize (disk; and cpus or memory beyond the limit on
+// their own: such a sandbox could never start), a volume create, restore
+// or undelete, a snapshot a user asks for (snapshot, volume snapshot, the
+// snapshot of a fork of a sandbox, the safety snapshot of a rollback), and
+// a push (sandbox or volume, scheduled ones and archives included) once
+// the repository usage has reached its limit. A push's own point-in-time
+// snapshot is exempt from the snapshot quota: each push replaces the
+// previous one, and the repository quota governs the push. A resume adds
+// nothing (a paused sandbox counts as running already). A rollback's
+// restart of the sandbox it stopped is not checked (it was running).
+//
+// A lower limit than the usage is accepted: it refuses growth and takes
+// nothing away.
+//
+// Atomicity. An admitted rise is held as pending, in memory, from the
+// check until the record that carries it is stored (then released). The
+// check reads the tenant's usage from the store and adds what is pending,
+// under the tenant's mutex, and a release takes that mutex too: a rise
+// released during a check is therefore either still pending or already
+// in the store the check reads, so two concurrent starts cannot both take
+// the last slot. (A rise is briefly counted twice, in the store and
+// pending, which only errs on the safe side.) The mutex is held for the
+// store reads only, never across a start or a clone. One daemon owns its
+// tenants' sandboxes; when nodes share a store, pending rises will have
+// to be shared too.
+
+var _ api.QuotaBackend = (*Service)(nil)
+
+// quotaNote is the reminder shown with a tenant's quotas.
+const quotaNote = "a zero or absent limit is no limit; a limit below the usage is accepted and refuses further growth only " +
+	"(nothing running is stopped, nothing stored is deleted); running_sandboxes, cpus and memory_bytes count running " +
+	"and paused sandboxes; disk_bytes counts the disk quotas of live sandboxes and the sizes of live volumes; a push is " +
+	"refused once repository_bytes is reached"
+
+// quotaUse is an amount of each quota but the repository's.
+type quotaUse struct {
+	running   int64
+	cpus      float64
+	memory    int64
+	disk      int64
+	volumes   int64
+	snapshots int64
+}
+
+func (u quotaUse) plus(v quotaUse) quotaUse {
+	return quotaUse{running: u.running + v.running, cpus: u.cpus + v.cpus, memory: addSat(u.memory, v.memory),
+		disk: addSat(u.disk, v.disk), volumes: u.volumes + v.volumes, snapshots: u.snapshots + v.snapshots}
+}
+
+func (u quotaUse) minus(v quotaUse) quotaUse {
+	return quotaUse{running: u.running - v.running, cpus: u.cpus - v.cpus, memory: u.memory - v.memory,
+		disk: u.disk - v.disk, volumes: u.volumes - v.volumes, snapshots: u.snapshots - v.snapshots}
+}
+
+// runUse is what running sb's limits adds to the running quotas.
+func runUse(l client.Limits) quotaUse {
+	return quotaUse{running: 1, cpus: l.CPUs, memory: l.MemoryBytes}
+}
+
+// quotaGates holds each tenant's admission state.
+type quotaGates struct {
+	mu      sync.Mutex
+	tenants map[string]*quotaGate
+}
+
+// quotaGate is one tenant's admission state: its mutex and its pending
+// rises.
+type quotaGate struct {
+	mu      sync.Mutex
+	pending quotaUse
+}
+
+func (g *quotaGates) get(tenant string) *quotaGate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tenants == nil {
+		g.tenants = map[string]*quotaGate{}
+	}
+	t, ok := g.tenants[tenant]
+	if !ok {
+		t = &quotaGate{}
+		g.tenants[tenant] = t
+	}
+	return t
+}
+
+// quotaUsage counts what the tenant holds, from the store.
+func (s *Service) quotaUsage(ctx context.Context, tenant string) (quotaUse, error) {
+	var u quotaUse
+	sbs, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant})
+	if err != nil {
+		return u, fmt.Errorf("count the tenant's sandboxes: %w", err)
+	}
+	for _, sb := range sbs {
+		sp, err := decodeSpec(sb)
+		if err != nil {
+			continue
+		}
+		if sb.State == store.StateRunning || sb.State == store.StatePaused {
+			u = u.plus(runUse(sp.Limits))
+		}
+		if sb.State != store.StateArchived && sb.State != store.StateDeleted {
+			u.disk = addSat(u.disk, sp.Limits.DiskBytes)
+		}
+	}
+	vols, err := s.st.ListVolumes(ctx, tenant, false)
+	if err != nil {
+		return u, fmt.Errorf("count the tenant's volumes: %w", err)
+	}
+	for _, v := range vols {
+		if v.State != "deleted" {
+			u.volumes++
+			u.disk = addSat(u.disk, v.SizeBytes)
+		}
+	}
+	snaps, err := s.st.ListSnapshots(ctx, tenant, "")
+	if err != nil {
+		return u, fmt.Errorf("count the tenant's snapshots: %w", err)
+	}
+	u.snapshots = int64(len(snaps))
+	return u, nil
+}
+
+// admitQuota admits a rise of the tenant's usage by more for op (what is
+// refused: "start sandbox web"), or refuses it with an *errs.QuotaError
+// naming the first quota it would exceed (and a quota.exceeded event).
+// The rise is held as pending until release is called, which the caller
+// does once the records that carry it are stored, or the operation has
+// failed. See the atomicity paragraph above.
+func (s *Service) admitQuota(ctx context.Context, tenant, op string, more quotaUse) (release func(), err error) {
+	q, err := s.st.GetTenantQuota(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the tenant's quotas: %w", op, err)
+	}
+	if q.IsZero() {
+		return func() {}, nil
+	}
+	g := s.quota.get(tenant)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	use, err := s.quotaUsage(ctx, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	use = use.plus(g.pending)
+	if qe := exceeded(q, use, more); qe != nil {
+		qe.Op = op
+		return nil, s.refuseQuota(ctx, tenant, qe)
+	}
+	g.pending = g.pending.plus(more)
+	return sync.OnceFunc(func() {
+		g.mu.Lock()
+		g.pending = g.pending.minus(more)
+		g.mu.Unlock()
+	}), nil
+}
+
+// checkQuota is admitQuota for a check that holds nothing: the operation
+// admits its rises itself later (a fork checks all its sandboxes at once,
+// so that it is all or nothing, before each one is admitted as it is
+// made).
+func (s *Service) checkQuota(ctx context.Context, tenant, op string, more quotaUse) error {
+	release, err := s.admitQuota(ctx, tenant, op, more)
+	if err != nil {
+		return err
+	}
+	release()
+	return nil
+}
+
+// exceeded returns the first quota of q that use plus more would exceed
+// (only quotas that more raises count), or nil.
+func exceeded(q store.TenantQuota, use, more quotaUse) *errs.QuotaError {
+	ints := []struct {
+		name       string
+		limit      *int64
+		use, asked int64
+	}{
+		{errs.QuotaRunningSandboxes, q.RunningSandboxes, use.running, more.running},
+		{errs.QuotaMemoryBytes, q.MemoryBytes, use.memory, more.memory},
+		{errs.QuotaDiskBytes, q.DiskBytes, use.disk, more.disk},
+		{errs.QuotaVolumes, q.Volumes, use.volumes, more.volumes},
+		{errs.QuotaSnapshots, q.Snapshots, use.snapshots, more.snapshots},
+	}
+	for i, c := range ints {
+		if i == 1 && q.CPUs != nil && *q.CPUs > 0 && more.cpus > 0 && use.cpus+more.cpus > *q.CPUs+1e-9 {
+			// cpus come right after running_sandboxes.
+			return &errs.QuotaError{Quota: errs.QuotaCPUs, Limit: *q.CPUs, Usage: roundCPUs(use.cpus), Requested: more.cpus}
+		}
+		if c.limit != nil && *c.limit > 0 && c.asked > 0 && addSat(c.use, c.asked) > *c.limit {
+			return &errs.QuotaError{Quota: c.name, Limit: float64(*c.limit), Usage: float64(c.use), Requested: float64(c.asked)}
+		}
+	}
+	return nil
+}
+
+// roundCPUs hides the float sum's last-digit noise (0.1+0.2).
+func roundCPUs(v float64) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'f', 6, 64), 64)
+	return r
+}
+
+// refuseQuota reports a refusal: a log line and a quota.exceeded event
+// (data: quota, limit, usage, requested, op). It returns qe.
+func (s *Service) refuseQuota(ctx context.Context, tenant string, qe *errs.QuotaError) error {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	s.log.Info("quota exceeded", "tenant", tenant, "quota", qe.Quota, "limit", f(qe.Limit), "usage", f(qe.Usage),
+		"requested", f(qe.Requested), "op", qe.Op)
+	s.event(ctx, events.QuotaExceeded, tenant, "", map[string]string{"quota": qe.Quota, "limit": f(qe.Limit),
+		"usage": f(qe.Usage), "requested": f(qe.Requested), "op": qe.Op})
+	return qe
+}
+
+// checkRunSize refuses limits whose cpus or memory alone exceed the
+// tenant's limit: a sandbox of that size could never start (a resize).
+func (s *Service) checkRunSize(ctx context.Context, tenant, op string, l client.Limits) error {
+	q, err := s.st.GetTenantQuota(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("%s: read the tenant's quotas: %w", op, err)
+	}
+	if qe := exceeded(q, quotaUse{}, quotaUse{cpus: l.CPUs, memory: l.MemoryBytes}); qe != nil {
+		use, err := s.quotaUsage(ctx, tenant)
+		if err == nil {
+			qe.Usage = float64(use.memory)
+			if qe.Quota == errs.QuotaCPUs {
+				qe.Usage = roundCPUs(use.cpus)
+			}
+		}
+		qe.Op = op
+		return s.refuseQuota(ctx, tenant, qe)
+	}
+	return nil
+}
+
+// checkRepoQuota refuses a push of the tenant once its repository usage
+// has reached its limit (what a push will add is not known before it
+// runs). The usage is read from the repository, as the meter reads it.
+func (s *Service) checkRepoQuota(ctx context.Context, tenant, op string) error {
+	q, err := s.st.GetTenantQuota(ctx, tenant)
+	if err != nil {
+		return fmt.Errorf("%s: read the tenant's quotas: %w", op, err)
+	}
+	if q.RepositoryBytes == nil || *q.RepositoryBytes <= 0 {
+		return nil
+	}
+	r, err := s.repository(ctx)
+	if err != nil {
+		return err
+	}
+	used, err := tenantRepoBytes(ctx, r, tenant)
+	if err != nil {
+		return fmt.Errorf("%s: read the tenant's repository usage: %w", op, err)
+	}
+	if used >= *q.RepositoryBytes {
+		return s.refuseQuota(ctx, tenant, &errs.QuotaError{Quota: errs.QuotaRepositoryBytes, Op: op,
+			Limit: float64(*q.RepositoryBytes), Usage: float64(used)})
+	}
+	return nil
+}
+
+// TenantQuotas returns a tenant's quotas with its usage (the repository's
+// read from the repository when one is configured).
+func (s *Service) TenantQuotas(ctx context.Context, tenant string) (client.TenantQuotas, error) {
+	if _, err := s.getTenant(ctx, tenant); err != nil {
+		return client.TenantQuotas{}, err
+	}
+	q, err := s.st.GetTenantQuota(ctx, tenant)
+	if err != nil {
+		return client.TenantQuotas{}, err
+	}
+	use, err := s.quotaUsage(ctx, tenant)
+	if err != nil {
+		return client.TenantQuotas{}, err
+	}
+	out := client.TenantQuotas{Tenant: tenant, Limits: limitsView(q), Note: quotaNote,
+		Usage: client.QuotaUsage{RunningSandboxes: use.running, CPUs: roundCPUs(use.cpus), MemoryBytes: use.memory,
+			DiskBytes: use.disk, Volumes: use.volumes, Snapshots: use.snapshots}}
+	if !q.UpdatedAt.IsZero() {
+		at := q.UpdatedAt
+		out.UpdatedAt = &at
+	}
+	if s.opts.Repo != nil {
+		if r, err := s.repository(ctx); err == nil {
+			if b, err := tenantRepoBytes(ctx, r, tenant); err == nil {
+				out.Usage.RepositoryBytes, out.RepositoryKnown = b, true
+			} else {
+				s.log.Warn("read a tenant's repository usage", "tenant", tenant, "err", err)
+			}
+		} else if !errors.Is(err, repo.ErrNoRepository) {
+			s.log.Warn("open the repository", "err", err)
+		}
+	}
+	return out, nil
+}
+
+// SetTenantQuotas changes the limits req names (0 clears one, an absent
+// field keeps it) and returns the quotas with the usage. A negative limit
+// is errs.ErrInvalid and changes nothing. A limit below the usage is
+// accepted: it refuses further growth only.
+func (s *Service) SetTenantQuotas(ctx context.Context, tenant string, req client.SetQuotasRequest) (client.TenantQuotas, error) {
+	if _, err := s.getTenant(ctx, tenant); err != nil {
+		return client.TenantQuotas{}, err
+	}
+	// One writer per tenant: two partial updates do not lose each other.
+	g := s.quota.get(tenant)
+	g.mu.Lock()
+	q, err := s.st.GetTenantQuota(ctx, tenant)
+	if err != nil {
+		g.mu.Unlock()
+		return client.TenantQuotas{}, err
+	}
+	for _, f := range []struct {
+		name string
+		in   *int64
+		dst  **int64
+	}{
+		{client.QuotaRunningSandboxes, req.RunningSandboxes, &q.RunningSandboxes},
+		{client.QuotaMemoryBytes, req.MemoryBytes, &q.MemoryBytes},
+		{client.QuotaDiskBytes, req.DiskBytes, &q.DiskBytes},
+		{client.QuotaVolumes, req.Volumes, &q.Volumes},
+		{client.QuotaRepositoryBytes, req.RepositoryBytes, &q.RepositoryBytes},
+		{client.QuotaSnapshots, req.Snapshots, &q.Snapshots},
+	} {
+		switch {
+		case f.in == nil:
+		case *f.in < 0:
+			g.mu.Unlock()
+			return client.TenantQuotas{}, fmt.Errorf("quota %s %d: a limit is positive, or 0 for none: %w", f.name, *f.in, errs.ErrInvalid)
+		case *f.in == 0:
+			*f.dst = nil
+		default:
+			v := *f.in
+			*f.dst = &v
+		}
+	}
+	if c := req.CPUs; c != nil {
+		switch {
+		case !(*c >= 0) || *c > 1e6:
+			g.mu.Unlock()
+			return client.TenantQuotas{}, fmt.Errorf("quota cpus %g: a limit is a positive number of cores, or 0 for none: %w", *c, errs.ErrInvalid)
+		case *c == 0:
+			q.CPUs = nil
+		default:
+			v := *c
+			q.CPUs = &v
+		}
+	}
+	q.TenantID, q.UpdatedAt = tenant, s.now()
+	_, err = s.st.SetTenantQuota(ctx, q)
+	g.mu.Unlock()
+	if err != nil {
+		return client.TenantQuotas{}, err
+	}
+	s.log.Info("tenant quotas set", "tenant", tenant)
+	return s.TenantQuotas(ctx, tenant)
+}
+
+// limitsView is the API's view of a quota record (0: no limit).
+func limitsView(q store.TenantQuota) client.QuotaLimits {
+	v := func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	l := client.QuotaLimits{RunningSandboxes: v(q.RunningSandboxes), MemoryBytes: v(q.MemoryBytes), DiskBytes: v(q.DiskBytes),
+		Volumes: v(q.Volumes), RepositoryBytes: v(q.RepositoryBytes), Snapshots: v(q.Snapshots)}
+	if q.CPUs != nil {
+		l.CPUs = *q.CPUs
+	}
+	return l
+}
+
+// admitStart admits the start of a stopped (or archived, or failed)
+// sandbox: one more running sandbox of its size.
+func (s *Service) admitStart(ctx context.Context, sb store.Sandbox) (release func(), err error) {
+	sp, err := decodeSpec(sb)
+	if err != nil {
+		return nil, err
+	}
+	return s.admitQuota(ctx, sb.TenantID, "start sandbox "+sb.Name, runUse(sp.Limits))
+}
+
+// snapshotCount is how many local snapshots a snapshot of sb makes: one,
+// and one per volume it mounts when they go with it.
+func snapshotCount(sb store.Sandbox, withVolumes bool) int64 {
+	n := int64(1)
+	if sp, err := decodeSpec(sb); err == nil && withVolumes {
+		seen := map[string]bool{}
+		for _, vm := range sp.Volumes {
+			if !seen[vm.Volume] {
+				seen[vm.Volume] = true
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// forkUse is what n forks of limits l add (started unless noStart), with
+// snaps snapshots taken for them.
+func forkUse(n int, l client.Limits, noStart bool, snaps int64) quotaUse {
+	one := quotaUse{disk: l.DiskBytes}
+	if !noStart {
+		one = one.plus(runUse(l))
+	}
+	u := quotaUse{snapshots: snaps}
+	for range n {
+		u = u.plus(one)
+	}
+	return u
+}
+
+// restoreUse is what restoring push m into a new sandbox adds (started
+// unless noStart), with the volumes of pushes restored beside it: checked
+// before any data moves; each part is admitted again as it is made.
+func restoreUse(m *repo.Manifest, pushes map[string]volumePush, noStart bool) quotaUse {
+	var sp spec
+	_ = json.Unmarshal([]byte(m.Labels["spec"]), &sp)
+	l := sp.Limits
+	if l.DiskBytes <= 0 {
+		it, _ := lookupInstanceType("")
+		l.DiskBytes = it.Limits.DiskBytes
+	}
+	u := quotaUse{disk: l.DiskBytes}
+	if !noStart {
+		u = u.plus(runUse(l))
+	}
+	for _, vp := range pushes {
+		u = u.plus(volumeRestoreUse(vp.m))
+	}
+	return u
+}
+
+// volumeRestoreUse is what restoring pushed volume m into a new volume
+// adds.
+func volumeRestoreUse(m *repo.Manifest) quotaUse {
+	size, _ := strconv.ParseInt(m.Labels["size_bytes"], 10, 64)
+	if size <= 0 {
+		size = defaultVolumeBytes
+	}
+	return quotaUse{volumes: 1, disk: size}
+}

@@ -1,0 +1,56 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// TenantQuota is a tenant's quota record: a limit per quota, nil for no
+// limit. The zero value (every field nil) limits nothing, and is what a
+// tenant without a record has.
+type TenantQuota struct {
+	TenantID string `json:"tenant_id"`
+	// RunningSandboxes bounds the sandboxes that are running or paused.
+	RunningSandboxes *int64 `json:"running_sandboxes,omitempty"`
+	// CPUs bounds the cpus of the running and paused sandboxes together.
+	CPUs *float64 `json:"cpus,omitempty"`
+	// MemoryBytes bounds their memory together.
+	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
+	// DiskBytes bounds the disk promised to live sandboxes and volumes.
+	DiskBytes *int64 `json:"disk_bytes,omitempty"`
+	// Volumes bounds the live volumes.
+	Volumes *int64 `json:"volumes,omitempty"`
+	// RepositoryBytes bounds what the tenant's pushes keep in the
+	// repository.
+	RepositoryBytes *int64 `json:"repository_bytes,omitempty"`
+	// Snapshots bounds the local snapshots.
+	Snapshots *int64 `json:"snapshots,omitempty"`
+	// UpdatedAt is when the record was last set (zero for none).
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// IsZero reports whether q limits nothing.
+func (q TenantQuota) IsZero() bool {
+	return q.RunningSandboxes == nil && q.CPUs == nil && q.MemoryBytes == nil && q.DiskBytes == nil &&
+		q.Volumes == nil && q.RepositoryBytes == nil && q.Snapshots == nil
+}
+
+// QuotaStore keeps the tenants' quota records.
+//
+// Contract, checked by storetest:
+//   - GetTenantQuota returns the tenant's record; a tenant that has none
+//     gets the zero record (every limit nil, UpdatedAt zero) with its
+//     TenantID, not an error. errs.ErrNotFound for an unknown tenant.
+//   - SetTenantQuota replaces the tenant's whole record with q (a nil
+//     field is stored as no limit) and returns it as stored; UpdatedAt is
+//     q.UpdatedAt, now when zero. Setting the zero record keeps a record
+//     that limits nothing. errs.ErrInvalid for an empty tenant or a
+//     negative or non-finite limit, errs.ErrNotFound for an unknown
+//     tenant; nothing is stored then. A write is durable when it returns.
+//   - A tenant's record is removed with the tenant, in DeleteTenant's
+//     transaction: a tenant made again with the same id has none.
+//   - Records belong to one tenant: setting one never changes another's.
+type QuotaStore interface {
+	GetTenantQuota(ctx context.Context, tenantID string) (TenantQuota, error)
+	SetTenantQuota(ctx context.Context, q TenantQuota) (TenantQuota, error)
+}
