@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/e2b"
 )
 
 // newKeyCmd is `stead key` and its subcommands.
@@ -46,8 +47,9 @@ with every verb: stead --tenant acme list).`,
 // newKeyCreateCmd is `stead key create`.
 func newKeyCreateCmd(g *globals) *cobra.Command {
 	var (
-		req    client.CreateAPIKeyRequest
-		labels []string
+		req     client.CreateAPIKeyRequest
+		labels  []string
+		e2bForm bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -60,7 +62,8 @@ create keys of its own role or below.`,
   stead key create ops --role tenant-admin
   stead key create dashboard --role read-only --expires-in 24h
   stead key create agent-7 --sandbox agent-7
-  stead key create research --label team=research`,
+  stead key create research --label team=research
+  export E2B_API_KEY=$(stead key create e2b-agents --e2b)`,
 		Args: args(1, 1),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			req.Name = a[0]
@@ -80,6 +83,10 @@ create keys of its own role or below.`,
 				return printJSON(g.stdout, k)
 			}
 			fmt.Fprintf(g.stderr, "created key %s (%s, %s) in tenant %s; the secret below is shown only once:\n", k.ID, k.Name, k.Role, k.Tenant)
+			if e2bForm {
+				_, err = fmt.Fprintln(g.stdout, e2b.EncodeKey(k.Secret))
+				return err
+			}
 			_, err = fmt.Fprintln(g.stdout, k.Secret)
 			return err
 		},
@@ -90,6 +97,7 @@ create keys of its own role or below.`,
 	f.StringArrayVar(&req.Sandboxes, "sandbox", nil, "limit the key to this sandbox, by id or name (repeatable)")
 	f.StringArrayVar(&labels, "label", nil, "limit the key to sandboxes with this label KEY=VALUE (repeatable)")
 	f.StringVar(&req.ExpiresIn, "expires-in", "", "the key stops working after this long, e.g. 720h (default: never)")
+	f.BoolVar(&e2bForm, "e2b", false, "print the secret in E2B's form e2b_<hex> (for E2B_API_KEY; the same key, see docs/e2b.md)")
 	return cmd
 }
 

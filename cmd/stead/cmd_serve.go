@@ -103,6 +103,9 @@ start adopts them.`,
 			cfg.Version = version
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if cfg.E2B.OnTimeout != "stop" && cfg.E2B.OnTimeout != "pause" {
+				return usageError{fmt.Errorf("--e2b-on-timeout %q: want stop or pause", cfg.E2B.OnTimeout)}
+			}
 			return daemon.Run(ctx, cfg)
 		},
 	}
@@ -146,6 +149,10 @@ start adopts them.`,
 	f.DurationVar(&cfg.Events.Retention, "event-retention", events.DefaultRetention, "how long the event log (and the webhook delivery log) keeps events")
 	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")
 	f.MarkHidden("insecure-no-userns")
+	f.BoolVar(&cfg.E2B.Disabled, "no-e2b", false, "do not serve the E2B-compatible API (docs/e2b.md) on the API listener")
+	f.StringVar(&cfg.E2B.BaseTemplate, "e2b-base-template", "", "stead template that E2B's template \"base\" maps to (default: the daemon's default template)")
+	f.StringVar(&cfg.E2B.OnTimeout, "e2b-on-timeout", "stop", "what an E2B sandbox's timeout does unless it was created with auto-pause: stop or pause (never a delete)")
+	f.StringVar(&cfg.E2B.Domain, "e2b-domain", "", "domain reported to E2B SDKs; Host 49983-<id>.<domain> then reaches a sandbox's data plane (empty: only the E2b-Sandbox-Id header, E2B_SANDBOX_URL mode)")
 	return cmd
 }
 

@@ -126,6 +126,7 @@ Exit codes:
 		newDeleteCmd(g),
 		newUndeleteCmd(g),
 		newResizeCmd(g),
+		newUpdateCmd(g),
 		newExecCmd(g),
 		newShellCmd(g),
 		newConnectCmd(g),

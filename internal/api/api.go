@@ -171,6 +171,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if bb, ok := b.(BudgetBackend); ok {
 		s.registerBudgets(bb)
 	}
+	if ub, ok := b.(UpdateBackend); ok {
+		s.registerUpdate(ub)
+	}
 	if qb, ok := b.(QuotaBackend); ok {
 		s.registerQuotas(qb)
 	}

@@ -243,6 +243,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(sch, sch.fakeBackend)
 	bud := newBudgetFake()
 	add(bud, bud.fakeBackend)
+	upd := &updateFake{fakeBackend: &fakeBackend{}}
+	add(upd, upd.fakeBackend)
 
 	seen := map[string]bool{}
 	var all []string
@@ -372,6 +374,7 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 		"GET /v1/retention", "GET /v1/tenants/{tenant}/retention", "PUT /v1/tenants/{tenant}/retention",
 		"POST /v1/sandboxes/{id}/schedules", "PATCH /v1/sandboxes/{id}/schedules/{sid}", "GET /v1/schedules",
 		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}",
+		"PATCH /v1/sandboxes/{id}",
 		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas",
 		"GET /v1/sandboxes/{id}/snapshots"} {
 		if !slices.Contains(all, want) {

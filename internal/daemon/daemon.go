@@ -94,7 +94,9 @@ type Config struct {
 	Network NetworkConfig
 	// Events configures the event log and webhooks (its Logger is set
 	// from Logger).
-	Events  events.Options
+	Events events.Options
+	// E2B configures the E2B-compatible API.
+	E2B     E2BConfig
 	Version string
 	Logger  *slog.Logger
 }
@@ -215,7 +217,7 @@ func Run(ctx context.Context, cfg Config) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	handler := netp.serveProxy(pctx, svc, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub, AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")}), cfg.Network, errc, log)
+	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub, AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})), cfg.Network, errc, log)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")

@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/e2b"
+)
+
+// e2bSDKVersion is the official e2b npm package the compatibility test
+// installs (>= 2.51: the v2 routes).
+const e2bSDKVersion = "2.51.0"
+
+// installE2BSDK installs the official e2b package into a temporary
+// directory (never into the repository) and returns it. A missing npm
+// fails the test: CI must not skip the compatibility suite silently.
+func installE2BSDK(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Fatalf("npm not found on PATH (%v): the E2B compatibility test needs Node >= 20 and npm", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"e2b-compat","private":true,"type":"module"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "e2b@"+e2bSDKVersion)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install e2b@%s: %v\n%s", e2bSDKVersion, err, out)
+	}
+	return dir
+}
+
+// TestE2BSDKCompat: the official E2B SDK, configured only by E2B_API_URL,
+// E2B_SANDBOX_URL and E2B_API_KEY (a stead key in its e2b_ form), drives
+// a real daemon through create, commands, files, pause/connect,
+// setTimeout, list and kill (e2e/testdata/e2b_compat.mjs); the sandbox
+// it made is then a stead sandbox, seen through stead's own API, and
+// after a kill -9 and a restart of the daemon the SDK connects to it
+// again and finds its files (e2e/testdata/e2b_reconnect.mjs).
+func TestE2BSDKCompat(t *testing.T) {
+	d := newDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := installE2BSDK(t, ctx)
+	script, err := os.ReadFile("testdata/e2b_compat.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "compat.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node not found on PATH: %v", err)
+	}
+	cmd := exec.CommandContext(ctx, node, "compat.mjs")
+	cmd.Dir = dir
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "E2B_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "E2B_API_URL=http://"+d.addr, "E2B_SANDBOX_URL=http://"+d.addr, "E2B_API_KEY="+e2b.EncodeKey(d.key))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the E2B SDK script failed (%v):\n%s\n%s\n--- daemon log ---\n%s", err, stderr.String(), stdout.String(), tail(d.logText(), 4000))
+	}
+	var res struct{ ID, Killed, Token string }
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("script output %q: %v", stdout.String(), err)
+	}
+
+	// The E2B sandbox is a stead sandbox: metadata are its labels, the
+	// E2B timeout its idle timeout (set to 2 min by setTimeout), never a
+	// delete; the killed one is soft-deleted, recoverable.
+	sb, err := d.c.GetSandbox(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.State != "running" || sb.Labels["suite"] != "e2b" || sb.Labels["run"] != "one" || sb.IdleTimeout != "2m0s" || sb.OnIdle != "stop" {
+		t.Fatalf("the E2B sandbox through stead's API: %+v", sb)
+	}
+	if _, ok := sb.Env["GREETING"]; !ok {
+		t.Fatalf("the envs given at create are not the sandbox's env: %+v", sb.Env)
+	}
+	if out := d.sh(ctx, res.ID, "agent", "cat /home/agent/keep.txt"); out != "kept across pause" {
+		t.Fatalf("a file the SDK wrote, through stead's exec: %q", out)
+	}
+	killed, err := d.c.GetSandbox(ctx, res.Killed)
+	if err != nil || killed.State != "deleted" || killed.PurgeAt == nil {
+		t.Fatalf("the killed sandbox: %+v %v (want soft-deleted, recoverable)", killed, err)
+	}
+
+	e2bBadInputChangesNothing(t, ctx, d, res.ID, res.Token)
+
+	// A kill -9 of the daemon and a restart: the SDK connects to the same
+	// sandbox (its envd token still valid) and its files are all there.
+	d.kill9()
+	d.start()
+	rec, err := os.ReadFile("testdata/e2b_reconnect.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "reconnect.mjs"), rec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.CommandContext(ctx, node, "reconnect.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(env, "E2B_API_URL=http://"+d.addr, "E2B_SANDBOX_URL=http://"+d.addr, "E2B_API_KEY="+e2b.EncodeKey(d.key), "E2B_SANDBOX_ID="+res.ID)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the SDK after a kill -9 and a restart (%v):\n%s\n--- daemon log ---\n%s", err, out, tail(d.logText(), 4000))
+	}
+}
+
+// e2bBadInputChangesNothing: bad input to the E2B routes gets E2B's
+// error shape with the right status and changes nothing; another
+// tenant's key sees id as absent, and a sandbox's envd token opens no
+// other sandbox.
+func e2bBadInputChangesNothing(t *testing.T, ctx context.Context, d *daemon, id, token string) {
+	t.Helper()
+	before, err := d.c.ListSandboxes(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := e2b.EncodeKey(d.key)
+	call := func(method, path, body string, hdr map[string]string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+d.addr+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		if resp.StatusCode >= 400 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Fatalf("%s %s: %d without a JSON body: %q", method, path, resp.StatusCode, b)
+		}
+		if len(b) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatalf("%s %s: %d with a body that is not JSON: %q", method, path, resp.StatusCode, b)
+			}
+		}
+		return resp.StatusCode, m
+	}
+	withKey := map[string]string{"X-API-KEY": key}
+	for _, c := range []struct {
+		method, path, body string
+		hdr                map[string]string
+		status             int
+	}{
+		{"POST", "/v2/sandboxes", `{"timeout":-5}`, withKey, 400},
+		{"POST", "/v2/sandboxes", `{"timeout":`, withKey, 400},
+		{"POST", "/v2/sandboxes", `{"metadata":{"bad key!":"x"}}`, withKey, 400},
+		{"POST", "/v2/sandboxes", `{"allow_internet_access":false}`, withKey, 400},
+		{"POST", "/v2/sandboxes", `{"templateID":"no-such-template"}`, withKey, 404},
+		{"POST", "/v2/sandboxes", `{}`, map[string]string{"X-API-KEY": "e2b_00"}, 401},
+		{"POST", "/v2/sandboxes", `{}`, nil, 401},
+		{"PUT", "/v2/sandboxes", `{}`, withKey, 405},
+		{"GET", "/sandboxes/" + id + "/no-such-route", ``, withKey, 404},
+		{"GET", "/sandboxes/sb-absent", ``, withKey, 404},
+		{"POST", "/sandboxes/" + id + "/timeout", `{"timeout":0}`, withKey, 400},
+		{"POST", "/sandboxes/" + id + "/timeout", `{}`, withKey, 400},
+		{"GET", "/v2/sandboxes?state=dead", ``, withKey, 400},
+		{"GET", "/v2/sandboxes?nextToken=garbage", ``, withKey, 400},
+		{"GET", "/v2/sandboxes?limit=0", ``, withKey, 400},
+		{"POST", "/sandboxes/" + id + "/resume", `{}`, withKey, 409},
+	} {
+		status, body := call(c.method, c.path, c.body, c.hdr)
+		code, _ := body["code"].(float64)
+		msg, _ := body["message"].(string)
+		if status != c.status || int(code) != c.status || msg == "" {
+			t.Errorf("%s %s %s: %d %v, want %d in E2B's shape {code, message}", c.method, c.path, c.body, status, body, c.status)
+		}
+	}
+	after, err := d.c.ListSandboxes(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Fatalf("bad input changed the sandboxes: %d before, %d after", len(before), len(after))
+	}
+	if sb, err := d.c.GetSandbox(ctx, id); err != nil || sb.IdleTimeout != "2m0s" {
+		t.Fatalf("a refused timeout changed the sandbox: %+v %v", sb, err)
+	}
+
+	// Another tenant: the sandbox is absent, exactly as one that never
+	// existed; its envd token does not open another sandbox.
+	if _, err := d.c.CreateTenant(ctx, client.CreateTenantRequest{ID: "other", Name: "Other"}); err != nil {
+		t.Fatal(err)
+	}
+	ok, err := d.c.WithTenant("other").CreateKey(ctx, client.CreateAPIKeyRequest{Name: "e2b", Role: client.RoleTenantUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey := map[string]string{"X-API-KEY": e2b.EncodeKey(ok.Secret)}
+	s1, b1 := call("GET", "/sandboxes/"+id, "", otherKey)
+	s2, b2 := call("GET", "/sandboxes/sb-absent", "", otherKey)
+	if s1 != 404 || s2 != 404 || strings.ReplaceAll(b1["message"].(string), id, "X") != strings.ReplaceAll(b2["message"].(string), "sb-absent", "X") {
+		t.Fatalf("another tenant's sandbox: %d %v; an absent one: %d %v", s1, b1, s2, b2)
+	}
+	if s, _ := call("DELETE", "/sandboxes/"+id, "", otherKey); s != 404 {
+		t.Fatalf("another tenant killed the sandbox: %d", s)
+	}
+	if s, _ := call("POST", "/sandboxes/"+id+"/pause", "", otherKey); s != 404 {
+		t.Fatalf("another tenant paused the sandbox: %d", s)
+	}
+	other, err := d.c.WithTenant("other").CreateSandbox(ctx, client.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envdHdr := func(sandbox, tok string) map[string]string {
+		return map[string]string{"E2b-Sandbox-Id": sandbox, "E2b-Sandbox-Port": e2b.EnvdPort, "X-Access-Token": tok}
+	}
+	if s, _ := call("GET", "/files?path=/etc/hostname", "", envdHdr(other.ID, token)); s != 401 {
+		t.Fatalf("sandbox %s's envd token read a file of another tenant's sandbox: %d", id, s)
+	}
+	if s, _ := call("GET", "/files?path=/etc/hostname", "", envdHdr(id, "x"+token)); s != 401 {
+		t.Fatalf("a wrong envd token was accepted: %d", s)
+	}
+	if s, _ := call("GET", "/files?path=/etc/hostname", "", envdHdr(id, token)); s != 200 {
+		t.Fatalf("the sandbox's own envd token: %d", s)
+	}
+	if sb, err := d.c.GetSandbox(ctx, id); err != nil || sb.State != "running" {
+		t.Fatalf("another tenant's calls changed the sandbox: %+v %v", sb, err)
+	}
+}
+
+// tail returns the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}

@@ -1,0 +1,35 @@
+package daemon
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/stead-dev/stead/internal/e2b"
+	"github.com/stead-dev/stead/internal/sandbox"
+)
+
+// E2BConfig configures the E2B-compatible API (docs/e2b.md) served on
+// the API's listener.
+type E2BConfig struct {
+	// Disabled turns the E2B routes off.
+	Disabled bool
+	// BaseTemplate is the stead template E2B's "base" maps to ("": the
+	// daemon's default).
+	BaseTemplate string
+	// OnTimeout is what an E2B timeout does when the create asks for no
+	// auto-pause: "stop" (default) or "pause"; never a delete.
+	OnTimeout string
+	// Domain, when set, is reported to the SDKs and routes Host
+	// 49983-<id>.<Domain> to the data plane.
+	Domain string
+}
+
+// mountE2B puts the E2B API in front of the stead API handler.
+func mountE2B(cfg E2BConfig, svc *sandbox.Service, key []byte, log *slog.Logger, next http.Handler) http.Handler {
+	if cfg.Disabled {
+		return next
+	}
+	tmpl := map[string]string{"base": cfg.BaseTemplate}
+	return e2b.New(e2b.Options{Backend: svc, Key: key, Templates: tmpl, OnTimeout: cfg.OnTimeout,
+		Domain: cfg.Domain, Logger: log}).Mount(next)
+}
