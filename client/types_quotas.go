@@ -12,6 +12,7 @@ const (
 	QuotaVolumes          = "volumes"
 	QuotaRepositoryBytes  = "repository_bytes"
 	QuotaSnapshots        = "snapshots"
+	QuotaStateBytes       = "state_bytes"
 )
 
 // QuotaLimits are a tenant's limits. A zero field is no limit.
@@ -23,6 +24,7 @@ type QuotaLimits struct {
 	Volumes          int64   `json:"volumes,omitempty" doc:"Live (not deleted) volumes"`
 	RepositoryBytes  int64   `json:"repository_bytes,omitempty" doc:"What the tenant's pushes keep in the repository; a push is refused once it is reached"`
 	Snapshots        int64   `json:"snapshots,omitempty" doc:"Local snapshots (of sandboxes and volumes)"`
+	StateBytes       int64   `json:"state_bytes,omitempty" doc:"State kept outside the sandboxes: checkpoint versions, tasks, observations, key-value values, session events"`
 }
 
 // QuotaUsage is what a tenant holds now, counted as its quotas count.
@@ -34,6 +36,7 @@ type QuotaUsage struct {
 	Volumes          int64   `json:"volumes"`
 	RepositoryBytes  int64   `json:"repository_bytes"`
 	Snapshots        int64   `json:"snapshots"`
+	StateBytes       int64   `json:"state_bytes"`
 }
 
 // TenantQuotas are a tenant's quotas with its usage.
@@ -61,4 +64,5 @@ type SetQuotasRequest struct {
 	Volumes          *int64   `json:"volumes,omitempty" minimum:"0" doc:"Live volumes (0: no limit)"`
 	RepositoryBytes  *int64   `json:"repository_bytes,omitempty" minimum:"0" doc:"Bytes kept in the repository by the tenant's pushes (0: no limit)"`
 	Snapshots        *int64   `json:"snapshots,omitempty" minimum:"0" doc:"Local snapshots (0: no limit)"`
+	StateBytes       *int64   `json:"state_bytes,omitempty" minimum:"0" doc:"Bytes of state outside the sandboxes: checkpoint versions, tasks, observations, key-value values, session events (0: no limit)"`
 }

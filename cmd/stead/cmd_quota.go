@@ -20,6 +20,8 @@ const quotaHelp = `A tenant's quotas bound what it holds:
              (not deleted, not archived) plus sizes of live volumes
   volumes    live volumes
   snapshots  local snapshots (of sandboxes and volumes)
+  state      bytes of state kept outside the sandboxes: checkpoint versions,
+             tasks, observations, key-value values, session events
   repository what the tenant's pushes keep in the repository (a push is
              refused once it is reached)
 An operation that would exceed one is refused (HTTP 429) and changes
@@ -53,7 +55,7 @@ func newQuotaCmd(g *globals) *cobra.Command {
 
 // quotaFlags are the flags of `stead tenant quota`, as given.
 type quotaFlags struct {
-	running, cpus, memory, disk, volumes, repository, snapshots string
+	running, cpus, memory, disk, volumes, repository, snapshots, state string
 }
 
 // newTenantQuotaCmd is `stead tenant quota TENANT [--running N ...]`.
@@ -101,6 +103,7 @@ Sizes take binary or decimal units (8GiB, 500GB) or bytes.`,
 	f.StringVar(&fl.volumes, "volumes", "", "live volumes")
 	f.StringVar(&fl.repository, "repository", "", "bytes kept in the repository by pushes, e.g. 50GiB")
 	f.StringVar(&fl.snapshots, "snapshots", "", "local snapshots")
+	f.StringVar(&fl.state, "state", "", "state kept outside the sandboxes (checkpoints, tasks, observations, keys, session events), e.g. 1GiB")
 	return cmd
 }
 
@@ -125,6 +128,7 @@ func (fl quotaFlags) request(cmd *cobra.Command) (req client.SetQuotasRequest, s
 	limit("volumes", fl.volumes, parseQuotaCount, &req.Volumes)
 	limit("repository", fl.repository, parseQuotaSize, &req.RepositoryBytes)
 	limit("snapshots", fl.snapshots, parseQuotaCount, &req.Snapshots)
+	limit("state", fl.state, parseQuotaSize, &req.StateBytes)
 	if err == nil && cmd.Flags().Changed("cpus") {
 		set = true
 		c, e := parseQuotaCPUs(fl.cpus)
@@ -215,6 +219,7 @@ func printQuotas(g *globals, q client.TenantQuotas) error {
 		{client.QuotaVolumes, limit(q.Limits.Volumes, num), num(q.Usage.Volumes)},
 		{client.QuotaSnapshots, limit(q.Limits.Snapshots, num), num(q.Usage.Snapshots)},
 		{client.QuotaRepositoryBytes, limit(q.Limits.RepositoryBytes, size), repoUse},
+		{client.QuotaStateBytes, limit(q.Limits.StateBytes, size), size(q.Usage.StateBytes)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r[0], r[1], r[2])
 	}

@@ -67,7 +67,7 @@ func TestQuotaVerbsSendWhatTheFlagsSayAndPrintLimitAndUsage(t *testing.T) {
 		}
 	}
 	mustStead(t, srv, "tenant", "quota", "acme", "--running", "5", "--memory", "16GiB", "--cpus", "none", "--repository", "0")
-	mustStead(t, srv, "tenant", "quota", "acme", "--disk", "100GB", "--volumes", "3", "--snapshots", "unlimited")
+	mustStead(t, srv, "tenant", "quota", "acme", "--disk", "100GB", "--volumes", "3", "--snapshots", "unlimited", "--state", "1GiB")
 	for _, bad := range [][]string{{"--running", "-1"}, {"--cpus", "lots"}, {"--memory", "12 parsecs"}, {"--volumes", "1.5"}} {
 		if code, _, errOut := stead(t, srv, append([]string{"tenant", "quota", "acme"}, bad...)...); code != exitUsage || !strings.Contains(errOut, bad[0]) {
 			t.Fatalf("tenant quota %v: exit %d %q", bad, code, errOut)
@@ -81,7 +81,7 @@ func TestQuotaVerbsSendWhatTheFlagsSayAndPrintLimitAndUsage(t *testing.T) {
 		t.Fatalf("first set %+v", s)
 	}
 	s = b.sets[1]
-	if *s.DiskBytes != 100_000_000_000 || *s.Volumes != 3 || *s.Snapshots != 0 || s.RunningSandboxes != nil || s.CPUs != nil {
+	if *s.DiskBytes != 100_000_000_000 || *s.Volumes != 3 || *s.Snapshots != 0 || *s.StateBytes != 1<<30 || s.RunningSandboxes != nil || s.CPUs != nil {
 		t.Fatalf("second set %+v", s)
 	}
 	if out, _ := mustStead(t, srv, "quota"); !strings.Contains(out, "tenant default") || !strings.Contains(out, "QUOTA") {

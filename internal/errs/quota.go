@@ -15,6 +15,7 @@ const (
 	QuotaVolumes          = "volumes"
 	QuotaRepositoryBytes  = "repository_bytes"
 	QuotaSnapshots        = "snapshots"
+	QuotaStateBytes       = "state_bytes"
 )
 
 // QuotaError refuses an operation that would take a tenant past one of
@@ -56,6 +57,8 @@ func (e *QuotaError) remedy() string {
 		return "delete snapshots first"
 	case QuotaRepositoryBytes:
 		return "forget old pushes first (stead repo prune)"
+	case QuotaStateBytes:
+		return "keep fewer checkpoint versions, prune session threads, or delete tasks, observations and keys first"
 	}
 	return "free some first"
 }
@@ -63,7 +66,7 @@ func (e *QuotaError) remedy() string {
 // IsBytes reports whether the quota counts bytes.
 func (e *QuotaError) IsBytes() bool {
 	switch e.Quota {
-	case QuotaMemoryBytes, QuotaDiskBytes, QuotaRepositoryBytes:
+	case QuotaMemoryBytes, QuotaDiskBytes, QuotaRepositoryBytes, QuotaStateBytes:
 		return true
 	}
 	return false

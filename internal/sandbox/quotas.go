@@ -104,6 +104,8 @@ type quotaGates struct {
 type quotaGate struct {
 	mu      sync.Mutex
 	pending quotaUse
+	// state is the tenant's counted state bytes (statequota.go).
+	state stateUse
 }
 
 func (g *quotaGates) get(tenant string) *quotaGate {
@@ -311,6 +313,9 @@ func (s *Service) TenantQuotas(ctx context.Context, tenant string) (client.Tenan
 	out := client.TenantQuotas{Tenant: tenant, Limits: limitsView(q), Note: quotaNote,
 		Usage: client.QuotaUsage{RunningSandboxes: use.running, CPUs: roundCPUs(use.cpus), MemoryBytes: use.memory,
 			DiskBytes: use.disk, Volumes: use.volumes, Snapshots: use.snapshots}}
+	if out.Usage.StateBytes, err = s.st.StateBytes(ctx, tenant); err != nil {
+		return client.TenantQuotas{}, err
+	}
 	if !q.UpdatedAt.IsZero() {
 		at := q.UpdatedAt
 		out.UpdatedAt = &at
@@ -356,6 +361,7 @@ func (s *Service) SetTenantQuotas(ctx context.Context, tenant string, req client
 		{client.QuotaVolumes, req.Volumes, &q.Volumes},
 		{client.QuotaRepositoryBytes, req.RepositoryBytes, &q.RepositoryBytes},
 		{client.QuotaSnapshots, req.Snapshots, &q.Snapshots},
+		{client.QuotaStateBytes, req.StateBytes, &q.StateBytes},
 	} {
 		switch {
 		case f.in == nil:
@@ -400,7 +406,7 @@ func limitsView(q store.TenantQuota) client.QuotaLimits {
 		return *p
 	}
 	l := client.QuotaLimits{RunningSandboxes: v(q.RunningSandboxes), MemoryBytes: v(q.MemoryBytes), DiskBytes: v(q.DiskBytes),
-		Volumes: v(q.Volumes), RepositoryBytes: v(q.RepositoryBytes), Snapshots: v(q.Snapshots)}
+		Volumes: v(q.Volumes), RepositoryBytes: v(q.RepositoryBytes), Snapshots: v(q.Snapshots), StateBytes: v(q.StateBytes)}
 	if q.CPUs != nil {
 		l.CPUs = *q.CPUs
 	}

@@ -170,6 +170,11 @@ func New(opts Options) *Service {
 	if opts.Audit != nil {
 		s.rec = opts.Audit
 	}
+	// The tenant's state_bytes quota gates every write of state outside
+	// the sandboxes (statequota.go).
+	s.Service.SetStateAdmit(s.admitState)
+	s.Sessions.SetStateAdmit(s.admitState)
+	s.Tasks.SetStateAdmit(s.admitState)
 	s.disk.level = -1
 	if opts.Net != nil && opts.Net.Manager != nil {
 		s.opts.ActivitySources = append(s.opts.ActivitySources, &netActivity{n: opts.Net.Manager, last: map[string]uint64{}})

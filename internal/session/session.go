@@ -35,7 +35,8 @@ var _ api.SessionBackend = (*Sessions)(nil)
 // Sessions implements api.SessionBackend on a store.Store. It is safe for
 // concurrent use.
 type Sessions struct {
-	st store.Store
+	st    store.Store
+	admit api.StateAdmitFunc
 	// now is the clock of retention.
 	now func() time.Time
 
@@ -49,6 +50,10 @@ type Sessions struct {
 func New(st store.Store) *Sessions {
 	return &Sessions{st: st, now: time.Now, watch: map[string]chan struct{}{}}
 }
+
+// SetStateAdmit makes every append ask f first for the bytes of its
+// payloads (the tenant's state quota); call it before serving.
+func (s *Sessions) SetStateAdmit(f api.StateAdmitFunc) { s.admit = f }
 
 // CreateThread creates a thread of the sandbox.
 func (s *Sessions) CreateThread(ctx context.Context, p api.Principal, sandbox string, req client.CreateThreadRequest) (client.Thread, error) {
@@ -190,6 +195,13 @@ func (s *Sessions) AppendRunEvents(ctx context.Context, p api.Principal, sandbox
 	}
 	k, err := s.runKey(ctx, p.TenantID, sandbox, run, true)
 	if err != nil {
+		return nil, fmt.Errorf("append to run %s: %w", run, err)
+	}
+	var size int64
+	for _, w := range ws {
+		size += int64(len(w.Payload))
+	}
+	if err := s.admit.Admit(ctx, p.TenantID, size); err != nil {
 		return nil, fmt.Errorf("append to run %s: %w", run, err)
 	}
 	stored, err := s.st.AppendEvents(ctx, k, ws)

@@ -30,7 +30,12 @@ var (
 type Service struct {
 	st      store.Store
 	schemas *schemaCache
+	admit   api.StateAdmitFunc
 }
+
+// SetStateAdmit makes every write that adds a version ask f first (the
+// tenant's state quota); call it before serving.
+func (s *Service) SetStateAdmit(f api.StateAdmitFunc) { s.admit = f }
 
 // New returns a Service that keeps its documents in st.
 func New(st store.Store) *Service {
@@ -64,6 +69,9 @@ func (s *Service) PutCheckpoint(ctx context.Context, p api.Principal, sandbox st
 	}
 	sbID, err := s.sandbox(ctx, p.TenantID, sandbox, true)
 	if err != nil {
+		return client.Checkpoint{}, fmt.Errorf("put checkpoint %s: %w", ref, err)
+	}
+	if err := s.admit.Admit(ctx, p.TenantID, int64(len(w.Body))); err != nil {
 		return client.Checkpoint{}, fmt.Errorf("put checkpoint %s: %w", ref, err)
 	}
 	c, err := s.st.PutCheckpoint(ctx, store.CheckpointWrite{
@@ -189,6 +197,9 @@ func (s *Service) RollbackCheckpoint(ctx context.Context, p api.Principal, sandb
 	doc, err := parseDocument(src.Body)
 	if err != nil {
 		return client.Checkpoint{}, fmt.Errorf("rollback checkpoint %s: stored version %d: %w", ref, req.Version, err)
+	}
+	if err := s.admit.Admit(ctx, p.TenantID, int64(len(src.Body))); err != nil {
+		return client.Checkpoint{}, fmt.Errorf("rollback checkpoint %s: %w", ref, err)
 	}
 	c, err := s.st.PutCheckpoint(ctx, store.CheckpointWrite{
 		CheckpointKey: k,

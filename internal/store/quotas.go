@@ -25,6 +25,9 @@ type TenantQuota struct {
 	RepositoryBytes *int64 `json:"repository_bytes,omitempty"`
 	// Snapshots bounds the local snapshots.
 	Snapshots *int64 `json:"snapshots,omitempty"`
+	// StateBytes bounds the state the tenant keeps outside its sandboxes
+	// (StateBytes of QuotaStore).
+	StateBytes *int64 `json:"state_bytes,omitempty"`
 	// UpdatedAt is when the record was last set (zero for none).
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -32,7 +35,7 @@ type TenantQuota struct {
 // IsZero reports whether q limits nothing.
 func (q TenantQuota) IsZero() bool {
 	return q.RunningSandboxes == nil && q.CPUs == nil && q.MemoryBytes == nil && q.DiskBytes == nil &&
-		q.Volumes == nil && q.RepositoryBytes == nil && q.Snapshots == nil
+		q.Volumes == nil && q.RepositoryBytes == nil && q.Snapshots == nil && q.StateBytes == nil
 }
 
 // QuotaStore keeps the tenants' quota records.
@@ -50,7 +53,12 @@ func (q TenantQuota) IsZero() bool {
 //   - A tenant's record is removed with the tenant, in DeleteTenant's
 //     transaction: a tenant made again with the same id has none.
 //   - Records belong to one tenant: setting one never changes another's.
+//   - StateBytes returns the bytes of state the tenant keeps outside its
+//     sandboxes: the bodies of every kept checkpoint version, task and
+//     observation payloads, key-value values and session event payloads,
+//     of all its sandboxes (0 for a tenant without any, or unknown).
 type QuotaStore interface {
 	GetTenantQuota(ctx context.Context, tenantID string) (TenantQuota, error)
 	SetTenantQuota(ctx context.Context, q TenantQuota) (TenantQuota, error)
+	StateBytes(ctx context.Context, tenantID string) (int64, error)
 }

@@ -68,8 +68,13 @@ var _ api.TaskBackend = (*Tasks)(nil)
 // Tasks implements api.TaskBackend on a store.Store. It is safe for
 // concurrent use.
 type Tasks struct {
-	st store.Store
+	st    store.Store
+	admit api.StateAdmitFunc
 }
+
+// SetStateAdmit makes every write of a payload or value ask f first (the
+// tenant's state quota); call it before serving.
+func (t *Tasks) SetStateAdmit(f api.StateAdmitFunc) { t.admit = f }
 
 // New returns a Tasks that keeps its state in st.
 func New(st store.Store) *Tasks {
@@ -90,6 +95,9 @@ func (t *Tasks) CreateTask(ctx context.Context, p api.Principal, sandbox string,
 	}
 	sbID, err := t.sandbox(ctx, p.TenantID, sandbox, true)
 	if err != nil {
+		return client.Task{}, fmt.Errorf("create task %s: %w", id, err)
+	}
+	if err := t.admit.Admit(ctx, p.TenantID, int64(len(payload))); err != nil {
 		return client.Task{}, fmt.Errorf("create task %s: %w", id, err)
 	}
 	tk, err := t.st.CreateTask(ctx, store.Task{TenantID: p.TenantID, SandboxID: sbID, ID: id, Payload: payload})
@@ -201,6 +209,9 @@ func (t *Tasks) AppendObservation(ctx context.Context, p api.Principal, sandbox 
 	if err != nil {
 		return client.Observation{}, fmt.Errorf("append observation: %w", err)
 	}
+	if err := t.admit.Admit(ctx, p.TenantID, int64(len(payload))); err != nil {
+		return client.Observation{}, fmt.Errorf("append observation: %w", err)
+	}
 	o, err := t.st.AppendObservation(ctx, store.ObservationWrite{
 		TenantID: p.TenantID, SandboxID: sbID, Kind: req.Kind, Principal: p.KeyID, Payload: payload,
 	})
@@ -259,6 +270,9 @@ func (t *Tasks) PutKV(ctx context.Context, p api.Principal, sandbox, key string,
 	}
 	sbID, err := t.sandbox(ctx, p.TenantID, sandbox, true)
 	if err != nil {
+		return client.KVEntry{}, fmt.Errorf("put key %s: %w", key, err)
+	}
+	if err := t.admit.Admit(ctx, p.TenantID, int64(len(value))); err != nil {
 		return client.KVEntry{}, fmt.Errorf("put key %s: %w", key, err)
 	}
 	e, err := t.st.PutKV(ctx, store.KVWrite{TenantID: p.TenantID, SandboxID: sbID, Key: key, Value: value, IfVersion: iv})

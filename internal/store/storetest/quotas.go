@@ -135,6 +135,7 @@ func checkQuota(t *testing.T, what string, got, want store.TenantQuota) {
 	eqI("volumes", got.Volumes, want.Volumes)
 	eqI("repository_bytes", got.RepositoryBytes, want.RepositoryBytes)
 	eqI("snapshots", got.Snapshots, want.Snapshots)
+	eqI("state_bytes", got.StateBytes, want.StateBytes)
 	if (got.CPUs == nil) != (want.CPUs == nil) || got.CPUs != nil && *got.CPUs != *want.CPUs {
 		t.Fatalf("%s: cpus = %v, want %v", what, deref(got.CPUs), deref(want.CPUs))
 	}
@@ -154,3 +155,39 @@ func limit(v int64) *int64 { return &v }
 
 // cpus returns a pointer to a cpus limit.
 func cpus(v float64) *float64 { return &v }
+
+// testStateBytesAddsUpTheTenantsState checks StateBytes: every kept
+// checkpoint version, task and observation payload, key-value value and
+// session event payload of the tenant's sandboxes, and no other tenant's;
+// a state_bytes limit round-trips.
+func testStateBytesAddsUpTheTenantsState(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	k := sessionFixture(t, s, store.Retention{})
+	n, err := s.StateBytes(ctx, dt)
+	noErr(t, err, "state bytes of an empty tenant")
+	if n != 0 {
+		t.Fatalf("state bytes with nothing stored: %d", n)
+	}
+	put(t, s, ckey(dt, "sb1", "", "plan"), `{"a":1}`)                                                                              // 7
+	put(t, s, ckey(dt, "sb1", "", "plan"), `{"a":22}`)                                                                             // 8: both versions are kept
+	createTask(t, s, "t1", 1, `"task"`)                                                                                            // 6
+	_, err = s.AppendObservation(ctx, store.ObservationWrite{TenantID: dt, SandboxID: "sb1", Kind: "k", Payload: []byte(`[1,2]`)}) // 5
+	noErr(t, err, "observation")
+	putKV(t, s, "k", `"value"`, 0)                        // 7
+	appendEvents(t, s, k, ev(store.EventNote, `"hello"`)) // 7
+	createTenant(t, s, "other")
+	createSandbox(t, s, newSandbox("sb2", "other", "web", at(0)))
+	_, err = s.PutKV(ctx, store.KVWrite{TenantID: "other", SandboxID: "sb2", Key: "k", Value: []byte(`"not counted for dt"`)})
+	noErr(t, err, "other tenant's value")
+	n, err = s.StateBytes(ctx, dt)
+	noErr(t, err, "state bytes")
+	if want := int64(7 + 8 + 6 + 5 + 7 + 7); n != want {
+		t.Fatalf("state bytes %d, want %d", n, want)
+	}
+	q := store.TenantQuota{TenantID: dt, StateBytes: limit(1 << 20), UpdatedAt: at(3)}
+	_, err = s.SetTenantQuota(ctx, q)
+	noErr(t, err, "set state_bytes")
+	got, err := s.GetTenantQuota(ctx, dt)
+	noErr(t, err, "get")
+	checkQuota(t, "state_bytes", got, q)
+}
