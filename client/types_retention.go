@@ -22,6 +22,14 @@ type RetentionPolicy struct {
 	// or a purge) the tenant is warned by a retention.warning event.
 	// Daemon default: its --retention-warn-before, 3d.
 	WarnBefore string `json:"warn_before,omitempty" doc:"Warn (event retention.warning) this long before an automatic deletion (default 3d)"`
+	// SessionKeepWithin is the age limit of the session threads made
+	// without a retention of their own (their runs older than this are
+	// pruned; the newest and the in-doubt are always kept). Daemon
+	// default: none.
+	SessionKeepWithin string `json:"session_keep_within,omitempty" doc:"Default age limit of session threads made without a retention of their own (0: none, the default)"`
+	// ObservationsKeepWithin prunes observations older than this; each
+	// sandbox's newest is always kept. Daemon default: none.
+	ObservationsKeepWithin string `json:"observations_keep_within,omitempty" doc:"Prune observations older than this, each sandbox's newest kept (0: none, the default)"`
 }
 
 // TenantRetention is a tenant's retention policy: the values it set and the

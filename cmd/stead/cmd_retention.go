@@ -62,6 +62,8 @@ A tenant's own keys read the policy with GET /v1/retention.`,
 				{"delete-archived-after", p.DeleteArchivedAfter, &next.DeleteArchivedAfter},
 				{"purge-after", p.PurgeDeletedAfter, &next.PurgeDeletedAfter},
 				{"warn-before", p.WarnBefore, &next.WarnBefore},
+				{"session-keep-within", p.SessionKeepWithin, &next.SessionKeepWithin},
+				{"observations-keep-within", p.ObservationsKeepWithin, &next.ObservationsKeepWithin},
 			} {
 				if !cmd.Flags().Changed(f.flag) {
 					continue
@@ -89,6 +91,8 @@ A tenant's own keys read the policy with GET /v1/retention.`,
 	f.StringVar(&p.DeleteArchivedAfter, "delete-archived-after", "", "soft-delete sandboxes archived this long (0: never)")
 	f.StringVar(&p.PurgeDeletedAfter, "purge-after", "", "purge sandboxes and volumes soft-deleted this long")
 	f.StringVar(&p.WarnBefore, "warn-before", "", "warn this long before an automatic deletion")
+	f.StringVar(&p.SessionKeepWithin, "session-keep-within", "", "default age limit of session threads made without a retention (the newest and in-doubt are kept)")
+	f.StringVar(&p.ObservationsKeepWithin, "observations-keep-within", "", "prune observations older than this (each sandbox's newest kept)")
 	return cmd
 }
 
@@ -100,15 +104,17 @@ func printRetention(g *globals, r client.TenantRetention) error {
 	}
 	tw := newTable(g.stdout)
 	fmt.Fprintf(tw, "tenant:\t%s\n", r.Tenant)
-	for _, row := range []struct{ name, eff, set string }{
-		{"archive stopped after", r.Effective.ArchiveStoppedAfter, r.Set.ArchiveStoppedAfter},
-		{"delete archived after", r.Effective.DeleteArchivedAfter, r.Set.DeleteArchivedAfter},
-		{"purge deleted after", r.Effective.PurgeDeletedAfter, r.Set.PurgeDeletedAfter},
-		{"warn before", r.Effective.WarnBefore, r.Set.WarnBefore},
+	for _, row := range []struct{ name, eff, set, zero string }{
+		{"archive stopped after", r.Effective.ArchiveStoppedAfter, r.Set.ArchiveStoppedAfter, "never"},
+		{"delete archived after", r.Effective.DeleteArchivedAfter, r.Set.DeleteArchivedAfter, "never"},
+		{"purge deleted after", r.Effective.PurgeDeletedAfter, r.Set.PurgeDeletedAfter, "never"},
+		{"warn before", r.Effective.WarnBefore, r.Set.WarnBefore, "never"},
+		{"session threads keep", r.Effective.SessionKeepWithin, r.Set.SessionKeepWithin, "everything"},
+		{"observations keep", r.Effective.ObservationsKeepWithin, r.Set.ObservationsKeepWithin, "everything"},
 	} {
 		v := row.eff
 		if v == "0" {
-			v = "never"
+			v = row.zero
 		}
 		src := "(daemon default)"
 		if row.set != "" {

@@ -267,6 +267,7 @@ func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 			s.IdleCheck(ctx)
 			s.PurgeExpired(ctx)
+			s.PruneObservations(ctx)
 			s.RunBackupPolicies(ctx)
 			s.CheckPoolFill(ctx)
 			s.CheckLimits(ctx)

@@ -74,6 +74,8 @@ type retention struct {
 	deleteArchivedAfter time.Duration // 0: never
 	purgeAfter          time.Duration
 	warnBefore          time.Duration
+	sessionKeepWithin   time.Duration // 0: none
+	observationsWithin  time.Duration // 0: none
 }
 
 // retentionDefaults is the daemon's own policy.
@@ -99,6 +101,12 @@ func (d retention) effective(p store.RetentionPolicy) retention {
 	}
 	if p.WarnBefore != nil {
 		r.warnBefore = *p.WarnBefore
+	}
+	if p.SessionKeepWithin != nil {
+		r.sessionKeepWithin = *p.SessionKeepWithin
+	}
+	if p.ObservationsKeepWithin != nil {
+		r.observationsWithin = *p.ObservationsKeepWithin
 	}
 	return r
 }
@@ -153,10 +161,12 @@ func (s *Service) GetRetention(ctx context.Context, tenant string) (client.Tenan
 	}
 	e := s.retentionDefaults().effective(p)
 	out.Effective = client.RetentionPolicy{
-		ArchiveStoppedAfter: FormatRetentionDuration(e.archiveAfter),
-		DeleteArchivedAfter: FormatRetentionDuration(e.deleteArchivedAfter),
-		PurgeDeletedAfter:   FormatRetentionDuration(e.purgeAfter),
-		WarnBefore:          FormatRetentionDuration(e.warnBefore),
+		ArchiveStoppedAfter:    FormatRetentionDuration(e.archiveAfter),
+		DeleteArchivedAfter:    FormatRetentionDuration(e.deleteArchivedAfter),
+		PurgeDeletedAfter:      FormatRetentionDuration(e.purgeAfter),
+		WarnBefore:             FormatRetentionDuration(e.warnBefore),
+		SessionKeepWithin:      FormatRetentionDuration(e.sessionKeepWithin),
+		ObservationsKeepWithin: FormatRetentionDuration(e.observationsWithin),
 	}
 	return out, nil
 }
@@ -175,6 +185,8 @@ func (s *Service) SetRetention(ctx context.Context, tenant string, req client.Re
 		{"delete_archived_after", req.DeleteArchivedAfter, &p.DeleteArchivedAfter, true},
 		{"purge_deleted_after", req.PurgeDeletedAfter, &p.PurgeDeletedAfter, false},
 		{"warn_before", req.WarnBefore, &p.WarnBefore, true},
+		{"session_keep_within", req.SessionKeepWithin, &p.SessionKeepWithin, true},
+		{"observations_keep_within", req.ObservationsKeepWithin, &p.ObservationsKeepWithin, true},
 	} {
 		d, err := ParseRetentionDuration(f.value)
 		if err != nil {
@@ -205,7 +217,8 @@ func retentionView(p store.RetentionPolicy) client.RetentionPolicy {
 		return FormatRetentionDuration(*d)
 	}
 	return client.RetentionPolicy{ArchiveStoppedAfter: f(p.ArchiveStoppedAfter), DeleteArchivedAfter: f(p.DeleteArchivedAfter),
-		PurgeDeletedAfter: f(p.PurgeDeletedAfter), WarnBefore: f(p.WarnBefore)}
+		PurgeDeletedAfter: f(p.PurgeDeletedAfter), WarnBefore: f(p.WarnBefore),
+		SessionKeepWithin: f(p.SessionKeepWithin), ObservationsKeepWithin: f(p.ObservationsKeepWithin)}
 }
 
 // ParseRetentionDuration parses a retention duration: "" is unset (nil),
@@ -606,4 +619,39 @@ func (s *Service) retentionDeleteAt(ctx context.Context, sb store.Sandbox) *time
 		at = plan.actAt
 	}
 	return &at
+}
+
+// sessionDefault is the retention of a session thread made without one:
+// the tenant's session_keep_within (none when unset or unreadable).
+func (s *Service) sessionDefault(ctx context.Context, tenant string) store.Retention {
+	r, err := s.retentionOf(ctx, tenant)
+	if err != nil {
+		return store.Retention{}
+	}
+	return store.Retention{KeepWithin: r.sessionKeepWithin}
+}
+
+// PruneObservations applies every tenant's observations_keep_within: its
+// observations older than that go, each sandbox's newest kept. The policy
+// run calls it.
+func (s *Service) PruneObservations(ctx context.Context) {
+	tenants, err := s.st.ListTenants(ctx)
+	if err != nil {
+		s.log.Warn("observation retention: list tenants", "err", err)
+		return
+	}
+	for _, t := range tenants {
+		r, err := s.retentionOf(ctx, t.ID)
+		if err != nil || r.observationsWithin <= 0 {
+			continue
+		}
+		n, err := s.st.PruneObservations(ctx, t.ID, s.now().Add(-r.observationsWithin))
+		if err != nil {
+			s.log.Warn("observation retention", "tenant", t.ID, "err", err)
+			continue
+		}
+		if n > 0 {
+			s.log.Info("observations pruned by retention", "tenant", t.ID, "deleted", n, "older_than", FormatRetentionDuration(r.observationsWithin))
+		}
+	}
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
@@ -472,5 +474,80 @@ func TestParseRetentionDuration(t *testing.T) {
 		if got := FormatRetentionDuration(d); got != want {
 			t.Errorf("format %v: %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestTenantRetentionOfSessionThreadsAndObservations: a tenant's
+// session_keep_within is the retention of the threads made without one
+// (a thread's own wins), and its observations_keep_within prunes
+// observations older than that at the policy run, each sandbox's newest
+// kept; a tenant without the setting keeps everything.
+func TestTenantRetentionOfSessionThreadsAndObservations(t *testing.T) {
+	r := newRetentionRig(t)
+	s := r.s
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	p := api.Principal{TenantID: tn, KeyID: "k1"}
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "observer", NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.AppendObservation(ctx, p, sb.ID, client.AppendObservationRequest{Kind: "metric", Payload: json.RawMessage(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// No policy: nothing is pruned, however late it is.
+	r.clock.mu.Lock()
+	r.clock.t = time.Now().Add(365 * day)
+	r.clock.mu.Unlock()
+	s.PruneObservations(ctx)
+	count := func() int {
+		page, err := s.ListObservations(ctx, tn, sb.ID, client.ObservationQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(page.Observations)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("%d observations without a policy, want 3", n)
+	}
+
+	if _, err := s.SetRetention(ctx, tn, client.RetentionPolicy{SessionKeepWithin: "7d", ObservationsKeepWithin: "2d"}); err != nil {
+		t.Fatal(err)
+	}
+	th, err := s.CreateThread(ctx, p, sb.ID, client.CreateThreadRequest{Name: "main"})
+	if err != nil || th.Retention.KeepWithinSeconds != int64(7*day/time.Second) {
+		t.Fatalf("a thread without a retention: %+v %v, want the tenant's 7d", th.Retention, err)
+	}
+	own, err := s.CreateThread(ctx, p, sb.ID, client.CreateThreadRequest{Name: "own", Retention: client.Retention{KeepLast: 5}})
+	if err != nil || own.Retention.KeepLast != 5 || own.Retention.KeepWithinSeconds != 0 {
+		t.Fatalf("a thread with its own retention: %+v %v", own.Retention, err)
+	}
+
+	// A day on, nothing is 2 days old; three days on, all but the newest.
+	r.clock.mu.Lock()
+	r.clock.t = time.Now().Add(day)
+	r.clock.mu.Unlock()
+	s.PruneObservations(ctx)
+	if n := count(); n != 3 {
+		t.Fatalf("%d observations a day on, want 3", n)
+	}
+	r.clock.mu.Lock()
+	r.clock.t = time.Now().Add(3 * day)
+	r.clock.mu.Unlock()
+	s.PruneObservations(ctx)
+	if n := count(); n != 1 {
+		t.Fatalf("%d observations three days on, want the newest only", n)
+	}
+	if !r.logHas("observations pruned by retention") {
+		t.Error("no log line for the pruning")
+	}
+	got, err := s.GetRetention(ctx, tn)
+	if err != nil || got.Effective.SessionKeepWithin != "7d" || got.Effective.ObservationsKeepWithin != "2d" {
+		t.Fatalf("effective retention %+v %v", got.Effective, err)
+	}
+	if _, err := s.SetRetention(ctx, tn, client.RetentionPolicy{ObservationsKeepWithin: "-1d"}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("a negative observations_keep_within: %v", err)
 	}
 }

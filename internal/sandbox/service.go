@@ -175,6 +175,8 @@ func New(opts Options) *Service {
 	s.Service.SetStateAdmit(s.admitState)
 	s.Sessions.SetStateAdmit(s.admitState)
 	s.Tasks.SetStateAdmit(s.admitState)
+	// A session thread made without a retention gets the tenant's.
+	s.Sessions.SetDefaultRetention(s.sessionDefault)
 	s.disk.level = -1
 	if opts.Net != nil && opts.Net.Manager != nil {
 		s.opts.ActivitySources = append(s.opts.ActivitySources, &netActivity{n: opts.Net.Manager, last: map[string]uint64{}})

@@ -37,6 +37,8 @@ var _ api.SessionBackend = (*Sessions)(nil)
 type Sessions struct {
 	st    store.Store
 	admit api.StateAdmitFunc
+	// defaults gives the retention of a thread made without one.
+	defaults func(ctx context.Context, tenant string) store.Retention
 	// now is the clock of retention.
 	now func() time.Time
 
@@ -55,7 +57,14 @@ func New(st store.Store) *Sessions {
 // payloads (the tenant's state quota); call it before serving.
 func (s *Sessions) SetStateAdmit(f api.StateAdmitFunc) { s.admit = f }
 
-// CreateThread creates a thread of the sandbox.
+// SetDefaultRetention makes f give the retention of a thread created
+// without one (the tenant's policy); call it before serving.
+func (s *Sessions) SetDefaultRetention(f func(ctx context.Context, tenant string) store.Retention) {
+	s.defaults = f
+}
+
+// CreateThread creates a thread of the sandbox; without a retention of
+// its own it gets the tenant's default (SetDefaultRetention).
 func (s *Sessions) CreateThread(ctx context.Context, p api.Principal, sandbox string, req client.CreateThreadRequest) (client.Thread, error) {
 	if !names.Valid(req.Name) {
 		return client.Thread{}, fmt.Errorf("create thread %q: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-': %w", req.Name, errs.ErrInvalid)
@@ -70,6 +79,9 @@ func (s *Sessions) CreateThread(ctx context.Context, p api.Principal, sandbox st
 	sbID, err := s.sandbox(ctx, p.TenantID, sandbox, true)
 	if err != nil {
 		return client.Thread{}, fmt.Errorf("create thread %s: %w", req.Name, err)
+	}
+	if r == (store.Retention{}) && s.defaults != nil {
+		r = s.defaults(ctx, p.TenantID)
 	}
 	t, err := s.st.CreateThread(ctx, store.Thread{ID: newID("th-"), TenantID: p.TenantID, SandboxID: sbID, Name: req.Name, Retention: r})
 	if err != nil {

@@ -20,7 +20,13 @@ type RetentionPolicy struct {
 	// WarnBefore is how long before an automatic deletion its warning is
 	// given.
 	WarnBefore *time.Duration `json:"warn_before,omitempty"`
-	UpdatedAt  time.Time      `json:"updated_at"`
+	// SessionKeepWithin is the age limit of the session threads made
+	// without a retention of their own (0 or nil: none).
+	SessionKeepWithin *time.Duration `json:"session_keep_within,omitempty"`
+	// ObservationsKeepWithin is the age limit of observations (0 or nil:
+	// none); each sandbox's newest observation is always kept.
+	ObservationsKeepWithin *time.Duration `json:"observations_keep_within,omitempty"`
+	UpdatedAt              time.Time      `json:"updated_at"`
 }
 
 // Subjects of a retention warning (RetentionWarning.SubjectKind).

@@ -201,8 +201,10 @@ type KVFilter struct {
 //     from the current state or when CanTransition(current, To) is false.
 //     An invalid To or IfState is errs.ErrInvalid.
 //   - AppendObservation numbers a sandbox's observations 1, 2, 3 ... in
-//     commit order, also under concurrent appends; there is no update or
-//     delete.
+//     commit order, also under concurrent appends; there is no update.
+//     PruneObservations deletes the tenant's observations older than
+//     before, but never a sandbox's newest (so seqs are never reused), and
+//     returns how many went.
 //   - PutKV checks IfVersion (errs.ErrConflict on a mismatch, nothing
 //     stored) and stores the value with version+1 (1 for a new key).
 //     DeleteKV checks ifVersion the same way; deleting an absent key is
@@ -232,6 +234,9 @@ type TaskStore interface {
 	// ListObservations returns a page of the sandbox's observations that f
 	// selects, by seq.
 	ListObservations(ctx context.Context, tenantID, sandboxID string, f ObservationFilter) ([]Observation, error)
+	// PruneObservations deletes the tenant's observations made before
+	// before, each sandbox's newest excepted.
+	PruneObservations(ctx context.Context, tenantID string, before time.Time) (int64, error)
 
 	// PutKV stores w and returns the stored entry.
 	PutKV(ctx context.Context, w KVWrite) (KVEntry, error)

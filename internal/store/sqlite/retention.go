@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	retentionPolicyCols  = "tenant_id, archive_stopped_after, delete_archived_after, purge_deleted_after, warn_before, updated_at"
+	retentionPolicyCols  = "tenant_id, archive_stopped_after, delete_archived_after, purge_deleted_after, warn_before, session_keep_within, observations_keep_within, updated_at"
 	retentionWarningCols = "tenant_id, subject_kind, subject_id, action, due_at, warned_at"
 )
 
@@ -34,7 +34,7 @@ func (s *Store) PutRetentionPolicy(ctx context.Context, p store.RetentionPolicy)
 	if p.TenantID == "" {
 		return store.RetentionPolicy{}, fmt.Errorf("put retention policy: empty tenant: %w", errs.ErrInvalid)
 	}
-	for _, d := range []*time.Duration{p.ArchiveStoppedAfter, p.DeleteArchivedAfter, p.PurgeDeletedAfter, p.WarnBefore} {
+	for _, d := range []*time.Duration{p.ArchiveStoppedAfter, p.DeleteArchivedAfter, p.PurgeDeletedAfter, p.WarnBefore, p.SessionKeepWithin, p.ObservationsKeepWithin} {
 		if d != nil && *d < 0 {
 			return store.RetentionPolicy{}, fmt.Errorf("put retention policy of tenant %s: negative duration %s: %w", p.TenantID, *d, errs.ErrInvalid)
 		}
@@ -47,11 +47,13 @@ func (s *Store) PutRetentionPolicy(ctx context.Context, p store.RetentionPolicy)
 	if err != nil {
 		return store.RetentionPolicy{}, fmt.Errorf("put retention policy of tenant %s: %w", p.TenantID, err)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO retention_policies ("+retentionPolicyCols+") VALUES (?, ?, ?, ?, ?, ?) "+
+	_, err = s.w.ExecContext(ctx, "INSERT INTO retention_policies ("+retentionPolicyCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
 		"ON CONFLICT (tenant_id) DO UPDATE SET archive_stopped_after = excluded.archive_stopped_after, "+
 		"delete_archived_after = excluded.delete_archived_after, purge_deleted_after = excluded.purge_deleted_after, "+
-		"warn_before = excluded.warn_before, updated_at = excluded.updated_at",
-		p.TenantID, durArg(p.ArchiveStoppedAfter), durArg(p.DeleteArchivedAfter), durArg(p.PurgeDeletedAfter), durArg(p.WarnBefore), updated)
+		"warn_before = excluded.warn_before, session_keep_within = excluded.session_keep_within, "+
+		"observations_keep_within = excluded.observations_keep_within, updated_at = excluded.updated_at",
+		p.TenantID, durArg(p.ArchiveStoppedAfter), durArg(p.DeleteArchivedAfter), durArg(p.PurgeDeletedAfter), durArg(p.WarnBefore),
+		durArg(p.SessionKeepWithin), durArg(p.ObservationsKeepWithin), updated)
 	if isForeignKey(err) {
 		return store.RetentionPolicy{}, fmt.Errorf("put retention policy: tenant %s: %w", p.TenantID, errs.ErrNotFound)
 	}
@@ -171,12 +173,13 @@ func durPtr(n sql.NullInt64) *time.Duration {
 
 func scanRetentionPolicy(sc scanner) (store.RetentionPolicy, error) {
 	var p store.RetentionPolicy
-	var a, d, pu, w sql.NullInt64
+	var a, d, pu, w, sk, ok sql.NullInt64
 	var updated string
-	if err := sc.Scan(&p.TenantID, &a, &d, &pu, &w, &updated); err != nil {
+	if err := sc.Scan(&p.TenantID, &a, &d, &pu, &w, &sk, &ok, &updated); err != nil {
 		return store.RetentionPolicy{}, err
 	}
 	p.ArchiveStoppedAfter, p.DeleteArchivedAfter, p.PurgeDeletedAfter, p.WarnBefore = durPtr(a), durPtr(d), durPtr(pu), durPtr(w)
+	p.SessionKeepWithin, p.ObservationsKeepWithin = durPtr(sk), durPtr(ok)
 	var err error
 	if p.UpdatedAt, err = parseTime(updated); err != nil {
 		return store.RetentionPolicy{}, err

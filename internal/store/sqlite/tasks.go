@@ -557,3 +557,26 @@ func scanKV(sc scanner) (store.KVEntry, error) {
 	}
 	return e, nil
 }
+
+// PruneObservations deletes the tenant's observations made before before,
+// each sandbox's newest excepted; see store.TaskStore.
+func (s *Store) PruneObservations(ctx context.Context, tenantID string, before time.Time) (int64, error) {
+	cut, err := formatTime(before)
+	if err != nil {
+		return 0, fmt.Errorf("prune observations: %w", err)
+	}
+	var n int64
+	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM observations WHERE tenant_id = ? AND created_at < ?
+			AND seq < (SELECT MAX(o.seq) FROM observations o WHERE o.sandbox_id = observations.sandbox_id)`, tenantID, cut)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune observations of tenant %s: %w", tenantID, err)
+	}
+	return n, nil
+}

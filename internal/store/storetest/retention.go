@@ -24,7 +24,8 @@ func testRetentionPolicyPutGetReplace(t *testing.T, s store.Store) {
 	wantErr(t, err, errs.ErrNotFound, "get before any put")
 	createTenant(t, s, "t-other")
 	p := store.RetentionPolicy{TenantID: store.DefaultTenant, ArchiveStoppedAfter: dur(14 * 24 * time.Hour),
-		DeleteArchivedAfter: dur(0), PurgeDeletedAfter: dur(30 * 24 * time.Hour), WarnBefore: dur(3*24*time.Hour + 1), UpdatedAt: at(5)}
+		DeleteArchivedAfter: dur(0), PurgeDeletedAfter: dur(30 * 24 * time.Hour), WarnBefore: dur(3*24*time.Hour + 1),
+		SessionKeepWithin: dur(7 * 24 * time.Hour), ObservationsKeepWithin: dur(0), UpdatedAt: at(5)}
 	got, err := s.PutRetentionPolicy(ctx, p)
 	noErr(t, err, "put")
 	if !got.UpdatedAt.Equal(at(5)) || got.UpdatedAt.Location() != time.UTC {
@@ -35,7 +36,8 @@ func testRetentionPolicyPutGetReplace(t *testing.T, s store.Store) {
 		got, err := s.GetRetentionPolicy(ctx, want.TenantID)
 		noErr(t, err, what)
 		if got.TenantID != want.TenantID || !durEq(got.ArchiveStoppedAfter, want.ArchiveStoppedAfter) || !durEq(got.DeleteArchivedAfter, want.DeleteArchivedAfter) ||
-			!durEq(got.PurgeDeletedAfter, want.PurgeDeletedAfter) || !durEq(got.WarnBefore, want.WarnBefore) || !got.UpdatedAt.Equal(want.UpdatedAt) {
+			!durEq(got.PurgeDeletedAfter, want.PurgeDeletedAfter) || !durEq(got.WarnBefore, want.WarnBefore) || !got.UpdatedAt.Equal(want.UpdatedAt) ||
+			!durEq(got.SessionKeepWithin, want.SessionKeepWithin) || !durEq(got.ObservationsKeepWithin, want.ObservationsKeepWithin) {
 			t.Fatalf("%s: got %+v, want %+v", what, got, want)
 		}
 	}
@@ -66,6 +68,7 @@ func testRetentionPolicyRejectsBadInput(t *testing.T, s store.Store) {
 		{TenantID: store.DefaultTenant, DeleteArchivedAfter: dur(-time.Hour)},
 		{TenantID: store.DefaultTenant, PurgeDeletedAfter: dur(-time.Hour)},
 		{TenantID: store.DefaultTenant, WarnBefore: dur(-time.Hour)},
+		{TenantID: store.DefaultTenant, ObservationsKeepWithin: dur(-time.Hour)},
 	} {
 		_, err := s.PutRetentionPolicy(ctx, p)
 		wantErr(t, err, errs.ErrInvalid, "negative duration")

@@ -151,6 +151,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListTasksFiltersByStateAndCreatedAfterAndPages", testListTasksFiltersAndPages},
 		{"ConcurrentTaskTransitionsWithIfStateHaveOneWinner", testConcurrentTaskTransitionsHaveOneWinner},
 		{"ObservationsAppendInOrderAndListAfterACursor", testObservationsAppendAndList},
+		{"PruneObservationsKeepsTheNewestAndTheYoung", testPruneObservationsKeepsTheNewestAndTheYoung},
 		{"ConcurrentObservationAppendsGetConsecutiveSeqs", testConcurrentObservationAppendsGetConsecutiveSeqs},
 		{"KVPutGetListByPrefixAndDeleteWithIfVersion", testKVPutGetListDelete},
 		{"ConcurrentKVPutsWithIfVersionHaveOneWinnerPerVersion", testConcurrentKVPutsHaveOneWinnerPerVersion},

@@ -514,3 +514,57 @@ func testPurgingASandboxDeletesItsStructuredState(t *testing.T, s store.Store) {
 		t.Errorf("observations survived the purge: next seq %d", o.Seq)
 	}
 }
+
+// testPruneObservationsKeepsTheNewestAndTheYoung: PruneObservations
+// deletes the tenant's observations made before the cut, keeps each
+// sandbox's newest however old (its seq is never reused), and leaves
+// other tenants alone.
+func testPruneObservationsKeepsTheNewestAndTheYoung(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	stateFixture(t, s)
+	createSandbox(t, s, newSandbox("sb2", dt, "api", at(0)))
+	createTenant(t, s, "other")
+	createSandbox(t, s, newSandbox("sb3", "other", "web", at(0)))
+	obs := func(tenant, sb string, sec int) {
+		_, err := s.AppendObservation(ctx, store.ObservationWrite{TenantID: tenant, SandboxID: sb, Kind: "k", Payload: []byte(`1`), Time: at(sec)})
+		noErr(t, err, "append observation")
+	}
+	for _, sec := range []int{1, 2, 3, 10, 11} {
+		obs(dt, "sb1", sec)
+	}
+	obs(dt, "sb2", 1) // old, but sb2's newest
+	obs("other", "sb3", 1)
+	obs("other", "sb3", 2)
+	n, err := s.PruneObservations(ctx, dt, at(10))
+	noErr(t, err, "prune")
+	if n != 3 {
+		t.Fatalf("pruned %d, want 3 (sb1's at 1, 2, 3)", n)
+	}
+	seqs := func(tenant, sb string) []int64 {
+		list, err := s.ListObservations(ctx, tenant, sb, store.ObservationFilter{})
+		noErr(t, err, "list")
+		var out []int64
+		for _, o := range list {
+			out = append(out, o.Seq)
+		}
+		return out
+	}
+	if got := seqs(dt, "sb1"); len(got) != 2 || got[0] != 4 || got[1] != 5 {
+		t.Fatalf("sb1 after the prune: %v, want [4 5]", got)
+	}
+	if got := seqs(dt, "sb2"); len(got) != 1 {
+		t.Fatalf("sb2's only observation was pruned: %v", got)
+	}
+	if got := seqs("other", "sb3"); len(got) != 2 {
+		t.Fatalf("another tenant's observations were pruned: %v", got)
+	}
+	_, err = s.PruneObservations(ctx, dt, at(100))
+	noErr(t, err, "prune everything")
+	if got := seqs(dt, "sb1"); len(got) != 1 || got[0] != 5 {
+		t.Fatalf("sb1 after pruning all: %v, want its newest [5]", got)
+	}
+	obs(dt, "sb1", 101)
+	if got := seqs(dt, "sb1"); got[len(got)-1] != 6 {
+		t.Fatalf("a seq was reused after a prune: %v", got)
+	}
+}
