@@ -55,14 +55,17 @@ func TestTenantRetentionThroughTheCLI(t *testing.T) {
 	}
 	def := show()
 	if def.Set != (client.RetentionPolicy{}) || def.UpdatedAt != nil ||
-		def.Effective != (client.RetentionPolicy{ArchiveStoppedAfter: "7d", DeleteArchivedAfter: "0", PurgeDeletedAfter: "30d", WarnBefore: "2h"}) {
+		def.Effective != (client.RetentionPolicy{ArchiveStoppedAfter: "7d", DeleteArchivedAfter: "0", PurgeDeletedAfter: "30d", WarnBefore: "2h",
+			SessionKeepWithin: "0", ObservationsKeepWithin: "0"}) {
 		t.Fatalf("a new tenant's retention: %+v", def)
 	}
-	code, out, errOut := d.cli("tenant", "retention", "acme", "--archive-after", "14d", "--delete-archived-after", "90d", "--purge-after", "30d", "--warn-before", "3d")
+	code, out, errOut := d.cli("tenant", "retention", "acme", "--archive-after", "14d", "--delete-archived-after", "90d", "--purge-after", "30d", "--warn-before", "3d",
+		"--session-keep-within", "30d", "--observations-keep-within", "60d")
 	if code != 0 || !strings.Contains(out, "90d") || !strings.Contains(out, "(set)") {
 		t.Fatalf("retention set: %d %q %s", code, out, errOut)
 	}
-	want := client.RetentionPolicy{ArchiveStoppedAfter: "14d", DeleteArchivedAfter: "90d", PurgeDeletedAfter: "30d", WarnBefore: "3d"}
+	want := client.RetentionPolicy{ArchiveStoppedAfter: "14d", DeleteArchivedAfter: "90d", PurgeDeletedAfter: "30d", WarnBefore: "3d",
+		SessionKeepWithin: "30d", ObservationsKeepWithin: "60d"}
 	set := show()
 	if set.Set != want || set.Effective != want || set.UpdatedAt == nil {
 		t.Fatalf("read back: %+v", set)
