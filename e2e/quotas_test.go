@@ -41,8 +41,8 @@ func TestTenantQuotasRefuseGrowthThroughTheCLI(t *testing.T) {
 	refused := func(what string, want string, args ...string) {
 		t.Helper()
 		code, _, errOut := asAcme(args...)
-		if code == 0 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "HTTP 429") {
-			t.Fatalf("%s: exit %d, stderr %q; want a 429 saying %q", what, code, errOut, want)
+		if code != 6 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "HTTP 429") {
+			t.Fatalf("%s: exit %d, stderr %q; want exit 6 and a 429 saying %q", what, code, errOut, want)
 		}
 	}
 	if code, _, errOut := asAcme("create", "a"); code != 0 { // small: 10 GiB of disk, running

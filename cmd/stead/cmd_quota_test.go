@@ -88,7 +88,7 @@ func TestQuotaVerbsSendWhatTheFlagsSayAndPrintLimitAndUsage(t *testing.T) {
 		t.Fatalf("stead quota:\n%s", out)
 	}
 	code, _, errOut := stead(t, srv, "create", "w")
-	if code == exitOK || !strings.Contains(errOut, "quota disk_bytes: limit 10737418240 (10 GiB), in use 8589934592 (8 GiB), requested 4294967296 (4 GiB)") ||
+	if code != exitRefused || !strings.Contains(errOut, "quota disk_bytes: limit 10737418240 (10 GiB), in use 8589934592 (8 GiB), requested 4294967296 (4 GiB)") ||
 		!strings.Contains(errOut, "HTTP 429") {
 		t.Fatalf("refused create: exit %d %q", code, errOut)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,6 +24,7 @@ const (
 	exitNotFound        = 3
 	exitConflict        = 4
 	exitUnauthenticated = 5
+	exitRefused         = 6
 )
 
 // Defaults for reaching the daemon.
@@ -98,6 +100,8 @@ Exit codes:
      stopped one, pause of a paused one, delete of a deleted one); nothing
      was changed. Each verb's help says when it exits 4.
   5  unauthenticated (missing or unknown API key)
+  6  refused by the tenant's quota (HTTP 429) or a spend budget (HTTP 402);
+     nothing was changed
   stead exec and stead shell exit with the command's own exit code
   (128+N when it was killed by signal N; 127 when the program does not
   exist and 126 when it cannot be run, as in a shell).`,
@@ -248,6 +252,8 @@ func exitCodeFor(err error) int {
 		return exitConflict
 	case client.IsUnauthenticated(err):
 		return exitUnauthenticated
+	case client.IsQuotaExceeded(err), client.StatusCode(err) == http.StatusPaymentRequired:
+		return exitRefused
 	}
 	// Errors cobra raises itself before a verb runs.
 	msg := err.Error()
