@@ -177,10 +177,7 @@ func (h *Handler) filesystem(w http.ResponseWriter, r *http.Request, t target) {
 			bad(err)
 			return
 		}
-		var e envd.EntryInfo
-		if e, err = h.stat(ctx, t, e2bPath(req.Path, u)); err == nil {
-			resp = envd.EntryResponse{Entry: e}
-		}
+		resp, err = h.entry(ctx, t, e2bPath(req.Path, u))
 	case "MakeDir":
 		var req envd.PathRequest
 		if err = envd.DecodeRequest(body, &req); err != nil {
@@ -191,10 +188,7 @@ func (h *Handler) filesystem(w http.ResponseWriter, r *http.Request, t target) {
 		if _, serr := h.b.StatFile(ctx, t.tenant, t.id, steadPath(p)); serr == nil {
 			err = &envd.Error{Code: envd.CodeAlreadyExists, Message: p + " already exists"}
 		} else if err = h.b.Mkdir(ctx, t.tenant, t.id, steadPath(p), true); err == nil {
-			var e envd.EntryInfo
-			if e, err = h.stat(ctx, t, p); err == nil {
-				resp = envd.EntryResponse{Entry: e}
-			}
+			resp, err = h.entry(ctx, t, p)
 		}
 		h.record(r, "e2b-envd:"+t.id, t.tenant, "filesystem.MakeDir", t.id, statusOf(err))
 	case "Move":
@@ -205,10 +199,7 @@ func (h *Handler) filesystem(w http.ResponseWriter, r *http.Request, t target) {
 		}
 		src, dst := e2bPath(req.Source, u), e2bPath(req.Destination, u)
 		if err = h.b.RenameFile(ctx, t.tenant, t.id, steadPath(src), steadPath(dst)); err == nil {
-			var e envd.EntryInfo
-			if e, err = h.stat(ctx, t, dst); err == nil {
-				resp = envd.EntryResponse{Entry: e}
-			}
+			resp, err = h.entry(ctx, t, dst)
 		}
 		h.record(r, "e2b-envd:"+t.id, t.tenant, "filesystem.Move", t.id, statusOf(err))
 	case "ListDir":
@@ -255,6 +246,16 @@ func statusOf(err error) int {
 		return ce.HTTPStatus()
 	}
 	return api.HTTPStatus(err)
+}
+
+// entry is the answer of a call that names one entry: its EntryResponse,
+// or nil and the error.
+func (h *Handler) entry(ctx context.Context, t target, p string) (any, error) {
+	e, err := h.stat(ctx, t, p)
+	if err != nil {
+		return nil, err
+	}
+	return envd.EntryResponse{Entry: e}, nil
 }
 
 // stat describes the E2B path p.
