@@ -111,6 +111,7 @@ start adopts them.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", envOr("STEAD_DATA_DIR", "/var/lib/stead"), "data directory: metadata, pool, admin.key (env STEAD_DATA_DIR)")
+	f.StringVar(&cfg.Store, "store", envOr("STEAD_STORE", "sqlite"), "metadata store: sqlite (DATA/stead.db) or a postgres://user:password@host:port/db URL (env STEAD_STORE, which keeps a password out of the process list)")
 	f.StringVar(&cfg.RunDir, "run-dir", envOr("STEAD_RUN_DIR", "/run/stead"), "runtime state directory (tmpfs)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7878", "TCP address of the API (empty to disable)")
 	f.StringVar(&cfg.Socket, "socket", "/run/stead/stead.sock", "unix socket of the API (empty to disable)")

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/blobstore/s3"
 	"github.com/stead-dev/stead/internal/budget"
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
@@ -31,6 +33,8 @@ import (
 	"github.com/stead-dev/stead/internal/pool/dir"
 	"github.com/stead-dev/stead/internal/runtime/linux"
 	"github.com/stead-dev/stead/internal/sandbox"
+	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/store/postgres"
 	"github.com/stead-dev/stead/internal/store/sqlite"
 )
 
@@ -38,6 +42,10 @@ import (
 type Config struct {
 	// DataDir holds the metadata database, the pool and admin.key.
 	DataDir string
+	// Store names the metadata store: "" (or "sqlite") for the embedded
+	// SQLite database DataDir/stead.db, or a postgres:// (postgresql://)
+	// URL for a PostgreSQL database.
+	Store string
 	// RunDir holds runtime state (tmpfs: it must not survive a reboot).
 	RunDir string
 	// Listen is the TCP address of the API ("" disables TCP).
@@ -123,7 +131,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return fmt.Errorf("data dir %s is in use by another stead daemon: %w", cfg.DataDir, err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "stead.db"))
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -388,4 +396,36 @@ func openRepo(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.RepoC
 		}
 	}
 	return &sandbox.RepoConfig{Store: bs, KeyFile: keyFile, CacheDir: filepath.Join(cfg.DataDir, "repo-cache")}, child, nil
+}
+
+// openStore opens the metadata store cfg.Store names.
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	switch {
+	case cfg.Store == "" || cfg.Store == "sqlite":
+		st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "stead.db"))
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return st, nil
+	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
+		st, err := postgres.Open(ctx, cfg.Store)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	default:
+		return nil, fmt.Errorf("store %q: want sqlite or a postgres:// URL: %w", redactStore(cfg.Store), errs.ErrInvalid)
+	}
+}
+
+// redactStore returns a store name fit for an error message: a URL loses
+// its password, anything else is cut short.
+func redactStore(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	if len(s) > 24 {
+		return s[:24] + "..."
+	}
+	return s
 }
