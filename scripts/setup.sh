@@ -27,6 +27,15 @@ command -v npm    >/dev/null || need+=(npm)
 # lxcfs gives each sandbox /proc views of its own size; stead starts it itself
 # (never through systemd or the package's service).
 command -v lxcfs      >/dev/null || need+=(lxcfs)
+# PostgreSQL server binaries for the PostgreSQL store's tests: pgtest runs
+# its own private cluster (initdb in a temp dir, 127.0.0.1, a free port), so
+# the package's default cluster is not created (createcluster.d) and is never
+# used. Set STEAD_TEST_POSTGRES to a postgres:// URL to use another server.
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+  mkdir -p /etc/postgresql-common/createcluster.d
+  echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/stead.conf
+  need+=(postgresql)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
