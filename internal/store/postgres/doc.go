@@ -15,8 +15,9 @@
 // Reads take no lock and run at READ COMMITTED (one statement) or in a
 // read-only REPEATABLE READ transaction (several statements that must see one
 // snapshot). A failed statement aborts a PostgreSQL transaction, unlike a
-// SQLite one; where a write path handles an error and goes on, the statement
-// runs under a savepoint.
+// SQLite one; every write path returns such an error (a unique violation
+// becomes errs.ErrConflict, a foreign key one errs.ErrNotFound) and never
+// goes on in the same transaction.
 //
 // Durability. A write is acknowledged after its transaction has committed;
 // with PostgreSQL's default synchronous_commit=on and fsync=on the commit

@@ -201,8 +201,7 @@ func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 
 // writeTx runs fn in a write transaction holding the store's write lock and
 // commits it if fn returns nil. A statement that fails inside fn aborts the
-// PostgreSQL transaction: fn must return its error (or have run the
-// statement under a savepoint, see tryExec).
+// PostgreSQL transaction (unlike a SQLite one), so fn returns that error.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *txn) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -231,26 +230,6 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *txn) error) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	return fn(&txn{tx: tx})
-}
-
-// tryExec runs one statement under a savepoint, so that its failure (a
-// unique violation the caller handles) leaves the transaction usable, as a
-// failed statement leaves a SQLite transaction.
-func (t *txn) tryExec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT stead_try"); err != nil {
-		return nil, err
-	}
-	res, err := t.ExecContext(ctx, q, args...)
-	if err != nil {
-		if _, rerr := t.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT stead_try"); rerr != nil {
-			return nil, errors.Join(err, rerr)
-		}
-		return nil, err
-	}
-	if _, err := t.tx.ExecContext(ctx, "RELEASE SAVEPOINT stead_try"); err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // nextID advances the named counter in store_sequences and returns its new

@@ -331,3 +331,54 @@ func TestRebindSkipsQuotedText(t *testing.T) {
 		}
 	}
 }
+
+// Two stores on one database are two daemons of a cluster. Observation
+// sequence numbers are read-then-written (MAX(seq)+1); without the write lock
+// the two would take the same number and one would fail with ErrConflict.
+func TestWritersOfTwoStoresOnOneDatabaseAreSerialised(t *testing.T) {
+	dsn := server.NewDatabase(t)
+	a, b := openDSN(t, dsn), openDSN(t, dsn)
+	defer a.Close()
+	defer b.Close()
+	ctx := t.Context()
+	if _, err := a.CreateSandbox(ctx, store.Sandbox{ID: "sb", TenantID: store.DefaultTenant, Name: "sb", TemplateID: "t",
+		State: store.StateRunning, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	const perWriter = 40
+	var wg sync.WaitGroup
+	errc := make(chan error, 4*perWriter)
+	for i := range 4 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range perWriter {
+				if _, err := st.AppendObservation(ctx, store.ObservationWrite{TenantID: store.DefaultTenant, SandboxID: "sb",
+					Kind: "note", Principal: "test", Payload: []byte(`{}`)}); err != nil {
+					errc <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Errorf("append observation: %v", err)
+	}
+	obs, err := b.ListObservations(ctx, store.DefaultTenant, "sb", store.ObservationFilter{Limit: store.MaxStateList})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(obs) != 4*perWriter {
+		t.Fatalf("%d observations, want %d", len(obs), 4*perWriter)
+	}
+	for i, o := range obs {
+		if o.Seq != int64(i+1) {
+			t.Fatalf("observation %d has seq %d, want gapless 1..%d", i, o.Seq, 4*perWriter)
+		}
+	}
+}

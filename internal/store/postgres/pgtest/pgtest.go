@@ -44,9 +44,9 @@ const EnvServer = "STEAD_TEST_POSTGRES"
 // runs as when the tests run as root (default "postgres").
 const EnvUser = "STEAD_TEST_POSTGRES_USER"
 
-// binDirs are where PostgreSQL's server binaries are looked for, newest
+// binDirs returns where PostgreSQL's server binaries are looked for, newest
 // first; PATH is tried after them.
-var binDirs = []string{"/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin"}
+func binDirs() []string { return []string{"/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin"} }
 
 // Server is a PostgreSQL server tests create databases on.
 type Server struct {
@@ -102,7 +102,7 @@ func Launch(ctx context.Context) (*Server, error) {
 // findBin returns the directory holding initdb and postgres.
 func findBin() (string, error) {
 	var dirs []string
-	for _, pat := range binDirs {
+	for _, pat := range binDirs() {
 		m, _ := filepath.Glob(pat)
 		sort.Sort(sort.Reverse(sort.StringSlice(m)))
 		dirs = append(dirs, m...)
@@ -119,7 +119,7 @@ func findBin() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("PostgreSQL server binaries (initdb, postgres) not found in %s or PATH: install them (Debian: apt-get install postgresql, or run scripts/setup.sh) or set %s to a server's DSN",
-		strings.Join(binDirs, ", "), EnvServer)
+		strings.Join(binDirs(), ", "), EnvServer)
 }
 
 func isExec(p string) bool {
