@@ -219,6 +219,7 @@ type Store interface {
 	RetentionStore
 	ScheduleStore
 	BudgetStore
+	NodeStore
 
 	Close() error
 }

@@ -166,6 +166,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BudgetsRejectBadInputAndStoreNothing", testBudgetsRejectBadInput},
 		{"BudgetStateAndSettingsAreWrittenApart", testBudgetStateAndSettingsApart},
 		{"BudgetsGoWithTheirSandboxAndTenant", testBudgetsGoWithSandboxAndTenant},
+
+		{"NodesRegisterRefreshAndKeepTheirState", testNodesRegisterRefreshAndKeepState},
+		{"NodesHeartbeatWithoutTimesIsNow", testNodesHeartbeatZeroTimesMeanNow},
+		{"NodesRejectBadInputAndStoreNothing", testNodesRejectBadInputAndStoreNothing},
+		{"NodesEmptyRegistryListsNone", testNodesEmptyRegistryListsNone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
