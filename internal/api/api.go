@@ -41,6 +41,9 @@ type Options struct {
 	// Events serves the event log and webhooks (nil: no /v1/events or
 	// /v1/webhooks routes).
 	Events EventBackend
+	// Nodes serves the cluster's node registry (nil: no /v1/nodes
+	// routes).
+	Nodes NodeBackend
 	// AdminKeyPath is where the daemon keeps its bootstrap admin key, as
 	// errors about a missing or non-admin key name it (default
 	// /var/lib/stead/admin.key).
@@ -186,6 +189,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 	if opts.Events != nil {
 		s.registerEvents(opts.Events)
+	}
+	if opts.Nodes != nil {
+		s.registerNodes(opts.Nodes)
 	}
 
 	return s.logRequests(s.authenticate(s.auditRequests(mux)))

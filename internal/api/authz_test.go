@@ -124,6 +124,21 @@ func (f tenantFake) DeleteTenant(_ context.Context, id string) (client.TenantDel
 // events, webhooks) and the du routes, recording each call.
 type optionsFake struct{ *fakeBackend }
 
+func (f optionsFake) ListNodes(context.Context) ([]client.Node, error) {
+	f.record("ListNodes", "", "")
+	return nil, f.Err
+}
+
+func (f optionsFake) GetNode(_ context.Context, name string) (client.Node, error) {
+	f.record("GetNode", "", name)
+	return client.Node{Name: name}, f.Err
+}
+
+func (f optionsFake) SetNodeState(_ context.Context, name, state string) (client.Node, error) {
+	f.record("SetNodeState", "", name)
+	return client.Node{Name: name, State: state}, f.Err
+}
+
 func (f optionsFake) Report(_ context.Context, tenant string, _ client.UsageQuery) (client.UsageReport, error) {
 	f.record("Report", tenant, "")
 	return client.UsageReport{}, f.Err
@@ -220,7 +235,7 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	// The routes registered from Options (usage, events, webhooks), and
 	// du, record their calls in a fake of their own.
 	of0 := optionsFake{&fakeBackend{}}
-	addWith(of0, of0.fakeBackend, Options{Usage: of0, Events: of0})
+	addWith(of0, of0.fakeBackend, Options{Usage: of0, Events: of0, Nodes: of0})
 	tf := tenantFake{&fakeBackend{}}
 	add(tf, tf.fakeBackend)
 	sf := newSessionFake()
@@ -333,7 +348,7 @@ func roleAllows(who, route string, agentRoute bool) bool {
 	method, path, _ := strings.Cut(route, " ")
 	under := func(prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
 	tenantAdminOnly := under("/v1/keys") || under("/v1/audit") || (under("/v1/budgets") && method != http.MethodGet)
-	adminOnly := under("/v1/tenants") || route == "POST /v1/repo/init" || route == "POST /v1/templates"
+	adminOnly := under("/v1/tenants") || under("/v1/nodes") || route == "POST /v1/repo/init" || route == "POST /v1/templates"
 	switch who {
 	case "admin":
 		return true
@@ -376,7 +391,8 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 		"POST /v1/budgets", "GET /v1/budgets", "GET /v1/budgets/{id}", "PATCH /v1/budgets/{id}", "DELETE /v1/budgets/{id}",
 		"PATCH /v1/sandboxes/{id}",
 		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas",
-		"GET /v1/sandboxes/{id}/snapshots"} {
+		"GET /v1/sandboxes/{id}/snapshots",
+		"GET /v1/nodes", "GET /v1/nodes/{name}", "POST /v1/nodes/{name}/cordon", "POST /v1/nodes/{name}/drain", "POST /v1/nodes/{name}/uncordon"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)
 		}

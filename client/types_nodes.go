@@ -1,0 +1,31 @@
+package client
+
+import "time"
+
+// Node states (Node.State).
+const (
+	// NodeActive nodes take new sandboxes.
+	NodeActive = "active"
+	// NodeCordoned nodes take no new sandboxes; the ones they run stay.
+	NodeCordoned = "cordoned"
+	// NodeDraining nodes take no new sandboxes and are to be emptied.
+	NodeDraining = "draining"
+)
+
+// Node is one stead daemon of a cluster as it last reported itself.
+type Node struct {
+	Name          string    `json:"name" doc:"Node name (unique in the cluster)"`
+	Address       string    `json:"address" doc:"Where other nodes reach the node's internal API (host:port)"`
+	CPUs          float64   `json:"cpus" doc:"The node's cpus"`
+	MemoryBytes   int64     `json:"memory_bytes" doc:"The node's memory"`
+	PoolFreeBytes int64     `json:"pool_free_bytes" doc:"Free space of the node's storage pool"`
+	Version       string    `json:"version" doc:"stead version the node runs"`
+	State         string    `json:"state" enum:"active,cordoned,draining" doc:"active takes new sandboxes; cordoned and draining take none (draining is to be emptied)"`
+	StartedAt     time.Time `json:"started_at" doc:"When the node's daemon started"`
+	HeartbeatAt   time.Time `json:"heartbeat_at" doc:"The node's last heartbeat"`
+	CreatedAt     time.Time `json:"created_at" doc:"When the node first registered"`
+	// Alive is whether the last heartbeat is within the grace period.
+	Alive bool `json:"alive" doc:"Whether the last heartbeat is within the grace period"`
+	// Self marks the node that answered the request.
+	Self bool `json:"self,omitempty" doc:"The node that answered"`
+}
