@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -9,10 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/store/postgres"
 	"github.com/stead-dev/stead/internal/store/postgres/pgtest"
 )
 
@@ -98,4 +102,92 @@ func TestServeRejectsUnknownStore(t *testing.T) {
 	if !strings.Contains(out, "postgres://") || strings.Contains(out, "secret") {
 		t.Fatalf("error %q: want one naming the accepted stores and not showing the password", out)
 	}
+}
+
+// TestNodeRegistryOnPostgres: a daemon on PostgreSQL registers itself as a
+// node with its capacity and keeps its heartbeat fresh; `stead node`
+// lists it beside another node of the store (whose heartbeat has lapsed),
+// cordons, drains and uncordons it, and a cordon outlives a restart.
+func TestNodeRegistryOnPostgres(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.NewDatabase(t)
+	d := newDaemon(t, "--store", dsn, "--node-name", "node-a", "--node-heartbeat", "200ms")
+	ctx := ctxT(t)
+
+	// Another node, last heard of an hour ago, written straight into the store.
+	other, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if _, err := other.HeartbeatNode(ctx, store.Node{Name: "node-b", Address: "10.9.9.9:7878", CPUs: 1, StartedAt: old, HeartbeatAt: old}); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+
+	first, err := d.c.GetNode(ctx, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Alive || !first.Self || first.State != client.NodeActive || first.Address != d.addr || first.CPUs < 1 ||
+		first.MemoryBytes <= 0 || first.PoolFreeBytes <= 0 {
+		t.Fatalf("the daemon's node %+v: want alive, self, active, its address and a capacity", first)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := d.c.GetNode(ctx, "node-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.HeartbeatAt.After(first.HeartbeatAt) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon refreshed no heartbeat")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	code, out, errOut := d.cli("node", "ls")
+	if code != 0 || !strings.Contains(out, "node-a *") || !strings.Contains(out, "node-b") {
+		t.Fatalf("node ls: exit %d\n%s%s", code, out, errOut)
+	}
+	var nodes []client.Node
+	code, out, _ = d.cli("node", "ls", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &nodes) != nil || len(nodes) != 2 || nodes[1].Name != "node-b" || nodes[1].Alive {
+		t.Fatalf("node ls --json: exit %d %s: want node-a and node-b, node-b not alive", code, out)
+	}
+	for _, step := range []struct{ verb, want string }{{"cordon", "cordoned"}, {"drain", "draining"}, {"uncordon", "active"}, {"cordon", "cordoned"}} {
+		if code, out, errOut := d.cli("node", step.verb, "node-a"); code != 0 || strings.TrimSpace(out) != "node-a "+step.want {
+			t.Fatalf("node %s: exit %d %q %s", step.verb, code, out, errOut)
+		}
+		if st := pgValue[string](t, dsn, "SELECT state FROM nodes WHERE name = $1", "node-a"); st != step.want {
+			t.Fatalf("after node %s the row's state is %q, want %q", step.verb, st, step.want)
+		}
+	}
+	if code, _, errOut := d.cli("node", "drain", "node-zzz"); code != 3 {
+		t.Fatalf("drain an unknown node: exit %d (%s), want 3", code, errOut)
+	}
+	// A tenant's own admin can not touch the machines.
+	if code, _, errOut := d.cliEnv([]string{"STEAD_API_KEY=" + tenantAdminKey(t, d)}, "node", "ls"); code == 0 {
+		t.Fatalf("node ls with a tenant-admin key succeeded: %s", errOut)
+	}
+
+	d.kill9()
+	d.start()
+	n, err := d.c.GetNode(ctx, "node-a")
+	if err != nil || n.State != client.NodeCordoned || !n.CreatedAt.Equal(first.CreatedAt) || !n.StartedAt.After(first.StartedAt) {
+		t.Fatalf("node after a restart %+v %v: want still cordoned, first registration kept, a new start", n, err)
+	}
+}
+
+// tenantAdminKey makes a tenant-admin key in the default tenant and
+// returns its secret.
+func tenantAdminKey(t *testing.T, d *daemon) string {
+	t.Helper()
+	k, err := d.c.CreateKey(ctxT(t), client.CreateAPIKeyRequest{Name: "ta", Role: client.RoleTenantAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k.Secret
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/budget"
+	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/daemon"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/metering"
@@ -112,6 +113,10 @@ start adopts them.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.DataDir, "data-dir", envOr("STEAD_DATA_DIR", "/var/lib/stead"), "data directory: metadata, pool, admin.key (env STEAD_DATA_DIR)")
 	f.StringVar(&cfg.Store, "store", envOr("STEAD_STORE", "sqlite"), "metadata store: sqlite (DATA/stead.db) or a postgres://user:password@host:port/db URL (env STEAD_STORE, which keeps a password out of the process list)")
+	f.StringVar(&cfg.NodeName, "node-name", envOr("STEAD_NODE_NAME", ""), "this daemon's name in the node registry, unique among the daemons on one store (default: the host name; env STEAD_NODE_NAME)")
+	f.StringVar(&cfg.NodeAddress, "node-address", "", "where other nodes reach this daemon, host:port (default: --listen)")
+	f.DurationVar(&cfg.NodeHeartbeat, "node-heartbeat", cluster.DefaultInterval, "how often this node refreshes its heartbeat in the registry")
+	f.DurationVar(&cfg.NodeGrace, "node-grace", 0, "how old a node's heartbeat may be for it to count as alive (default: three heartbeats)")
 	f.StringVar(&cfg.RunDir, "run-dir", envOr("STEAD_RUN_DIR", "/run/stead"), "runtime state directory (tmpfs)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7878", "TCP address of the API (empty to disable)")
 	f.StringVar(&cfg.Socket, "socket", "/run/stead/stead.sock", "unix socket of the API (empty to disable)")

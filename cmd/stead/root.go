@@ -142,6 +142,7 @@ Exit codes:
 		newTemplateCmd(g),
 		newKeyCmd(g),
 		newTenantCmd(g),
+		newNodeCmd(g),
 		newCheckpointCmd(g),
 		newSnapshotCmd(g),
 		newForkCmd(g),

@@ -42,6 +42,15 @@ import (
 type Config struct {
 	// DataDir holds the metadata database, the pool and admin.key.
 	DataDir string
+	// NodeName names this daemon in the node registry (default: the host
+	// name); it must be unique among the daemons on one store.
+	NodeName string
+	// NodeAddress is where other nodes reach this daemon (default: Listen).
+	NodeAddress string
+	// NodeHeartbeat is how often the node's heartbeat is refreshed (0:
+	// cluster.DefaultInterval); NodeGrace how old a heartbeat may be for
+	// its node to count as alive (0: three heartbeats).
+	NodeHeartbeat, NodeGrace time.Duration
 	// Store names the metadata store: "" (or "sqlite") for the embedded
 	// SQLite database DataDir/stead.db, or a postgres:// (postgresql://)
 	// URL for a PostgreSQL database.
@@ -222,10 +231,17 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	budgets := budget.New(budget.Options{Store: st, Spend: mt.meter, Sandboxes: svc, Events: &sinks, Audit: auditLog, Interval: cfg.BudgetInterval, Logger: log})
 	svc.SetBudgets(budgets)
+	nodes, err := newNodeRegistry(cfg, st, log)
+	if err != nil {
+		return err
+	}
+	if _, err := nodes.Heartbeat(ctx); err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub, AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})), cfg.Network, errc, log)
+	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub, Nodes: nodes, AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})), cfg.Network, errc, log)
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
@@ -282,6 +298,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go auditLog.Run(pctx)
 	go hub.Run(pctx)
 	go svc.CheckRepoKey(pctx)
+	go nodes.Run(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind(), "admin_key", keyPath)
 
 	select {
