@@ -9,8 +9,11 @@
 CREATE TABLE tenants (
     id         TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     name       TEXT COLLATE "C" NOT NULL,
-    created_at TEXT COLLATE "C" NOT NULL
-, state TEXT COLLATE "C" NOT NULL DEFAULT 'active', suspended_at TEXT COLLATE "C");
+    created_at TEXT COLLATE "C" NOT NULL,
+    state TEXT COLLATE "C" NOT NULL DEFAULT 'active',
+    suspended_at TEXT COLLATE "C"
+);
+
 -- The default tenant always exists: every resource belongs to it until
 -- multi-tenancy lands, and the foreign keys below require an existing tenant.
 INSERT INTO tenants (id, name, created_at)
@@ -22,9 +25,15 @@ CREATE TABLE api_keys (
     name       TEXT COLLATE "C" NOT NULL,
     hash       BYTEA NOT NULL UNIQUE,
     admin      BIGINT NOT NULL DEFAULT 0,
-    created_at TEXT COLLATE "C" NOT NULL
-, role TEXT COLLATE "C" NOT NULL DEFAULT 'tenant-admin', scope TEXT COLLATE "C" NOT NULL DEFAULT '', expires_at TEXT COLLATE "C", rotated_to TEXT COLLATE "C" NOT NULL DEFAULT '');
+    created_at TEXT COLLATE "C" NOT NULL,
+    role TEXT COLLATE "C" NOT NULL DEFAULT 'tenant-admin',
+    scope TEXT COLLATE "C" NOT NULL DEFAULT '',
+    expires_at TEXT COLLATE "C",
+    rotated_to TEXT COLLATE "C" NOT NULL DEFAULT ''
+);
+
 CREATE INDEX api_keys_tenant_created ON api_keys (tenant_id, created_at, id);
+
 CREATE TABLE templates (
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
     id         TEXT COLLATE "C" NOT NULL,
@@ -36,7 +45,9 @@ CREATE TABLE templates (
     created_at TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (tenant_id, id)
 );
+
 CREATE INDEX templates_tenant_created ON templates (tenant_id, created_at, id);
+
 CREATE TABLE sandboxes (
     id          TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     tenant_id   TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
@@ -54,9 +65,13 @@ CREATE TABLE sandboxes (
     version     BIGINT NOT NULL,
     UNIQUE (tenant_id, name)
 );
+
 CREATE INDEX sandboxes_tenant_created ON sandboxes (tenant_id, created_at, id);
+
 CREATE INDEX sandboxes_created ON sandboxes (created_at, id);
+
 CREATE INDEX sandboxes_state ON sandboxes (state);
+
 CREATE TABLE checkpoint_docs (
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
     sandbox_id TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
@@ -66,10 +81,17 @@ CREATE TABLE checkpoint_docs (
     keep       BIGINT NOT NULL,
     schema     BYTEA,
     created_at TEXT COLLATE "C" NOT NULL,
-    updated_at TEXT COLLATE "C" NOT NULL, write_access TEXT COLLATE "C" NOT NULL DEFAULT 'any', write_keys TEXT COLLATE "C" NOT NULL DEFAULT '', read_access TEXT COLLATE "C" NOT NULL DEFAULT 'any', read_keys TEXT COLLATE "C" NOT NULL DEFAULT '', mutability TEXT COLLATE "C" NOT NULL DEFAULT 'mutable',
+    updated_at TEXT COLLATE "C" NOT NULL,
+    write_access TEXT COLLATE "C" NOT NULL DEFAULT 'any',
+    write_keys TEXT COLLATE "C" NOT NULL DEFAULT '',
+    read_access TEXT COLLATE "C" NOT NULL DEFAULT 'any',
+    read_keys TEXT COLLATE "C" NOT NULL DEFAULT '',
+    mutability TEXT COLLATE "C" NOT NULL DEFAULT 'mutable',
     PRIMARY KEY (sandbox_id, agent, name)
 );
+
 CREATE INDEX checkpoint_docs_tenant ON checkpoint_docs (tenant_id, sandbox_id);
+
 CREATE TABLE checkpoint_versions (
     sandbox_id TEXT COLLATE "C" NOT NULL,
     agent      TEXT COLLATE "C" NOT NULL,
@@ -79,11 +101,13 @@ CREATE TABLE checkpoint_versions (
     principal  TEXT COLLATE "C" NOT NULL,
     run_id     TEXT COLLATE "C" NOT NULL,
     note       TEXT COLLATE "C" NOT NULL,
-    body       BYTEA NOT NULL, principal_kind TEXT COLLATE "C" NOT NULL DEFAULT '',
+    body       BYTEA NOT NULL,
+    principal_kind TEXT COLLATE "C" NOT NULL DEFAULT '',
     PRIMARY KEY (sandbox_id, agent, name, version),
     FOREIGN KEY (sandbox_id, agent, name)
         REFERENCES checkpoint_docs (sandbox_id, agent, name) ON DELETE CASCADE
 );
+
 CREATE TABLE snapshots (
     tenant_id    TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
     id           TEXT COLLATE "C" NOT NULL PRIMARY KEY,
@@ -98,7 +122,9 @@ CREATE TABLE snapshots (
     template_id  TEXT COLLATE "C" NOT NULL,
     spec         BYTEA
 );
+
 CREATE INDEX snapshots_tenant ON snapshots (tenant_id, sandbox_id, created_at);
+
 CREATE TABLE volumes (
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
     id         TEXT COLLATE "C" NOT NULL PRIMARY KEY,
@@ -107,9 +133,11 @@ CREATE TABLE volumes (
     state      TEXT COLLATE "C" NOT NULL,
     created_at TEXT COLLATE "C" NOT NULL,
     deleted_at TEXT COLLATE "C",
-    purge_at   TEXT COLLATE "C", origin TEXT COLLATE "C" NOT NULL DEFAULT '',
+    purge_at   TEXT COLLATE "C",
+    origin TEXT COLLATE "C" NOT NULL DEFAULT '',
     UNIQUE (tenant_id, name)
 );
+
 CREATE TABLE session_threads (
     id             TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     tenant_id      TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
@@ -120,7 +148,9 @@ CREATE TABLE session_threads (
     created_at     TEXT COLLATE "C" NOT NULL,
     UNIQUE (sandbox_id, name)
 );
+
 CREATE INDEX session_threads_sandbox ON session_threads (sandbox_id, created_at, id);
+
 CREATE TABLE session_runs (
     id         TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     tenant_id  TEXT COLLATE "C" NOT NULL,
@@ -131,7 +161,9 @@ CREATE TABLE session_runs (
     started_at TEXT COLLATE "C" NOT NULL,
     ended_at   TEXT COLLATE "C"
 );
+
 CREATE INDEX session_runs_thread ON session_runs (thread_id, started_at, id);
+
 CREATE TABLE session_events (
     run_id        TEXT COLLATE "C" NOT NULL REFERENCES session_runs (id) ON DELETE CASCADE,
     seq           BIGINT NOT NULL,
@@ -143,9 +175,11 @@ CREATE TABLE session_events (
     payload       BYTEA NOT NULL,
     PRIMARY KEY (run_id, seq)
 );
+
 CREATE UNIQUE INDEX session_events_idem ON session_events (run_id, idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX session_events_intent ON session_events (run_id, intent_seq) WHERE intent_seq > 0;
 CREATE INDEX session_events_type ON session_events (run_id, type, seq);
+
 CREATE TABLE session_model_sessions (
     run_id     TEXT COLLATE "C" NOT NULL REFERENCES session_runs (id) ON DELETE CASCADE,
     id         TEXT COLLATE "C" NOT NULL,
@@ -153,6 +187,7 @@ CREATE TABLE session_model_sessions (
     created_at TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (run_id, id)
 );
+
 CREATE TABLE audit_entries (
     seq       BIGINT NOT NULL PRIMARY KEY,
     time      TEXT COLLATE "C" NOT NULL,
@@ -164,7 +199,9 @@ CREATE TABLE audit_entries (
     prev_hash TEXT COLLATE "C" NOT NULL,
     hash      TEXT COLLATE "C" NOT NULL
 );
+
 CREATE INDEX audit_entries_time ON audit_entries (time);
+
 CREATE TABLE audit_checkpoints (
     seq       BIGINT NOT NULL PRIMARY KEY,
     hash      TEXT COLLATE "C" NOT NULL,
@@ -173,6 +210,7 @@ CREATE TABLE audit_checkpoints (
     key_id    TEXT COLLATE "C" NOT NULL,
     signature TEXT COLLATE "C" NOT NULL
 );
+
 CREATE TABLE tasks (
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
     sandbox_id TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
@@ -183,8 +221,11 @@ CREATE TABLE tasks (
     updated_at TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (sandbox_id, id)
 );
+
 CREATE INDEX tasks_created ON tasks (sandbox_id, created_at, id);
+
 CREATE INDEX tasks_state ON tasks (sandbox_id, state, created_at, id);
+
 CREATE TABLE observations (
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
     sandbox_id TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
@@ -195,7 +236,9 @@ CREATE TABLE observations (
     payload    BYTEA NOT NULL,
     PRIMARY KEY (sandbox_id, seq)
 );
+
 CREATE INDEX observations_kind ON observations (sandbox_id, kind, seq);
+
 CREATE TABLE kv_entries (
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id),
     sandbox_id TEXT COLLATE "C" NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,
@@ -206,6 +249,7 @@ CREATE TABLE kv_entries (
     updated_at TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (sandbox_id, kv_key)
 );
+
 CREATE TABLE network_leases (
     sandbox_id TEXT COLLATE "C" NOT NULL,
     family     BIGINT NOT NULL, -- 4 or 6
@@ -213,6 +257,7 @@ CREATE TABLE network_leases (
     created_at TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (sandbox_id, family)
 );
+
 CREATE TABLE secrets (
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     name       TEXT COLLATE "C" NOT NULL,
@@ -221,6 +266,7 @@ CREATE TABLE secrets (
     updated_at TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (tenant_id, name)
 );
+
 CREATE TABLE meter_intervals (
     id            BIGINT NOT NULL PRIMARY KEY,
     tenant_id     TEXT COLLATE "C" NOT NULL,
@@ -232,8 +278,10 @@ CREATE TABLE meter_intervals (
     checkpoint_at TEXT COLLATE "C" NOT NULL,
     open          BIGINT NOT NULL
 );
+
 CREATE UNIQUE INDEX meter_intervals_one_open ON meter_intervals (sandbox_id) WHERE open = 1;
 CREATE INDEX meter_intervals_tenant ON meter_intervals (tenant_id, checkpoint_at);
+
 CREATE TABLE meter_storage (
     tenant_id    TEXT COLLATE "C" NOT NULL,
     subject      TEXT COLLATE "C" NOT NULL,
@@ -243,6 +291,7 @@ CREATE TABLE meter_storage (
     bytes        BIGINT NOT NULL,
     PRIMARY KEY (tenant_id, day, kind, subject)
 );
+
 CREATE TABLE daemon_events (
     id         BIGINT NOT NULL PRIMARY KEY,
     time       TEXT COLLATE "C" NOT NULL,
@@ -253,8 +302,11 @@ CREATE TABLE daemon_events (
     reason     TEXT COLLATE "C" NOT NULL DEFAULT '',
     data       TEXT COLLATE "C" NOT NULL DEFAULT '' -- JSON object of strings, or ''
 );
+
 CREATE INDEX daemon_events_tenant ON daemon_events (tenant_id, id);
+
 CREATE INDEX daemon_events_time ON daemon_events (time);
+
 CREATE TABLE webhooks (
     id         TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     tenant_id  TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -264,7 +316,9 @@ CREATE TABLE webhooks (
     cursor     BIGINT NOT NULL DEFAULT 0,
     created_at TEXT COLLATE "C" NOT NULL
 );
+
 CREATE INDEX webhooks_tenant_created ON webhooks (tenant_id, created_at, id);
+
 CREATE TABLE webhook_deliveries (
     id          BIGINT NOT NULL PRIMARY KEY,
     webhook_id  TEXT COLLATE "C" NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
@@ -279,8 +333,11 @@ CREATE TABLE webhook_deliveries (
     duration_ns BIGINT NOT NULL DEFAULT 0,
     ok          BIGINT NOT NULL DEFAULT 0
 );
+
 CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries (webhook_id, id);
+
 CREATE INDEX webhook_deliveries_time ON webhook_deliveries (time);
+
 CREATE TABLE tenant_quotas (
     tenant_id         TEXT COLLATE "C" NOT NULL PRIMARY KEY REFERENCES tenants (id) ON DELETE CASCADE,
     running_sandboxes BIGINT,
@@ -290,8 +347,10 @@ CREATE TABLE tenant_quotas (
     volumes           BIGINT,
     repository_bytes  BIGINT,
     snapshots         BIGINT,
-    updated_at        TEXT COLLATE "C" NOT NULL
-, state_bytes BIGINT);
+    updated_at        TEXT COLLATE "C" NOT NULL,
+    state_bytes BIGINT
+);
+
 CREATE TABLE budgets (
     id                    TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     tenant_id             TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -311,8 +370,11 @@ CREATE TABLE budgets (
     created_at            TEXT COLLATE "C" NOT NULL,
     updated_at            TEXT COLLATE "C" NOT NULL
 );
+
 CREATE INDEX budgets_tenant_created ON budgets (tenant_id, created_at, id);
+
 CREATE INDEX budgets_sandbox ON budgets (sandbox_id);
+
 CREATE TABLE schedules (
     id          TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     tenant_id   TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -328,17 +390,24 @@ CREATE TABLE schedules (
     created_at  TEXT COLLATE "C" NOT NULL,
     updated_at  TEXT COLLATE "C" NOT NULL
 );
+
 CREATE INDEX schedules_tenant_created ON schedules (tenant_id, created_at, id);
+
 CREATE INDEX schedules_sandbox ON schedules (sandbox_id);
+
 CREATE INDEX schedules_due ON schedules (next_run_at, id) WHERE enabled = 1;
+
 CREATE TABLE retention_policies (
     tenant_id             TEXT COLLATE "C" NOT NULL PRIMARY KEY REFERENCES tenants (id) ON DELETE CASCADE,
     archive_stopped_after BIGINT CHECK (archive_stopped_after >= 0),
     delete_archived_after BIGINT CHECK (delete_archived_after >= 0),
     purge_deleted_after   BIGINT CHECK (purge_deleted_after >= 0),
     warn_before           BIGINT CHECK (warn_before >= 0),
-    updated_at            TEXT COLLATE "C" NOT NULL
-, session_keep_within BIGINT CHECK (session_keep_within >= 0), observations_keep_within BIGINT CHECK (observations_keep_within >= 0));
+    updated_at            TEXT COLLATE "C" NOT NULL,
+    session_keep_within BIGINT CHECK (session_keep_within >= 0),
+    observations_keep_within BIGINT CHECK (observations_keep_within >= 0)
+);
+
 CREATE TABLE retention_warnings (
     tenant_id    TEXT COLLATE "C" NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     subject_kind TEXT COLLATE "C" NOT NULL,
@@ -356,4 +425,5 @@ CREATE TABLE store_sequences (
     name TEXT COLLATE "C" NOT NULL PRIMARY KEY,
     seq  BIGINT NOT NULL
 );
+
 INSERT INTO store_sequences (name, seq) VALUES ('daemon_events', 0), ('webhook_deliveries', 0), ('meter_intervals', 0);
