@@ -100,9 +100,12 @@ func Launch(ctx context.Context) (*Server, error) {
 }
 
 // findBin returns the directory holding initdb and postgres.
-func findBin() (string, error) {
+func findBin() (string, error) { return findBinIn(binDirs(), exec.LookPath) }
+
+// findBinIn is findBin over the directory patterns pats, then lookPath.
+func findBinIn(pats []string, lookPath func(string) (string, error)) (string, error) {
 	var dirs []string
-	for _, pat := range binDirs() {
+	for _, pat := range pats {
 		m, _ := filepath.Glob(pat)
 		sort.Sort(sort.Reverse(sort.StringSlice(m)))
 		dirs = append(dirs, m...)
@@ -112,14 +115,14 @@ func findBin() (string, error) {
 			return d, nil
 		}
 	}
-	if p, err := exec.LookPath("initdb"); err == nil {
+	if p, err := lookPath("initdb"); err == nil {
 		d := filepath.Dir(p)
 		if isExec(filepath.Join(d, "postgres")) {
 			return d, nil
 		}
 	}
 	return "", fmt.Errorf("PostgreSQL server binaries (initdb, postgres) not found in %s or PATH: install them (Debian: apt-get install postgresql, or run scripts/setup.sh) or set %s to a server's DSN",
-		strings.Join(binDirs(), ", "), EnvServer)
+		strings.Join(pats, ", "), EnvServer)
 }
 
 func isExec(p string) bool {
