@@ -107,7 +107,8 @@ func TestServeRejectsUnknownStore(t *testing.T) {
 // TestNodeRegistryOnPostgres: a daemon on PostgreSQL registers itself as a
 // node with its capacity and keeps its heartbeat fresh; `stead node`
 // lists it beside another node of the store (whose heartbeat has lapsed),
-// cordons, drains and uncordons it, and a cordon outlives a restart.
+// cordons, drains and uncordons it, and a cordon outlives a restart; a
+// second daemon on the store is refused while the first one lives.
 func TestNodeRegistryOnPostgres(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn := srv.NewDatabase(t)
@@ -171,6 +172,22 @@ func TestNodeRegistryOnPostgres(t *testing.T) {
 	// A tenant's own admin can not touch the machines.
 	if code, _, errOut := d.cliEnv([]string{"STEAD_API_KEY=" + tenantAdminKey(t, d)}, "node", "ls"); code == 0 {
 		t.Fatalf("node ls with a tenant-admin key succeeded: %s", errOut)
+	}
+
+	// A second daemon on the same store is refused while node-a lives (no
+	// sandbox ownership yet), before it touches anything.
+	base := t.TempDir()
+	b, err := exec.Command(d.bin, "serve", "--store", dsn, "--node-name", "node-c", "--data-dir", filepath.Join(base, "data"),
+		"--run-dir", filepath.Join(base, "run"), "--listen", freePort(t), "--socket", filepath.Join(base, "run", "s.sock"),
+		"--no-network", "--pool", "dir").CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "node node-a") || !strings.Contains(string(b), "one node per store") {
+		t.Fatalf("second daemon on the store: %v\n%s\nwant it refused, naming node-a", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(base, "data", "pool")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused daemon made a pool: %v", err)
+	}
+	if n := pgValue[int64](t, dsn, "SELECT COUNT(*) FROM nodes WHERE name = 'node-c'"); n != 0 {
+		t.Fatalf("the refused daemon registered itself")
 	}
 
 	d.kill9()

@@ -95,6 +95,26 @@ func (r *Registry) Heartbeat(ctx context.Context) (store.Node, error) {
 	return n, nil
 }
 
+// CheckAlone returns an error wrapping errs.ErrConflict when another node
+// of the registry is alive (its heartbeat within the grace): stead does not
+// yet give sandboxes an owning node, so two daemons on one store would each
+// take the other's sandboxes for their own. A node that stopped or died is
+// no obstacle once its heartbeat is older than the grace.
+func (r *Registry) CheckAlone(ctx context.Context) error {
+	ns, err := r.o.Store.ListNodes(ctx)
+	if err != nil {
+		return fmt.Errorf("check for other nodes: %w", err)
+	}
+	now := time.Now()
+	for _, n := range ns {
+		if n.Name != r.o.Name && now.Sub(n.HeartbeatAt) <= r.o.Grace {
+			return fmt.Errorf("node %s (%s) uses this store (heartbeat %s ago): stead runs one node per store until sandbox ownership lands; stop it, or wait %s after it stopped: %w",
+				n.Name, n.Address, now.Sub(n.HeartbeatAt).Round(time.Second), r.o.Grace, errs.ErrConflict)
+		}
+	}
+	return nil
+}
+
 // Run refreshes the heartbeat every interval until ctx ends; a failed
 // heartbeat is logged and tried again at the next tick.
 func (r *Registry) Run(ctx context.Context) {

@@ -108,3 +108,29 @@ func TestSetNodeStateRefusesUnknownNodeAndState(t *testing.T) {
 		t.Fatalf("registry without a name: %v, want ErrInvalid", err)
 	}
 }
+
+func TestCheckAloneRefusesWhileAnotherNodeIsAlive(t *testing.T) {
+	st := openStore(t)
+	a := newRegistry(t, "node-a", st, time.Hour)
+	if err := a.CheckAlone(t.Context()); err != nil {
+		t.Fatalf("empty registry: %v", err)
+	}
+	if _, err := a.Heartbeat(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckAlone(t.Context()); err != nil {
+		t.Fatalf("only itself registered: %v", err)
+	}
+	b := newRegistry(t, "node-b", st, time.Hour)
+	if err := b.CheckAlone(t.Context()); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("node-a alive: %v, want ErrConflict", err)
+	}
+	late, err := New(Options{Store: st, Name: "node-b", Address: "127.0.0.1:2", Grace: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Millisecond)
+	if err := late.CheckAlone(t.Context()); err != nil {
+		t.Fatalf("node-a's heartbeat is past the grace: %v", err)
+	}
+}

@@ -145,6 +145,16 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
+	// Until sandboxes have owners (leases), a second daemon on one store
+	// would reconcile the first one's sandboxes as its own: refuse to start
+	// while another node's heartbeat is fresh, before touching anything.
+	nodes, err := newNodeRegistry(cfg, st, log)
+	if err != nil {
+		return err
+	}
+	if err := nodes.CheckAlone(ctx); err != nil {
+		return err
+	}
 	var pl pool.Pool
 	switch cfg.Pool {
 	case "", "btrfs":
@@ -231,10 +241,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	budgets := budget.New(budget.Options{Store: st, Spend: mt.meter, Sandboxes: svc, Events: &sinks, Audit: auditLog, Interval: cfg.BudgetInterval, Logger: log})
 	svc.SetBudgets(budgets)
-	nodes, err := newNodeRegistry(cfg, st, log)
-	if err != nil {
-		return err
-	}
 	if _, err := nodes.Heartbeat(ctx); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
