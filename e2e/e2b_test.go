@@ -17,14 +17,19 @@ import (
 	"github.com/stead-dev/stead/internal/e2b"
 )
 
-// e2bSDKVersion is the official e2b npm package the compatibility test
-// installs (>= 2.51: the v2 routes).
-const e2bSDKVersion = "2.51.0"
+// The official e2b npm packages the compatibility tests install: one that
+// calls the v2 routes (POST /v2/sandboxes, /v2/sandboxes/{id}/connect)
+// and the last one before them (POST /sandboxes, /sandboxes/{id}/connect).
+const (
+	e2bSDKVersion   = "2.51.0"
+	e2bSDKVersionV1 = "2.50.0"
+)
 
-// installE2BSDK installs the official e2b package into a temporary
-// directory (never into the repository) and returns it. A missing npm
-// fails the test: CI must not skip the compatibility suite silently.
-func installE2BSDK(t *testing.T, ctx context.Context) string {
+// installE2BSDK installs the official e2b package at version into a
+// temporary directory (never into the repository), copies the scripts of
+// e2e/testdata into it, and returns it. A missing npm fails the test: CI
+// must not skip the compatibility suite silently.
+func installE2BSDK(t *testing.T, ctx context.Context, version string) string {
 	t.Helper()
 	npm, err := exec.LookPath("npm")
 	if err != nil {
@@ -34,38 +39,39 @@ func installE2BSDK(t *testing.T, ctx context.Context) string {
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"name":"e2b-compat","private":true,"type":"module"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "e2b@"+e2bSDKVersion)
+	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "e2b@"+version)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install e2b@%s: %v\n%s", e2bSDKVersion, err, out)
+		t.Fatalf("npm install e2b@%s: %v\n%s", version, err, out)
+	}
+	scripts, err := filepath.Glob("testdata/e2b_*.mjs")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("the E2B scripts in e2e/testdata: %v", err)
+	}
+	for _, s := range scripts {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(s)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dir
 }
 
-// TestE2BSDKCompat: the official E2B SDK, configured only by E2B_API_URL,
-// E2B_SANDBOX_URL and E2B_API_KEY (a stead key in its e2b_ form), drives
-// a real daemon through create, commands, files, pause/connect,
-// setTimeout, list and kill (e2e/testdata/e2b_compat.mjs); the sandbox
-// it made is then a stead sandbox, seen through stead's own API, and
-// after a kill -9 and a restart of the daemon the SDK connects to it
-// again and finds its files (e2e/testdata/e2b_reconnect.mjs).
-func TestE2BSDKCompat(t *testing.T) {
-	d := newDaemon(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	dir := installE2BSDK(t, ctx)
-	script, err := os.ReadFile("testdata/e2b_compat.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "compat.mjs"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
+// runE2BScript runs script (one of e2e/testdata/e2b_*.mjs, copied into
+// dir by installE2BSDK) with Node, configured only by E2B_API_URL,
+// E2B_SANDBOX_URL and E2B_API_KEY (a stead key in its e2b_ form) plus
+// extra, and returns its standard output; a failure fails the test with
+// the script's output and the daemon's log.
+func runE2BScript(t *testing.T, ctx context.Context, d *daemon, dir, script string, extra ...string) []byte {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatalf("node not found on PATH: %v", err)
 	}
-	cmd := exec.CommandContext(ctx, node, "compat.mjs")
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = dir
 	var env []string
 	for _, kv := range os.Environ() {
@@ -73,15 +79,33 @@ func TestE2BSDKCompat(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env, "E2B_API_URL=http://"+d.addr, "E2B_SANDBOX_URL=http://"+d.addr, "E2B_API_KEY="+e2b.EncodeKey(d.key))
+	cmd.Env = append(append(env, "E2B_API_URL=http://"+d.addr, "E2B_SANDBOX_URL=http://"+d.addr, "E2B_API_KEY="+e2b.EncodeKey(d.key)), extra...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the E2B SDK script failed (%v):\n%s\n%s\n--- daemon log ---\n%s", err, stderr.String(), stdout.String(), tail(d.logText(), 4000))
+		t.Fatalf("the E2B SDK script %s failed (%v):\n%s\n%s\n--- daemon log ---\n%s", script, err, stderr.String(), stdout.String(), tail(d.logText(), 6000))
 	}
+	return stdout.Bytes()
+}
+
+// TestE2BSDKCompat: the official E2B SDK drives a real daemon through
+// create, commands, files, pause/connect, setTimeout, list and kill
+// (e2e/testdata/e2b_compat.mjs); the sandbox it made is then a stead
+// sandbox, seen through stead's own API, and after a kill -9 and a
+// restart of the daemon the SDK connects to it again and finds its files
+// (e2e/testdata/e2b_reconnect.mjs).
+func TestE2BSDKCompat(t *testing.T) {
+	d := newDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := installE2BSDK(t, ctx, e2bSDKVersion)
+	out := runE2BScript(t, ctx, d, dir, "e2b_compat.mjs")
 	var res struct{ ID, Killed, Token string }
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
-		t.Fatalf("script output %q: %v", stdout.String(), err)
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("script output %q: %v", out, err)
+	}
+	if !strings.Contains(d.logText(), "method=POST path=/v2/sandboxes ") {
+		t.Fatalf("SDK %s did not create through POST /v2/sandboxes:\n%s", e2bSDKVersion, tail(d.logText(), 4000))
 	}
 
 	// The E2B sandbox is a stead sandbox: metadata are its labels, the
@@ -111,18 +135,33 @@ func TestE2BSDKCompat(t *testing.T) {
 	// sandbox (its envd token still valid) and its files are all there.
 	d.kill9()
 	d.start()
-	rec, err := os.ReadFile("testdata/e2b_reconnect.mjs")
-	if err != nil {
-		t.Fatal(err)
+	runE2BScript(t, ctx, d, dir, "e2b_reconnect.mjs", "E2B_SANDBOX_ID="+res.ID)
+}
+
+// TestE2BSDKCompatV1Routes: the last SDK before the v2 routes (it creates
+// with POST /sandboxes and connects with POST /sandboxes/{id}/connect)
+// runs the same core flow (e2e/testdata/e2b_compat.mjs).
+func TestE2BSDKCompatV1Routes(t *testing.T) {
+	d := newDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := installE2BSDK(t, ctx, e2bSDKVersionV1)
+	out := runE2BScript(t, ctx, d, dir, "e2b_compat.mjs")
+	var res struct{ ID string }
+	if err := json.Unmarshal(out, &res); err != nil || res.ID == "" {
+		t.Fatalf("script output %q: %v", out, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "reconnect.mjs"), rec, 0o644); err != nil {
-		t.Fatal(err)
+	log := d.logText()
+	for _, want := range []string{"method=POST path=/sandboxes ", "method=POST path=/sandboxes/" + res.ID + "/connect "} {
+		if !strings.Contains(log, want) {
+			t.Errorf("SDK %s never called %q", e2bSDKVersionV1, want)
+		}
 	}
-	cmd = exec.CommandContext(ctx, node, "reconnect.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(env, "E2B_API_URL=http://"+d.addr, "E2B_SANDBOX_URL=http://"+d.addr, "E2B_API_KEY="+e2b.EncodeKey(d.key), "E2B_SANDBOX_ID="+res.ID)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the SDK after a kill -9 and a restart (%v):\n%s\n--- daemon log ---\n%s", err, out, tail(d.logText(), 4000))
+	if strings.Contains(log, "method=POST path=/v2/sandboxes") {
+		t.Errorf("SDK %s called a v2 create or connect route", e2bSDKVersionV1)
+	}
+	if sb, err := d.c.GetSandbox(ctx, res.ID); err != nil || sb.Labels["suite"] != "e2b" || sb.State != "running" {
+		t.Fatalf("the sandbox SDK %s made, through stead's API: %+v %v", e2bSDKVersionV1, sb, err)
 	}
 }
 
