@@ -131,6 +131,10 @@ func TestE2BSDKCompat(t *testing.T) {
 
 	e2bBadInputChangesNothing(t, ctx, d, res.ID, res.Token)
 
+	// Background commands, stdin, connect, kill and terminals
+	// (e2e/testdata/e2b_process.mjs).
+	runE2BScript(t, ctx, d, dir, "e2b_process.mjs")
+
 	// A kill -9 of the daemon and a restart: the SDK connects to the same
 	// sandbox (its envd token still valid) and its files are all there.
 	d.kill9()

@@ -22,11 +22,11 @@ import (
 const EnvdPort = "49983"
 
 // EnvdVersion is the envd version the control plane reports. The SDKs
-// gate features on it; 0.4.0 is the lowest that lets a call without a
-// user run as the sandbox's default user, and below the versions of
-// what stead does not serve yet (closeStdin 0.5.2, octet-stream uploads
-// by default 0.5.7, file metadata 0.6.2).
-const EnvdVersion = "0.4.0"
+// gate features on it: 0.4.0 lets a call without a user run as the
+// sandbox's default user, 0.5.2 enables closeStdin; it stays below what
+// stead does not serve (octet-stream uploads by default 0.5.7, file
+// metadata 0.6.2, entries in watch events 0.6.3).
+const EnvdVersion = "0.5.2"
 
 // Backend is what the E2B API is served by: stead's sandbox service, the
 // same methods the stead API calls (see api.Backend). Every method gets
@@ -45,6 +45,11 @@ type Backend interface {
 	UpdateSandbox(ctx context.Context, tenant, id string, req client.UpdateSandboxRequest) (client.Sandbox, error)
 
 	Exec(ctx context.Context, tenant, id string, req client.ExecRequest, out api.ExecStream) (client.ExecResult, error)
+	// ExecInput is Exec with the command's standard input read from
+	// stdin while it runs (see sandbox.Service.ExecInput).
+	ExecInput(ctx context.Context, tenant, id string, req client.ExecRequest, stdin io.Reader, out api.ExecStream) (client.ExecResult, error)
+	// OpenPTY starts a process on a terminal (see api.Backend).
+	OpenPTY(ctx context.Context, tenant, id string, req api.PTYRequest) (api.PTY, error)
 
 	ReadFile(ctx context.Context, tenant, id, path string) (io.ReadCloser, client.FileInfo, error)
 	WriteFile(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (client.FileInfo, error)

@@ -1,0 +1,73 @@
+// Background commands, stdin, re-attaching, kill and terminals through the
+// official e2b SDK against a live stead daemon (run by e2e/e2b_test.go).
+// It throws on the first difference and prints one JSON line of ids.
+import { Sandbox, CommandExitError } from 'e2b'
+import assert from 'node:assert/strict'
+
+const step = (s) => console.error('step:', s)
+const until = async (what, fn, ms = 15_000) => {
+  const end = Date.now() + ms
+  for (;;) {
+    if (await fn()) return
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+const sbx = await Sandbox.create({ metadata: { suite: 'e2b-process' } })
+
+step('background: a handle at once, output streamed, wait for the end')
+const out = []
+const bg = await sbx.commands.run('echo started; sleep 1; echo done; exit 4', { background: true, onStdout: (d) => out.push(d) })
+assert.ok(bg.pid > 0)
+await until('the first output', () => out.join('').includes('started'))
+assert.ok(!out.join('').includes('done'), 'run waited for the command')
+await assert.rejects(bg.wait(), (e) => e instanceof CommandExitError && e.exitCode === 4 && e.stdout === 'started\ndone\n')
+
+step('list, connect by pid from another client, kill')
+const sleeper = await sbx.commands.run('for i in $(seq 1 600); do echo tick $i; sleep 0.1; done', { background: true })
+const listed = await sbx.commands.list()
+const mine = listed.find((p) => p.pid === sleeper.pid)
+assert.ok(mine, `list lacks pid ${sleeper.pid}: ${JSON.stringify(listed)}`)
+assert.equal(mine.cmd, '/bin/bash')
+await sleeper.disconnect() // the command goes on without a watcher
+const other = await Sandbox.connect(sbx.sandboxId)
+const seen = []
+const again = await other.commands.connect(sleeper.pid, { onStdout: (d) => seen.push(d) })
+await until('output after re-attaching', () => seen.join('').includes('tick'))
+assert.equal(await other.commands.kill(sleeper.pid), true)
+await assert.rejects(again.wait(), (e) => e instanceof CommandExitError)
+await until('the killed command to leave the list', async () => !(await sbx.commands.list()).some((p) => p.pid === sleeper.pid))
+assert.equal(await sbx.commands.kill(sleeper.pid), false)
+await assert.rejects(sbx.commands.connect(sleeper.pid))
+
+step('stdin: send input, close it')
+const cat = await sbx.commands.run('cat; echo eof', { background: true, stdin: true })
+await sbx.commands.sendStdin(cat.pid, 'line one\n')
+await cat.sendStdin('line two\n') // through the handle
+await sbx.commands.closeStdin(cat.pid)
+const catRes = await cat.wait()
+assert.equal(catRes.stdout, 'line one\nline two\neof\n')
+const noStdin = await sbx.commands.run('sleep 5', { background: true })
+await assert.rejects(sbx.commands.sendStdin(noStdin.pid, 'x'))
+await noStdin.kill()
+
+step('pty: create, input, resize, kill')
+const term = []
+const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => term.push(Buffer.from(d).toString()) })
+await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\n'))
+await until('the terminal to answer', () => term.join('').includes('pty-42'))
+assert.ok(term.join('').includes('24 80'), `stty size: ${term.join('')}`)
+await sbx.pty.resize(pty.pid, { cols: 100, rows: 30 })
+await sbx.pty.sendInput(pty.pid, new TextEncoder().encode('stty size\n'))
+await until('the new size', () => term.join('').includes('30 100'))
+assert.equal(await sbx.pty.kill(pty.pid), true)
+await assert.rejects(pty.wait())
+
+step('pty: exit ends it with its code')
+const pty2 = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} })
+await sbx.pty.sendInput(pty2.pid, new TextEncoder().encode('exit 0\n'))
+const pres = await pty2.wait()
+assert.equal(pres.exitCode, 0)
+
+console.log(JSON.stringify({ id: sbx.sandboxId }))
