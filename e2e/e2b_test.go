@@ -132,8 +132,9 @@ func TestE2BSDKCompat(t *testing.T) {
 	e2bBadInputChangesNothing(t, ctx, d, res.ID, res.Token)
 
 	// Background commands, stdin, connect, kill and terminals
-	// (e2e/testdata/e2b_process.mjs).
-	runE2BScript(t, ctx, d, dir, "e2b_process.mjs")
+	// (e2e/testdata/e2b_features.mjs).
+	runE2BScript(t, ctx, d, dir, "e2b_features.mjs")
+	e2bPolledWatchers(t, ctx, d, res.ID, res.Token)
 
 	// A kill -9 of the daemon and a restart: the SDK connects to the same
 	// sandbox (its envd token still valid) and its files are all there.
@@ -284,6 +285,108 @@ func e2bBadInputChangesNothing(t *testing.T, ctx context.Context, d *daemon, id,
 	}
 	if sb, err := d.c.GetSandbox(ctx, id); err != nil || sb.State != "running" {
 		t.Fatalf("another tenant's calls changed the sandbox: %+v %v", sb, err)
+	}
+}
+
+// e2bPolledWatchers: the watcher calls without a stream (CreateWatcher,
+// GetWatcherEvents, RemoveWatcher; the Python SDK's synchronous watch
+// uses them) report changes, resolve a symlink inside the sandbox (a link
+// to /etc watches the sandbox's /etc), and are absent for another
+// sandbox's token.
+func e2bPolledWatchers(t *testing.T, ctx context.Context, d *daemon, id, token string) {
+	t.Helper()
+	rpcTo := func(sandbox, method, tok, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.addr+"/filesystem.Filesystem/"+method, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("E2b-Sandbox-Id", sandbox)
+		req.Header.Set("X-Access-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatalf("%s: %d, not JSON: %v", method, resp.StatusCode, err)
+		}
+		return resp.StatusCode, m
+	}
+	rpc := func(method, tok, body string) (int, map[string]any) {
+		t.Helper()
+		return rpcTo(id, method, tok, body)
+	}
+	d.sh(ctx, id, "root", "mkdir -p /home/agent/pw && chown agent /home/agent/pw && ln -sfn /etc /home/agent/etclink")
+	status, m := rpc("CreateWatcher", token, `{"path":"/home/user/pw","recursive":true}`)
+	wid, _ := m["watcherId"].(string)
+	if status != 200 || wid == "" {
+		t.Fatalf("CreateWatcher: %d %v", status, m)
+	}
+	status, m = rpc("CreateWatcher", token, `{"path":"etclink"}`)
+	lid, _ := m["watcherId"].(string)
+	if status != 200 || lid == "" {
+		t.Fatalf("CreateWatcher on a symlink to /etc: %d %v", status, m)
+	}
+	d.sh(ctx, id, "root", "touch /home/agent/pw/polled.txt /etc/e2b-watch-probe")
+	events := func(w string) string {
+		t.Helper()
+		var all []string
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			status, m := rpc("GetWatcherEvents", token, `{"watcherId":"`+w+`"}`)
+			if status != 200 {
+				t.Fatalf("GetWatcherEvents: %d %v", status, m)
+			}
+			evs, _ := m["events"].([]any)
+			for _, e := range evs {
+				ev := e.(map[string]any)
+				all = append(all, ev["type"].(string)+" "+ev["name"].(string))
+			}
+			if len(all) > 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return strings.Join(all, ",")
+	}
+	if got := events(wid); !strings.Contains(got, "EVENT_TYPE_CREATE polled.txt") {
+		t.Fatalf("polled watcher events: %q", got)
+	}
+	if got := events(lid); !strings.Contains(got, "EVENT_TYPE_CREATE e2b-watch-probe") {
+		t.Fatalf("a watch of a symlink to /etc did not watch the sandbox's /etc: %q", got)
+	}
+	if _, err := os.Stat("/etc/e2b-watch-probe"); err == nil {
+		t.Fatal("the sandbox's write reached the host's /etc")
+	}
+	other, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/sandboxes/"+other.ID, nil)
+	req.Header.Set("X-API-KEY", e2b.EncodeKey(d.key))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var detail struct{ EnvdAccessToken string }
+	json.NewDecoder(resp.Body).Decode(&detail)
+	resp.Body.Close()
+	if status, m := rpcTo(other.ID, "GetWatcherEvents", detail.EnvdAccessToken, `{"watcherId":"`+wid+`"}`); status != 404 {
+		t.Fatalf("another sandbox read this sandbox's watcher: %d %v", status, m)
+	}
+	if status, _ := rpc("GetWatcherEvents", "x"+token, `{"watcherId":"`+wid+`"}`); status != 401 {
+		t.Fatalf("a wrong token read a watcher: %d", status)
+	}
+	for _, w := range []string{wid, lid} {
+		if status, m := rpc("RemoveWatcher", token, `{"watcherId":"`+w+`"}`); status != 200 {
+			t.Fatalf("RemoveWatcher: %d %v", status, m)
+		}
+	}
+	if status, m := rpc("GetWatcherEvents", token, `{"watcherId":"`+wid+`"}`); status != 404 || m["code"] != "not_found" {
+		t.Fatalf("a removed watcher: %d %v", status, m)
+	}
+	if status, m := rpc("CreateWatcher", token, `{"path":"/home/user/no-such-dir"}`); status != 404 {
+		t.Fatalf("watch a missing directory: %d %v", status, m)
 	}
 }
 

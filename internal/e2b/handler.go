@@ -16,6 +16,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/files"
 )
 
 // EnvdPort is the port E2B's SDKs address the data plane on.
@@ -58,6 +59,9 @@ type Backend interface {
 	Mkdir(ctx context.Context, tenant, id, path string, parents bool) error
 	RemoveFile(ctx context.Context, tenant, id, path string, recursive bool) error
 	RenameFile(ctx context.Context, tenant, id, from, to string) error
+	// WatchDir watches a directory of the sandbox (see
+	// sandbox.Service.WatchDir).
+	WatchDir(ctx context.Context, tenant, id, path string, recursive bool) (*files.Watcher, error)
 }
 
 // Options configure the E2B API.
@@ -97,9 +101,10 @@ type Handler struct {
 	control http.Handler
 	envd    http.Handler
 
-	mu      sync.Mutex
-	nextPid uint32
-	procs   map[procKey]*process
+	mu       sync.Mutex
+	nextPid  uint32
+	procs    map[procKey]*process
+	watchers map[string]*polledWatcher
 }
 
 // New returns the E2B API handler.
@@ -116,7 +121,8 @@ func New(opts Options) *Handler {
 	// A key of its own, so an envd token is never valid elsewhere.
 	m := hmac.New(sha256.New, opts.Key)
 	m.Write([]byte("stead e2b envd access tokens"))
-	h := &Handler{b: opts.Backend, key: m.Sum(nil), opts: opts, log: opts.Logger, nextPid: 1000, procs: map[procKey]*process{}}
+	h := &Handler{b: opts.Backend, key: m.Sum(nil), opts: opts, log: opts.Logger, nextPid: 1000, procs: map[procKey]*process{},
+		watchers: map[string]*polledWatcher{}}
 	if len(opts.Key) == 0 {
 		h.key = nil // no token is valid
 	}

@@ -1,5 +1,5 @@
-// Background commands, stdin, re-attaching, kill and terminals through the
-// official e2b SDK against a live stead daemon (run by e2e/e2b_test.go).
+// Background commands, stdin, re-attaching, kill, terminals and directory
+// watches through the official e2b SDK against a live stead daemon (run by e2e/e2b_test.go).
 // It throws on the first difference and prints one JSON line of ids.
 import { Sandbox, CommandExitError } from 'e2b'
 import assert from 'node:assert/strict'
@@ -69,5 +69,23 @@ const pty2 = await sbx.pty.create({ cols: 80, rows: 24, onData: () => {} })
 await sbx.pty.sendInput(pty2.pid, new TextEncoder().encode('exit 0\n'))
 const pres = await pty2.wait()
 assert.equal(pres.exitCode, 0)
+
+step('files.watchDir: changes in the directory, recursive, stop')
+await sbx.files.makeDir('/home/user/watched/sub')
+const changes = []
+const watch = await sbx.files.watchDir('/home/user/watched', (e) => changes.push(e), { recursive: true })
+await sbx.files.write('/home/user/watched/a.txt', 'one')
+await sbx.commands.run('echo more >> ~/watched/a.txt; mkdir ~/watched/sub/deeper; touch ~/watched/sub/deeper/b.txt; mv ~/watched/a.txt ~/watched/c.txt; rm ~/watched/c.txt')
+const saw = (name, type) => changes.some((e) => e.name === name && e.type === type)
+await until('the watch events', () => saw('c.txt', 'remove'))
+for (const [name, type] of [['a.txt', 'create'], ['a.txt', 'write'], ['sub/deeper', 'create'], ['sub/deeper/b.txt', 'create'], ['a.txt', 'rename'], ['c.txt', 'create']]) {
+  assert.ok(saw(name, type), `no ${type} of ${name} in ${JSON.stringify(changes)}`)
+}
+await watch.stop()
+const before = changes.length
+await sbx.files.write('/home/user/watched/after-stop.txt', 'x')
+await new Promise((r) => setTimeout(r, 300))
+assert.equal(changes.length, before, 'events after stop')
+await assert.rejects(sbx.files.watchDir('/home/user/no-such-dir', () => {}))
 
 console.log(JSON.stringify({ id: sbx.sandboxId }))
