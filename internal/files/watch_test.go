@@ -136,7 +136,9 @@ func TestWatchRefusesAFileAndTooManyDirectories(t *testing.T) {
 	}
 }
 
-func itoa(i int) string { return string(rune('0'+i/1000%10)) + string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10)) }
+func itoa(i int) string {
+	return string(rune('0'+i/1000%10)) + string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
+}
 
 // TestWatchEndsWhenTheDirectoryGoes: removing the watched directory
 // closes the events.
