@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -129,16 +130,13 @@ func TestWatchRefusesAFileAndTooManyDirectories(t *testing.T) {
 		t.Fatalf("watch a missing directory: %v, want ErrNotFound", err)
 	}
 	for i := range MaxWatchDirs + 1 {
-		must(t, os.MkdirAll(e.host(filepath.Join("many", string(rune('a'+i%26)), "d"+itoa(i))), 0o755))
+		must(t, os.MkdirAll(e.host(filepath.Join("many", string(rune('a'+i%26)), "d"+strconv.Itoa(i))), 0o755))
 	}
 	if _, err := e.r.Watch("/many", true); !errors.Is(err, errs.ErrTooLarge) {
 		t.Fatalf("watch %d directories: %v, want ErrTooLarge", MaxWatchDirs+27, err)
 	}
 }
 
-func itoa(i int) string {
-	return string(rune('0'+i/1000%10)) + string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
-}
 
 // TestWatchEndsWhenTheDirectoryGoes: removing the watched directory
 // closes the events.
