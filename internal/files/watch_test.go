@@ -137,7 +137,6 @@ func TestWatchRefusesAFileAndTooManyDirectories(t *testing.T) {
 	}
 }
 
-
 // TestWatchEndsWhenTheDirectoryGoes: removing the watched directory
 // closes the events.
 func TestWatchEndsWhenTheDirectoryGoes(t *testing.T) {
