@@ -227,6 +227,9 @@ func e2bBadInputChangesNothing(t *testing.T, ctx context.Context, d *daemon, id,
 		{"GET", "/v2/sandboxes?nextToken=garbage", ``, withKey, 400},
 		{"GET", "/v2/sandboxes?limit=0", ``, withKey, 400},
 		{"POST", "/sandboxes/" + id + "/resume", `{}`, withKey, 409},
+		{"GET", "/sandboxes/" + id + "/metrics?start=yesterday", ``, withKey, 400},
+		{"GET", "/sandboxes/" + id + "/metrics?start=20&end=10", ``, withKey, 400},
+		{"GET", "/sandboxes/sb-absent/metrics", ``, withKey, 404},
 	} {
 		status, body := call(c.method, c.path, c.body, c.hdr)
 		code, _ := body["code"].(float64)

@@ -88,4 +88,17 @@ await new Promise((r) => setTimeout(r, 300))
 assert.equal(changes.length, before, 'events after stop')
 await assert.rejects(sbx.files.watchDir('/home/user/no-such-dir', () => {}))
 
+step('getMetrics: CPU, memory and disk from the cgroup and the dataset')
+const burner = await sbx.commands.run('timeout 4 sh -c "while :; do :; done"', { background: true })
+await new Promise((r) => setTimeout(r, 1000))
+const metrics = await sbx.getMetrics()
+assert.equal(metrics.length, 1, JSON.stringify(metrics))
+const m = metrics[0]
+assert.ok(m.timestamp instanceof Date && Math.abs(m.timestamp - Date.now()) < 60_000, String(m.timestamp))
+assert.ok(m.cpuCount >= 1 && m.cpuUsedPct > 5 && m.cpuUsedPct <= 100, `cpu: ${JSON.stringify(m)}`)
+assert.ok(m.memUsed > 0 && m.memTotal >= m.memUsed, `memory: ${JSON.stringify(m)}`)
+assert.ok(m.diskUsed > 0 && m.diskTotal >= m.diskUsed, `disk: ${JSON.stringify(m)}`)
+await burner.kill()
+assert.deepEqual(await Sandbox.getMetrics(sbx.sandboxId, { end: new Date(Date.now() - 3_600_000) }), [])
+
 console.log(JSON.stringify({ id: sbx.sandboxId }))

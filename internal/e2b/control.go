@@ -54,6 +54,7 @@ func (h *Handler) controlMux() http.Handler {
 	route("/sandboxes/{id}/connect", map[string]controlFunc{http.MethodPost: h.connect})
 	route("/v2/sandboxes/{id}/connect", map[string]controlFunc{http.MethodPost: h.connect})
 	route("/sandboxes/{id}/timeout", map[string]controlFunc{http.MethodPost: h.setTimeout})
+	route("/sandboxes/{id}/metrics", map[string]controlFunc{http.MethodGet: h.metrics})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusNotFound, fmt.Sprintf("%s %s: no such route in stead's E2B API (docs/e2b.md lists what is supported)", r.Method, r.URL.Path))
 	})
@@ -336,6 +337,9 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, p api.Principal) 
 	sb, err := h.get(r, p, r.PathValue("id"))
 	if err == nil {
 		_, err = h.b.DeleteSandbox(r.Context(), p.TenantID, sb.ID, false)
+		h.mu.Lock()
+		delete(h.samples, target{p.TenantID, sb.ID})
+		h.mu.Unlock()
 	}
 	if err != nil {
 		h.fail(w, r, op, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/files"
+	"github.com/stead-dev/stead/internal/sandbox"
 )
 
 // EnvdPort is the port E2B's SDKs address the data plane on.
@@ -62,6 +63,9 @@ type Backend interface {
 	// WatchDir watches a directory of the sandbox (see
 	// sandbox.Service.WatchDir).
 	WatchDir(ctx context.Context, tenant, id, path string, recursive bool) (*files.Watcher, error)
+	// SampleResources reads a running sandbox's resource use (see
+	// sandbox.Service.SampleResources).
+	SampleResources(ctx context.Context, tenant, id string) (sandbox.ResourceSample, error)
 }
 
 // Options configure the E2B API.
@@ -105,6 +109,7 @@ type Handler struct {
 	nextPid  uint32
 	procs    map[procKey]*process
 	watchers map[string]*polledWatcher
+	samples  map[target]sandbox.ResourceSample // the last, for CPU percentages
 }
 
 // New returns the E2B API handler.
@@ -122,7 +127,7 @@ func New(opts Options) *Handler {
 	m := hmac.New(sha256.New, opts.Key)
 	m.Write([]byte("stead e2b envd access tokens"))
 	h := &Handler{b: opts.Backend, key: m.Sum(nil), opts: opts, log: opts.Logger, nextPid: 1000, procs: map[procKey]*process{},
-		watchers: map[string]*polledWatcher{}}
+		watchers: map[string]*polledWatcher{}, samples: map[target]sandbox.ResourceSample{}}
 	if len(opts.Key) == 0 {
 		h.key = nil // no token is valid
 	}
