@@ -133,7 +133,26 @@ func TestE2BSDKCompat(t *testing.T) {
 
 	// Background commands, stdin, connect, kill and terminals
 	// (e2e/testdata/e2b_features.mjs).
-	runE2BScript(t, ctx, d, dir, "e2b_features.mjs")
+	out = runE2BScript(t, ctx, d, dir, "e2b_features.mjs")
+	var feat struct {
+		ID           string
+		Forks        []string
+		FromSnapshot string
+	}
+	if err := json.Unmarshal(out, &feat); err != nil || len(feat.Forks) != 2 {
+		t.Fatalf("features script output %q: %v", out, err)
+	}
+	// The forks and the sandbox made from a snapshot are stead sandboxes,
+	// with the E2B timeout (2 min for the forks) as their idle timeout.
+	for _, f := range append(feat.Forks, feat.FromSnapshot) {
+		sb, err := d.c.GetSandbox(ctx, f)
+		if err != nil || sb.State != "running" || sb.OnIdle != "stop" {
+			t.Fatalf("fork %s through stead's API: %+v %v", f, sb, err)
+		}
+		if f != feat.FromSnapshot && sb.IdleTimeout != "2m0s" {
+			t.Fatalf("fork %s: idle timeout %q, want the E2B timeout 2m0s", f, sb.IdleTimeout)
+		}
+	}
 	e2bPolledWatchers(t, ctx, d, res.ID, res.Token)
 
 	// A kill -9 of the daemon and a restart: the SDK connects to the same
@@ -230,6 +249,15 @@ func e2bBadInputChangesNothing(t *testing.T, ctx context.Context, d *daemon, id,
 		{"GET", "/sandboxes/" + id + "/metrics?start=yesterday", ``, withKey, 400},
 		{"GET", "/sandboxes/" + id + "/metrics?start=20&end=10", ``, withKey, 400},
 		{"GET", "/sandboxes/sb-absent/metrics", ``, withKey, 404},
+		{"POST", "/sandboxes/" + id + "/fork", `{"count":0}`, withKey, 400},
+		{"POST", "/sandboxes/" + id + "/fork", `{"count":51}`, withKey, 400},
+		{"POST", "/sandboxes/" + id + "/fork", `{"timeout":-1}`, withKey, 400},
+		{"POST", "/sandboxes/sb-absent/fork", `{}`, withKey, 404},
+		{"POST", "/sandboxes/sb-absent/snapshots", `{}`, withKey, 404},
+		{"POST", "/v2/sandboxes", `{"templateID":"snap-absent"}`, withKey, 404},
+		{"GET", "/snapshots?sandboxID=sb-absent", ``, withKey, 404},
+		{"GET", "/snapshots?limit=0", ``, withKey, 400},
+		{"DELETE", "/templates/base", ``, withKey, 404},
 	} {
 		status, body := call(c.method, c.path, c.body, c.hdr)
 		code, _ := body["code"].(float64)

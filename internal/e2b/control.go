@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +54,10 @@ func (h *Handler) controlMux() http.Handler {
 	route("/v2/sandboxes/{id}/connect", map[string]controlFunc{http.MethodPost: h.connect})
 	route("/sandboxes/{id}/timeout", map[string]controlFunc{http.MethodPost: h.setTimeout})
 	route("/sandboxes/{id}/metrics", map[string]controlFunc{http.MethodGet: h.metrics})
+	route("/sandboxes/{id}/snapshots", map[string]controlFunc{http.MethodPost: h.createSnapshot})
+	route("/sandboxes/{id}/fork", map[string]controlFunc{http.MethodPost: h.fork})
+	route("/snapshots", map[string]controlFunc{http.MethodGet: h.listSnapshots})
+	route("/templates/{id}", map[string]controlFunc{http.MethodDelete: h.deleteTemplate})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusNotFound, fmt.Sprintf("%s %s: no such route in stead's E2B API (docs/e2b.md lists what is supported)", r.Method, r.URL.Path))
 	})
@@ -289,6 +292,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 		if body.AutoPauseMemory != nil && !*body.AutoPauseMemory {
 			onIdle = "stop"
 		}
+	}
+	if strings.HasPrefix(body.TemplateID, snapshotPrefix) {
+		h.createFromSnapshot(w, r, p, body.TemplateID, idle, onIdle, body)
+		return
 	}
 	tmpl := body.TemplateID
 	if tmpl == "" {
@@ -589,22 +596,10 @@ func (h *Handler) listV2(w http.ResponseWriter, r *http.Request, p api.Principal
 		h.fail(w, r, op, err)
 		return
 	}
-	limit := maxPage
-	if l := qv.Get("limit"); l != "" {
-		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > maxPage {
-			h.fail(w, r, op, fmt.Errorf("limit %q: want 1 to %d: %w", l, maxPage, errs.ErrInvalid))
-			return
-		}
-	}
-	offset := 0
-	if t := qv.Get("nextToken"); t != "" {
-		b, err := base64.RawURLEncoding.DecodeString(t)
-		n, cerr := strconv.Atoi(strings.TrimPrefix(string(b), "o:"))
-		if err != nil || cerr != nil || !strings.HasPrefix(string(b), "o:") || n < 0 {
-			h.fail(w, r, op, fmt.Errorf("nextToken %q is not a token this server gave: %w", t, errs.ErrInvalid))
-			return
-		}
-		offset = n
+	limit, offset, err := pageOf(qv.Get("limit"), qv.Get("nextToken"))
+	if err != nil {
+		h.fail(w, r, op, err)
+		return
 	}
 	list, err := h.list(r, p, q)
 	if err != nil {
@@ -614,7 +609,7 @@ func (h *Handler) listV2(w http.ResponseWriter, r *http.Request, p api.Principal
 	page := list[min(offset, len(list)):]
 	if len(page) > limit {
 		page = page[:limit]
-		w.Header().Set("X-Next-Token", base64.RawURLEncoding.EncodeToString([]byte("o:"+strconv.Itoa(offset+limit))))
+		w.Header().Set("X-Next-Token", pageToken(offset+limit))
 	}
 	out := make([]sandboxDetail, 0, len(page))
 	for _, sb := range page {

@@ -66,6 +66,8 @@ type Backend interface {
 	// SampleResources reads a running sandbox's resource use (see
 	// sandbox.Service.SampleResources).
 	SampleResources(ctx context.Context, tenant, id string) (sandbox.ResourceSample, error)
+	// The snapshots and forks behind E2B's snapshot and fork routes.
+	api.SnapshotBackend
 }
 
 // Options configure the E2B API.
@@ -164,7 +166,7 @@ func (h *Handler) serveLogged(w http.ResponseWriter, r *http.Request, plane stri
 
 // isControlPath reports whether path belongs to the E2B control plane.
 func isControlPath(path string) bool {
-	for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots"} {
+	for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"} {
 		if path == p || strings.HasPrefix(path, p+"/") {
 			return true
 		}
