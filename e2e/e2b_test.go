@@ -15,6 +15,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/e2b"
+	"github.com/stead-dev/stead/internal/network/nettest"
 )
 
 // The official e2b npm packages the compatibility tests install: one that
@@ -189,6 +190,40 @@ func TestE2BSDKCompatV1Routes(t *testing.T) {
 	}
 }
 
+// TestE2BNetworkRules: E2B's network rules (allowInternetAccess, network
+// allowOut/denyOut at create, updateNetwork) through the official SDK are
+// stead's egress policy, tested against the stand-in internet
+// (e2e/testdata/e2b_network.mjs); a sandbox's policy is then seen
+// through stead's API.
+func TestE2BNetworkRules(t *testing.T) {
+	inet := nettest.NewInternet(t)
+	d, _ := netDaemon(t, inet)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	dir := installE2BSDK(t, ctx, e2bSDKVersion)
+	out := runE2BScript(t, ctx, d, dir, "e2b_network.mjs", "WEB="+inet.Web.String(), "WEB2="+inet.Web2.String())
+	var res struct{ Open, Closed, AllowOne string }
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("script output %q: %v", out, err)
+	}
+	n, err := d.c.GetNetwork(ctx, res.AllowOne)
+	if err != nil || n.Policy.InternetOn() != true || len(n.Policy.Allow) != 1 || n.Policy.Allow[0] != inet.Web.String() {
+		t.Fatalf("the policy of the allow-one sandbox through stead's API: %+v %v", n.Policy, err)
+	}
+	if n, err := d.c.GetNetwork(ctx, res.Closed); err != nil || n.Policy.InternetOn() {
+		t.Fatalf("the policy of the closed sandbox through stead's API: %+v %v", n.Policy, err)
+	}
+	// The policy outlives a stop and start, as every stead policy does.
+	if _, err := d.c.StopSandbox(ctx, res.AllowOne); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.c.StartSandbox(ctx, res.AllowOne); err != nil {
+		t.Fatal(err)
+	}
+	d.mustNotFetch(ctx, res.AllowOne, "http://"+inet.Web2.String()+"/")
+	d.mustFetch(ctx, res.AllowOne, "http://"+inet.Web.String()+"/", "host=")
+}
+
 // e2bBadInputChangesNothing: bad input to the E2B routes gets E2B's
 // error shape with the right status and changes nothing; another
 // tenant's key sees id as absent, and a sandbox's envd token opens no
@@ -233,7 +268,11 @@ func e2bBadInputChangesNothing(t *testing.T, ctx context.Context, d *daemon, id,
 		{"POST", "/v2/sandboxes", `{"timeout":-5}`, withKey, 400},
 		{"POST", "/v2/sandboxes", `{"timeout":`, withKey, 400},
 		{"POST", "/v2/sandboxes", `{"metadata":{"bad key!":"x"}}`, withKey, 400},
-		{"POST", "/v2/sandboxes", `{"allow_internet_access":false}`, withKey, 400},
+		{"POST", "/v2/sandboxes", `{"network":{"egressProxy":{"address":"proxy.test:1080"}}}`, withKey, 400},
+		{"POST", "/v2/sandboxes", `{"network":{"denyOut":["198.18.0.0/15"],"allowOut":["198.18.0.1"]}}`, withKey, 400},
+		{"POST", "/v2/sandboxes", `{"network":{"denyOut":["0.0.0.0/0"],"allowOut":["not an address!"]}}`, withKey, 400},
+		{"PUT", "/sandboxes/" + id + "/network", `{"denyOut":["10.0.0.0/8"],"allowOut":["10.0.0.1"]}`, withKey, 400},
+		{"PUT", "/sandboxes/" + id + "/network", `{"denyOut":"all"}`, withKey, 400},
 		{"POST", "/v2/sandboxes", `{"templateID":"no-such-template"}`, withKey, 404},
 		{"POST", "/v2/sandboxes", `{}`, map[string]string{"X-API-KEY": "e2b_00"}, 401},
 		{"POST", "/v2/sandboxes", `{}`, nil, 401},

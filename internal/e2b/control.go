@@ -56,6 +56,7 @@ func (h *Handler) controlMux() http.Handler {
 	route("/sandboxes/{id}/metrics", map[string]controlFunc{http.MethodGet: h.metrics})
 	route("/sandboxes/{id}/snapshots", map[string]controlFunc{http.MethodPost: h.createSnapshot})
 	route("/sandboxes/{id}/fork", map[string]controlFunc{http.MethodPost: h.fork})
+	route("/sandboxes/{id}/network", map[string]controlFunc{http.MethodPut: h.updateNetwork})
 	route("/snapshots", map[string]controlFunc{http.MethodGet: h.listSnapshots})
 	route("/templates/{id}", map[string]controlFunc{http.MethodDelete: h.deleteTemplate})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -260,10 +261,6 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 	}
 	unsupported := ""
 	switch {
-	case body.AllowInternetAccess != nil && !*body.AllowInternetAccess:
-		unsupported = "allow_internet_access=false"
-	case present(body.Network):
-		unsupported = "network"
 	case len(body.VolumeMounts) > 0:
 		unsupported = "volumeMounts"
 	case present(body.MCP):
@@ -276,6 +273,23 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 	if unsupported != "" {
 		h.fail(w, r, op, fmt.Errorf("%s is not supported by stead's E2B API yet (docs/e2b.md); nothing was created: %w", unsupported, errs.ErrInvalid))
 		return
+	}
+	var net networkBody
+	if present(body.Network) {
+		if err := json.Unmarshal(body.Network, &net); err != nil {
+			h.fail(w, r, op, fmt.Errorf("network: %v: %w", err, errs.ErrInvalid))
+			return
+		}
+	}
+	net.AllowInternetAccess = body.AllowInternetAccess
+	var policy *client.NetworkPolicy
+	if present(body.Network) || body.AllowInternetAccess != nil {
+		pol, err := steadPolicy(net)
+		if err != nil {
+			h.fail(w, r, op, err)
+			return
+		}
+		policy = &pol
 	}
 	timeout := int64(300)
 	if body.Timeout != nil {
@@ -294,6 +308,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 		}
 	}
 	if strings.HasPrefix(body.TemplateID, snapshotPrefix) {
+		if policy != nil {
+			h.fail(w, r, op, fmt.Errorf("network rules when creating from a snapshot are not supported (the snapshot's own apply; update them after); nothing was created: %w", errs.ErrInvalid))
+			return
+		}
 		h.createFromSnapshot(w, r, p, body.TemplateID, idle, onIdle, body)
 		return
 	}
@@ -307,7 +325,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 		tmpl = ""
 	}
 	sb, err := h.b.CreateSandbox(r.Context(), p.TenantID, client.CreateSandboxRequest{Template: tmpl, Env: body.EnvVars,
-		Labels: body.Metadata, IdleTimeout: idle, OnIdle: onIdle})
+		Labels: body.Metadata, IdleTimeout: idle, OnIdle: onIdle, Network: policy})
 	if err != nil {
 		h.fail(w, r, op, err)
 		return

@@ -68,6 +68,8 @@ type Backend interface {
 	SampleResources(ctx context.Context, tenant, id string) (sandbox.ResourceSample, error)
 	// The snapshots and forks behind E2B's snapshot and fork routes.
 	api.SnapshotBackend
+	// The egress policy behind E2B's network rules.
+	api.NetworkBackend
 }
 
 // Options configure the E2B API.
