@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -335,13 +337,22 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 }
 
 // linkHome makes /home/user (E2B's home) a link to /home/agent (stead's
-// agent's home) when the template has no /home/user, so paths written
-// for E2B land in the agent's home. Best effort: a failure is logged.
+// agent's home) when the sandbox has no /home/user, so paths written for
+// E2B land in the agent's home. It writes the link through the file API
+// (a one-entry tar extracted by the safe helpers), not with an exec in
+// the sandbox. Best effort: a failure is logged.
 func (h *Handler) linkHome(r *http.Request, tenant, id string) {
-	res, err := h.b.Exec(r.Context(), tenant, id, client.ExecRequest{User: "root", Timeout: "10s",
-		Command: []string{"/bin/sh", "-c", "[ -e /home/user ] || [ -L /home/user ] || ln -s agent /home/user"}}, nil)
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exit code %d: %s", res.ExitCode, res.Stderr)
+	_, err := h.b.StatFile(r.Context(), tenant, id, e2bHome)
+	if err == nil {
+		return // the template has one
+	}
+	if errors.Is(err, errs.ErrNotFound) {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: path.Base(e2bHome), Typeflag: tar.TypeSymlink, Linkname: path.Base(agentHome),
+			Mode: 0o777, ModTime: h.opts.Now()})
+		tw.Close()
+		err = h.b.UploadTar(r.Context(), tenant, id, path.Dir(e2bHome), &buf)
 	}
 	if err != nil {
 		h.log.WarnContext(r.Context(), "e2b: link /home/user to /home/agent", "sandbox", id, "err", err)

@@ -60,6 +60,7 @@ type Backend interface {
 	Mkdir(ctx context.Context, tenant, id, path string, parents bool) error
 	RemoveFile(ctx context.Context, tenant, id, path string, recursive bool) error
 	RenameFile(ctx context.Context, tenant, id, from, to string) error
+	UploadTar(ctx context.Context, tenant, id, path string, r io.Reader) error
 	// WatchDir watches a directory of the sandbox (see
 	// sandbox.Service.WatchDir).
 	WatchDir(ctx context.Context, tenant, id, path string, recursive bool) (*files.Watcher, error)

@@ -428,12 +428,13 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, t target) {
 	fw := &frameWriter{w: w}
 	fw.event(envd.ProcessEvent{Start: &envd.StartEvent{Pid: p.key.pid}})
 	p.subscribe(fw)
-	h.record(r, "e2b-envd:"+t.id, t.tenant, "process.Start", t.id, http.StatusOK)
 	if p.pty != nil {
 		go h.runPTY(pctx, p)
 	} else {
 		go h.runExec(pctx, p, client.ExecRequest{Command: command, Env: req.Process.Envs, Cwd: steadPath(cwd), User: su}, stdinR, timeout)
 	}
+	// Recorded while the command runs, not before it starts.
+	h.record(r, "e2b-envd:"+t.id, t.tenant, "process.Start", t.id, http.StatusOK)
 	h.watch(ctx, r, p, fw, 0)
 }
 
