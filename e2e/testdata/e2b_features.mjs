@@ -52,6 +52,17 @@ const noStdin = await sbx.commands.run('sleep 5', { background: true })
 await assert.rejects(sbx.commands.sendStdin(noStdin.pid, 'x'))
 await noStdin.kill()
 
+step('pause → connect: a background command is back and goes on')
+const counter = await sbx.commands.run('i=0; while :; do i=$((i+1)); echo $i > ~/count; sleep 0.1; done', { background: true })
+const count = async (s) => Number((await s.files.read('/home/user/count').catch(() => '0')).trim())
+await until('the counter to count', async () => (await count(sbx)) > 2)
+assert.equal(await sbx.pause(), true)
+const resumed = await Sandbox.connect(sbx.sandboxId)
+assert.ok((await resumed.commands.list()).some((p) => p.pid === counter.pid), 'the background command is not listed after pause/connect')
+const at = await count(resumed)
+await until('the counter to go on', async () => (await count(resumed)) > at + 2)
+assert.equal(await resumed.commands.kill(counter.pid), true)
+
 step('pty: create, input, resize, kill')
 const term = []
 const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => term.push(Buffer.from(d).toString()) })
