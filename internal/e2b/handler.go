@@ -292,6 +292,10 @@ func (w *statusWriter) Flush() {
 	}
 }
 
+// Unwrap lets http.ResponseController reach the connection (write
+// deadlines of the streams).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // record appends one answered call to the audit trail.
 func (h *Handler) record(r *http.Request, actor, tenant, action, target string, status int) {
 	if h.audit == nil {

@@ -297,13 +297,21 @@ func (f *frameWriter) message(msg any) error {
 	if f.err != nil {
 		return f.err
 	}
+	// A client that stops reading is dropped after frameWriteTimeout
+	// rather than holding up the process's output (and its other
+	// watchers) for ever; the deadline is cleared between frames, so a
+	// quiet stream stays open.
+	rc := http.NewResponseController(f.w)
+	rc.SetWriteDeadline(time.Now().Add(frameWriteTimeout))
 	if f.err = envd.WriteFrame(f.w, 0, b); f.err == nil {
-		if fl, ok := f.w.(http.Flusher); ok {
-			fl.Flush()
-		}
+		f.err = rc.Flush()
 	}
+	rc.SetWriteDeadline(time.Time{})
 	return f.err
 }
+
+// frameWriteTimeout bounds the write of one stream frame.
+const frameWriteTimeout = 30 * time.Second
 
 // close writes the end of the stream (e, or success when nil); nothing
 // is written after it.
