@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -43,4 +44,34 @@ func TestE2BNetworkRulesMapOntoTheEgressPolicy(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
+}
+
+// FuzzSteadPolicy: no network body panics the mapping, and what it
+// accepts keeps stead's own rule that deny wins: no allowed address or
+// CIDR lies inside a denied one.
+func FuzzSteadPolicy(f *testing.F) {
+	f.Add([]byte(`{"allowOut":["1.1.1.1"],"denyOut":["0.0.0.0/0"]}`))
+	f.Add([]byte(`{"denyOut":["10.0.0.0/8"],"allowOut":["10.1.1.1"]}`))
+	f.Add([]byte(`{"allow_internet_access":false,"allowOut":["example.com"]}`))
+	f.Add([]byte(`{"egressProxy":{"address":"p:1"},"rules":{}}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var n networkBody
+		if json.Unmarshal(in, &n) != nil {
+			return
+		}
+		p, err := steadPolicy(n)
+		if err != nil {
+			return
+		}
+		for _, a := range p.Allow {
+			for _, d := range p.Deny {
+				if overlaps(a, d) {
+					t.Fatalf("accepted allow %q inside deny %q", a, d)
+				}
+			}
+		}
+		if !p.InternetOn() && (len(p.Allow) > 0 || len(p.Deny) > 0 && len(n.AllowOut) > 0) {
+			t.Fatalf("internet off with an allow-list: %+v", p)
+		}
+	})
 }
