@@ -444,6 +444,20 @@ func e2bPolledWatchers(t *testing.T, ctx context.Context, d *daemon, id, token s
 	if status, m := rpcTo(other.ID, "GetWatcherEvents", detail.EnvdAccessToken, `{"watcherId":"`+wid+`"}`); status != 404 {
 		t.Fatalf("another sandbox read this sandbox's watcher: %d %v", status, m)
 	}
+	// A kill through the E2B API closes the sandbox's watchers.
+	status, m = rpcTo(other.ID, "CreateWatcher", detail.EnvdAccessToken, `{"path":"/home/agent"}`)
+	oid, _ := m["watcherId"].(string)
+	if status != 200 || oid == "" {
+		t.Fatalf("CreateWatcher in the other sandbox: %d %v", status, m)
+	}
+	kreq, _ := http.NewRequestWithContext(ctx, "DELETE", "http://"+d.addr+"/sandboxes/"+other.ID, nil)
+	kreq.Header.Set("X-API-KEY", e2b.EncodeKey(d.key))
+	if resp, err := http.DefaultClient.Do(kreq); err != nil || resp.StatusCode != 204 {
+		t.Fatalf("kill the other sandbox: %v %v", resp, err)
+	}
+	if status, m := rpcTo(other.ID, "GetWatcherEvents", detail.EnvdAccessToken, `{"watcherId":"`+oid+`"}`); status != 404 {
+		t.Fatalf("a killed sandbox's watcher: %d %v", status, m)
+	}
 	if status, _ := rpc("GetWatcherEvents", "x"+token, `{"watcherId":"`+wid+`"}`); status != 401 {
 		t.Fatalf("a wrong token read a watcher: %d", status)
 	}

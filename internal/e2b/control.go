@@ -373,9 +373,7 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, p api.Principal) 
 	sb, err := h.get(r, p, r.PathValue("id"))
 	if err == nil {
 		_, err = h.b.DeleteSandbox(r.Context(), p.TenantID, sb.ID, false)
-		h.mu.Lock()
-		delete(h.samples, target{p.TenantID, sb.ID})
-		h.mu.Unlock()
+		h.forgetSandbox(target{p.TenantID, sb.ID})
 	}
 	if err != nil {
 		h.fail(w, r, op, err)

@@ -230,3 +230,21 @@ func (h *Handler) expireWatchers() {
 		p.w.Close()
 	}
 }
+
+// forgetSandbox drops what the handler keeps for a killed sandbox: its
+// polled watchers (closed) and its last resource sample.
+func (h *Handler) forgetSandbox(t target) {
+	var old []*polledWatcher
+	h.mu.Lock()
+	delete(h.samples, t)
+	for id, p := range h.watchers {
+		if p.t == t {
+			old = append(old, p)
+			delete(h.watchers, id)
+		}
+	}
+	h.mu.Unlock()
+	for _, p := range old {
+		p.w.Close()
+	}
+}
