@@ -1,8 +1,8 @@
 package e2b
 
 import (
+	"archive/tar"
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,12 @@ func (h *Handler) controlMux() http.Handler {
 	route("/sandboxes/{id}/connect", map[string]controlFunc{http.MethodPost: h.connect})
 	route("/v2/sandboxes/{id}/connect", map[string]controlFunc{http.MethodPost: h.connect})
 	route("/sandboxes/{id}/timeout", map[string]controlFunc{http.MethodPost: h.setTimeout})
+	route("/sandboxes/{id}/metrics", map[string]controlFunc{http.MethodGet: h.metrics})
+	route("/sandboxes/{id}/snapshots", map[string]controlFunc{http.MethodPost: h.createSnapshot})
+	route("/sandboxes/{id}/fork", map[string]controlFunc{http.MethodPost: h.fork})
+	route("/sandboxes/{id}/network", map[string]controlFunc{http.MethodPut: h.updateNetwork})
+	route("/snapshots", map[string]controlFunc{http.MethodGet: h.listSnapshots})
+	route("/templates/{id}", map[string]controlFunc{http.MethodDelete: h.deleteTemplate})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusNotFound, fmt.Sprintf("%s %s: no such route in stead's E2B API (docs/e2b.md lists what is supported)", r.Method, r.URL.Path))
 	})
@@ -256,10 +263,6 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 	}
 	unsupported := ""
 	switch {
-	case body.AllowInternetAccess != nil && !*body.AllowInternetAccess:
-		unsupported = "allow_internet_access=false"
-	case present(body.Network):
-		unsupported = "network"
 	case len(body.VolumeMounts) > 0:
 		unsupported = "volumeMounts"
 	case present(body.MCP):
@@ -272,6 +275,23 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 	if unsupported != "" {
 		h.fail(w, r, op, fmt.Errorf("%s is not supported by stead's E2B API yet (docs/e2b.md); nothing was created: %w", unsupported, errs.ErrInvalid))
 		return
+	}
+	var net networkBody
+	if present(body.Network) {
+		if err := json.Unmarshal(body.Network, &net); err != nil {
+			h.fail(w, r, op, fmt.Errorf("network: %v: %w", err, errs.ErrInvalid))
+			return
+		}
+	}
+	net.AllowInternetAccess = body.AllowInternetAccess
+	var policy *client.NetworkPolicy
+	if present(body.Network) || body.AllowInternetAccess != nil {
+		pol, err := steadPolicy(net)
+		if err != nil {
+			h.fail(w, r, op, err)
+			return
+		}
+		policy = &pol
 	}
 	timeout := int64(300)
 	if body.Timeout != nil {
@@ -289,6 +309,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 			onIdle = "stop"
 		}
 	}
+	if strings.HasPrefix(body.TemplateID, snapshotPrefix) {
+		if policy != nil {
+			h.fail(w, r, op, fmt.Errorf("network rules when creating from a snapshot are not supported (the snapshot's own apply; update them after); nothing was created: %w", errs.ErrInvalid))
+			return
+		}
+		h.createFromSnapshot(w, r, p, body.TemplateID, idle, onIdle, body)
+		return
+	}
 	tmpl := body.TemplateID
 	if tmpl == "" {
 		tmpl = "base"
@@ -299,7 +327,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 		tmpl = ""
 	}
 	sb, err := h.b.CreateSandbox(r.Context(), p.TenantID, client.CreateSandboxRequest{Template: tmpl, Env: body.EnvVars,
-		Labels: body.Metadata, IdleTimeout: idle, OnIdle: onIdle})
+		Labels: body.Metadata, IdleTimeout: idle, OnIdle: onIdle, Network: policy})
 	if err != nil {
 		h.fail(w, r, op, err)
 		return
@@ -309,13 +337,22 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, p api.Principal
 }
 
 // linkHome makes /home/user (E2B's home) a link to /home/agent (stead's
-// agent's home) when the template has no /home/user, so paths written
-// for E2B land in the agent's home. Best effort: a failure is logged.
+// agent's home) when the sandbox has no /home/user, so paths written for
+// E2B land in the agent's home. It writes the link through the file API
+// (a one-entry tar extracted by the safe helpers), not with an exec in
+// the sandbox. Best effort: a failure is logged.
 func (h *Handler) linkHome(r *http.Request, tenant, id string) {
-	res, err := h.b.Exec(r.Context(), tenant, id, client.ExecRequest{User: "root", Timeout: "10s",
-		Command: []string{"/bin/sh", "-c", "[ -e /home/user ] || [ -L /home/user ] || ln -s agent /home/user"}}, nil)
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exit code %d: %s", res.ExitCode, res.Stderr)
+	_, err := h.b.StatFile(r.Context(), tenant, id, e2bHome)
+	if err == nil {
+		return // the template has one
+	}
+	if errors.Is(err, errs.ErrNotFound) {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Name: path.Base(e2bHome), Typeflag: tar.TypeSymlink, Linkname: path.Base(agentHome),
+			Mode: 0o777, ModTime: h.opts.Now()})
+		tw.Close()
+		err = h.b.UploadTar(r.Context(), tenant, id, path.Dir(e2bHome), &buf)
 	}
 	if err != nil {
 		h.log.WarnContext(r.Context(), "e2b: link /home/user to /home/agent", "sandbox", id, "err", err)
@@ -336,6 +373,7 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, p api.Principal) 
 	sb, err := h.get(r, p, r.PathValue("id"))
 	if err == nil {
 		_, err = h.b.DeleteSandbox(r.Context(), p.TenantID, sb.ID, false)
+		h.forgetSandbox(target{p.TenantID, sb.ID})
 	}
 	if err != nil {
 		h.fail(w, r, op, err)
@@ -585,22 +623,10 @@ func (h *Handler) listV2(w http.ResponseWriter, r *http.Request, p api.Principal
 		h.fail(w, r, op, err)
 		return
 	}
-	limit := maxPage
-	if l := qv.Get("limit"); l != "" {
-		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > maxPage {
-			h.fail(w, r, op, fmt.Errorf("limit %q: want 1 to %d: %w", l, maxPage, errs.ErrInvalid))
-			return
-		}
-	}
-	offset := 0
-	if t := qv.Get("nextToken"); t != "" {
-		b, err := base64.RawURLEncoding.DecodeString(t)
-		n, cerr := strconv.Atoi(strings.TrimPrefix(string(b), "o:"))
-		if err != nil || cerr != nil || !strings.HasPrefix(string(b), "o:") || n < 0 {
-			h.fail(w, r, op, fmt.Errorf("nextToken %q is not a token this server gave: %w", t, errs.ErrInvalid))
-			return
-		}
-		offset = n
+	limit, offset, err := pageOf(qv.Get("limit"), qv.Get("nextToken"))
+	if err != nil {
+		h.fail(w, r, op, err)
+		return
 	}
 	list, err := h.list(r, p, q)
 	if err != nil {
@@ -610,7 +636,7 @@ func (h *Handler) listV2(w http.ResponseWriter, r *http.Request, p api.Principal
 	page := list[min(offset, len(list)):]
 	if len(page) > limit {
 		page = page[:limit]
-		w.Header().Set("X-Next-Token", base64.RawURLEncoding.EncodeToString([]byte("o:"+strconv.Itoa(offset+limit))))
+		w.Header().Set("X-Next-Token", pageToken(offset+limit))
 	}
 	out := make([]sandboxDetail, 0, len(page))
 	for _, sb := range page {

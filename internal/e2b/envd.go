@@ -152,6 +152,10 @@ func (h *Handler) rpcError(ctx context.Context, op string, err error) *envd.Erro
 // filesystem serves the unary filesystem.Filesystem calls.
 func (h *Handler) filesystem(w http.ResponseWriter, r *http.Request, t target) {
 	method := r.PathValue("method")
+	if method == "WatchDir" {
+		h.watchDir(w, r, t)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, envd.MaxMessageBytes))
 	if err != nil {
 		envd.WriteUnaryError(w, &envd.Error{Code: envd.CodeResourceExhausted, Message: "request message too large"})
@@ -226,6 +230,8 @@ func (h *Handler) filesystem(w http.ResponseWriter, r *http.Request, t target) {
 			resp = struct{}{}
 		}
 		h.record(r, "e2b-envd:"+t.id, t.tenant, "filesystem.Remove", t.id, statusOf(err))
+	case "CreateWatcher", "GetWatcherEvents", "RemoveWatcher":
+		resp, err = h.watcherCall(ctx, r, t, method, body)
 	default:
 		err = &envd.Error{Code: envd.CodeUnimplemented, Message: "filesystem." + method + " is not supported by stead's envd yet (docs/e2b.md)"}
 	}

@@ -16,17 +16,19 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/files"
+	"github.com/stead-dev/stead/internal/sandbox"
 )
 
 // EnvdPort is the port E2B's SDKs address the data plane on.
 const EnvdPort = "49983"
 
 // EnvdVersion is the envd version the control plane reports. The SDKs
-// gate features on it; 0.4.0 is the lowest that lets a call without a
-// user run as the sandbox's default user, and below the versions of
-// what stead does not serve yet (closeStdin 0.5.2, octet-stream uploads
-// by default 0.5.7, file metadata 0.6.2).
-const EnvdVersion = "0.4.0"
+// gate features on it: 0.4.0 lets a call without a user run as the
+// sandbox's default user, 0.5.2 enables closeStdin; it stays below what
+// stead does not serve (octet-stream uploads by default 0.5.7, file
+// metadata 0.6.2, entries in watch events 0.6.3).
+const EnvdVersion = "0.5.2"
 
 // Backend is what the E2B API is served by: stead's sandbox service, the
 // same methods the stead API calls (see api.Backend). Every method gets
@@ -45,6 +47,11 @@ type Backend interface {
 	UpdateSandbox(ctx context.Context, tenant, id string, req client.UpdateSandboxRequest) (client.Sandbox, error)
 
 	Exec(ctx context.Context, tenant, id string, req client.ExecRequest, out api.ExecStream) (client.ExecResult, error)
+	// ExecInput is Exec with the command's standard input read from
+	// stdin while it runs (see sandbox.Service.ExecInput).
+	ExecInput(ctx context.Context, tenant, id string, req client.ExecRequest, stdin io.Reader, out api.ExecStream) (client.ExecResult, error)
+	// OpenPTY starts a process on a terminal (see api.Backend).
+	OpenPTY(ctx context.Context, tenant, id string, req api.PTYRequest) (api.PTY, error)
 
 	ReadFile(ctx context.Context, tenant, id, path string) (io.ReadCloser, client.FileInfo, error)
 	WriteFile(ctx context.Context, tenant, id, path string, mode uint32, r io.Reader) (client.FileInfo, error)
@@ -53,6 +60,17 @@ type Backend interface {
 	Mkdir(ctx context.Context, tenant, id, path string, parents bool) error
 	RemoveFile(ctx context.Context, tenant, id, path string, recursive bool) error
 	RenameFile(ctx context.Context, tenant, id, from, to string) error
+	UploadTar(ctx context.Context, tenant, id, path string, r io.Reader) error
+	// WatchDir watches a directory of the sandbox (see
+	// sandbox.Service.WatchDir).
+	WatchDir(ctx context.Context, tenant, id, path string, recursive bool) (*files.Watcher, error)
+	// SampleResources reads a running sandbox's resource use (see
+	// sandbox.Service.SampleResources).
+	SampleResources(ctx context.Context, tenant, id string) (sandbox.ResourceSample, error)
+	// The snapshots and forks behind E2B's snapshot and fork routes.
+	api.SnapshotBackend
+	// The egress policy behind E2B's network rules.
+	api.NetworkBackend
 }
 
 // Options configure the E2B API.
@@ -92,9 +110,11 @@ type Handler struct {
 	control http.Handler
 	envd    http.Handler
 
-	mu      sync.Mutex
-	nextPid uint32
-	procs   map[procKey]*process
+	mu       sync.Mutex
+	nextPid  uint32
+	procs    map[procKey]*process
+	watchers map[string]*polledWatcher
+	samples  map[target]sandbox.ResourceSample // the last, for CPU percentages
 }
 
 // New returns the E2B API handler.
@@ -111,7 +131,8 @@ func New(opts Options) *Handler {
 	// A key of its own, so an envd token is never valid elsewhere.
 	m := hmac.New(sha256.New, opts.Key)
 	m.Write([]byte("stead e2b envd access tokens"))
-	h := &Handler{b: opts.Backend, key: m.Sum(nil), opts: opts, log: opts.Logger, nextPid: 1000, procs: map[procKey]*process{}}
+	h := &Handler{b: opts.Backend, key: m.Sum(nil), opts: opts, log: opts.Logger, nextPid: 1000, procs: map[procKey]*process{},
+		watchers: map[string]*polledWatcher{}, samples: map[target]sandbox.ResourceSample{}}
 	if len(opts.Key) == 0 {
 		h.key = nil // no token is valid
 	}
@@ -148,7 +169,7 @@ func (h *Handler) serveLogged(w http.ResponseWriter, r *http.Request, plane stri
 
 // isControlPath reports whether path belongs to the E2B control plane.
 func isControlPath(path string) bool {
-	for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots"} {
+	for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"} {
 		if path == p || strings.HasPrefix(path, p+"/") {
 			return true
 		}
@@ -270,6 +291,10 @@ func (w *statusWriter) Flush() {
 		f.Flush()
 	}
 }
+
+// Unwrap lets http.ResponseController reach the connection (write
+// deadlines of the streams).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // record appends one answered call to the audit trail.
 func (h *Handler) record(r *http.Request, actor, tenant, action, target string, status int) {

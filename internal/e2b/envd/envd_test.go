@@ -58,6 +58,10 @@ func TestStartRequestDecodesTheSDKForm(t *testing.T) {
 	if *sig.Process.Pid != 12 || sig.Signal != SignalSIGKILL {
 		t.Fatalf("decoded %+v", sig)
 	}
+	var si SendInputRequest
+	if err := DecodeRequest([]byte(`{"process":{"pid":4},"input":{"pty":"bHMK"}}`), &si); err != nil || *si.Process.Pid != 4 || string(si.Input.PTY) != "ls\n" {
+		t.Fatalf("decoded %+v %v", si, err)
+	}
 	if err := DecodeRequest([]byte(`{"path":"/a"} {}`), &PathRequest{}); err == nil {
 		t.Fatal("trailing data accepted")
 	}
@@ -101,10 +105,19 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"process":{"pid":"7"},"signal":9}`))
 	f.Add([]byte(`{"path":"/a","depth":"3"}`))
 	f.Add([]byte(`{"pty":{"size":{"cols":80,"rows":24}}}`))
+	f.Add([]byte(`{"process":{"pid":3},"input":{"stdin":"aGk="}}`))
+	f.Add([]byte(`{"process":{"tag":"t"},"pty":{"size":{"cols":"100","rows":30}}}`))
+	f.Add([]byte(`{"path":"/home/user","recursive":true,"includeEntry":false}`))
+	f.Add([]byte(`{"watcherId":"w-1"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		DecodeRequest(in, &StartRequest{})
 		DecodeRequest(in, &SendSignalRequest{})
 		DecodeRequest(in, &ListDirRequest{})
 		DecodeRequest(in, &MoveRequest{})
+		DecodeRequest(in, &SendInputRequest{})
+		DecodeRequest(in, &UpdateRequest{})
+		DecodeRequest(in, &CloseStdinRequest{})
+		DecodeRequest(in, &WatchDirRequest{})
+		DecodeRequest(in, &WatcherRequest{})
 	})
 }

@@ -215,3 +215,77 @@ func DecodeRequest(b []byte, v any) error {
 	}
 	return nil
 }
+
+// ProcessInput is process.ProcessInput: one of the byte fields is set.
+type ProcessInput struct {
+	Stdin []byte `json:"stdin,omitempty"`
+	PTY   []byte `json:"pty,omitempty"`
+}
+
+// SendInputRequest is process.SendInputRequest.
+type SendInputRequest struct {
+	Process *ProcessSelector `json:"process"`
+	Input   *ProcessInput    `json:"input"`
+}
+
+// CloseStdinRequest is process.CloseStdinRequest (and the shape of every
+// request that names only a process).
+type CloseStdinRequest struct {
+	Process *ProcessSelector `json:"process"`
+}
+
+// UpdateRequest is process.UpdateRequest: a new terminal size.
+type UpdateRequest struct {
+	Process *ProcessSelector `json:"process"`
+	PTY     *PTY             `json:"pty,omitempty"`
+}
+
+// WatchDirRequest is filesystem.WatchDirRequest and
+// filesystem.CreateWatcherRequest.
+type WatchDirRequest struct {
+	Path               string `json:"path"`
+	Recursive          bool   `json:"recursive"`
+	IncludeEntry       bool   `json:"includeEntry"`
+	AllowNetworkMounts bool   `json:"allowNetworkMounts"`
+}
+
+// Event types of filesystem.EventType.
+const (
+	EventCreate = "EVENT_TYPE_CREATE"
+	EventWrite  = "EVENT_TYPE_WRITE"
+	EventRemove = "EVENT_TYPE_REMOVE"
+	EventRename = "EVENT_TYPE_RENAME"
+	EventChmod  = "EVENT_TYPE_CHMOD"
+)
+
+// FilesystemEvent is filesystem.FilesystemEvent: Name is relative to the
+// watched directory.
+type FilesystemEvent struct {
+	Name  string     `json:"name"`
+	Type  string     `json:"type"`
+	Entry *EntryInfo `json:"entry,omitempty"`
+}
+
+// WatchDirResponse is filesystem.WatchDirResponse: exactly one field is
+// set.
+type WatchDirResponse struct {
+	Start      *struct{}        `json:"start,omitempty"`
+	Filesystem *FilesystemEvent `json:"filesystem,omitempty"`
+	Keepalive  *struct{}        `json:"keepalive,omitempty"`
+}
+
+// WatcherRequest is filesystem.GetWatcherEventsRequest and
+// RemoveWatcherRequest.
+type WatcherRequest struct {
+	WatcherID string `json:"watcherId"`
+}
+
+// CreateWatcherResponse is filesystem.CreateWatcherResponse.
+type CreateWatcherResponse struct {
+	WatcherID string `json:"watcherId"`
+}
+
+// GetWatcherEventsResponse is filesystem.GetWatcherEventsResponse.
+type GetWatcherEventsResponse struct {
+	Events []FilesystemEvent `json:"events"`
+}
