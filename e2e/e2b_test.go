@@ -125,6 +125,14 @@ func TestE2BSDKCompat(t *testing.T) {
 	if out := d.sh(ctx, res.ID, "agent", "cat /home/agent/keep.txt"); out != "kept across pause" {
 		t.Fatalf("a file the SDK wrote, through stead's exec: %q", out)
 	}
+	// ... and through stead's CLI: listed by its label, and its files read
+	// with `stead exec`.
+	if code, out, errOut := d.cli("ls"); code != 0 || !strings.Contains(out, res.ID) {
+		t.Fatalf("stead ls: exit %d, %q %q (want the E2B sandbox %s listed)", code, out, errOut, res.ID)
+	}
+	if code, out, errOut := d.cli("exec", res.ID, "--", "cat", "/home/user/keep.txt"); code != 0 || out != "kept across pause" {
+		t.Fatalf("stead exec cat /home/user/keep.txt: exit %d, %q %q", code, out, errOut)
+	}
 	killed, err := d.c.GetSandbox(ctx, res.Killed)
 	if err != nil || killed.State != "deleted" || killed.PurgeAt == nil {
 		t.Fatalf("the killed sandbox: %+v %v (want soft-deleted, recoverable)", killed, err)
