@@ -4,6 +4,12 @@
 // installed. It prints p50/p99 per operation and the ratio to runc.
 //
 //	sudo go run ./bench/lifecycle -n 50 -stead bin/stead
+//
+// With -scale N it instead creates N sandboxes per daemon (simple quotas
+// and full qgroups, alternately) and prints the create cost and daemon RSS
+// by fleet size:
+//
+//	sudo go run ./bench/lifecycle -scale 1000 -running 200 -stead bin/stead
 package main
 
 import (
@@ -25,7 +31,18 @@ func main() {
 	n := flag.Int("n", 50, "iterations per operation")
 	bin := flag.String("stead", "bin/stead", "stead binary (static build: scripts/build.sh)")
 	pool := flag.String("pool", "btrfs", "pool kind")
+	scaleN := flag.Int("scale", 0, "scale mode: create this many sandboxes per daemon and print the create cost by fleet size")
+	running := flag.Int("running", 1000, "scale mode: how many of the sandboxes stay running (the rest are stopped)")
+	full := flag.Bool("full-qgroups", true, "scale mode: also measure a daemon whose btrfs pool has full qgroup accounting")
+	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
 	flag.Parse()
+	if *scaleN > 0 {
+		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *pprofAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*n, *bin, *pool); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
