@@ -346,7 +346,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	t2 := time.Now()
 	// Reap our direct child while this daemon lives; after a daemon
 	// restart the init's parent is the host's PID 1.
-	go p.Wait()
+	r.reap(spec.ID, p)
 	r.mu.Lock()
 	r.containers[spec.ID] = c
 	r.mu.Unlock()
@@ -366,6 +366,41 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	}
 	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
+}
+
+// reap reaps the init process p once it exits. A plain `go p.Wait()`
+// blocks an OS thread in waitid(2) for as long as the sandbox runs (one
+// thread per running sandbox); here the goroutine waits on a pidfd in Go's
+// network poller, which holds no thread, and calls Wait only once the
+// process has exited.
+func (r *Runtime) reap(id string, p *libcontainer.Process) {
+	pid, err := p.Pid()
+	if err != nil {
+		go p.Wait()
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		r.log.Debug("pidfd_open; reaping with a blocked thread", "sandbox", id, "err", err)
+		go p.Wait()
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	go func() {
+		defer p.Wait()
+		defer f.Close()
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return
+		}
+		// The callback runs, then again each time the poller says the
+		// pidfd is readable: it is readable once the process exits.
+		_ = rc.Read(func(fd uintptr) bool {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
+			return err != nil && err != unix.EINTR || n > 0
+		})
+	}()
 }
 
 func tail(b []byte, n int) string {
