@@ -589,6 +589,7 @@ func (r *Runtime) destroy(id string, c *libcontainer.Container) error {
 	}
 	err := c.Destroy()
 	r.forget(id)
+	r.forgetCpuset(id)
 	r.freeSlot(id)
 	r.unmountRootfs(id)
 	os.RemoveAll(r.runDir(id))
