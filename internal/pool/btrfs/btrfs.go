@@ -119,8 +119,8 @@ type Pool struct {
 	image   string // absolute, or "" when none was given
 	managed bool   // Image is mounted at dir by this package (now or by an earlier run)
 	quota   bool
-	simple  bool // the quotas are btrfs simple quotas (see Quota modes)
-	full    bool // Options.FullQgroups
+	simple  bool   // the quotas are btrfs simple quotas (see Quota modes)
+	full    bool   // Options.FullQgroups
 	group   uint64 // GroupQgroup once it carries the pool's limit, else 0
 	reserve int64  // configured reserve; 0: pool.DefaultReserve
 	log     *slog.Logger
