@@ -666,6 +666,19 @@ func (r *Runtime) Stats(ctx context.Context, id string) (steadrt.Stats, error) {
 	if err != nil {
 		return steadrt.Stats{}, err
 	}
+	// The four numbers come from four or five cgroup files; libcontainer's
+	// Stats reads every file of every controller (dozens), and the limit
+	// and idle checks ask for every running sandbox each pass.
+	if st, err := c.State(); err == nil {
+		if s, ok := cgroupStats(st.CgroupPaths); ok {
+			return s, nil
+		}
+	}
+	return r.fullStats(id, c)
+}
+
+// fullStats is Stats through libcontainer's Stats.
+func (r *Runtime) fullStats(id string, c *libcontainer.Container) (steadrt.Stats, error) {
 	s, err := c.Stats()
 	if err != nil {
 		return steadrt.Stats{}, fmt.Errorf("stats of sandbox %s: %w", id, err)
@@ -686,6 +699,66 @@ func (r *Runtime) Stats(ctx context.Context, id string) (steadrt.Stats, error) {
 		MemoryWorkingSetBytes: int64(ws),
 		Pids:                  int64(cg.PidsStats.Current),
 	}, nil
+}
+
+// cgroupStats reads Stats from the sandbox's cgroup files (paths as
+// libcontainer's State gives them: by controller on v1, "" on v2); false
+// when a file is missing, and the caller asks libcontainer instead.
+func cgroupStats(paths map[string]string) (steadrt.Stats, bool) {
+	num := func(dir, file string) (uint64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		return v, err == nil
+	}
+	field := func(dir, file, key string) (uint64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return 0, false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, " "); ok && k == key {
+				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
+	var usage, inactive, cpu, pids uint64
+	ok := true
+	// A v1 host may list the unified hierarchy under "" too (hybrid):
+	// v2 is a host without per-controller paths.
+	if dir, v2 := paths[""]; v2 && paths["memory"] == "" {
+		var a, b, c, d bool
+		usage, a = num(dir, "memory.current")
+		inactive, b = field(dir, "memory.stat", "inactive_file")
+		usec, cc := field(dir, "cpu.stat", "usage_usec")
+		cpu, c = usec*1000, cc
+		pids, d = num(dir, "pids.current")
+		ok = a && b && c && d
+	} else {
+		mem, cpuacct, pid := paths["memory"], paths["cpuacct"], paths["pids"]
+		if mem == "" || cpuacct == "" || pid == "" {
+			return steadrt.Stats{}, false
+		}
+		var a, b, c, d bool
+		usage, a = num(mem, "memory.usage_in_bytes")
+		inactive, b = field(mem, "memory.stat", "total_inactive_file")
+		cpu, c = num(cpuacct, "cpuacct.usage")
+		pids, d = num(pid, "pids.current")
+		ok = a && b && c && d
+	}
+	if !ok {
+		return steadrt.Stats{}, false
+	}
+	return steadrt.Stats{
+		CPUUsage:              time.Duration(cpu),
+		MemoryBytes:           int64(usage),
+		MemoryWorkingSetBytes: int64(usage - min(inactive, usage)),
+		Pids:                  int64(pids),
+	}, true
 }
 
 // cpuPeriod is the CFS period used for cpu quotas (100 ms).

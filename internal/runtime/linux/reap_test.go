@@ -95,3 +95,62 @@ func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStatsReadsTheSameNumbersAsLibcontainer: Stats, read from a few
+// cgroup files, gives the numbers libcontainer's full Stats gives (pids
+// exactly; memory within what a second's drift allows; cpu no less).
+func TestStatsReadsTheSameNumbersAsLibcontainer(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	exe, _ := os.Executable()
+	r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
+	ctx := context.Background()
+	root := t.TempDir()
+	for _, d := range []string{"proc", "dev", "sys", "tmp", ".stead", "usr"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	for _, l := range []string{"bin", "lib", "lib64"} {
+		os.Symlink("usr/"+l, filepath.Join(root, l))
+	}
+	if err := r.Start(ctx, steadrt.Spec{ID: "stats-1", Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}},
+		Limits: steadrt.Limits{MemoryBytes: 256 << 20, Pids: 64}}); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Kill(ctx, "stats-1")
+	c, err := r.mustLoad("stats-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	light, ok := cgroupStats(st.CgroupPaths)
+	if !ok {
+		t.Fatalf("cgroupStats could not read the cgroup files of %v", st.CgroupPaths)
+	}
+	full, err := r.fullStats("stats-1", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if light.Pids != full.Pids || light.Pids < 1 {
+		t.Errorf("pids: files %d, libcontainer %d", light.Pids, full.Pids)
+	}
+	if light.MemoryBytes <= 0 || light.MemoryBytes < full.MemoryBytes/2 || light.MemoryBytes > full.MemoryBytes*2 {
+		t.Errorf("memory: files %d, libcontainer %d", light.MemoryBytes, full.MemoryBytes)
+	}
+	if light.MemoryWorkingSetBytes <= 0 || light.MemoryWorkingSetBytes > light.MemoryBytes {
+		t.Errorf("working set %d of %d", light.MemoryWorkingSetBytes, light.MemoryBytes)
+	}
+	if light.CPUUsage <= 0 || full.CPUUsage < light.CPUUsage {
+		t.Errorf("cpu: files %v, then libcontainer %v", light.CPUUsage, full.CPUUsage)
+	}
+	got, err := r.Stats(ctx, "stats-1")
+	if err != nil || got.Pids != light.Pids {
+		t.Errorf("Stats = %+v, %v", got, err)
+	}
+}
