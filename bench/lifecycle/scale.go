@@ -18,6 +18,7 @@ type scaleSide struct {
 	d      *benchd.Daemon
 	create []time.Duration // create → first exec of the i-th sandbox
 	rss    map[int]int64   // daemon RSS after the i-th create
+	thr    map[int]int64   // daemon OS threads after the i-th create
 }
 
 // scale creates total sandboxes on two daemons (btrfs simple quotas, the
@@ -39,14 +40,14 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full b
 		return err
 	}
 	defer d.Close()
-	sides = append(sides, &scaleSide{name: "simple quotas", d: d, rss: map[int]int64{}})
+	sides = append(sides, &scaleSide{name: "simple quotas", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
 	if full && poolKind == "btrfs" {
 		d, err := benchd.Start(ctx, bin, poolKind, 16, "--pool-overcommit", "10000", "--pool-full-qgroups")
 		if err != nil {
 			return err
 		}
 		defer d.Close()
-		sides = append(sides, &scaleSide{name: "full qgroups", d: d, rss: map[int]int64{}})
+		sides = append(sides, &scaleSide{name: "full qgroups", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
 	}
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
 	for _, s := range sides { // warm the host template
@@ -75,7 +76,7 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full b
 				}
 			}
 			if slices.Contains(marks, i) || i == total {
-				s.rss[i] = s.d.RSS()
+				s.rss[i], s.thr[i] = s.d.RSS(), s.d.Threads()
 			}
 		}
 		if i%100 == 0 {
@@ -87,7 +88,7 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full b
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "sandboxes\t")
 	for _, s := range sides {
-		fmt.Fprintf(tw, "%s p50\tp99\tvs 10th\tRSS MiB\t", s.name)
+		fmt.Fprintf(tw, "%s p50\tp99\tvs 10th\tRSS MiB\tthreads\t", s.name)
 	}
 	fmt.Fprintln(tw)
 	// A window of 10 creates ending at each mark (p50/p99 of those).
@@ -108,8 +109,8 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full b
 		fmt.Fprintf(tw, "%d\t", m)
 		for _, s := range sides {
 			w, base := window(s, m), window(s, min(10, total))
-			fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.1f\t", benchd.Ms(w.Pct(0.5)), benchd.Ms(w.Pct(0.99)),
-				float64(w.Pct(0.5))/float64(base.Pct(0.5)), float64(s.rss[m])/(1<<20))
+			fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.1f\t%d\t", benchd.Ms(w.Pct(0.5)), benchd.Ms(w.Pct(0.99)),
+				float64(w.Pct(0.5))/float64(base.Pct(0.5)), float64(s.rss[m])/(1<<20), s.thr[m])
 		}
 		fmt.Fprintln(tw)
 	}
