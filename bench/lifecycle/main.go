@@ -4,6 +4,12 @@
 // installed. It prints p50/p99 per operation and the ratio to runc.
 //
 //	sudo go run ./bench/lifecycle -n 50 -stead bin/stead
+//
+// With -scale N it instead creates N sandboxes per daemon (simple quotas
+// and full qgroups, alternately) and prints the create cost and daemon RSS
+// by fleet size:
+//
+//	sudo go run ./bench/lifecycle -scale 1000 -running 200 -stead bin/stead
 package main
 
 import (
@@ -25,7 +31,18 @@ func main() {
 	n := flag.Int("n", 50, "iterations per operation")
 	bin := flag.String("stead", "bin/stead", "stead binary (static build: scripts/build.sh)")
 	pool := flag.String("pool", "btrfs", "pool kind")
+	scaleN := flag.Int("scale", 0, "scale mode: create this many sandboxes per daemon and print the create cost by fleet size")
+	running := flag.Int("running", 1000, "scale mode: how many of the sandboxes stay running (the rest are stopped)")
+	full := flag.Bool("full-qgroups", true, "scale mode: also measure a daemon whose btrfs pool has full qgroup accounting")
+	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
 	flag.Parse()
+	if *scaleN > 0 {
+		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *pprofAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*n, *bin, *pool); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -110,6 +127,11 @@ func run(n int, bin, poolKind string) error {
 		return err
 	}
 	results = append(results, pairs...)
+	netTotal, phases, err := createPhases(ctx, n, bin, poolKind)
+	if err != nil {
+		return fmt.Errorf("create phases: %w", err)
+	}
+	results = append(results, netTotal)
 
 	// Peers on the same root filesystem: the host template's skeleton with
 	// the host's /usr bound read-only, exactly what a stead sandbox sees.
@@ -119,10 +141,43 @@ func run(n int, bin, poolKind string) error {
 		return err
 	}
 	defer os.RemoveAll(bundle)
-	if err := writeBundle(bundle, rootfs); err != nil {
+	if err := writeBundle(bundle, rootfs, false); err != nil {
 		return err
 	}
-	var runcP50 time.Duration
+	var runcP50, runcUserNSP50 time.Duration
+	if _, err := exec.LookPath("runc"); err == nil {
+		// runc with a user namespace too, as stead runs sandboxes.
+		// The pool is closed to other users, so the user namespace's root
+		// (an unprivileged host id) gets a copy of the skeleton it can
+		// reach; /usr is bound from the host as in the other bundle.
+		ubundle := bundle + "-userns"
+		defer os.RemoveAll(ubundle)
+		if err := os.MkdirAll(ubundle, 0o755); err != nil {
+			return err
+		}
+		urootfs := filepath.Join(ubundle, "rootfs")
+		if out, err := exec.Command("cp", "-a", rootfs, urootfs).CombinedOutput(); err != nil {
+			return fmt.Errorf("copy the rootfs skeleton: %v: %s", err, out)
+		}
+		os.Chmod(urootfs, 0o755)
+		if err := writeBundle(ubundle, urootfs, true); err != nil {
+			return err
+		}
+		ds, err = benchd.Time(n, func(i int) error {
+			out, err := exec.Command("runc", "run", "--bundle", ubundle, fmt.Sprintf("bench-runc-userns-%d", i)).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("runc run: %v: %s", err, out)
+			}
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: skipping runc with a user namespace: %v\n", err)
+		} else {
+			s := benchd.Series{Name: "`runc run` /bin/true, user namespace (same rootfs)", D: ds}
+			runcUserNSP50 = s.Pct(0.5)
+			results = append(results, s)
+		}
+	}
 	for _, rt := range []string{"runc", "crun"} {
 		if _, err := exec.LookPath(rt); err != nil {
 			continue
@@ -169,6 +224,11 @@ func run(n int, bin, poolKind string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", s.Name, benchd.Ms(s.Pct(0.5)), benchd.Ms(s.Pct(0.99)), ratio)
 	}
 	tw.Flush()
+	if runcUserNSP50 > 0 {
+		fmt.Printf("\ncold create → first exec with user namespace + networking / `runc run` with a user namespace: %.2fx (target <= 0.75x)\n",
+			float64(netTotal.Pct(0.5))/float64(runcUserNSP50))
+	}
+	printPhases(netTotal, phases)
 	fmt.Printf("\nstead daemon RSS with one idle sandbox: %.1f MiB\n", float64(idleRSS)/(1<<20))
 	return nil
 }
@@ -249,8 +309,9 @@ func userNSPairs(ctx context.Context, n int, a, b *client.Client) ([]benchd.Seri
 }
 
 // writeBundle writes an OCI bundle whose config matches a stead sandbox:
-// the same namespaces, the host's /usr read-only, tmpfs /tmp.
-func writeBundle(dir, rootfs string) error {
+// the same namespaces, the host's /usr read-only, tmpfs /tmp; with userns,
+// a user namespace mapping 0..65535 to host ids from 200000, as stead's.
+func writeBundle(dir, rootfs string, userns bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -273,6 +334,12 @@ func writeBundle(dir, rootfs string) error {
 			"namespaces": []map[string]any{{"type": "pid"}, {"type": "network"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}},
 			"resources":  map[string]any{"memory": map[string]any{"limit": 2 << 30}, "pids": map[string]any{"limit": 1024}},
 		},
+	}
+	if userns {
+		lx := spec["linux"].(map[string]any)
+		lx["namespaces"] = append(lx["namespaces"].([]map[string]any), map[string]any{"type": "user"})
+		m := []map[string]any{{"containerID": 0, "hostID": 200000, "size": 65536}}
+		lx["uidMappings"], lx["gidMappings"] = m, m
 	}
 	b, _ := json.MarshalIndent(spec, "", "  ")
 	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644)

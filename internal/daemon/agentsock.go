@@ -21,17 +21,23 @@ import (
 )
 
 // agentSockets serves the API on one unix socket per running sandbox,
-// <dir>/<id>/api.sock, mounted read-only at /run/stead in the sandbox.
-// <dir>/<id> is a small tmpfs of its own, so the sandbox's mount table
-// shows "/" as the mount's root, not a host path.
+// <shared>/<id>/api.sock, mounted read-only at /run/stead in the sandbox.
+// <shared> (<dir>/../agent) is one small tmpfs for every sandbox, mounted
+// once, so the sandbox's mount table shows "/<id>" as the mount's root, not
+// a host path. (An older stead mounted a tmpfs per running sandbox at
+// <dir>/<id>: one more mount in the host's mount table per sandbox, which
+// every new mount namespace copies, so each create got slower with the
+// number of running sandboxes. Sandboxes started that way keep their
+// mount until they stop.)
 // The directory (not the socket) is mounted, so a daemon restart can
-// replace the socket and the sandbox sees the new one. dir is 0700: no
-// host user but root reaches <id>; inside, the mount's root is <id>
-// itself (0755), where any user of the sandbox may connect and read the
-// token.
+// replace the socket and the sandbox sees the new one. The tmpfs root is
+// 0700: no host user but root reaches <id>; inside, the mount's root is
+// <id> itself (0755), where any user of the sandbox may connect and read
+// the token.
 type agentSockets struct {
-	dir string
-	log *slog.Logger
+	dir    string // the older layout's per-sandbox tmpfs mounts
+	shared string // the tmpfs holding a directory per sandbox
+	log    *slog.Logger
 
 	mu  sync.Mutex
 	srv *http.Server
@@ -39,7 +45,7 @@ type agentSockets struct {
 }
 
 func newAgentSockets(dir string, log *slog.Logger) *agentSockets {
-	return &agentSockets{dir: dir, log: log, lns: map[string]net.Listener{}}
+	return &agentSockets{dir: dir, shared: filepath.Join(filepath.Dir(dir), "agent"), log: log, lns: map[string]net.Listener{}}
 }
 
 func (a *agentSockets) setServer(srv *http.Server) {
@@ -52,25 +58,18 @@ func (a *agentSockets) setServer(srv *http.Server) {
 func (a *agentSockets) Open(id string) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	d := filepath.Join(a.dir, id)
 	if _, ok := a.lns[id]; ok {
-		return d, nil
+		if legacy := filepath.Join(a.dir, id); isMount(legacy) {
+			return legacy, nil
+		}
+		return filepath.Join(a.shared, id), nil
 	}
 	if a.srv == nil {
 		return "", fmt.Errorf("agent socket for %s: the API server is not ready", id)
 	}
-	if err := os.MkdirAll(a.dir, 0o700); err != nil {
+	d, err := a.dirFor(id)
+	if err != nil {
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
-	}
-	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("agent socket for %s: %w", id, err)
-	}
-	if mounted, err := mountinfo.Mounted(d); err != nil {
-		return "", fmt.Errorf("agent socket for %s: %w", id, err)
-	} else if !mounted {
-		if err := unix.Mount("stead-agent", d, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64"); err != nil {
-			return "", fmt.Errorf("agent socket for %s: mount: %w", id, err)
-		}
 	}
 	if err := os.Chmod(d, 0o755); err != nil {
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
@@ -92,6 +91,36 @@ func (a *agentSockets) Open(id string) (string, error) {
 	return d, nil
 }
 
+// dirFor returns the directory that holds id's socket: the tmpfs an older
+// stead mounted for it, if it still runs with one, else <shared>/<id> on
+// the shared tmpfs (mounted here on first use).
+func (a *agentSockets) dirFor(id string) (string, error) {
+	if legacy := filepath.Join(a.dir, id); isMount(legacy) {
+		return legacy, nil
+	}
+	if err := os.MkdirAll(a.shared, 0o700); err != nil {
+		return "", err
+	}
+	if mounted, err := mountinfo.Mounted(a.shared); err != nil {
+		return "", err
+	} else if !mounted {
+		if err := unix.Mount("stead-agent", a.shared, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=16m,nr_inodes=262144"); err != nil {
+			return "", fmt.Errorf("mount: %w", err)
+		}
+	}
+	d := filepath.Join(a.shared, id)
+	if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	return d, nil
+}
+
+// isMount reports whether dir is a mount point (false when it is missing).
+func isMount(dir string) bool {
+	m, err := mountinfo.Mounted(dir)
+	return err == nil && m
+}
+
 // Close stops serving for id and removes its directory.
 func (a *agentSockets) Close(id string) {
 	a.mu.Lock()
@@ -101,9 +130,11 @@ func (a *agentSockets) Close(id string) {
 	if ok {
 		ln.Close()
 	}
-	d := filepath.Join(a.dir, id)
-	unix.Unmount(d, unix.MNT_DETACH)
-	os.RemoveAll(d)
+	if legacy := filepath.Join(a.dir, id); isMount(legacy) {
+		unix.Unmount(legacy, unix.MNT_DETACH)
+		os.RemoveAll(legacy)
+	}
+	os.RemoveAll(filepath.Join(a.shared, id))
 }
 
 // closeAll stops listening (the directories stay for the next daemon).

@@ -107,6 +107,12 @@ type Config struct {
 	// NoUserNS runs sandboxes without user namespaces (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
+	// PoolFullQgroups gives a new btrfs pool full qgroup accounting instead
+	// of simple quotas (for measurements: btrfs.Options.FullQgroups).
+	PoolFullQgroups bool
+	// PprofListen is a loopback TCP address to serve Go's profiles on
+	// ("" serves none): for measurements.
+	PprofListen string
 	// Network configures sandbox networking and the port proxy.
 	Network NetworkConfig
 	// Events configures the event log and webhooks (its Logger is set
@@ -159,7 +165,7 @@ func Run(ctx context.Context, cfg Config) error {
 	switch cfg.Pool {
 	case "", "btrfs":
 		pl, err = btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(cfg.DataDir, "pool"), Image: filepath.Join(cfg.DataDir, "pool.img"),
-			ImageSize: cfg.PoolImageSize, Reserve: cfg.PoolReserve, Logger: log})
+			ImageSize: cfg.PoolImageSize, Reserve: cfg.PoolReserve, FullQgroups: cfg.PoolFullQgroups, Logger: log})
 	case "dir":
 		pl, err = dir.OpenOptions(ctx, dir.Options{Dir: filepath.Join(cfg.DataDir, "pool"), Reserve: cfg.PoolReserve, Logger: log})
 	default:
@@ -272,6 +278,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if cfg.Metering.MetricsListen != "" {
 		if err := serveMetrics(pctx, cfg.Metering.MetricsListen, mt.met, errc, log); err != nil {
+			return err
+		}
+	}
+
+	if cfg.PprofListen != "" {
+		if err := servePprof(pctx, cfg.PprofListen, log); err != nil {
 			return err
 		}
 	}

@@ -312,3 +312,34 @@ func renameAt(ctx context.Context, dir, src, dst string, flags uint, verb string
 	}
 	return fmt.Errorf("%s dataset %s with %s: %w", verb, src, dst, err)
 }
+
+// UsageReader is implemented by pools that read the usage of many datasets
+// in one pass (btrfs: one sync and one walk of the quota tree, instead of a
+// sync and a search per dataset).
+type UsageReader interface {
+	// Usages returns what Usage would return for each of names that
+	// exists; a name that does not exist, or whose usage cannot be read,
+	// is left out of the map. It fails only when nothing can be read.
+	Usages(ctx context.Context, names []string) (map[string]int64, error)
+}
+
+// Usages returns the usage of each of names from p: in one pass when p is
+// a UsageReader, else by one Usage call per name. Names whose usage cannot
+// be read are left out.
+func Usages(ctx context.Context, p Pool, names []string) map[string]int64 {
+	if r, ok := p.(UsageReader); ok {
+		if m, err := r.Usages(ctx, names); err == nil {
+			return m
+		}
+	}
+	out := make(map[string]int64, len(names))
+	for _, n := range names {
+		if ctx.Err() != nil {
+			break
+		}
+		if u, err := p.Usage(ctx, n); err == nil {
+			out[n] = u
+		}
+	}
+	return out
+}

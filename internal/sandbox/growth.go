@@ -264,7 +264,9 @@ func limitMessage(w client.LimitWarning) string {
 	return fmt.Sprintf("the storage pool is %.0f%% full (%s of %s)", w.Percent, pool.FormatBytes(w.UsedBytes), pool.FormatBytes(w.LimitBytes))
 }
 
-// limitSamples reads every use the check watches.
+// limitSamples reads every use the check watches. Disk and volume usage
+// come from one pool pass (pool.Usages: one sync and one qgroup walk on
+// btrfs), not a sync per dataset.
 func (s *Service) limitSamples(ctx context.Context) []limitSample {
 	var out []limitSample
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{})
@@ -272,6 +274,12 @@ func (s *Service) limitSamples(ctx context.Context) []limitSample {
 		s.log.Warn("limit check: list sandboxes", "err", err)
 		return nil
 	}
+	type diskLimit struct {
+		sb    store.Sandbox
+		limit int64
+	}
+	var disks []diskLimit
+	var names []string
 	for _, sb := range list {
 		switch sb.State {
 		case store.StateRunning, store.StatePaused, store.StateStopped:
@@ -282,9 +290,9 @@ func (s *Service) limitSamples(ctx context.Context) []limitSample {
 		if err != nil {
 			continue
 		}
-		if used, err := s.pool.Usage(ctx, datasetName(sb.ID)); err == nil && sp.Limits.DiskBytes > 0 {
-			out = append(out, limitSample{key: "disk/" + sb.ID, tenant: sb.TenantID, sandbox: sb.ID,
-				w: client.LimitWarning{Resource: client.LimitDisk, Subject: sb.ID, Path: "/", UsedBytes: used, LimitBytes: sp.Limits.DiskBytes}})
+		if sp.Limits.DiskBytes > 0 {
+			disks = append(disks, diskLimit{sb, sp.Limits.DiskBytes})
+			names = append(names, datasetName(sb.ID))
 		}
 		if sb.State == store.StateRunning && sp.Limits.MemoryBytes > 0 {
 			if st, err := s.rt.Stats(ctx, sb.ID); err == nil {
@@ -294,15 +302,28 @@ func (s *Service) limitSamples(ctx context.Context) []limitSample {
 		}
 	}
 	vols, err := s.st.ListVolumes(ctx, "", false)
-	if err == nil {
-		for _, v := range vols {
-			if v.DeletedAt != nil || v.SizeBytes <= 0 {
-				continue
-			}
-			if used, err := s.pool.Usage(ctx, volumeDataset(v.ID)); err == nil {
-				out = append(out, limitSample{key: "volume/" + v.ID, tenant: v.TenantID,
-					w: client.LimitWarning{Resource: client.LimitVolume, Subject: v.ID, UsedBytes: used, LimitBytes: v.SizeBytes}})
-			}
+	if err != nil {
+		vols = nil
+	}
+	var sized []store.Volume
+	for _, v := range vols {
+		if v.DeletedAt != nil || v.SizeBytes <= 0 {
+			continue
+		}
+		sized = append(sized, v)
+		names = append(names, volumeDataset(v.ID))
+	}
+	used := pool.Usages(ctx, s.pool, names)
+	for _, d := range disks {
+		if u, ok := used[datasetName(d.sb.ID)]; ok {
+			out = append(out, limitSample{key: "disk/" + d.sb.ID, tenant: d.sb.TenantID, sandbox: d.sb.ID,
+				w: client.LimitWarning{Resource: client.LimitDisk, Subject: d.sb.ID, Path: "/", UsedBytes: u, LimitBytes: d.limit}})
+		}
+	}
+	for _, v := range sized {
+		if u, ok := used[volumeDataset(v.ID)]; ok {
+			out = append(out, limitSample{key: "volume/" + v.ID, tenant: v.TenantID,
+				w: client.LimitWarning{Resource: client.LimitVolume, Subject: v.ID, UsedBytes: u, LimitBytes: v.SizeBytes}})
 		}
 	}
 	if c, err := s.pool.Capacity(ctx); err == nil && c.SizeBytes > 0 {

@@ -136,7 +136,9 @@ func (s *Service) withNetwork(rs *steadrt.Spec, sb store.Sandbox, sp spec) {
 		return
 	}
 	rs.Network = func(ctx context.Context, pid int) error {
+		t0 := time.Now()
 		_, err := n.Attach(ctx, attachment(sb, sp, fmt.Sprintf("/proc/%d/ns/net", pid)))
+		s.log.Debug("sandbox network attached", "sandbox", sb.ID, "dur", time.Since(t0))
 		return err
 	}
 	if s.opts.Net.ResolvConf != "" {

@@ -117,7 +117,7 @@ type Service struct {
 	rt   steadrt.Runtime
 	log  *slog.Logger
 
-	locks sync.Map // sandbox id → *sync.Mutex
+	locks idLocks // one mutex per sandbox id while someone holds or waits for it
 	act   *activity
 
 	// *state.Service serves checkpoint documents (api.CheckpointBackend).
@@ -187,11 +187,49 @@ func New(opts Options) *Service {
 func (s *Service) now() time.Time { return s.opts.Now().UTC() }
 
 // lock serialises lifecycle changes of one sandbox.
-func (s *Service) lock(id string) func() {
-	m, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+func (s *Service) lock(id string) func() { return s.locks.lock(id) }
+
+// idLocks is a mutex per id that exists only while it is held or waited
+// for, so that a sandbox nobody works on (a stopped one) costs no memory.
+type idLocks struct {
+	mu sync.Mutex
+	m  map[string]*idLock
+}
+
+type idLock struct {
+	mu    sync.Mutex
+	users int // holders and waiters; guarded by idLocks.mu
+}
+
+// lock locks id's mutex and returns its unlock.
+func (l *idLocks) lock(id string) func() {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*idLock{}
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &idLock{}
+		l.m[id] = e
+	}
+	e.users++
+	l.mu.Unlock()
+	e.mu.Lock()
+	return sync.OnceFunc(func() {
+		e.mu.Unlock()
+		l.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
+	})
+}
+
+// held returns how many ids have a mutex (for tests).
+func (l *idLocks) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
 }
 
 func newID() string {

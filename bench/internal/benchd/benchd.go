@@ -185,16 +185,22 @@ func (d *Daemon) RunDir() string { return filepath.Join(d.base, "run") }
 func (d *Daemon) Log() ([]byte, error) { return os.ReadFile(filepath.Join(d.base, "daemon.log")) }
 
 // RSS returns the daemon's resident set size in bytes.
-func (d *Daemon) RSS() int64 {
+func (d *Daemon) RSS() int64 { return d.status("VmRSS:") << 10 }
+
+// Threads returns the daemon's OS thread count.
+func (d *Daemon) Threads() int64 { return d.status("Threads:") }
+
+// status returns the first number of the daemon's /proc status line key.
+func (d *Daemon) status(key string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.Pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb int64
-			fmt.Sscan(strings.Fields(line)[1], &kb)
-			return kb << 10
+		if strings.HasPrefix(line, key) {
+			var n int64
+			fmt.Sscan(strings.Fields(line)[1], &n)
+			return n
 		}
 	}
 	return 0

@@ -27,11 +27,19 @@ const testImageSize = 1 << 30
 // btrfs), so Open goes through the loop image, and tears it down in cleanup.
 func openImagePool(t testing.TB, tmp string) *Pool {
 	t.Helper()
+	return openImagePoolFull(t, tmp, false)
+}
+
+// openImagePoolFull is openImagePool with full qgroup accounting chosen for
+// a new pool when full is set.
+func openImagePoolFull(t testing.TB, tmp string, full bool) *Pool {
+	t.Helper()
 	p, err := Open(t.Context(), Options{
-		Dir:       filepath.Join(tmp, "mnt"),
-		Image:     filepath.Join(tmp, "pool.img"),
-		ImageSize: testImageSize,
-		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Dir:         filepath.Join(tmp, "mnt"),
+		Image:       filepath.Join(tmp, "pool.img"),
+		ImageSize:   testImageSize,
+		FullQgroups: full,
+		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	if err != nil {
 		t.Fatalf("open btrfs pool: %v", err)
@@ -156,7 +164,18 @@ func TestBtrfsPoolOnLoopImagePassesContract(t *testing.T) {
 // shares every extent with its source (its exclusive usage is tiny).
 func TestBtrfsCloneIsSubvolumeSnapshot(t *testing.T) {
 	testutil.RequireRoot(t)
-	p := openImagePool(t, t.TempDir())
+	for _, full := range []bool{false, true} {
+		t.Run(map[bool]string{false: "simple-quotas", true: "full-qgroups"}[full], func(t *testing.T) {
+			testCloneIsSubvolumeSnapshot(t, full)
+		})
+	}
+}
+
+func testCloneIsSubvolumeSnapshot(t *testing.T, full bool) {
+	p := openImagePoolFull(t, t.TempDir(), full)
+	if p.SimpleQuota() == full {
+		t.Fatalf("pool opened with FullQgroups=%t has simple quotas=%t", full, p.SimpleQuota())
+	}
 	ctx := t.Context()
 	if err := p.Create(ctx, "templates/big"); err != nil {
 		t.Fatal(err)
@@ -211,8 +230,13 @@ func TestBtrfsCloneIsSubvolumeSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u > 1<<20 {
+	switch {
+	case full && u > 1<<20:
 		t.Errorf("source exclusive usage %d bytes; its extents should be shared with the clones", u)
+	case !full && u < 64<<20:
+		// Simple quotas charge an extent to the subvolume that wrote it,
+		// for as long as it exists: the template keeps its 64 MiB.
+		t.Errorf("source usage %d bytes under simple quotas; want the 64 MiB it wrote", u)
 	}
 }
 
@@ -761,5 +785,126 @@ func TestBtrfsDestroyRemovesDatasetsImageAndLoopDevice(t *testing.T) {
 	}
 	if _, err := os.Stat(p.image); !os.IsNotExist(err) {
 		t.Fatalf("Destroy made an image: %v", err)
+	}
+}
+
+// TestBtrfsSimpleQuotaChargesTheWriter: under simple quotas a clone starts
+// at ~0 bytes, is charged what it writes, is stopped with EDQUOT at its
+// limit, and keeps the charge for extents that a snapshot still holds after
+// it deleted them (they are freed, and uncharged, with the snapshot).
+func TestBtrfsSimpleQuotaChargesTheWriter(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	if !p.SimpleQuota() {
+		t.Fatal("a new pool has full qgroups; want simple quotas (kernel 6.7 or later)")
+	}
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(p.Create(ctx, "templates/t"))
+	must(os.WriteFile(filepath.Join(p.Path("templates/t"), "base"), make([]byte, 32<<20), 0o644))
+	must(p.Clone(ctx, "templates/t", "sandboxes/a", pool.CloneOptions{}))
+	usage := func(name string) int64 {
+		t.Helper()
+		u, err := p.Usage(ctx, name)
+		must(err)
+		return u
+	}
+	if u := usage("sandboxes/a"); u > 1<<20 {
+		t.Fatalf("a fresh clone is charged %d bytes; want ~0 (the template owns its extents)", u)
+	}
+	must(os.WriteFile(filepath.Join(p.Path("sandboxes/a"), "own"), make([]byte, 8<<20), 0o644))
+	if u := usage("sandboxes/a"); u < 8<<20 || u > 9<<20 {
+		t.Fatalf("after writing 8 MiB the clone is charged %d bytes", u)
+	}
+	must(p.SetQuota(ctx, "sandboxes/a", 16<<20))
+	err := os.WriteFile(filepath.Join(p.Path("sandboxes/a"), "big"), make([]byte, 32<<20), 0o644)
+	if !errors.Is(err, unix.EDQUOT) {
+		t.Fatalf("writing 32 MiB past a 16 MiB quota: %v, want EDQUOT", err)
+	}
+	must(os.Remove(filepath.Join(p.Path("sandboxes/a"), "big")))
+	must(p.Clone(ctx, "sandboxes/a", "snapshots/s", pool.CloneOptions{ReadOnly: true}))
+	must(os.Remove(filepath.Join(p.Path("sandboxes/a"), "own")))
+	if u := usage("sandboxes/a"); u < 8<<20 {
+		t.Fatalf("deleting a file a snapshot holds uncharged the clone to %d bytes; simple quotas keep the charge while the extent lives", u)
+	}
+	must(p.Delete(ctx, "snapshots/s"))
+	// The cleaner frees a deleted subvolume's extents in the background;
+	// wait for it as `btrfs subvolume sync` does.
+	if out, err := exec.Command("btrfs", "subvolume", "sync", p.dir).CombinedOutput(); err != nil {
+		t.Fatalf("btrfs subvolume sync: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for usage("sandboxes/a") > 1<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the clone is still charged %d bytes after the snapshot holding its extents was deleted", usage("sandboxes/a"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBtrfsPoolWithFullQgroupsKeepsItsMode: a pool made with full qgroup
+// accounting (an older stead) reopens with full accounting and working
+// quotas; the mode is never switched under existing datasets.
+func TestBtrfsPoolWithFullQgroupsKeepsItsMode(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	p := openImagePoolFull(t, tmp, true)
+	if p.SimpleQuota() || !p.Caps().Quota {
+		t.Fatalf("pool with FullQgroups: simple=%t quota=%t", p.SimpleQuota(), p.Caps().Quota)
+	}
+	ctx := t.Context()
+	if err := p.Create(ctx, "sandboxes/x"); err != nil {
+		t.Fatal(err)
+	}
+	p2 := openImagePool(t, tmp)
+	if p2.SimpleQuota() || !p2.Caps().Quota {
+		t.Fatalf("reopened full-qgroup pool: simple=%t quota=%t; want full accounting kept", p2.SimpleQuota(), p2.Caps().Quota)
+	}
+	if err := p2.SetQuota(ctx, "sandboxes/x", 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p2.Path("sandboxes/x"), "big"), make([]byte, 16<<20), 0o644); !errors.Is(err, unix.EDQUOT) {
+		t.Fatalf("write past the quota on the reopened pool: %v, want EDQUOT", err)
+	}
+}
+
+// TestBtrfsUsagesMatchesUsageInOneWalk: the one-pass usage of many
+// datasets (more than one tree-search buffer of qgroup items) equals
+// Usage for each, and leaves out names that do not exist.
+func TestBtrfsUsagesMatchesUsageInOneWalk(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	ctx := t.Context()
+	var names []string
+	for i := range 90 {
+		name := "sandboxes/s" + strconv.Itoa(i)
+		if err := p.Create(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p.Path(name), "f"), make([]byte, (i%5+1)<<18), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	got, err := p.Usages(ctx, append(names, "sandboxes/missing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(names) {
+		t.Fatalf("Usages returned %d datasets, want %d (the missing one left out)", len(got), len(names))
+	}
+	for i, name := range names {
+		want, err := p.Usage(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[name] != want || want < int64(i%5+1)<<18 {
+			t.Errorf("%s: Usages %d, Usage %d, wrote %d", name, got[name], want, (i%5+1)<<18)
+		}
 	}
 }

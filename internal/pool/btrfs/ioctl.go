@@ -155,7 +155,12 @@ const (
 	blockGroupMetadata = 1 << 2 // BTRFS_BLOCK_GROUP_METADATA
 	blockGroupDup      = 1 << 5 // BTRFS_BLOCK_GROUP_DUP
 
-	quotaCtlEnable = 1 // BTRFS_QUOTA_CTL_ENABLE
+	quotaCtlEnable       = 1 // BTRFS_QUOTA_CTL_ENABLE
+	quotaCtlEnableSimple = 4 // BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA (kernel >= 6.7)
+
+	qgroupStatusKey        = 240    // BTRFS_QGROUP_STATUS_KEY
+	qgroupStatusFlagsOffst = 16     // offsetof(btrfs_qgroup_status_item, flags)
+	qgroupStatusFlagSimple = 1 << 3 // BTRFS_QGROUP_STATUS_FLAG_SIMPLE_MODE
 
 	qgroupLimitMaxExcl = 1 << 1     // BTRFS_QGROUP_LIMIT_MAX_EXCL
 	qgroupLimitClear   = ^uint64(0) // CLEAR_VALUE in fs/btrfs/qgroup.c
@@ -287,9 +292,29 @@ func setSubvolReadOnly(fd int, ro bool) error {
 	return subvolSetFlags(fd, nf)
 }
 
-func quotaEnable(fd int) error {
+// quotaEnable turns quotas on: full qgroup accounting, or simple quotas
+// when simple is set. On a file system whose quotas are on already it
+// changes nothing (the kernel returns success and keeps the mode).
+func quotaEnable(fd int, simple bool) error {
 	a := quotaCtlArgs{cmd: quotaCtlEnable}
+	if simple {
+		a.cmd = quotaCtlEnableSimple
+	}
 	return ioctl(fd, ioctlQuotaCtl, unsafe.Pointer(&a))
+}
+
+// quotaSimple reports whether the quotas of fd's file system are simple
+// quotas, from the qgroup status item's flags. It fails with errNoQgroup
+// when quotas are off.
+func quotaSimple(fd int) (bool, error) {
+	item, err := searchQuotaItem(fd, qgroupStatusKey, 0)
+	if err != nil {
+		return false, err
+	}
+	if len(item) < qgroupStatusFlagsOffst+8 {
+		return false, errNoQgroup
+	}
+	return binary.LittleEndian.Uint64(item[qgroupStatusFlagsOffst:])&qgroupStatusFlagSimple != 0, nil
 }
 
 func quotaRescanWait(fd int) error {
@@ -380,30 +405,92 @@ func subvolID(fd int) (uint64, error) {
 
 var errNoQgroup = errors.New("no qgroup info item")
 
-// qgroupExcl returns the exclusive bytes of qgroup 0/id as last committed.
-// It fails with ENOENT when quotas are disabled.
-func qgroupExcl(fd int, id uint64) (uint64, error) {
+// searchQuotaItem returns the item (0, typ, offset) of the quota tree.
+func searchQuotaItem(fd int, typ uint32, offset uint64) ([]byte, error) {
 	var a searchArgs
 	a.key = searchKey{
 		treeID:      quotaTreeObjectID,
 		minObjectID: 0, maxObjectID: 0,
-		minType: qgroupInfoKey, maxType: qgroupInfoKey,
-		minOffset: id, maxOffset: id,
+		minType: typ, maxType: typ,
+		minOffset: offset, maxOffset: offset,
 		maxTransid: ^uint64(0),
 		nrItems:    1,
 	}
 	if err := ioctl(fd, ioctlTreeSearch, unsafe.Pointer(&a)); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if a.key.nrItems == 0 {
-		return 0, errNoQgroup
+		return nil, errNoQgroup
 	}
 	le := binary.LittleEndian
-	typ := le.Uint32(a.buf[24:28])
+	t := le.Uint32(a.buf[24:28])
 	n := le.Uint32(a.buf[28:32])
-	if typ != qgroupInfoKey || n < qgroupInfoExclOffst+8 {
+	if t != typ || int(n) > len(a.buf)-searchHeaderSize {
+		return nil, errNoQgroup
+	}
+	return a.buf[searchHeaderSize : searchHeaderSize+int(n)], nil
+}
+
+// qgroupExcl returns the exclusive bytes of qgroup 0/id as last committed.
+// It fails with ENOENT when quotas are disabled.
+func qgroupExcl(fd int, id uint64) (uint64, error) {
+	item, err := searchQuotaItem(fd, qgroupInfoKey, id)
+	if err != nil {
+		return 0, err
+	}
+	if len(item) < qgroupInfoExclOffst+8 {
 		return 0, errNoQgroup
 	}
-	item := a.buf[searchHeaderSize : searchHeaderSize+int(n)]
-	return le.Uint64(item[qgroupInfoExclOffst:]), nil
+	return binary.LittleEndian.Uint64(item[qgroupInfoExclOffst:]), nil
+}
+
+// qgroupExclAll returns the exclusive bytes of every level-0 qgroup as
+// last committed, by subvolume id, in one walk of the quota tree (a
+// search returns as many items as fit in its 4 KiB buffer; the walk goes
+// on from the last key).
+func qgroupExclAll(fd int) (map[uint64]uint64, error) {
+	out := make(map[uint64]uint64)
+	le := binary.LittleEndian
+	next := uint64(0)
+	for {
+		var a searchArgs
+		a.key = searchKey{
+			treeID:      quotaTreeObjectID,
+			minObjectID: 0, maxObjectID: 0,
+			minType: qgroupInfoKey, maxType: qgroupInfoKey,
+			minOffset: next, maxOffset: 1<<qgroupLevelShift - 1,
+			maxTransid: ^uint64(0),
+			nrItems:    4096,
+		}
+		if err := ioctl(fd, ioctlTreeSearch, unsafe.Pointer(&a)); err != nil {
+			return nil, err
+		}
+		if a.key.nrItems == 0 {
+			return out, nil
+		}
+		off := 0
+		last := uint64(0)
+		for i := uint32(0); i < a.key.nrItems; i++ {
+			if off+searchHeaderSize > len(a.buf) {
+				break
+			}
+			h := a.buf[off : off+searchHeaderSize]
+			offset := le.Uint64(h[16:24])
+			typ := le.Uint32(h[24:28])
+			n := int(le.Uint32(h[28:32]))
+			off += searchHeaderSize
+			if off+n > len(a.buf) {
+				break
+			}
+			if typ == qgroupInfoKey && n >= qgroupInfoExclOffst+8 {
+				out[offset] = le.Uint64(a.buf[off+qgroupInfoExclOffst:])
+			}
+			off += n
+			last = offset
+		}
+		if last+1 >= 1<<qgroupLevelShift || last+1 <= next {
+			return out, nil
+		}
+		next = last + 1
+	}
 }

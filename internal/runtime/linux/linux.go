@@ -346,7 +346,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	t2 := time.Now()
 	// Reap our direct child while this daemon lives; after a daemon
 	// restart the init's parent is the host's PID 1.
-	go p.Wait()
+	r.reap(spec.ID, p)
 	r.mu.Lock()
 	r.containers[spec.ID] = c
 	r.mu.Unlock()
@@ -366,6 +366,41 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	}
 	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
 	return nil
+}
+
+// reap reaps the init process p once it exits. A plain `go p.Wait()`
+// blocks an OS thread in waitid(2) for as long as the sandbox runs (one
+// thread per running sandbox); here the goroutine waits on a pidfd in Go's
+// network poller, which holds no thread, and calls Wait only once the
+// process has exited.
+func (r *Runtime) reap(id string, p *libcontainer.Process) {
+	pid, err := p.Pid()
+	if err != nil {
+		go p.Wait()
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		r.log.Debug("pidfd_open; reaping with a blocked thread", "sandbox", id, "err", err)
+		go p.Wait()
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	go func() {
+		defer p.Wait()
+		defer f.Close()
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return
+		}
+		// The callback runs, then again each time the poller says the
+		// pidfd is readable: it is readable once the process exits.
+		_ = rc.Read(func(fd uintptr) bool {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
+			return err != nil && err != unix.EINTR || n > 0
+		})
+	}()
 }
 
 func tail(b []byte, n int) string {
@@ -554,6 +589,7 @@ func (r *Runtime) destroy(id string, c *libcontainer.Container) error {
 	}
 	err := c.Destroy()
 	r.forget(id)
+	r.forgetCpuset(id)
 	r.freeSlot(id)
 	r.unmountRootfs(id)
 	os.RemoveAll(r.runDir(id))
@@ -630,6 +666,19 @@ func (r *Runtime) Stats(ctx context.Context, id string) (steadrt.Stats, error) {
 	if err != nil {
 		return steadrt.Stats{}, err
 	}
+	// The four numbers come from four or five cgroup files; libcontainer's
+	// Stats reads every file of every controller (dozens), and the limit
+	// and idle checks ask for every running sandbox each pass.
+	if st, err := c.State(); err == nil {
+		if s, ok := cgroupStats(st.CgroupPaths); ok {
+			return s, nil
+		}
+	}
+	return r.fullStats(id, c)
+}
+
+// fullStats is Stats through libcontainer's Stats.
+func (r *Runtime) fullStats(id string, c *libcontainer.Container) (steadrt.Stats, error) {
 	s, err := c.Stats()
 	if err != nil {
 		return steadrt.Stats{}, fmt.Errorf("stats of sandbox %s: %w", id, err)
@@ -650,6 +699,66 @@ func (r *Runtime) Stats(ctx context.Context, id string) (steadrt.Stats, error) {
 		MemoryWorkingSetBytes: int64(ws),
 		Pids:                  int64(cg.PidsStats.Current),
 	}, nil
+}
+
+// cgroupStats reads Stats from the sandbox's cgroup files (paths as
+// libcontainer's State gives them: by controller on v1, "" on v2); false
+// when a file is missing, and the caller asks libcontainer instead.
+func cgroupStats(paths map[string]string) (steadrt.Stats, bool) {
+	num := func(dir, file string) (uint64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		return v, err == nil
+	}
+	field := func(dir, file, key string) (uint64, bool) {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return 0, false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, " "); ok && k == key {
+				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
+	var usage, inactive, cpu, pids uint64
+	ok := true
+	// A v1 host may list the unified hierarchy under "" too (hybrid):
+	// v2 is a host without per-controller paths.
+	if dir, v2 := paths[""]; v2 && paths["memory"] == "" {
+		var a, b, c, d bool
+		usage, a = num(dir, "memory.current")
+		inactive, b = field(dir, "memory.stat", "inactive_file")
+		usec, cc := field(dir, "cpu.stat", "usage_usec")
+		cpu, c = usec*1000, cc
+		pids, d = num(dir, "pids.current")
+		ok = a && b && c && d
+	} else {
+		mem, cpuacct, pid := paths["memory"], paths["cpuacct"], paths["pids"]
+		if mem == "" || cpuacct == "" || pid == "" {
+			return steadrt.Stats{}, false
+		}
+		var a, b, c, d bool
+		usage, a = num(mem, "memory.usage_in_bytes")
+		inactive, b = field(mem, "memory.stat", "total_inactive_file")
+		cpu, c = num(cpuacct, "cpuacct.usage")
+		pids, d = num(pid, "pids.current")
+		ok = a && b && c && d
+	}
+	if !ok {
+		return steadrt.Stats{}, false
+	}
+	return steadrt.Stats{
+		CPUUsage:              time.Duration(cpu),
+		MemoryBytes:           int64(usage),
+		MemoryWorkingSetBytes: int64(usage - min(inactive, usage)),
+		Pids:                  int64(pids),
+	}, true
 }
 
 // cpuPeriod is the CFS period used for cpu quotas (100 ms).

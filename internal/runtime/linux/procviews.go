@@ -107,11 +107,31 @@ type procViews struct {
 	retryAt time.Time
 	warned  bool
 
-	cpuMu sync.Mutex // guards cpus and recent
+	cpuMu sync.Mutex // guards cpus, recent and cpusets
 	cpus  *hostCPUs
 	// recent holds cpusets handed out in the last seconds, whose cgroups
 	// may not exist yet (concurrent starts must not all take one CPU).
 	recent map[string]recentCpuset
+	// cpusets is every running sandbox's cpuset as last read from the
+	// cgroup tree (at cpusetsAt) and kept since as cpusets are handed out
+	// and sandboxes destroyed, so that a start does not read the cpuset
+	// of every other sandbox (O(n) files per create); it is read again
+	// from the cgroups every cpusetRescan, which catches what this
+	// process did not see.
+	cpusets   map[string][]int
+	cpusetsAt time.Time
+}
+
+// cpusetRescan is how often cpuLoad reads every sandbox's cpuset again.
+const cpusetRescan = 30 * time.Second
+
+// forgetCpuset drops a destroyed sandbox's cpuset from the load count.
+func (r *Runtime) forgetCpuset(id string) {
+	v := &r.views
+	v.cpuMu.Lock()
+	delete(v.cpusets, id)
+	delete(v.recent, id)
+	v.cpuMu.Unlock()
 }
 
 type recentCpuset struct {
@@ -449,37 +469,37 @@ func (r *Runtime) cpusetFor(id string, cpus float64, current string) (string, st
 		v.recent = map[string]recentCpuset{}
 	}
 	v.recent[id] = recentCpuset{cpus: pick, at: time.Now()}
+	if v.cpusets != nil {
+		v.cpusets[id] = pick
+	}
 	return formatCPUList(pick), h.mems
 }
 
 // cpuLoad counts, per CPU, the running sandboxes (other than id) whose
-// cpuset holds it: the cpuset.cpus of every cgroup under the sandboxes'
-// parent, plus cpusets handed out in the last seconds. Called with
-// views.cpuMu held.
+// cpuset holds it: the cpusets known in memory (see views.cpusets; the
+// cpuset.cpus of every cgroup under the sandboxes' parent, read again
+// every cpusetRescan), plus cpusets handed out in the last seconds.
+// Called with views.cpuMu held.
 func (r *Runtime) cpuLoad(h *hostCPUs, id string) map[int]int {
+	v := &r.views
+	if v.cpusets == nil || time.Since(v.cpusetsAt) > cpusetRescan {
+		v.cpusets = readCpusets(h)
+		v.cpusetsAt = time.Now()
+	}
 	load := map[int]int{}
 	seen := map[string]bool{id: true}
-	ents, _ := os.ReadDir(h.parent)
-	for _, e := range ents {
-		if !e.IsDir() || e.Name() == id {
+	for other, set := range v.cpusets {
+		if other == id {
 			continue
 		}
-		seen[e.Name()] = true
-		b, err := os.ReadFile(filepath.Join(h.parent, e.Name(), "cpuset.cpus"))
-		if err != nil {
-			continue
-		}
-		set, err := parseCPUList(string(b))
-		if err != nil || len(set) == 0 {
-			set = h.cpus // cgroup v2 leaves an unset cpuset empty: every CPU
-		}
+		seen[other] = true
 		for _, c := range set {
 			load[c]++
 		}
 	}
-	for other, rc := range r.views.recent {
+	for other, rc := range v.recent {
 		if time.Since(rc.at) > 10*time.Second {
-			delete(r.views.recent, other)
+			delete(v.recent, other)
 			continue
 		}
 		if !seen[other] {
@@ -489,6 +509,28 @@ func (r *Runtime) cpuLoad(h *hostCPUs, id string) map[int]int {
 		}
 	}
 	return load
+}
+
+// readCpusets reads the cpuset of every cgroup under the sandboxes'
+// parent.
+func readCpusets(h *hostCPUs) map[string][]int {
+	out := map[string][]int{}
+	ents, _ := os.ReadDir(h.parent)
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(h.parent, e.Name(), "cpuset.cpus"))
+		if err != nil {
+			continue
+		}
+		set, err := parseCPUList(string(b))
+		if err != nil || len(set) == 0 {
+			set = h.cpus // cgroup v2 leaves an unset cpuset empty: every CPU
+		}
+		out[e.Name()] = set
+	}
+	return out
 }
 
 // pickCPUs returns the k CPUs of the window (contiguous in avail, wrapping

@@ -546,3 +546,52 @@ func waitStopped(t *testing.T, pid int) {
 	}
 	t.Fatalf("lxcfs %d did not stop", pid)
 }
+
+// TestCpuLoadReadsTheCgroupTreeOnlyEveryRescan: a start does not read the
+// cpuset of every other sandbox (O(n) files per create): the cpusets are
+// read once, kept in memory, read again only after cpusetRescan, and a
+// destroyed sandbox leaves the count at once.
+func TestCpuLoadReadsTheCgroupTreeOnlyEveryRescan(t *testing.T) {
+	r := newViewsRuntime(t, t.TempDir())
+	v := &r.views
+	v.cpuMu.Lock()
+	h := r.hostCPUs()
+	v.cpuMu.Unlock()
+	if !h.ok {
+		t.Fatal("no cpuset controller on this host")
+	}
+	load := func() map[int]int {
+		v.cpuMu.Lock()
+		defer v.cpuMu.Unlock()
+		return r.cpuLoad(h, "pv-self")
+	}
+	sum := func(m map[int]int) int {
+		n := 0
+		for _, c := range m {
+			n += c
+		}
+		return n
+	}
+	before := sum(load())
+	if err := os.MkdirAll(h.parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stray := filepath.Join(h.parent, "pv-cached-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(stray) })
+	if got := sum(load()); got != before {
+		t.Fatalf("load %d → %d without a rescan: the cgroup tree was read again", before, got)
+	}
+	v.cpuMu.Lock()
+	v.cpusetsAt = time.Now().Add(-2 * cpusetRescan)
+	v.cpuMu.Unlock()
+	if got := sum(load()); got <= before {
+		t.Fatalf("load %d after a rescan with one more sandbox cgroup, want more than %d", got, before)
+	}
+	r.forgetCpuset(filepath.Base(stray))
+	if got := sum(load()); got != before {
+		t.Fatalf("load %d after the sandbox was destroyed, want %d", got, before)
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stead-dev/stead/bench/internal/benchd"
+	"github.com/stead-dev/stead/client"
+)
+
+// scaleSide is one daemon of the scale run and what was measured on it.
+type scaleSide struct {
+	name   string
+	d      *benchd.Daemon
+	create []time.Duration // create → first exec of the i-th sandbox
+	rss    map[int]int64   // daemon RSS after the i-th create
+	thr    map[int]int64   // daemon OS threads after the i-th create
+}
+
+// scale creates total sandboxes on two daemons (btrfs simple quotas, the
+// default, and full qgroup accounting) one at a time and alternately, so
+// that the machine's drift hits both alike, and prints the create → first
+// exec cost around the 10th, 100th, 500th and 1,000th sandbox with the
+// daemon's RSS there. The first running sandboxes stay running; the rest
+// are stopped after their first exec (a stopped sandbox should cost no
+// process and no memory). full=false measures only the default.
+func scale(ctx context.Context, total, running int, bin, poolKind string, full bool, pprofAddr string) error {
+	var sides []*scaleSide
+	// A fleet of 1,000 promises more disk than a bench pool holds.
+	extra := []string{"--pool-overcommit", "10000"}
+	if pprofAddr != "" {
+		extra = append(extra, "--pprof-listen", pprofAddr)
+	}
+	d, err := benchd.Start(ctx, bin, poolKind, 16, extra...)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	sides = append(sides, &scaleSide{name: "simple quotas", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
+	if full && poolKind == "btrfs" {
+		d, err := benchd.Start(ctx, bin, poolKind, 16, "--pool-overcommit", "10000", "--pool-full-qgroups")
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		sides = append(sides, &scaleSide{name: "full qgroups", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
+	}
+	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
+	for _, s := range sides { // warm the host template
+		sb, err := s.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+		if err != nil {
+			return err
+		}
+		s.d.Client.DeleteSandbox(ctx, sb.ID, true)
+	}
+	marks := []int{10, 100, 500, 1000}
+	start := time.Now()
+	for i := 1; i <= total; i++ {
+		for _, s := range sides {
+			t0 := time.Now()
+			sb, err := s.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+			if err != nil {
+				return fmt.Errorf("%s: create #%d: %w", s.name, i, err)
+			}
+			if _, err := s.d.Client.Exec(ctx, sb.ID, trueCmd); err != nil {
+				return fmt.Errorf("%s: exec #%d: %w", s.name, i, err)
+			}
+			s.create = append(s.create, time.Since(t0))
+			if i > running {
+				if _, err := s.d.Client.StopSandbox(ctx, sb.ID); err != nil {
+					return fmt.Errorf("%s: stop #%d: %w", s.name, i, err)
+				}
+			}
+			if slices.Contains(marks, i) || i == total {
+				s.rss[i], s.thr[i] = s.d.RSS(), s.d.Threads()
+			}
+		}
+		if i%100 == 0 {
+			fmt.Fprintf(os.Stderr, "scale: %d sandboxes per daemon (%s)\n", i, time.Since(start).Round(time.Second))
+		}
+	}
+	fmt.Printf("stead create cost by fleet size: %d sandboxes per daemon (the first %d running, the rest stopped), pool %s, %s\n\n",
+		total, min(running, total), poolKind, time.Now().UTC().Format(time.RFC3339))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "sandboxes\t")
+	for _, s := range sides {
+		fmt.Fprintf(tw, "%s p50\tp99\tvs 10th\tRSS MiB\tthreads\t", s.name)
+	}
+	fmt.Fprintln(tw)
+	// A window of 10 creates ending at each mark (p50/p99 of those).
+	window := func(s *scaleSide, m int) benchd.Series {
+		lo := max(m-10, 0)
+		return benchd.Series{D: s.create[lo:m]}
+	}
+	var rows []int
+	for _, m := range marks {
+		if m <= total {
+			rows = append(rows, m)
+		}
+	}
+	if !slices.Contains(rows, total) {
+		rows = append(rows, total)
+	}
+	for _, m := range rows {
+		fmt.Fprintf(tw, "%d\t", m)
+		for _, s := range sides {
+			w, base := window(s, m), window(s, min(10, total))
+			fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.1f\t%d\t", benchd.Ms(w.Pct(0.5)), benchd.Ms(w.Pct(0.99)),
+				float64(w.Pct(0.5))/float64(base.Pct(0.5)), float64(s.rss[m])/(1<<20), s.thr[m])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	if len(sides) == 2 {
+		a, b := window(sides[0], total), window(sides[1], total)
+		fmt.Printf("\nat %d sandboxes: full qgroups / simple quotas create p50 = %.2fx\n", total, float64(b.Pct(0.5))/float64(a.Pct(0.5)))
+	}
+	return nil
+}
