@@ -284,6 +284,15 @@ func (w *diffWalk) entry(ctx context.Context, dirfd int, d *wdir, name string, p
 			c.DataBytes = cur.dataLen()
 			break
 		}
+		if prev != nil && prev.Type == TypeFile && prev.Size == n.Size && n.Size > 0 && p.s.allUsable(prev.Content) {
+			// Metadata changed (mode, owner, xattrs, a link) but no
+			// extent: the same bytes, not read again.
+			if r, err := w.diff.ChangedRanges(ctx, prev.Inode, n.Inode); err == nil && len(r) == 0 {
+				cur.Sparse, cur.Extents, cur.Content = prev.Sparse, prev.Extents, prev.Content
+				c.DataBytes = cur.dataLen()
+				break
+			}
+		}
 		if n.Size > 0 {
 			var base *Node
 			if prev != nil && prev.Type == TypeFile {
@@ -469,6 +478,7 @@ func (p *pusher) readChanged(ctx context.Context, ch *chunker.Chunker, j readJob
 	if pos != newSize {
 		return false, fmt.Errorf("/%s changed during the push: %w", j.rel, errDiffMismatch)
 	}
+	p.s.r.log.Debug("read changed ranges", "file", "/"+j.rel, "ranges", ranges, "read", read, "size", newSize)
 	// Bytes not read count as done.
 	p.c.bytesDone.Add(newSize - read)
 	node.Content = content

@@ -158,8 +158,14 @@ func (c *Chunker) fill() {
 		c.start = 0
 	}
 	empty := 0
-	for c.end < len(c.buf) && !(c.short && c.end-c.start >= c.p.Max) {
-		n, err := c.r.Read(c.buf[c.end:])
+	for c.end < len(c.buf) {
+		lim := len(c.buf)
+		if c.short {
+			if lim = min(lim, c.start+c.p.Max); c.end >= lim {
+				return
+			}
+		}
+		n, err := c.r.Read(c.buf[c.end:lim])
 		c.end += n
 		switch {
 		case errors.Is(err, io.EOF):
