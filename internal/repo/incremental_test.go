@@ -17,8 +17,8 @@ import (
 	"github.com/stead-dev/stead/internal/pool/btrfs"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/testutil"
-	"github.com/stead-dev/stead/internal/treedigest"
 	"github.com/stead-dev/stead/internal/treediff"
+	"github.com/stead-dev/stead/internal/treedigest"
 )
 
 // btrfsRig is a btrfs pool on a loop image with one dataset (the live
@@ -102,16 +102,16 @@ func churnBase(t *testing.T, dir string) {
 func churn(t *testing.T, dir, hostDir string) {
 	t.Helper()
 	j := func(p string) string { return filepath.Join(dir, p) }
-	must(t, os.Rename(j("rename-me"), j("deep/renamed")))              // rename across directories
-	must(t, os.Rename(j("src/pkg"), j("pkg-moved")))                   // a directory moves with its content
-	must(t, os.Remove(j("new\nline")))                                 // delete
-	must(t, os.Link(j("capable"), j("capable-link")))                  // hardlink added
-	must(t, os.Remove(j("hardlink-a")))                                // hardlink removed
+	must(t, os.Rename(j("rename-me"), j("deep/renamed")))               // rename across directories
+	must(t, os.Rename(j("src/pkg"), j("pkg-moved")))                    // a directory moves with its content
+	must(t, os.Remove(j("new\nline")))                                  // delete
+	must(t, os.Link(j("capable"), j("capable-link")))                   // hardlink added
+	must(t, os.Remove(j("hardlink-a")))                                 // hardlink removed
 	must(t, unix.Setxattr(j("x.txt"), "user.only", []byte("xattr"), 0)) // xattr only
-	must(t, os.Chmod(j("m.txt"), 0o600))                               // mode only
-	must(t, os.Lchown(j("o.txt"), 1234, 5678))                         // owner only
-	must(t, os.Truncate(j("trunc.bin"), 1<<20+17))                     // truncation
-	f, err := os.OpenFile(j("sparse.img"), os.O_RDWR, 0)               // hole punched in a sparse file
+	must(t, os.Chmod(j("m.txt"), 0o600))                                // mode only
+	must(t, os.Lchown(j("o.txt"), 1234, 5678))                          // owner only
+	must(t, os.Truncate(j("trunc.bin"), 1<<20+17))                      // truncation
+	f, err := os.OpenFile(j("sparse.img"), os.O_RDWR, 0)                // hole punched in a sparse file
 	must(t, err)
 	must(t, unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 8<<20, 256<<10))
 	must(t, f.Close())
@@ -208,7 +208,9 @@ func fmtNode(n repo.Node) string {
 	return b.String()
 }
 
-func fmtAny(v any) string { return strings.Trim(strings.ReplaceAll(reflect.ValueOf(v).String(), "<", ""), ">") }
+func fmtAny(v any) string {
+	return strings.Trim(strings.ReplaceAll(reflect.ValueOf(v).String(), "<", ""), ">")
+}
 
 func restoreEquals(t *testing.T, sc *repo.Scope, m *repo.Manifest, src string) {
 	t.Helper()
