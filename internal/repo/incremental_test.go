@@ -298,12 +298,26 @@ func TestDiffRefusesSnapshotsOfDifferentLineage(t *testing.T) {
 			t.Errorf("%s: Diff succeeded", tc.name)
 		}
 	}
-	// Two snapshots of one lineage compare. (A tree this small is one
-	// leaf, which taking a snapshot rewrites: everything may be reported;
-	// the no-change push of TestIncrementalPushEqualsFullWalk shows that
-	// a real tree reports nothing.)
-	if _, err := rig.diff(a, b).ChangedPaths(ctx); err != nil {
-		t.Fatal(err)
+	// Two snapshots with nothing between them: nothing changed (though
+	// the tree is one leaf, which taking a snapshot rewrites), and a file
+	// only read (its access time rewritten) did not change either.
+	if paths, err := rig.diff(a, b).ChangedPaths(ctx); err != nil || len(paths) != 0 {
+		t.Fatalf("two snapshots with nothing between them: changed %q, %v", paths, err)
+	}
+	must(t, os.WriteFile(filepath.Join(rig.live, "g"), []byte("y"), 0o644))
+	e := rig.snapshot()
+	var before, after unix.Stat_t
+	must(t, unix.Stat(filepath.Join(rig.live, "g"), &before))
+	time.Sleep(10 * time.Millisecond)
+	_, err := os.ReadFile(filepath.Join(rig.live, "g")) // relatime: the first read after a write sets the atime
+	must(t, err)
+	must(t, unix.Stat(filepath.Join(rig.live, "g"), &after))
+	if after.Atim == before.Atim {
+		t.Fatal("reading the file did not change its access time: the case is not tested")
+	}
+	f := rig.snapshot()
+	if paths, err := rig.diff(e, f).ChangedPaths(ctx); err != nil || len(paths) != 0 {
+		t.Fatalf("a file whose access time alone changed: changed %q, %v", paths, err)
 	}
 }
 

@@ -32,7 +32,11 @@ import (
 //     entry) the directory's own items, so deletions show as changed
 //     directories. The search over-reports by up to a leaf's worth of
 //     unchanged neighbours (all of a tree small enough to be one leaf,
-//     which every snapshot rewrites), which the push treats as changed.
+//     which every snapshot rewrites) and by files that were only read
+//     (relatime rewrites the inode item once after a change): each
+//     candidate's items are then compared with the base's, all of them
+//     (inode item, names, xattrs, directory entries, file extents), the
+//     inode item's transid and access time aside. Equal items, same inode.
 //   - Changed byte ranges of a changed file are found by comparing its
 //     EXTENT_DATA items in both trees: two ranges that point at the same
 //     on-disk extent at the same offset hold the same bytes (an extent a
@@ -112,7 +116,14 @@ type searchItem struct {
 // key (min_transid applied), in key order. fn's data is valid during the
 // call only.
 func treeSearch(ctx context.Context, fd int, key searchKey, fn func(searchItem) error) error {
-	buf := make([]byte, unsafe.Sizeof(searchArgsV2Head{})+uintptr(maxSearchBuf))
+	return treeSearchBuf(ctx, fd, key, nil, fn)
+}
+
+// treeSearchBuf is treeSearch with a caller's buffer (nil: a new one).
+func treeSearchBuf(ctx context.Context, fd int, key searchKey, buf []byte, fn func(searchItem) error) error {
+	if len(buf) < int(unsafe.Sizeof(searchArgsV2Head{}))+maxSearchBuf {
+		buf = make([]byte, unsafe.Sizeof(searchArgsV2Head{})+uintptr(maxSearchBuf))
+	}
 	head := (*searchArgsV2Head)(unsafe.Pointer(&buf[0]))
 	le := binary.LittleEndian
 	for {
@@ -243,16 +254,79 @@ func OpenDiff(ctx context.Context, base, cur string) (treediff.Diff, error) {
 	// transaction that took the base. (That transaction's own writes are
 	// all in the base: the snapshot is made in its commit, when no writer
 	// can join it any more; later writes go to later transactions.)
-	d.changed = map[uint64]bool{}
+	candidates := map[uint64]bool{}
 	key := searchKey{treeID: d.cur.treeID, minObjectID: firstFreeObjectID, maxObjectID: lastFreeObjectID,
 		maxOffset: ^uint64(0), minTransid: d.base.otransid + 1, maxTransid: ^uint64(0), maxType: 255}
 	if err := treeSearch(ctx, d.curFD, key, func(it searchItem) error {
-		d.changed[it.objectID] = true
+		candidates[it.objectID] = true
 		return nil
 	}); err != nil {
 		return fail(err)
 	}
+	// A leaf holds other inodes' items too, and reading a file rewrites
+	// its inode item for the access time alone: an inode whose items are
+	// all equal in both trees (but for its access time) did not change.
+	d.changed = map[uint64]bool{}
+	buf := make([]byte, unsafe.Sizeof(searchArgsV2Head{})+uintptr(maxSearchBuf))
+	for ino := range candidates {
+		same, err := d.sameItems(ctx, ino, buf)
+		if err != nil {
+			return fail(err)
+		}
+		if !same {
+			d.changed[ino] = true
+		}
+	}
 	return d, nil
+}
+
+// inode item fields that change without a change of the file: the
+// transaction that last wrote the item, and the access time.
+const (
+	inodeItemKey     = 1   // BTRFS_INODE_ITEM_KEY
+	inodeTransidOff  = 8   // offsetof(btrfs_inode_item, transid)
+	inodeAtimeOff    = 112 // offsetof(btrfs_inode_item, atime)
+	inodeTimespecLen = 12  // sizeof(btrfs_timespec)
+	inodeItemLen     = 160 // sizeof(btrfs_inode_item)
+)
+
+// sameItems reports whether inode ino has the same items in both trees
+// (inode item, names, xattrs, directory entries, file extents), the
+// inode item's transid and access time aside.
+func (d *snapDiff) sameItems(ctx context.Context, ino uint64, buf []byte) (bool, error) {
+	type item struct {
+		typ    uint32
+		offset uint64
+		data   string
+	}
+	collect := func(fd int, tree uint64) ([]item, error) {
+		var out []item
+		key := searchKey{treeID: tree, minObjectID: ino, maxObjectID: ino, maxType: 255, maxOffset: ^uint64(0),
+			maxTransid: ^uint64(0)}
+		err := treeSearchBuf(ctx, fd, key, buf, func(it searchItem) error {
+			if it.objectID != ino {
+				return nil
+			}
+			data := it.data
+			if it.typ == inodeItemKey && len(data) >= inodeItemLen {
+				data = slices.Clone(data)
+				clear(data[inodeTransidOff : inodeTransidOff+8])
+				clear(data[inodeAtimeOff : inodeAtimeOff+inodeTimespecLen])
+			}
+			out = append(out, item{it.typ, it.offset, string(data)})
+			return nil
+		})
+		return out, err
+	}
+	cur, err := collect(d.curFD, d.cur.treeID)
+	if err != nil {
+		return false, fmt.Errorf("items of inode %d: %w", ino, err)
+	}
+	base, err := collect(d.baseFD, d.base.treeID)
+	if err != nil {
+		return false, fmt.Errorf("items of inode %d in the base: %w", ino, err)
+	}
+	return slices.Equal(cur, base), nil
 }
 
 func (d *snapDiff) Changed(ino uint64) bool { return d.changed[ino] }
