@@ -98,15 +98,15 @@ func firstEnv(names ...string) string {
 
 // target is one place backups go: local disk or S3.
 type target struct {
-	name     string // "local" or "S3"
-	stead    *steadRepo
-	restic   *resticRepo
+	name   string // "local" or "S3"
+	stead  *steadRepo
+	restic *resticRepo
 	// steadDiff pushes from btrfs's changes (local only, with -btrfs).
 	steadDiff    *steadRepo
 	steadDiffDir string
-	steadS3  s3.Config // S3 only
-	resticS3 s3.Config
-	steadDir string // local only
+	steadS3      s3.Config // S3 only
+	resticS3     s3.Config
+	steadDir     string // local only
 }
 
 // result is one timed operation of one tool.
