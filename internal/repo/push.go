@@ -220,7 +220,7 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 		return nil, p.stats, fmt.Errorf("push %s: %w", src, err)
 	}
 	s.r.log.Info("pushed", "scope", s.name, "snapshot", m.ID.String()[:12], "files_read", p.stats.FilesRead,
-		"files_reused", p.stats.FilesReused, "uploaded", p.stats.BytesUploaded, "dur", p.stats.Duration)
+		"files_reused", p.stats.FilesReused, "uploaded", p.stats.BytesUploaded, "incremental", p.stats.Incremental, "dur", p.stats.Duration)
 	return m, p.stats, nil
 }
 

@@ -472,7 +472,8 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 		}
 	}
 	res := client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
-		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds(), BlobsReplaced: st.BlobsReplaced}
+		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds(), BlobsReplaced: st.BlobsReplaced,
+		Incremental: st.Incremental}
 	r, _ := s.repository(ctx)
 	for volID, clone := range volClones {
 		v, err := s.st.GetVolume(ctx, tenant, volID)
