@@ -299,6 +299,7 @@ func (w *diffWalk) entry(ctx context.Context, dirfd int, d *wdir, name string, p
 				base = prev
 			}
 			w.jobs = append(w.jobs, readJob{rel: rel, node: cur, base: base})
+			p.c.bytesTotal.Add(n.Size)
 		}
 	case TypeDir:
 		c.Dirs = 1

@@ -252,6 +252,8 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID, parent *Manifest)
 			rootNode.Subtree = nil
 		} else {
 			p.incremental = true
+			p.c.files.Store(st.Files)
+			p.c.filesDone.Store(st.Files - int64(len(jobs)))
 		}
 	}
 	if root == nil {
