@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -68,7 +69,7 @@ func (p *pusher) walkDiff(ctx context.Context, parent *Manifest, rootNode *Node)
 	for _, rel := range paths {
 		for {
 			w.on[rel] = true
-			i := bytes.LastIndexByte([]byte(rel), '/')
+			i := strings.LastIndexByte(rel, '/')
 			if rel == "" {
 				break
 			}
@@ -97,7 +98,7 @@ func (p *pusher) walkDiff(ctx context.Context, parent *Manifest, rootNode *Node)
 		rootNode.Subtree = &parent.Tree
 		return root, nil, st, nil
 	}
-	delta, err := w.dir(ctx, p.rootfd, root, firstFreeInode(p.rootfd))
+	delta, err := w.dir(ctx, p.rootfd, root, rootInode(p.rootfd))
 	if err != nil {
 		return nil, nil, Stats{}, err
 	}
@@ -105,8 +106,8 @@ func (p *pusher) walkDiff(ctx context.Context, parent *Manifest, rootNode *Node)
 	return root, w.jobs, st, nil
 }
 
-// firstFreeInode is the root's inode number.
-func firstFreeInode(fd int) uint64 {
+// rootInode is the inode number of the directory fd.
+func rootInode(fd int) uint64 {
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
 		return 0
