@@ -33,10 +33,10 @@ import (
 //     directories. The search over-reports by up to a leaf's worth of
 //     unchanged neighbours (all of a tree small enough to be one leaf,
 //     which every snapshot rewrites) and by files that were only read
-//     (relatime rewrites the inode item once after a change): each
-//     candidate's items are then compared with the base's, all of them
-//     (inode item, names, xattrs, directory entries, file extents), the
-//     inode item's transid and access time aside. Equal items, same inode.
+//     (relatime rewrites the inode item once after a change). Since every
+//     change to an inode updates its ctime, an inode changed only if its
+//     inode item is among the items returned and differs from the base's
+//     (its transid and access time aside): one lookup per such inode.
 //   - Changed byte ranges of a changed file are found by comparing its
 //     EXTENT_DATA items in both trees: two ranges that point at the same
 //     on-disk extent at the same offset hold the same bytes (an extent a
@@ -254,30 +254,54 @@ func OpenDiff(ctx context.Context, base, cur string) (treediff.Diff, error) {
 	// transaction that took the base. (That transaction's own writes are
 	// all in the base: the snapshot is made in its commit, when no writer
 	// can join it any more; later writes go to later transactions.)
-	candidates := map[uint64]bool{}
+	// Inodes whose inode item is in a leaf written since. Any change to an
+	// inode (its content, size, mode, owners, xattrs, names, links, or a
+	// directory's entries) updates its ctime, so rewrites its inode item:
+	// an inode whose item is not among these, or is equal to the base's
+	// but for the access time (reading a file rewrites it, once after a
+	// change, under relatime), did not change. (A full walk trusts the
+	// same: it reuses a file whose inode, size, mtime and ctime are equal.)
+	items := map[uint64][]byte{}
 	key := searchKey{treeID: d.cur.treeID, minObjectID: firstFreeObjectID, maxObjectID: lastFreeObjectID,
 		maxOffset: ^uint64(0), minTransid: d.base.otransid + 1, maxTransid: ^uint64(0), maxType: 255}
 	if err := treeSearch(ctx, d.curFD, key, func(it searchItem) error {
-		candidates[it.objectID] = true
+		if it.typ == inodeItemKey {
+			items[it.objectID] = maskInodeItem(it.data)
+		}
 		return nil
 	}); err != nil {
 		return fail(err)
 	}
-	// A leaf holds other inodes' items too, and reading a file rewrites
-	// its inode item for the access time alone: an inode whose items are
-	// all equal in both trees (but for its access time) did not change.
 	d.changed = map[uint64]bool{}
 	buf := make([]byte, unsafe.Sizeof(searchArgsV2Head{})+uintptr(maxSearchBuf))
-	for ino := range candidates {
-		same, err := d.sameItems(ctx, ino, buf)
-		if err != nil {
-			return fail(err)
+	for ino, cur := range items {
+		var base []byte
+		key := searchKey{treeID: d.base.treeID, minObjectID: ino, maxObjectID: ino, minType: inodeItemKey, maxType: inodeItemKey,
+			maxTransid: ^uint64(0)}
+		if err := treeSearchBuf(ctx, d.baseFD, key, buf, func(it searchItem) error {
+			if it.objectID == ino && it.typ == inodeItemKey {
+				base = maskInodeItem(it.data)
+			}
+			return nil
+		}); err != nil {
+			return fail(fmt.Errorf("inode %d in the base: %w", ino, err))
 		}
-		if !same {
+		if base == nil || !bytes.Equal(base, cur) {
 			d.changed[ino] = true
 		}
 	}
 	return d, nil
+}
+
+// maskInodeItem copies an inode item without the fields that change when
+// the file does not: the transaction that last wrote it, its access time.
+func maskInodeItem(b []byte) []byte {
+	b = slices.Clone(b)
+	if len(b) >= inodeItemLen {
+		clear(b[inodeTransidOff : inodeTransidOff+8])
+		clear(b[inodeAtimeOff : inodeAtimeOff+inodeTimespecLen])
+	}
+	return b
 }
 
 // inode item fields that change without a change of the file: the
@@ -289,45 +313,6 @@ const (
 	inodeTimespecLen = 12  // sizeof(btrfs_timespec)
 	inodeItemLen     = 160 // sizeof(btrfs_inode_item)
 )
-
-// sameItems reports whether inode ino has the same items in both trees
-// (inode item, names, xattrs, directory entries, file extents), the
-// inode item's transid and access time aside.
-func (d *snapDiff) sameItems(ctx context.Context, ino uint64, buf []byte) (bool, error) {
-	type item struct {
-		typ    uint32
-		offset uint64
-		data   string
-	}
-	collect := func(fd int, tree uint64) ([]item, error) {
-		var out []item
-		key := searchKey{treeID: tree, minObjectID: ino, maxObjectID: ino, maxType: 255, maxOffset: ^uint64(0),
-			maxTransid: ^uint64(0)}
-		err := treeSearchBuf(ctx, fd, key, buf, func(it searchItem) error {
-			if it.objectID != ino {
-				return nil
-			}
-			data := it.data
-			if it.typ == inodeItemKey && len(data) >= inodeItemLen {
-				data = slices.Clone(data)
-				clear(data[inodeTransidOff : inodeTransidOff+8])
-				clear(data[inodeAtimeOff : inodeAtimeOff+inodeTimespecLen])
-			}
-			out = append(out, item{it.typ, it.offset, string(data)})
-			return nil
-		})
-		return out, err
-	}
-	cur, err := collect(d.curFD, d.cur.treeID)
-	if err != nil {
-		return false, fmt.Errorf("items of inode %d: %w", ino, err)
-	}
-	base, err := collect(d.baseFD, d.base.treeID)
-	if err != nil {
-		return false, fmt.Errorf("items of inode %d in the base: %w", ino, err)
-	}
-	return slices.Equal(cur, base), nil
-}
 
 func (d *snapDiff) Changed(ino uint64) bool { return d.changed[ino] }
 
