@@ -67,7 +67,7 @@ var (
 	ioctlGetSubvolInfo  = ioc(iocRead, 60, subvolInfoSize)
 	errNotSnapshotPair  = errors.New("not two read-only snapshots of one subvolume")
 	lastFreeObjectID    = ^uint64(0) - 255 // BTRFS_LAST_FREE_OBJECTID
-	maxSearchBuf        = 256 << 10
+	maxSearchBuf        = 64 << 10
 	rootSubvolRdonlyBit = uint64(1) // BTRFS_ROOT_SUBVOL_RDONLY in the root item's flags
 )
 
@@ -121,10 +121,12 @@ func treeSearch(ctx context.Context, fd int, key searchKey, fn func(searchItem) 
 
 // treeSearchBuf is treeSearch with a caller's buffer (nil: a new one).
 func treeSearchBuf(ctx context.Context, fd int, key searchKey, buf []byte, fn func(searchItem) error) error {
-	if len(buf) < int(unsafe.Sizeof(searchArgsV2Head{}))+maxSearchBuf {
-		buf = make([]byte, unsafe.Sizeof(searchArgsV2Head{})+uintptr(maxSearchBuf))
+	hs := int(unsafe.Sizeof(searchArgsV2Head{}))
+	if len(buf) < hs+4096 {
+		buf = make([]byte, hs+maxSearchBuf)
 	}
 	head := (*searchArgsV2Head)(unsafe.Pointer(&buf[0]))
+	bufSize := uint64(len(buf) - hs)
 	le := binary.LittleEndian
 	for {
 		if err := ctx.Err(); err != nil {
@@ -132,7 +134,7 @@ func treeSearchBuf(ctx context.Context, fd int, key searchKey, buf []byte, fn fu
 		}
 		head.key = key
 		head.key.nrItems = ^uint32(0)
-		head.bufSize = uint64(maxSearchBuf)
+		head.bufSize = bufSize
 		if err := ioctl(fd, ioctlTreeSearchV2, unsafe.Pointer(&buf[0])); err != nil {
 			return fmt.Errorf("tree search: %w", err)
 		}
@@ -273,7 +275,9 @@ func OpenDiff(ctx context.Context, base, cur string) (treediff.Diff, error) {
 		return fail(err)
 	}
 	d.changed = map[uint64]bool{}
-	buf := make([]byte, unsafe.Sizeof(searchArgsV2Head{})+uintptr(maxSearchBuf))
+	// A small buffer for the lookups: the kernel faults in all of it on
+	// every call.
+	buf := make([]byte, unsafe.Sizeof(searchArgsV2Head{})+4096)
 	for ino, cur := range items {
 		var base []byte
 		key := searchKey{treeID: d.base.treeID, minObjectID: ino, maxObjectID: ino, minType: inodeItemKey, maxType: inodeItemKey,
