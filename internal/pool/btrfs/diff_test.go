@@ -8,7 +8,9 @@ import (
 )
 
 func TestDiffExtentsFindsWhereTwoExtentMapsDiffer(t *testing.T) {
-	e := func(off, end int64, id string, in int64) extent { return extent{off: off, end: end, id: id, inExtOf: in} }
+	e := func(off, end int64, id string, in int64) extent {
+		return extent{off: off, end: end, id: id, inExtOf: in}
+	}
 	for _, tc := range []struct {
 		name string
 		a, b []extent
