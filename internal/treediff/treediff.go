@@ -36,10 +36,10 @@ type Diff interface {
 	// BasePath returns where directory inode ino was in the base ("" for
 	// the root), and false when the base has no such directory inode.
 	BasePath(ctx context.Context, ino uint64) (string, bool, error)
-	// ChangedRanges returns the byte ranges, below min(size of baseIno in
-	// the base, size of curIno now), where the content of file baseIno in
-	// the base may differ from file curIno now (sorted, not overlapping).
-	// Bytes outside them are the same in both.
+	// ChangedRanges returns the byte ranges where the content of file
+	// baseIno in the base may differ from file curIno now (sorted, not
+	// overlapping). Bytes outside them and below both files' sizes are the
+	// same in both; past the smaller size the caller compares sizes.
 	ChangedRanges(ctx context.Context, baseIno, curIno uint64) ([]Range, error)
 	Close() error
 }
