@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"unsafe"
@@ -278,7 +279,11 @@ func OpenDiff(ctx context.Context, base, cur string) (treediff.Diff, error) {
 	// A small buffer for the lookups: the kernel faults in all of it on
 	// every call.
 	buf := make([]byte, unsafe.Sizeof(searchArgsV2Head{})+4096)
-	for ino, cur := range items {
+	// In inode order: the lookups then visit the base's leaves in order,
+	// each once.
+	inos := slices.Sorted(maps.Keys(items))
+	for _, ino := range inos {
+		cur := items[ino]
 		var base []byte
 		key := searchKey{treeID: d.base.treeID, minObjectID: ino, maxObjectID: ino, minType: inodeItemKey, maxType: inodeItemKey,
 			maxTransid: ^uint64(0)}
