@@ -65,6 +65,10 @@ type PushResult struct {
 	// BlobsReplaced counts chunks and trees uploaded again because the
 	// only stored copy is in a pack a check found damaged.
 	BlobsReplaced int64 `json:"blobs_replaced,omitempty"`
+	// Incremental is true when the push looked only at what changed since
+	// the local snapshot the previous push read (btrfs pools, while that
+	// snapshot is kept), instead of at every file.
+	Incremental bool `json:"incremental,omitempty"`
 }
 
 // RemoteSnapshot is a snapshot pushed to the repository.

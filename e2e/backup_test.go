@@ -70,6 +70,11 @@ func TestPushToS3RestoresExactlyOnAnEmptyDaemon(t *testing.T) {
 	if p2.FilesRead > 3 || p2.FilesReused < p1.FilesRead-3 || p2.BytesUploaded > 256<<10 {
 		t.Fatalf("no-change push read %d files (reused %d), uploaded %d bytes", p2.FilesRead, p2.FilesReused, p2.BytesUploaded)
 	}
+	// The first push's local snapshot was kept: the second looked only at
+	// what btrfs says changed since (O(changes)), not at every file.
+	if p1.Incremental || !p2.Incremental {
+		t.Fatalf("incremental: first push %v, second %v (want false, true)", p1.Incremental, p2.Incremental)
+	}
 	t.Logf("full push: %d files, %d bytes uploaded in %.2fs; no-change push: %d read, %d reused, %d bytes in %.3fs",
 		p1.FilesRead, p1.BytesUploaded, p1.Seconds, p2.FilesRead, p2.FilesReused, p2.BytesUploaded, p2.Seconds)
 

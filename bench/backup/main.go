@@ -8,6 +8,14 @@
 //  2. incremental backup with nothing changed (cold, then warm cache),
 //  3. incremental backup after 1 MiB was overwritten in three files, and the
 //     bytes it added to the repository,
+//
+// With -btrfs (the default) the corpus lives in a subvolume of a btrfs pool
+// on a loop image, every stead push reads a fresh read-only snapshot of it
+// (taking it is part of the timed push, as in the daemon), and the rows of
+// 2 and 3 are run a second time by another stead repository whose pushes
+// look only at what btrfs says changed since the previous push's snapshot
+// (the O(changes) path, PushOptions.Diff) instead of walking the tree.
+//
 //  4. restore into a fresh directory,
 //  5. repository size and the restored tree's disk use, and whether the
 //     restored tree equals the source (internal/treedigest).
@@ -48,6 +56,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/blobstore/s3"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/pool/btrfs"
 	"github.com/stead-dev/stead/internal/treedigest"
 )
 
@@ -60,6 +70,7 @@ func main() {
 	flag.StringVar(&o.region, "s3-region", "us-east-1", "S3 region")
 	flag.StringVar(&o.restic, "restic", "restic", "restic binary")
 	flag.BoolVar(&o.keep, "keep", false, "keep the corpus, repositories and restored trees")
+	flag.BoolVar(&o.btrfs, "btrfs", true, "put the corpus on a btrfs pool (loop image under -dir) and add the O(changes) push rows")
 	flag.Parse()
 	o.access = firstEnv(s3.EnvAccessKey, "AWS_ACCESS_KEY_ID")
 	o.secret = firstEnv(s3.EnvSecretKey, "AWS_SECRET_ACCESS_KEY")
@@ -73,7 +84,7 @@ type options struct {
 	dir, s3, region, restic string
 	access, secret          string
 	seed                    uint64
-	small, keep             bool
+	small, keep, btrfs      bool
 }
 
 func firstEnv(names ...string) string {
@@ -87,12 +98,15 @@ func firstEnv(names ...string) string {
 
 // target is one place backups go: local disk or S3.
 type target struct {
-	name     string // "local" or "S3"
-	stead    *steadRepo
-	restic   *resticRepo
-	steadS3  s3.Config // S3 only
-	resticS3 s3.Config
-	steadDir string // local only
+	name   string // "local" or "S3"
+	stead  *steadRepo
+	restic *resticRepo
+	// steadDiff pushes from btrfs's changes (local only, with -btrfs).
+	steadDiff    *steadRepo
+	steadDiffDir string
+	steadS3      s3.Config // S3 only
+	resticS3     s3.Config
+	steadDir     string // local only
 }
 
 // result is one timed operation of one tool.
@@ -137,6 +151,29 @@ func run(ctx context.Context, o options) error {
 	}
 	loadStart := loadAvg()
 	corpus := filepath.Join(o.dir, "corpus")
+	if !o.keep {
+		defer clearDir(o.dir) // after the pool's unmount (deferred below)
+	}
+	var snaps *snapshotter
+	if o.btrfs {
+		bp, err := btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(o.dir, "pool"), Image: filepath.Join(o.dir, "pool.img"),
+			ImageSize: 24 << 30})
+		if err != nil {
+			return fmt.Errorf("btrfs pool for the corpus: %w", err)
+		}
+		defer func() {
+			if !o.keep {
+				if err := bp.Unmount(context.Background()); err != nil {
+					slog.Warn("unmount the bench pool", "err", err)
+				}
+			}
+		}()
+		snaps = &snapshotter{pool: bp, src: pool.KindSandbox + "/corpus"}
+		if err := bp.Create(ctx, snaps.src); err != nil {
+			return err
+		}
+		corpus = bp.Path(snaps.src)
+	}
 	slog.Info("generating corpus", "dir", corpus, "seed", o.seed)
 	t0 := time.Now()
 	cs, err := Generate(ctx, corpus, o.seed, spec)
@@ -150,6 +187,14 @@ func run(ctx context.Context, o options) error {
 	loc := &target{name: "local", steadDir: filepath.Join(o.dir, "repo-stead")}
 	if loc.stead, err = newSteadLocal(ctx, loc.steadDir, filepath.Join(o.dir, "cache", "stead-local")); err != nil {
 		return err
+	}
+	loc.stead.snaps = snaps
+	if snaps != nil {
+		loc.steadDiffDir = filepath.Join(o.dir, "repo-stead-diff")
+		if loc.steadDiff, err = newSteadLocal(ctx, loc.steadDiffDir, filepath.Join(o.dir, "cache", "stead-diff-local")); err != nil {
+			return err
+		}
+		loc.steadDiff.snaps, loc.steadDiff.diff = snaps, true
 	}
 	loc.restic = &resticRepo{bin: o.restic, url: filepath.Join(o.dir, "repo-restic"), cache: filepath.Join(o.dir, "cache", "restic-local")}
 	targets = append(targets, loc)
@@ -179,9 +224,6 @@ func run(ctx context.Context, o options) error {
 			}
 		}()
 	}
-	if !o.keep {
-		defer clearDir(o.dir)
-	}
 	for _, t := range targets {
 		if err := t.restic.init(ctx); err != nil {
 			return err
@@ -196,6 +238,12 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		tb.add(row{op: "full backup → " + t.name, kind: rate, v: [3]*result{s, r, nil}})
+		if t.steadDiff != nil {
+			// The O(changes) repository's first push is a full one too.
+			if _, err := t.steadDiff.push(ctx, corpus); err != nil {
+				return err
+			}
+		}
 	}
 	tarFile := filepath.Join(o.dir, "corpus.tar.gz")
 	tr, err := timed(ctx, "tar czf", func() (result, error) {
@@ -212,12 +260,18 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		tb.add(row{op: "incremental, nothing changed → " + t.name, kind: secs, v: [3]*result{s, r, nil}})
+		if err := t.diffRow(ctx, tb, corpus, false, r, "  stead O(changes) from btrfs, nothing changed → "); err != nil {
+			return err
+		}
 		// Again at once: the metadata is in the page cache, as when a push
 		// follows a local snapshot.
 		if s, r, err = backupPair(ctx, t, corpus, true); err != nil {
 			return err
 		}
 		tb.add(row{op: "  the same, page cache warm → " + t.name, kind: secs, v: [3]*result{s, r, nil}})
+		if err := t.diffRow(ctx, tb, corpus, true, r, "  stead O(changes) from btrfs, page cache warm → "); err != nil {
+			return err
+		}
 	}
 	// 3. Change 1 MiB across three files, incremental again. The tar
 	// archive holds the tree before the change: keep its digest.
@@ -250,6 +304,21 @@ func run(ctx context.Context, o options) error {
 		tb.add(row{op: "incremental after 1 MiB changed in 3 files → " + t.name, kind: secs, v: [3]*result{s, r, nil}})
 		growth = append(growth, row{op: "  repository growth from it → " + t.name, kind: size,
 			n: [3]int64{after[0] - before[0], after[1] - before[1]}, has: [3]bool{true, true}})
+		if t.steadDiff != nil {
+			b, err := du(t.steadDiffDir, "-sb")
+			if err != nil {
+				return err
+			}
+			if err := t.diffRow(ctx, tb, corpus, false, r, "  stead O(changes) from btrfs, after the change → "); err != nil {
+				return err
+			}
+			a, err := du(t.steadDiffDir, "-sb")
+			if err != nil {
+				return err
+			}
+			growth = append(growth, row{op: "  repository growth from it, stead O(changes) → " + t.name, kind: size,
+				n: [3]int64{a - b, after[1] - before[1]}, has: [3]bool{true, true}})
+		}
 	}
 	tb.add(growth...)
 
@@ -358,6 +427,24 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	tb.add(fid)
+	if loc.steadDiff != nil {
+		// The O(changes) repository's last push, restored: the same tree.
+		dd := filepath.Join(restores, "stead-diff-local")
+		if _, err := loc.steadDiff.restore(ctx, dd); err != nil {
+			return err
+		}
+		got, err := treedigest.Entries(ctx, dd, treedigest.Options{})
+		if err != nil {
+			return err
+		}
+		sum, err := summarizeDiff(treedigest.Diff(want, got), func(rel string) (bool, error) {
+			return sameFile(filepath.Join(corpus, rel), filepath.Join(dd, rel))
+		})
+		if err != nil {
+			return err
+		}
+		fidNotes = append(fidNotes, "stead O(changes) from local: "+sum)
+	}
 
 	// Print.
 	fmt.Printf("\nstead backup benchmark, %s, seed %d\n", time.Now().UTC().Format(time.RFC3339), o.seed)
@@ -382,6 +469,31 @@ func run(ctx context.Context, o options) error {
 	for _, n := range fidNotes {
 		fmt.Println("fidelity", n)
 	}
+	return nil
+}
+
+// diffRow times a push of the O(changes) repository (from a dropped page
+// cache unless warm) and adds it as a row beside restic's result r of the
+// same step.
+func (t *target) diffRow(ctx context.Context, tb *table, corpus string, warm bool, r *result, op string) error {
+	if t.steadDiff == nil {
+		return nil
+	}
+	timed := timed
+	if warm {
+		timed = timedWarm
+	}
+	s, err := timed(ctx, "stead O(changes) push to "+t.name, func() (result, error) {
+		return inProcess(func() (string, error) {
+			st, err := t.steadDiff.push(ctx, corpus)
+			return fmt.Sprintf("read %d files (%s), reused %d, %d new chunks, uploaded %s (PushStats)",
+				st.FilesRead, human(st.BytesRead), st.FilesReused, st.ChunksNew, human(st.BytesUploaded)), err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	tb.add(row{op: op + t.name, kind: secs, v: [3]*result{s, r, nil}})
 	return nil
 }
 

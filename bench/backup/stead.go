@@ -7,8 +7,11 @@ import (
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/blobstore/s3"
+	"github.com/stead-dev/stead/internal/pool"
+	"github.com/stead-dev/stead/internal/pool/btrfs"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/repo/seal"
+	"github.com/stead-dev/stead/internal/treediff"
 )
 
 // benchScope is the scope (tenant data key) every stead push goes to.
@@ -22,6 +25,30 @@ type steadRepo struct {
 	master seal.Key
 	cache  string
 	last   seal.ID
+	// snaps, when set, makes every push read a fresh read-only snapshot
+	// of the corpus subvolume, as the daemon's pushes do.
+	snaps *snapshotter
+	// diff makes a push look only at what btrfs says changed since the
+	// previous push's snapshot (kept until the next push, as the daemon
+	// keeps it), instead of walking the tree.
+	diff     bool
+	lastSnap string // dataset of the previous push's snapshot
+}
+
+// snapshotter takes read-only snapshots of the corpus subvolume.
+type snapshotter struct {
+	pool *btrfs.Pool
+	src  string // the corpus dataset
+	n    int
+}
+
+func (s *snapshotter) take(ctx context.Context) (string, error) {
+	s.n++
+	name := fmt.Sprintf("%s/bench-%d", pool.KindSnapshot, s.n)
+	if err := s.pool.Clone(ctx, s.src, name, pool.CloneOptions{ReadOnly: true}); err != nil {
+		return "", fmt.Errorf("snapshot the corpus: %w", err)
+	}
+	return name, nil
 }
 
 // newSteadLocal initialises a repository in the directory dir.
@@ -64,17 +91,44 @@ func (s *steadRepo) scope(ctx context.Context) (*repo.Scope, error) {
 	return r.Scope(ctx, benchScope, true)
 }
 
-// push backs up src, incremental to the previous push if there was one.
+// push backs up src, incremental to the previous push if there was one:
+// src itself, or with snaps a fresh snapshot of it (the snapshot is part
+// of the push, as in the daemon).
 func (s *steadRepo) push(ctx context.Context, src string) (repo.PushStats, error) {
 	sc, err := s.scope(ctx)
 	if err != nil {
 		return repo.PushStats{}, err
 	}
-	m, st, err := sc.Push(ctx, src, repo.PushOptions{Parent: s.last, Source: "bench/corpus"})
+	var snap string
+	var d treediff.Diff
+	if s.snaps != nil {
+		if snap, err = s.snaps.take(ctx); err != nil {
+			return repo.PushStats{}, err
+		}
+		src = s.snaps.pool.Path(snap)
+		if s.diff && s.lastSnap != "" {
+			if d, err = s.snaps.pool.Diff(ctx, s.snaps.pool.Path(s.lastSnap), src); err != nil {
+				return repo.PushStats{}, err
+			}
+			defer d.Close()
+		}
+	}
+	m, st, err := sc.Push(ctx, src, repo.PushOptions{Parent: s.last, Source: "bench/corpus", Diff: d})
 	if err != nil {
 		return st, err
 	}
+	if d != nil && !st.Incremental {
+		return st, fmt.Errorf("the push with a btrfs comparison walked the tree")
+	}
 	s.last = m.ID
+	if snap != "" {
+		if s.lastSnap != "" {
+			if err := s.snaps.pool.Delete(ctx, s.lastSnap); err != nil {
+				return st, err
+			}
+		}
+		s.lastSnap = snap
+	}
 	return st, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/stead-dev/stead/internal/repo/chunker"
 	"github.com/stead-dev/stead/internal/repo/pack"
 	"github.com/stead-dev/stead/internal/repo/seal"
+	"github.com/stead-dev/stead/internal/treediff"
 	"github.com/stead-dev/stead/internal/xattr"
 )
 
@@ -51,6 +52,11 @@ type PushOptions struct {
 	Digest string
 	// Progress is called about every 200 ms and once at the end (optional).
 	Progress func(Progress)
+	// Diff, with Parent, says what changed between the local snapshot
+	// the parent was pushed from and src: the push then looks only at
+	// what changed (see incremental.go). Without it, or when the
+	// repository has damaged packs, the push walks the whole tree.
+	Diff treediff.Diff
 }
 
 // PushStats says what a push did.
@@ -68,6 +74,9 @@ type PushStats struct {
 	PacksWritten  int64         `json:"packs_written"`
 	BytesUploaded int64         `json:"bytes_uploaded"`
 	Duration      time.Duration `json:"duration_ns"`
+	// Incremental is true when the push looked only at what changed since
+	// its parent's local snapshot (PushOptions.Diff), not at every file.
+	Incremental bool `json:"incremental,omitempty"`
 }
 
 // counters are the live numbers behind Progress and PushStats.
@@ -114,6 +123,9 @@ type wdir struct {
 type readJob struct {
 	rel  string
 	node *Node
+	// base is the file at the same path in the parent (incremental
+	// pushes): only its changed ranges are read.
+	base *Node
 }
 
 // encJob is a new blob to compress, seal and pack.
@@ -149,6 +161,8 @@ type pusher struct {
 	want func(seal.ID) bool
 	// noManifest stops after the index (repair: the blobs, not a snapshot).
 	noManifest bool
+	// incremental is set when the tree came from opts.Diff, not a walk.
+	incremental bool
 
 	pendMu  sync.Mutex
 	pending map[seal.ID]bool
@@ -175,12 +189,13 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 		return nil, PushStats{}, err
 	}
 	var parentRoot *seal.ID
+	var parent *Manifest
 	if !opts.Parent.IsZero() {
 		pm, err := s.Manifest(ctx, opts.Parent)
 		if err != nil {
 			return nil, PushStats{}, fmt.Errorf("push: parent: %w", err)
 		}
-		parentRoot = &pm.Tree
+		parentRoot, parent = &pm.Tree, pm
 	}
 	rootfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -194,7 +209,7 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 
 	stop := make(chan struct{})
 	go reportProgress(opts.Progress, func() Progress { return p.c.progress("push", start, false) }, stop)
-	m, err := p.run(ctx, parentRoot)
+	m, err := p.run(ctx, parentRoot, parent)
 	close(stop)
 	p.stats.Duration = time.Since(start)
 	p.stats.BytesUploaded = p.c.moved.Load()
@@ -205,11 +220,11 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 		return nil, p.stats, fmt.Errorf("push %s: %w", src, err)
 	}
 	s.r.log.Info("pushed", "scope", s.name, "snapshot", m.ID.String()[:12], "files_read", p.stats.FilesRead,
-		"files_reused", p.stats.FilesReused, "uploaded", p.stats.BytesUploaded, "dur", p.stats.Duration)
+		"files_reused", p.stats.FilesReused, "uploaded", p.stats.BytesUploaded, "incremental", p.stats.Incremental, "dur", p.stats.Duration)
 	return m, p.stats, nil
 }
 
-func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error) {
+func (p *pusher) run(ctx context.Context, parentRoot *seal.ID, parent *Manifest) (*Manifest, error) {
 	// Phase 1: walk the tree, reusing unchanged files of the parent.
 	var rootStat unix.Stat_t
 	if err := unix.Fstat(p.rootfd, &rootStat); err != nil {
@@ -222,21 +237,40 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error
 	if x, err := xattr.AllFd(p.rootfd); err == nil {
 		rootNode.Xattrs = sortedXattrs(x)
 	}
-	root := &wdir{}
-	if parentRoot != nil {
-		if root.parent, err = p.parentTree(ctx, *parentRoot, ""); err != nil {
-			return nil, err
-		}
-		if root.parent != nil {
-			root.parentID = *parentRoot
-		}
-	}
+	var root *wdir
 	var jobs []readJob
 	var st Stats
-	if err := p.walk(ctx, p.rootfd, root, &jobs, &st); err != nil {
-		return nil, err
+	if parent != nil && p.opts.Diff != nil && !p.dryRun && p.want == nil && !p.s.hasDamage() {
+		var err error
+		root, jobs, st, err = p.walkDiff(ctx, parent, rootNode)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			p.s.r.log.Warn("incremental push: walking the whole tree", "scope", p.s.name, "err", err)
+			root, jobs, st = nil, nil, Stats{}
+			rootNode.Subtree = nil
+		} else {
+			p.incremental = true
+			p.c.files.Store(st.Files)
+			p.c.filesDone.Store(st.Files - int64(len(jobs)))
+		}
 	}
-	st.Dirs++ // the root
+	if root == nil {
+		root = &wdir{}
+		if parentRoot != nil {
+			if root.parent, err = p.parentTree(ctx, *parentRoot, ""); err != nil {
+				return nil, err
+			}
+			if root.parent != nil {
+				root.parentID = *parentRoot
+			}
+		}
+		if err := p.walk(ctx, p.rootfd, root, &jobs, &st); err != nil {
+			return nil, err
+		}
+		st.Dirs++ // the root
+	}
 
 	// Phase 2: read, chunk, encode and pack changed files; then trees.
 	g, gctx := errgroup.WithContext(ctx)
@@ -289,6 +323,12 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID) (*Manifest, error
 	}
 	st.DataBytes += p.dataRead.Load()
 	st.AddedBytes = p.c.moved.Load()
+	if p.incremental {
+		p.stats.Incremental = true
+		p.stats.FilesReused = st.Files - p.stats.FilesRead
+		p.c.files.Store(st.Files)
+		p.c.filesDone.Store(st.Files)
+	}
 	if p.noManifest {
 		return &Manifest{Scope: p.s.name, Tree: *rootNode.Subtree, Root: *rootNode, Stats: st}, nil
 	}
@@ -543,6 +583,11 @@ func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, e
 	if err != nil {
 		return fmt.Errorf("map /%s: %w", j.rel, err)
 	}
+	if !sparse && j.base != nil {
+		if ok, err := p.readChanged(ctx, ch, j, f, sb.Size, enc); ok || err != nil {
+			return err
+		}
+	}
 	var r io.Reader = f
 	var want = sb.Size
 	if sparse {
@@ -572,20 +617,11 @@ func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, e
 			p.bufs.Put(bp)
 			return fmt.Errorf("read /%s: %w", j.rel, err)
 		}
-		id := p.s.codec.Sealer().ID(chunk)
+		id, err := p.emit(ctx, chunk, bp, enc)
+		if err != nil {
+			return err
+		}
 		content = append(content, id)
-		if !p.claim(id) {
-			atomic.AddInt64(&p.stats.ChunksKnown, 1)
-			p.bufs.Put(bp)
-			continue
-		}
-		atomic.AddInt64(&p.stats.ChunksNew, 1)
-		*bp = chunk
-		select {
-		case enc <- encJob{t: pack.DataBlob, id: id, data: chunk, buf: bp}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 	if cr.n != want {
 		return fmt.Errorf("/%s changed during the push (read %d of %d bytes): %w", j.rel, cr.n, want, errs.ErrConflict)
@@ -596,6 +632,25 @@ func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, e
 	p.dataRead.Add(cr.n)
 	p.c.filesDone.Add(1)
 	return nil
+}
+
+// emit hands a chunk read into *bp to the encoders if it is new (else
+// returns bp to the pool) and returns its id.
+func (p *pusher) emit(ctx context.Context, chunk []byte, bp *[]byte, enc chan<- encJob) (seal.ID, error) {
+	id := p.s.codec.Sealer().ID(chunk)
+	if !p.claim(id) {
+		atomic.AddInt64(&p.stats.ChunksKnown, 1)
+		p.bufs.Put(bp)
+		return id, nil
+	}
+	atomic.AddInt64(&p.stats.ChunksNew, 1)
+	*bp = chunk
+	select {
+	case enc <- encJob{t: pack.DataBlob, id: id, data: chunk, buf: bp}:
+		return id, nil
+	case <-ctx.Done():
+		return id, ctx.Err()
+	}
 }
 
 // claim reports whether id is new to the repository and this push, and

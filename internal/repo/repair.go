@@ -412,7 +412,7 @@ func (s *Scope) heal(ctx context.Context, m *Manifest, dir string, want func(sea
 	stop := make(chan struct{})
 	go reportProgress(progress, func() Progress { return p.c.progress("heal", start, false) }, stop)
 	root := m.Tree
-	_, err = p.run(ctx, &root)
+	_, err = p.run(ctx, &root, nil)
 	close(stop)
 	p.stats.Duration = time.Since(start)
 	p.stats.BytesUploaded = p.c.moved.Load()

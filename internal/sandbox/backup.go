@@ -25,6 +25,7 @@ import (
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/repo/seal"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/treediff"
 )
 
 // Off-box backup: pushing sandboxes to the repository (internal/repo),
@@ -424,10 +425,15 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 	}
 	source := "sandbox/" + sbID
 	var parent seal.ID
+	var diff treediff.Diff
 	if last, err := sc.Latest(ctx, source); err == nil {
 		parent = last.ID
+		diff = s.pushDiff(ctx, tenant, sbID, last, sn.ID)
 	} else if !errors.Is(err, errs.ErrNotFound) {
 		return client.PushResult{}, nil, err
+	}
+	if diff != nil {
+		defer diff.Close()
 	}
 	// The spec goes with its environment opened: the repository seals the
 	// manifest with the tenant's key, and a restore on another machine
@@ -445,7 +451,7 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 		}
 	}
 	m, st, err := sc.Push(ctx, s.pool.Path(snapshotDataset(sn.ID)), repo.PushOptions{Parent: parent, Source: source,
-		Tenant: tenant, Labels: labels, Progress: op.progress("push")})
+		Tenant: tenant, Labels: labels, Progress: op.progress("push"), Diff: diff})
 	if err != nil {
 		if taken {
 			s.pool.Delete(ctx, snapshotDataset(sn.ID))
@@ -466,7 +472,8 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 		}
 	}
 	res := client.PushResult{RemoteSnapshot: remoteView(m), FilesRead: st.FilesRead, FilesReused: st.FilesReused,
-		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds(), BlobsReplaced: st.BlobsReplaced}
+		BytesRead: st.BytesRead, BytesUploaded: st.BytesUploaded, Seconds: st.Duration.Seconds(), BlobsReplaced: st.BlobsReplaced,
+		Incremental: st.Incremental}
 	r, _ := s.repository(ctx)
 	for volID, clone := range volClones {
 		v, err := s.st.GetVolume(ctx, tenant, volID)
@@ -481,6 +488,29 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 		res.BytesUploaded += vst.BytesUploaded
 	}
 	return res, m, nil
+}
+
+// pushDiff compares the local snapshot the parent push read (kept as the
+// base of the next push: see push) with the snapshot snapID about to be
+// pushed, when the pool can (treediff.Differ): the push then reads only
+// what changed. nil (the push walks the whole tree) when the base is gone,
+// is not of this sandbox, or is of another lineage (a rollback since).
+func (s *Service) pushDiff(ctx context.Context, tenant, sbID string, parent *repo.Manifest, snapID string) treediff.Diff {
+	differ, ok := s.pool.(treediff.Differ)
+	baseID := parent.Labels["local_snapshot"]
+	if !ok || baseID == "" || baseID == snapID {
+		return nil
+	}
+	base, err := s.st.GetSnapshot(ctx, tenant, baseID)
+	if err != nil || base.SandboxID != sbID {
+		return nil
+	}
+	d, err := differ.Diff(ctx, s.pool.Path(snapshotDataset(base.ID)), s.pool.Path(snapshotDataset(snapID)))
+	if err != nil {
+		s.log.Info("push walks the whole tree", "sandbox", sbID, "snapshot", snapID, "base", baseID, "err", err)
+		return nil
+	}
+	return d
 }
 
 // cloneVolumes makes read-only clones of the volumes a sandbox mounts,

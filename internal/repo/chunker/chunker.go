@@ -71,6 +71,9 @@ type Chunker struct {
 	start, end int  // buf[start:end] is read but not yet returned
 	eof        bool // r returned io.EOF
 	err        error
+	// short reads only as far ahead as the next cut needs (Max bytes),
+	// not a whole buffer: for reading a few chunks out of a big file.
+	short bool
 }
 
 // New returns a Chunker reading r, with a gear table derived from seed.
@@ -115,6 +118,15 @@ func (c *Chunker) Reset(r io.Reader) {
 	c.start, c.end = 0, 0
 	c.eof = false
 	c.err = nil
+	c.short = false
+}
+
+// ResetShort is Reset for a stream of which only a few chunks will be
+// taken: the chunker then reads at most Max bytes ahead of the chunk it
+// returns, instead of a whole buffer (the chunks are the same).
+func (c *Chunker) ResetShort(r io.Reader) {
+	c.Reset(r)
+	c.short = true
 }
 
 // Next appends the next chunk to dst[:0] and returns it. After the last
@@ -147,7 +159,13 @@ func (c *Chunker) fill() {
 	}
 	empty := 0
 	for c.end < len(c.buf) {
-		n, err := c.r.Read(c.buf[c.end:])
+		lim := len(c.buf)
+		if c.short {
+			if lim = min(lim, c.start+c.p.Max); c.end >= lim {
+				return
+			}
+		}
+		n, err := c.r.Read(c.buf[c.end:lim])
 		c.end += n
 		switch {
 		case errors.Is(err, io.EOF):
