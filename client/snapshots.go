@@ -38,8 +38,7 @@ func (c *Client) ListSnapshots(ctx context.Context, sandbox string) ([]Snapshot,
 	if sandbox != "" {
 		q = url.Values{"sandbox": {sandbox}}
 	}
-	var list []Snapshot
-	err := c.do(ctx, http.MethodGet, "/v1/snapshots", q, nil, &list)
+	list, err := listAll[Snapshot](ctx, c, "/v1/snapshots", q)
 	return list, err
 }
 

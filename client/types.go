@@ -135,32 +135,36 @@ type ExecRequest struct {
 }
 
 // ExecEvent is one event of an exec stream (Server-Sent Events, event name
-// = Type). Data is the raw output chunk for stdout/stderr.
+// = Type). Data is the raw output chunk for stdout/stderr; on the wire it
+// is text, with the exact bytes in base64 beside it only when they are not
+// valid UTF-8 (see ExecEventJSON).
 type ExecEvent struct {
-	Type     string `json:"type" enum:"stdout,stderr,exit,error"`
-	Data     []byte `json:"data,omitempty"`
-	ExitCode int    `json:"exit_code,omitempty"`
-	Signal   string `json:"signal,omitempty"`
-	Pid      int    `json:"pid,omitempty"`
-	Error    string `json:"error,omitempty"`
-	TimedOut bool   `json:"timed_out,omitempty" doc:"exit event: the timeout expired and the process group was killed"`
+	Type     string
+	Data     []byte
+	ExitCode int
+	Signal   string
+	Pid      int
+	Error    string
+	TimedOut bool
 }
 
-// ExecResult is the buffered result of an exec.
+// ExecResult is the buffered result of an exec. Stdout and Stderr are the
+// exact bytes; on the wire they are text, with the bytes in base64 beside
+// them only when they are not valid UTF-8 (see ExecResultJSON).
 type ExecResult struct {
-	ExitCode int    `json:"exit_code"`
-	Signal   string `json:"signal,omitempty"`
-	Stdout   []byte `json:"stdout"`
-	Stderr   []byte `json:"stderr"`
-	Pid      int    `json:"pid,omitempty"`
-	TimedOut bool   `json:"timed_out,omitempty"`
+	ExitCode int
+	Signal   string
+	Stdout   []byte
+	Stderr   []byte
+	Pid      int
+	TimedOut bool
 	// LogPath is where a background exec writes its output (in the sandbox).
-	LogPath string `json:"log_path,omitempty"`
+	LogPath string
 	// Truncated is set when the command wrote more to stdout or stderr
 	// than the server buffers for one exec (16 MiB each); the output was
 	// cut at that size and the rest dropped. Use ExecStream for commands
 	// with a lot of output.
-	Truncated bool `json:"truncated,omitempty" doc:"stdout or stderr passed the 16 MiB buffer limit and was cut"`
+	Truncated bool
 }
 
 // FileInfo describes one entry of a sandbox's file system.

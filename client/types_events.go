@@ -21,7 +21,7 @@ type DaemonEvent struct {
 
 // DaemonEventPage is a page of the event log.
 type DaemonEventPage struct {
-	Events []DaemonEvent `json:"events"`
+	Events []DaemonEvent `json:"items" doc:"The page's events, by id (an empty array when there are none)"`
 	// Next is the cursor of the following page (the last id returned, or
 	// the request's after when the page is empty).
 	Next int64 `json:"next"`

@@ -101,7 +101,7 @@ type AppendEventsResult struct {
 
 // EventPage is one page of a run's events.
 type EventPage struct {
-	Events []Event `json:"events"`
+	Events []Event `json:"items" doc:"The page's events, by seq (an empty array when there are none)"`
 	// Next is the cursor of the following page: pass it as after.
 	Next int64 `json:"next" doc:"Cursor: pass as after= to read on"`
 	// More is true when the page was cut at the limit (with the largest

@@ -64,7 +64,7 @@ type TaskQuery struct {
 
 // TaskPage is a page of tasks, ordered by creation time, then id.
 type TaskPage struct {
-	Tasks []Task `json:"tasks"`
+	Tasks []Task `json:"items" doc:"The page's tasks (an empty array when there are none)"`
 	// Next is the cursor of the following page (the last task's id), or
 	// empty when the page is empty.
 	Next string `json:"next,omitempty" doc:"Pass as after to read the following page"`
@@ -101,7 +101,7 @@ type ObservationQuery struct {
 
 // ObservationPage is a page of observations, by seq.
 type ObservationPage struct {
-	Observations []Observation `json:"observations"`
+	Observations []Observation `json:"items" doc:"The page's observations, by seq (an empty array when there are none)"`
 	// Next is the cursor of the following page: the last seq, or the
 	// request's after when the page is empty.
 	Next int64 `json:"next" doc:"Pass as after to read on"`
@@ -131,7 +131,7 @@ type KVQuery struct {
 
 // KVPage is a page of entries, by key (byte order).
 type KVPage struct {
-	Entries []KVEntry `json:"entries"`
+	Entries []KVEntry `json:"items" doc:"The page's entries, by key (an empty array when there are none)"`
 	// Next is the cursor of the following page (the last key), or empty
 	// when the page is empty.
 	Next string `json:"next,omitempty" doc:"Pass as after to read the following page"`
