@@ -140,7 +140,7 @@ func (c *Client) WatchOperation(ctx context.Context, id string, fn func(Operatio
 			return o.Done(), nil
 		case "error":
 			var p struct {
-				Error string `json:"error"`
+				Error string `json:"error" doc:"What went wrong, if anything"`
 			}
 			_ = json.Unmarshal(data, &p)
 			return false, fmt.Errorf("watch operation %s: %s", id, p.Error)

@@ -72,7 +72,7 @@ func (c *Client) FollowDaemonEvents(ctx context.Context, q EventQuery, fn func(D
 			return false, fn(e)
 		case "error":
 			var p struct {
-				Error string `json:"error"`
+				Error string `json:"error" doc:"What went wrong, if anything"`
 			}
 			_ = json.Unmarshal(data, &p)
 			return false, fmt.Errorf("event stream: %s", p.Error)

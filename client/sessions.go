@@ -147,7 +147,7 @@ func (c *Client) FollowEvents(ctx context.Context, sandbox, run string, after in
 				return nil
 			case "error":
 				var p struct {
-					Error string `json:"error"`
+					Error string `json:"error" doc:"What went wrong, if anything"`
 				}
 				_ = json.Unmarshal([]byte(payload), &p)
 				return fmt.Errorf("follow events of run %s: %s", run, p.Error)

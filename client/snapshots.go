@@ -13,7 +13,7 @@ const SnapshotIDPrefix = "snap-"
 
 // ForkResult is the response of a fork: the new sandboxes.
 type ForkResult struct {
-	Sandboxes []Sandbox `json:"sandboxes"`
+	Sandboxes []Sandbox `json:"sandboxes" doc:"Sandboxes (ids or names)"`
 }
 
 // snapshotPath returns the escaped path of a snapshot, plus suffix.

@@ -197,6 +197,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 
 	s.registerDocs()
 	nonNullArrays(s.api.OpenAPI())
+	describeOperations(s.api.OpenAPI())
 
 	return s.logRequests(s.authenticate(s.auditRequests(s.problemsForUnrouted(mux))))
 }

@@ -66,6 +66,19 @@ func nonNullArrays(oapi *huma.OpenAPI) {
 	}
 }
 
+// describeOperations gives an operation without a description its
+// summary as one, so that every operation of the document has a
+// description (generators put it in the doc comment of the method).
+func describeOperations(oapi *huma.OpenAPI) {
+	for _, item := range oapi.Paths {
+		for _, op := range []*huma.Operation{item.Get, item.Put, item.Post, item.Delete, item.Patch, item.Head, item.Options} {
+			if op != nil && op.Description == "" {
+				op.Description = op.Summary + "."
+			}
+		}
+	}
+}
+
 // emptySlices is a huma transformer that returns v with every nil slice
 // reachable from it (through struct fields, pointers, slice elements and
 // map values) replaced by an empty one, so that a response never carries

@@ -304,7 +304,7 @@ func (w *auditWriter) createdID() string {
 		return ""
 	}
 	var v struct {
-		ID string `json:"id"`
+		ID string `json:"id" doc:"Unique id"`
 	}
 	if json.Unmarshal(w.body.Bytes(), &v) != nil {
 		return ""

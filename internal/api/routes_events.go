@@ -58,7 +58,7 @@ type EventListInput struct {
 	Since       string `query:"since" doc:"Only events at or after this time (RFC 3339)"`
 	Limit       int    `query:"limit" minimum:"0" maximum:"1000" doc:"Page size (default 100); ignored when streaming"`
 	Follow      bool   `query:"follow" doc:"Stream as server-sent events (also with Accept: text/event-stream)"`
-	Accept      string `header:"Accept"`
+	Accept      string `header:"Accept" doc:"text/event-stream for a live stream of events; anything else for a page of them"`
 }
 
 // query turns the input into a client.EventQuery for the tenant.
