@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stead-dev/stead/client"
 )
@@ -310,3 +311,51 @@ func TestRawBodyRoutesRefuseJSON(t *testing.T) {
 
 // emptyPage is the body of a list with nothing in it.
 const emptyPage = `{"items":[],"more":false}`
+
+func TestExecStreamNeverSplitsAUTF8Character(t *testing.T) {
+	var u utf8Split
+	text := []byte("añ€😀z")
+	// Every way of cutting the text in two gives two valid halves that
+	// join to the text.
+	for cut := 0; cut <= len(text); cut++ {
+		a := u.chunk("stdout", text[:cut])
+		b := u.chunk("stdout", text[cut:])
+		rest := u.rest("stdout")
+		if !utf8.Valid(a) || !utf8.Valid(b) || len(rest) != 0 || string(a)+string(b) != string(text) {
+			t.Fatalf("cut %d: %q %q rest %q", cut, a, b, rest)
+		}
+	}
+	// Bytes that can never be valid pass through; a cut character at the
+	// very end comes out in rest.
+	if got := u.chunk("stderr", []byte{'x', 0xff}); string(got) != "x\xff" {
+		t.Fatalf("invalid byte held: %q", got)
+	}
+	if got := u.chunk("stderr", []byte("ab\xe2\x82")); string(got) != "ab" {
+		t.Fatalf("cut character not held: %q", got)
+	}
+	if rest := u.rest("stderr"); string(rest) != "\xe2\x82" {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+func FuzzPageCursor(f *testing.F) {
+	f.Add("", 0)
+	f.Add("2", 2)
+	f.Add("-1", 5)
+	f.Add("99999999999999999999", 1)
+	f.Add("abc", 1000)
+	f.Fuzz(func(t *testing.T, after string, limit int) {
+		list := []int{0, 1, 2, 3, 4}
+		o, err := pageOf(list, PageQuery{After: after, Limit: limit})
+		if err != nil {
+			return // refused cleanly
+		}
+		p := o.Body
+		if p.Items == nil || len(p.Items) > len(list) {
+			t.Fatalf("page %+v", p)
+		}
+		if p.More && p.Next == "" {
+			t.Fatalf("more without next: %+v", p)
+		}
+	})
+}

@@ -37,7 +37,7 @@ func pageOf[T any](list []T, in PageQuery) (*out[client.Page[T]], error) {
 	if limit <= 0 {
 		limit = defaultPageSize
 	}
-	end := min(start+limit, len(list))
+	end := start + min(limit, len(list)-start)
 	page := client.Page[T]{Items: append([]T{}, list[start:end]...), More: end < len(list)}
 	if page.More {
 		page.Next = strconv.Itoa(end)
