@@ -186,7 +186,7 @@ type Template struct {
 	Kind      string    `json:"kind" enum:"host,oci" doc:"Kind"`
 	Source    string    `json:"source" doc:"Where it came from"`
 	Digest    string    `json:"digest,omitempty" doc:"Content digest (hex)"`
-	SizeBytes int64     `json:"size_bytes" doc:"Template: size bytes"`
+	SizeBytes int64     `json:"size_bytes" doc:"Size of the template's files in bytes"`
 	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
 	// OnDemand marks the host template before its first use: it is
 	// available, and the first create from it builds it (size and
@@ -203,11 +203,11 @@ type ImportTemplateRequest struct {
 // Info describes the daemon.
 type Info struct {
 	Version       string         `json:"version" doc:"Version number, growing by one per change"`
-	Pool          string         `json:"pool" doc:"Info: pool"`
-	DataDir       string         `json:"data_dir" doc:"Info: data dir"`
-	Runtime       string         `json:"runtime" doc:"Info: runtime"`
-	CgroupVersion int            `json:"cgroup_version" doc:"Info: cgroup version"`
-	InstanceTypes []InstanceType `json:"instance_types" doc:"Info: instance types"`
+	Pool          string         `json:"pool" doc:"Storage pool driver (btrfs or dir)"`
+	DataDir       string         `json:"data_dir" doc:"The daemon's data directory"`
+	Runtime       string         `json:"runtime" doc:"Sandbox runtime"`
+	CgroupVersion int            `json:"cgroup_version" doc:"cgroup version of the host (1 or 2)"`
+	InstanceTypes []InstanceType `json:"instance_types" doc:"Instance types and the limits each sets"`
 	Persistence   []string       `json:"persistence" doc:"What survives stop/start and what does not"`
 	PoolCapacity  *PoolCapacity  `json:"pool_capacity,omitempty" doc:"The storage pool's size and fill level"`
 }
@@ -244,9 +244,9 @@ type RenameRequest struct {
 // {"type":"exit","exit_code":N} when the process has exited, then closes.
 type PTYControl struct {
 	Type     string `json:"type" enum:"resize,exit" doc:"Kind of entry"`
-	Rows     uint16 `json:"rows,omitempty" doc:"PTYControl: rows"`
-	Cols     uint16 `json:"cols,omitempty" doc:"PTYControl: cols"`
-	ExitCode int    `json:"exit_code" doc:"PTYControl: exit code"`
+	Rows     uint16 `json:"rows,omitempty" doc:"Terminal height in rows"`
+	Cols     uint16 `json:"cols,omitempty" doc:"Terminal width in columns"`
+	ExitCode int    `json:"exit_code" doc:"exit: the process's exit code"`
 	Error    string `json:"error,omitempty" doc:"What went wrong, if anything"`
 }
 

@@ -8,10 +8,10 @@ import (
 // RepoInfo describes the daemon's off-box repository.
 type RepoInfo struct {
 	Configured  bool      `json:"configured" doc:"false when the daemon runs without --repo"`
-	Initialized bool      `json:"initialized" doc:"RepoInfo: initialized"`
+	Initialized bool      `json:"initialized" doc:"Whether the repository exists"`
 	Location    string    `json:"location,omitempty" doc:"file:///... or s3://host/bucket/prefix"`
 	ID          string    `json:"id,omitempty" doc:"Unique id"`
-	Created     time.Time `json:"created,omitzero" doc:"RepoInfo: created"`
+	Created     time.Time `json:"created,omitzero" doc:"When the repository was created (RFC 3339)"`
 	KeyFile     string    `json:"key_file,omitempty" doc:"where the master key is kept on this host: back it up"`
 	Scopes      []string  `json:"scopes,omitempty" doc:"admin only: every key scope in the repository"`
 }
@@ -19,12 +19,12 @@ type RepoInfo struct {
 // Progress is the progress of a long operation.
 type Progress struct {
 	Phase      string  `json:"phase" doc:"snapshot, push, restore, verify, check, prune, hydrate"`
-	FilesDone  int64   `json:"files_done" doc:"Progress: files done"`
-	FilesTotal int64   `json:"files_total" doc:"Progress: files total"`
-	BytesDone  int64   `json:"bytes_done" doc:"Progress: bytes done"`
-	BytesTotal int64   `json:"bytes_total" doc:"Progress: bytes total"`
+	FilesDone  int64   `json:"files_done" doc:"Files processed so far"`
+	FilesTotal int64   `json:"files_total" doc:"Files to process (0 while unknown)"`
+	BytesDone  int64   `json:"bytes_done" doc:"Bytes processed so far"`
+	BytesTotal int64   `json:"bytes_total" doc:"Bytes to process (0 while unknown)"`
 	BytesMoved int64   `json:"bytes_moved" doc:"stored bytes uploaded or downloaded"`
-	Elapsed    float64 `json:"elapsed_seconds" doc:"Progress: elapsed seconds"`
+	Elapsed    float64 `json:"elapsed_seconds" doc:"Seconds since the operation started"`
 }
 
 // Operation is a long-running task (push, restore, pull, check, prune,
@@ -36,7 +36,7 @@ type Operation struct {
 	Kind      string          `json:"kind" doc:"Kind"`
 	Target    string          `json:"target,omitempty" doc:"sandbox id, snapshot id ..."`
 	State     string          `json:"state" enum:"running,succeeded,failed" doc:"Current state"`
-	Progress  *Progress       `json:"progress,omitempty" doc:"Operation: progress"`
+	Progress  *Progress       `json:"progress,omitempty" doc:"The operation's progress"`
 	Error     string          `json:"error,omitempty" doc:"What went wrong, if anything"`
 	Result    json.RawMessage `json:"result,omitempty" doc:"kind-specific result (PushResult, RestoreResult, CheckResult, RepoPruneResult, Drill)"`
 	StartedAt time.Time       `json:"started_at" doc:"When it started (RFC 3339)"`
@@ -57,11 +57,11 @@ type PushResult struct {
 	RemoteSnapshot RemoteSnapshot `json:"remote_snapshot" doc:"Id of the snapshot in the repository"`
 	// Volumes are the pushes of the sandbox's volumes (IncludeVolumes).
 	Volumes       []RemoteSnapshot `json:"volumes,omitempty" doc:"Volumes are the pushes of the sandbox's volumes (IncludeVolumes)."`
-	FilesRead     int64            `json:"files_read" doc:"PushResult: files read"`
-	FilesReused   int64            `json:"files_reused" doc:"PushResult: files reused"`
-	BytesRead     int64            `json:"bytes_read" doc:"PushResult: bytes read"`
-	BytesUploaded int64            `json:"bytes_uploaded" doc:"PushResult: bytes uploaded"`
-	Seconds       float64          `json:"seconds" doc:"PushResult: seconds"`
+	FilesRead     int64            `json:"files_read" doc:"Files read from the sandbox"`
+	FilesReused   int64            `json:"files_reused" doc:"Files unchanged since the last push (not read again)"`
+	BytesRead     int64            `json:"bytes_read" doc:"Bytes read from the sandbox"`
+	BytesUploaded int64            `json:"bytes_uploaded" doc:"Bytes uploaded to the blob store (after dedup and compression)"`
+	Seconds       float64          `json:"seconds" doc:"Duration in seconds"`
 	// BlobsReplaced counts chunks and trees uploaded again because the
 	// only stored copy is in a pack a check found damaged.
 	BlobsReplaced int64 `json:"blobs_replaced,omitempty" doc:"BlobsReplaced counts chunks and trees uploaded again because the only stored copy is in a pack a check found damaged."`
@@ -79,7 +79,7 @@ type RemoteSnapshot struct {
 	Time        time.Time `json:"time" doc:"When it happened (RFC 3339)"`
 	Files       int64     `json:"files" doc:"Number of files"`
 	Bytes       int64     `json:"bytes" doc:"Size in bytes"`
-	DataBytes   int64     `json:"data_bytes" doc:"RemoteSnapshot: data bytes"`
+	DataBytes   int64     `json:"data_bytes" doc:"Bytes of file data in the snapshot"`
 	// AddedBytes is what the push stored in the repository (0 when the
 	// push predates the figure).
 	AddedBytes int64             `json:"added_bytes,omitempty" doc:"bytes the push added to the repository (new packs and index); 0 if unknown"`
@@ -92,9 +92,9 @@ type RemoteSnapshot struct {
 // PushedMount is a volume mount as a push records it: the volume's id and
 // name on the daemon that pushed, its sub-path, mount path and mode.
 type PushedMount struct {
-	VolumeID   string `json:"volume_id" doc:"PushedMount: volume id"`
-	VolumeName string `json:"volume_name,omitempty" doc:"PushedMount: volume name"`
-	SubPath    string `json:"sub_path,omitempty" doc:"PushedMount: sub path"`
+	VolumeID   string `json:"volume_id" doc:"Id of the volume"`
+	VolumeName string `json:"volume_name,omitempty" doc:"Name of the volume"`
+	SubPath    string `json:"sub_path,omitempty" doc:"Sub-path of the volume that was mounted"`
 	Path       string `json:"path" doc:"Absolute path inside the sandbox"`
 	ReadOnly   bool   `json:"read_only,omitempty" doc:"Mounted read-only"`
 }
@@ -112,7 +112,7 @@ type RestoreRequest struct {
 	Snapshot string `json:"snapshot,omitempty" doc:"remote snapshot id or prefix; or give sandbox for its latest"`
 	Sandbox  string `json:"sandbox,omitempty" doc:"restore the latest pushed snapshot of this sandbox id"`
 	Name     string `json:"name,omitempty" doc:"name of the new sandbox (default: generated)"`
-	NoStart  bool   `json:"no_start,omitempty" doc:"RestoreRequest: no start"`
+	NoStart  bool   `json:"no_start,omitempty" doc:"Leave the restored sandbox stopped"`
 	// Volumes are mounts to use instead of the recorded ones, by mount
 	// path: a mount at a recorded path replaces that mount, another path
 	// adds one.
@@ -131,9 +131,9 @@ type RestoreResult struct {
 	// Volumes are the volumes restored with the sandbox (RestoreVolumes).
 	Volumes         []Volume `json:"volumes,omitempty" doc:"volumes restored from their pushes with the sandbox"`
 	Files           int64    `json:"files" doc:"Number of files"`
-	BytesWritten    int64    `json:"bytes_written" doc:"RestoreResult: bytes written"`
-	BytesDownloaded int64    `json:"bytes_downloaded" doc:"RestoreResult: bytes downloaded"`
-	Seconds         float64  `json:"seconds" doc:"RestoreResult: seconds"`
+	BytesWritten    int64    `json:"bytes_written" doc:"Bytes written to the restored sandbox"`
+	BytesDownloaded int64    `json:"bytes_downloaded" doc:"Bytes downloaded from the blob store"`
+	Seconds         float64  `json:"seconds" doc:"Duration in seconds"`
 }
 
 // PullRequest copies a pushed snapshot into a local snapshot (which can
@@ -146,7 +146,7 @@ type PullRequest struct {
 // CheckRequest checks the repository (the caller's tenant scope; every
 // scope for an admin).
 type CheckRequest struct {
-	ReadData       bool   `json:"read_data,omitempty" doc:"CheckRequest: read data"`
+	ReadData       bool   `json:"read_data,omitempty" doc:"Also read and verify every pack (slow)"`
 	ReadDataSubset string `json:"read_data_subset,omitempty" doc:"n/m or p%"`
 	Wait           bool   `json:"wait,omitempty" doc:"Answer when the operation is done instead of at once (with its operation id)"`
 }
@@ -254,17 +254,17 @@ type PruneRequest struct {
 	// overrides its policy for this run.
 	Sandbox   string           `json:"sandbox,omitempty" doc:"Sandbox limits forgetting to one sandbox's snapshots; BackupRetention then overrides its policy for this run."`
 	Retention *BackupRetention `json:"retention,omitempty" doc:"default: each sandbox's own policy"`
-	DryRun    bool             `json:"dry_run,omitempty" doc:"PruneRequest: dry run"`
+	DryRun    bool             `json:"dry_run,omitempty" doc:"Report what would be deleted without deleting"`
 	Wait      bool             `json:"wait,omitempty" doc:"Answer when the operation is done instead of at once (with its operation id)"`
 }
 
 // RepoPruneResult is the result of a prune.
 type RepoPruneResult struct {
 	Forgotten     []string `json:"forgotten" doc:"remote snapshots dropped by retention"`
-	PacksDeleted  int      `json:"packs_deleted" doc:"RepoPruneResult: packs deleted"`
-	PacksRepacked int      `json:"packs_repacked" doc:"RepoPruneResult: packs repacked"`
-	BytesFreed    int64    `json:"bytes_freed" doc:"RepoPruneResult: bytes freed"`
-	DryRun        bool     `json:"dry_run,omitempty" doc:"RepoPruneResult: dry run"`
+	PacksDeleted  int      `json:"packs_deleted" doc:"Packs deleted"`
+	PacksRepacked int      `json:"packs_repacked" doc:"Packs rewritten without unused blobs"`
+	BytesFreed    int64    `json:"bytes_freed" doc:"Bytes freed in the blob store"`
+	DryRun        bool     `json:"dry_run,omitempty" doc:"Nothing was deleted (a dry run)"`
 }
 
 // BackupPolicy is a sandbox's push schedule and retention.
@@ -298,15 +298,15 @@ type Drill struct {
 	RemoteSnapshot  string    `json:"remote_snapshot" doc:"Id of the snapshot in the repository"`
 	StartedAt       time.Time `json:"started_at" doc:"When it started (RFC 3339)"`
 	OK              bool      `json:"ok" doc:"Whether it succeeded"`
-	EmptyDataDir    bool      `json:"empty_data_dir" doc:"Drill: empty data dir"`
+	EmptyDataDir    bool      `json:"empty_data_dir" doc:"Whether the drill restored into an empty data directory"`
 	RecoverySeconds float64   `json:"recovery_seconds" doc:"from the start of the restore to a verified, running sandbox"`
-	RestoreSeconds  float64   `json:"restore_seconds" doc:"Drill: restore seconds"`
-	VerifySeconds   float64   `json:"verify_seconds" doc:"Drill: verify seconds"`
+	RestoreSeconds  float64   `json:"restore_seconds" doc:"Seconds the restore took"`
+	VerifySeconds   float64   `json:"verify_seconds" doc:"Seconds the verify command took"`
 	Bytes           int64     `json:"bytes" doc:"Size in bytes"`
 	Files           int64     `json:"files" doc:"Number of files"`
-	DigestOK        bool      `json:"digest_ok" doc:"Drill: digest ok"`
-	VerifyExit      *int      `json:"verify_exit,omitempty" doc:"Drill: verify exit"`
-	VerifyOutput    string    `json:"verify_output,omitempty" doc:"Drill: verify output"`
+	DigestOK        bool      `json:"digest_ok" doc:"Whether the restored files' digest matched the snapshot's"`
+	VerifyExit      *int      `json:"verify_exit,omitempty" doc:"The verify command's exit code"`
+	VerifyOutput    string    `json:"verify_output,omitempty" doc:"The end of the verify command's output"`
 	Error           string    `json:"error,omitempty" doc:"What went wrong, if anything"`
 }
 
@@ -318,7 +318,7 @@ type FileVersion struct {
 	Type     string    `json:"type" doc:"Kind of entry"`
 	Size     int64     `json:"size" doc:"Size in bytes"`
 	Mode     uint32    `json:"mode" doc:"Permission bits (octal as a number)"`
-	MTime    time.Time `json:"mtime" doc:"FileVersion: mtime"`
+	MTime    time.Time `json:"mtime" doc:"Modification time of this version (RFC 3339)"`
 	Digest   string    `json:"digest" doc:"content digest: files sha256:<hex>; directories a digest of the listing"`
 	Changed  bool      `json:"changed" doc:"differs from the next older version"`
 }
@@ -350,21 +350,21 @@ type RestoreVolumeRequest struct {
 type VolumeRestoreResult struct {
 	Volume       Volume  `json:"volume" doc:"Id of the volume"`
 	Files        int64   `json:"files" doc:"Number of files"`
-	BytesWritten int64   `json:"bytes_written" doc:"VolumeRestoreResult: bytes written"`
-	Seconds      float64 `json:"seconds" doc:"VolumeRestoreResult: seconds"`
+	BytesWritten int64   `json:"bytes_written" doc:"Bytes written to the restored volume"`
+	Seconds      float64 `json:"seconds" doc:"Duration in seconds"`
 }
 
 // ArchiveResult is the result of an archive operation.
 type ArchiveResult struct {
 	RemoteSnapshot RemoteSnapshot `json:"remote_snapshot" doc:"Id of the snapshot in the repository"`
-	FreedBytes     int64          `json:"freed_bytes" doc:"ArchiveResult: freed bytes"`
-	VerifiedBytes  int64          `json:"verified_bytes" doc:"ArchiveResult: verified bytes"`
+	FreedBytes     int64          `json:"freed_bytes" doc:"Local bytes freed"`
+	VerifiedBytes  int64          `json:"verified_bytes" doc:"Bytes verified in the repository before the local copy was removed"`
 }
 
 // RestorePathResult is the result of a single-path restore.
 type RestorePathResult struct {
 	Path     string  `json:"path" doc:"Absolute path inside the sandbox"`
-	From     string  `json:"from" doc:"RestorePathResult: from"`
+	From     string  `json:"from" doc:"Snapshot the path was restored from"`
 	Replaced bool    `json:"replaced" doc:"an existing entry at path was replaced"`
-	Seconds  float64 `json:"seconds" doc:"RestorePathResult: seconds"`
+	Seconds  float64 `json:"seconds" doc:"Duration in seconds"`
 }

@@ -60,7 +60,7 @@ type Budget struct {
 	Period      string  `json:"period" doc:"Period"`
 	Cap         string  `json:"cap" doc:"US dollars"`
 	Action      string  `json:"action" doc:"What was done"`
-	WarnAt      float64 `json:"warn_at" doc:"Budget: warn at"`
+	WarnAt      float64 `json:"warn_at" doc:"Fraction of the cap at which a warning event is sent (e.g. 0.8)"`
 	Currency    string  `json:"currency" doc:"Currency of the amounts (e.g. USD)"`
 	// Spend is what the subject cost in the current period (metered and
 	// priced as GET /v1/usage does); Fraction is Spend / Cap.
@@ -69,9 +69,9 @@ type Budget struct {
 	State    string  `json:"state" doc:"ok, warning (spend >= warn_at x cap) or exceeded (spend >= cap)"`
 	// PeriodStart and PeriodEnd bound the current period [start, end).
 	PeriodStart  time.Time   `json:"period_start" doc:"PeriodStart and PeriodEnd bound the current period [start, end)."`
-	PeriodEnd    time.Time   `json:"period_end" doc:"Budget: period end"`
-	LastWarning  *BudgetMark `json:"last_warning,omitempty" doc:"Budget: last warning"`
-	LastExceeded *BudgetMark `json:"last_exceeded,omitempty" doc:"Budget: last exceeded"`
+	PeriodEnd    time.Time   `json:"period_end" doc:"When the current period ends (RFC 3339)"`
+	LastWarning  *BudgetMark `json:"last_warning,omitempty" doc:"When the last warning was sent (RFC 3339)"`
+	LastExceeded *BudgetMark `json:"last_exceeded,omitempty" doc:"When the cap was last exceeded (RFC 3339)"`
 	CreatedAt    time.Time   `json:"created_at" doc:"When it was created (RFC 3339)"`
 	UpdatedAt    time.Time   `json:"updated_at" doc:"When it last changed (RFC 3339)"`
 }

@@ -62,7 +62,7 @@ type CreateWebhookRequest struct {
 type Webhook struct {
 	ID    string   `json:"id" doc:"Unique id"`
 	URL   string   `json:"url" doc:"URL"`
-	Types []string `json:"types,omitempty" doc:"Webhook: types"`
+	Types []string `json:"types,omitempty" doc:"Event type prefixes sent to the webhook (empty: all)"`
 	// Secret is only set in the answer to the create call.
 	Secret string `json:"secret,omitempty" doc:"Only in the answer to the create call"`
 	// Cursor is the id of the last event handed to the webhook; events
@@ -76,14 +76,14 @@ type Webhook struct {
 // WebhookDelivery is one attempt to deliver one event to a webhook.
 type WebhookDelivery struct {
 	ID         int64     `json:"id" doc:"Unique id"`
-	Webhook    string    `json:"webhook" doc:"WebhookDelivery: webhook"`
-	EventID    int64     `json:"event_id" doc:"WebhookDelivery: event id"`
-	EventType  string    `json:"event_type" doc:"WebhookDelivery: event type"`
+	Webhook    string    `json:"webhook" doc:"Id of the webhook"`
+	EventID    int64     `json:"event_id" doc:"Id of the event delivered"`
+	EventType  string    `json:"event_type" doc:"Type of the event delivered"`
 	Attempt    int       `json:"attempt" doc:"Attempt at this event, from 1"`
 	Redelivery bool      `json:"redelivery,omitempty" doc:"Asked for through the API, outside the ordered stream"`
 	Time       time.Time `json:"time" doc:"When it happened (RFC 3339)"`
 	StatusCode int       `json:"status_code,omitempty" doc:"The receiver's HTTP status (absent when none came back)"`
 	Error      string    `json:"error,omitempty" doc:"What went wrong, if anything"`
-	DurationMS float64   `json:"duration_ms" doc:"WebhookDelivery: duration ms"`
+	DurationMS float64   `json:"duration_ms" doc:"How long the attempt took, in milliseconds"`
 	OK         bool      `json:"ok" doc:"A 2xx answer"`
 }

@@ -18,7 +18,7 @@ type Schedule struct {
 	Enabled     bool   `json:"enabled" doc:"Whether it is on"`
 	// NextRuns are the next run times (up to 3; none while disabled).
 	NextRuns   []time.Time `json:"next_runs" doc:"The next run times, up to 3 (empty while disabled)"`
-	LastRunAt  *time.Time  `json:"last_run_at,omitempty" doc:"Schedule: last run at"`
+	LastRunAt  *time.Time  `json:"last_run_at,omitempty" doc:"When the schedule last ran (RFC 3339)"`
 	LastResult string      `json:"last_result,omitempty" doc:"ok, failed or skipped"`
 	LastError  string      `json:"last_error,omitempty" doc:"Why the last run failed or was skipped"`
 	CreatedAt  time.Time   `json:"created_at" doc:"When it was created (RFC 3339)"`
@@ -36,8 +36,8 @@ type CreateScheduleRequest struct {
 
 // UpdateScheduleRequest changes a schedule; absent fields stay as they are.
 type UpdateScheduleRequest struct {
-	Cron    *string `json:"cron,omitempty" maxLength:"200" doc:"UpdateScheduleRequest: cron"`
-	TZ      *string `json:"tz,omitempty" maxLength:"64" doc:"UpdateScheduleRequest: tz"`
+	Cron    *string `json:"cron,omitempty" maxLength:"200" doc:"Cron expression (5 fields)"`
+	TZ      *string `json:"tz,omitempty" maxLength:"64" doc:"IANA time zone of the cron expression (default UTC)"`
 	Action  *string `json:"action,omitempty" enum:"start,stop,restart,snapshot,push" doc:"What was done"`
 	Enabled *bool   `json:"enabled,omitempty" doc:"false pauses the schedule, true resumes it from the next run time after now (missed times are not run)"`
 }

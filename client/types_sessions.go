@@ -87,8 +87,8 @@ type Event struct {
 	Seq            int64           `json:"seq" doc:"1, 2, 3 ... per run, in append order"`
 	Time           time.Time       `json:"time" doc:"When it happened (RFC 3339)"`
 	Type           string          `json:"type" doc:"Kind of entry"`
-	ModelSession   string          `json:"model_session,omitempty" doc:"Event: model session"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty" doc:"Event: idempotency key"`
+	ModelSession   string          `json:"model_session,omitempty" doc:"Model session the event belongs to"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty" doc:"Key that makes a retried append return the original event"`
 	Intent         int64           `json:"intent,omitempty" doc:"For a tool_result: the seq of its tool_intent"`
 	Payload        json.RawMessage `json:"payload" doc:"Any JSON value"`
 }
@@ -116,7 +116,7 @@ type EventPage struct {
 // ModelSession is a model session of a run.
 type ModelSession struct {
 	ID        string    `json:"id" doc:"Unique id"`
-	FirstSeq  int64     `json:"first_seq" doc:"ModelSession: first seq"`
+	FirstSeq  int64     `json:"first_seq" doc:"Seq of its first event"`
 	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
 }
 
@@ -129,10 +129,10 @@ type RunResume struct {
 	// InDoubt lists the tool intents that no tool_result answers: their
 	// side effects may or may not have happened.
 	InDoubt       []Event        `json:"in_doubt" doc:"Tool intents without a tool_result, by seq"`
-	ModelSessions []ModelSession `json:"model_sessions" doc:"RunResume: model sessions"`
+	ModelSessions []ModelSession `json:"model_sessions" doc:"The run's model sessions"`
 }
 
 // PruneResult says what a prune deleted.
 type PruneResult struct {
-	Deleted int64 `json:"deleted" doc:"PruneResult: deleted"`
+	Deleted int64 `json:"deleted" doc:"How many were deleted"`
 }

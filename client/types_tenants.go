@@ -72,7 +72,7 @@ type Tenant struct {
 	Name        string     `json:"name" doc:"Name, unique within the tenant"`
 	State       string     `json:"state" enum:"active,suspended" doc:"Current state"`
 	CreatedAt   time.Time  `json:"created_at" doc:"When it was created (RFC 3339)"`
-	SuspendedAt *time.Time `json:"suspended_at,omitempty" doc:"Tenant: suspended at"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty" doc:"When the tenant was suspended (RFC 3339); absent unless suspended"`
 }
 
 // CreateTenantRequest creates a tenant.

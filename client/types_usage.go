@@ -23,7 +23,7 @@ type Prices struct {
 	// CPUHour and MemoryGiBHour price a sandbox with custom limits (a
 	// type not in ComputePerHour): cpus x CPUHour + GiB x MemoryGiBHour.
 	CPUHour       float64 `json:"cpu_hour" doc:"CPUHour and MemoryGiBHour price a sandbox with custom limits (a type not in ComputePerHour): cpus x CPUHour + GiB x MemoryGiBHour."`
-	MemoryGiBHour float64 `json:"memory_gib_hour" doc:"Prices: memory gib hour"`
+	MemoryGiBHour float64 `json:"memory_gib_hour" doc:"Price of one GiB of memory for an hour"`
 	// LocalGBMonth is the price of a GB (10^9 bytes) kept a month (730
 	// hours) in the local pool: sandbox roots, volumes, local snapshots.
 	LocalGBMonth float64 `json:"local_gb_month" doc:"LocalGBMonth is the price of a GB (10^9 bytes) kept a month (730 hours) in the local pool: sandbox roots, volumes, local snapshots."`
@@ -42,21 +42,21 @@ type UsageLine struct {
 	// for a volume's storage row.
 	Sandbox      string `json:"sandbox,omitempty" doc:"Sandbox and SandboxName name the sandbox of a by-sandbox row (the name is empty once the sandbox is purged); Subject is a volume id for a volume's storage row."`
 	SandboxName  string `json:"sandbox_name,omitempty" doc:"Name of the sandbox"`
-	Subject      string `json:"subject,omitempty" doc:"UsageLine: subject"`
+	Subject      string `json:"subject,omitempty" doc:"What the line is about (a sandbox, a volume, the tenant)"`
 	InstanceType string `json:"instance_type,omitempty" doc:"Instance type (small, medium, large ...) that sets the default limits"`
 	// RunningSeconds is the time spent running (never paused or stopped).
 	RunningSeconds float64 `json:"running_seconds" doc:"RunningSeconds is the time spent running (never paused or stopped)."`
 	// ComputeSeconds splits RunningSeconds by instance type.
 	ComputeSeconds   map[string]float64 `json:"compute_seconds,omitempty" doc:"ComputeSeconds splits RunningSeconds by instance type."`
-	MemoryGiBSeconds float64            `json:"memory_gib_seconds" doc:"UsageLine: memory gib seconds"`
+	MemoryGiBSeconds float64            `json:"memory_gib_seconds" doc:"Memory used, in GiB-seconds"`
 	// PoolGBHours: sandbox roots and volumes; SnapshotGBHours: local
 	// snapshots; RepositoryGBHours: the tenant's repository.
 	PoolGBHours       float64 `json:"pool_gb_hours" doc:"PoolGBHours: sandbox roots and volumes; SnapshotGBHours: local snapshots; RepositoryGBHours: the tenant's repository."`
-	SnapshotGBHours   float64 `json:"snapshot_gb_hours" doc:"UsageLine: snapshot gb hours"`
-	RepositoryGBHours float64 `json:"repository_gb_hours" doc:"UsageLine: repository gb hours"`
-	ComputeCost       float64 `json:"compute_cost" doc:"UsageLine: compute cost"`
-	StorageCost       float64 `json:"storage_cost" doc:"UsageLine: storage cost"`
-	Cost              float64 `json:"cost" doc:"UsageLine: cost"`
+	SnapshotGBHours   float64 `json:"snapshot_gb_hours" doc:"Snapshot storage, in GB-hours"`
+	RepositoryGBHours float64 `json:"repository_gb_hours" doc:"Repository storage, in GB-hours"`
+	ComputeCost       float64 `json:"compute_cost" doc:"Cost of compute"`
+	StorageCost       float64 `json:"storage_cost" doc:"Cost of storage"`
+	Cost              float64 `json:"cost" doc:"Total cost"`
 }
 
 // AlwaysOn compares what the tenant paid with auto-stop against what it
@@ -74,21 +74,21 @@ type AlwaysOn struct {
 	// Saving is Cost - ActualCost; SavingPercent is it as a percentage of
 	// Cost (0 when Cost is 0).
 	Saving        float64 `json:"saving" doc:"Saving is Cost - ActualCost; SavingPercent is it as a percentage of Cost (0 when Cost is 0)."`
-	SavingPercent float64 `json:"saving_percent" doc:"AlwaysOn: saving percent"`
+	SavingPercent float64 `json:"saving_percent" doc:"Percent saved against running always on"`
 }
 
 // UsageReport is a tenant's metered usage and its cost.
 type UsageReport struct {
 	Tenant   string    `json:"tenant" doc:"Id of the tenant that owns it"`
-	Since    time.Time `json:"since" doc:"UsageReport: since"`
-	Until    time.Time `json:"until" doc:"UsageReport: until"`
-	By       string    `json:"by,omitempty" doc:"UsageReport: by"`
+	Since    time.Time `json:"since" doc:"Start of the reported period (RFC 3339)"`
+	Until    time.Time `json:"until" doc:"End of the reported period (RFC 3339)"`
+	By       string    `json:"by,omitempty" doc:"How the rows are grouped"`
 	Currency string    `json:"currency" doc:"Currency of the amounts (e.g. USD)"`
-	Prices   Prices    `json:"prices" doc:"UsageReport: prices"`
+	Prices   Prices    `json:"prices" doc:"Prices the costs were computed with"`
 	// Interval is the meter's checkpoint interval: at most this much
 	// running time is lost to a crash of the daemon.
 	Interval string      `json:"interval" doc:"Interval is the meter's checkpoint interval: at most this much running time is lost to a crash of the daemon."`
 	Total    UsageLine   `json:"total" doc:"Total"`
-	Rows     []UsageLine `json:"rows" doc:"UsageReport: rows"`
-	AlwaysOn AlwaysOn    `json:"always_on" doc:"UsageReport: always on"`
+	Rows     []UsageLine `json:"rows" doc:"One line per group"`
+	AlwaysOn AlwaysOn    `json:"always_on" doc:"What running always on would have cost"`
 }
