@@ -323,9 +323,9 @@ type CheckpointPolicy struct {
 // SetCheckpointPolicyRequest replaces a document's policy. Empty fields
 // take their defaults (who: any; mutability: mutable).
 type SetCheckpointPolicyRequest struct {
-	Write      CheckpointAccess `json:"write,omitempty" doc:"SetCheckpointPolicyRequest: write"`
-	Read       CheckpointAccess `json:"read,omitempty" doc:"SetCheckpointPolicyRequest: read"`
-	Mutability string           `json:"mutability,omitempty" enum:"mutable,append-only,immutable," doc:"SetCheckpointPolicyRequest: mutability"`
+	Write      CheckpointAccess `json:"write,omitempty" doc:"Who may write new versions (default: any)"`
+	Read       CheckpointAccess `json:"read,omitempty" doc:"Who may read versions and their bodies (default: any)"`
+	Mutability string           `json:"mutability,omitempty" enum:"mutable,append-only,immutable," doc:"mutable (default), append-only or immutable"`
 	// Keep, when > 0, sets the history depth (1: no history, only the
 	// latest version); 0 leaves it as it is.
 	Keep int `json:"keep,omitempty" minimum:"0" maximum:"1000" doc:"History depth; 1 keeps no history; 0 or absent leaves it unchanged"`
@@ -387,7 +387,7 @@ type RollbackRequest struct {
 // the rollback replaced (roll back to it to undo).
 type RollbackResult struct {
 	Sandbox Sandbox  `json:"sandbox" doc:"Id of the sandbox"`
-	Safety  Snapshot `json:"safety" doc:"RollbackResult: safety"`
+	Safety  Snapshot `json:"safety" doc:"The snapshot taken of the sandbox just before the rollback"`
 }
 
 // Volume is a persistent volume: data independent of every sandbox,
@@ -457,12 +457,12 @@ type Orient struct {
 // directories under the path.
 type OrientWarning struct {
 	LimitWarning
-	LargestDirs []DiskUsageEntry `json:"largest_dirs,omitempty" doc:"OrientWarning: largest dirs"`
+	LargestDirs []DiskUsageEntry `json:"largest_dirs,omitempty" doc:"The largest directories, when the warning is about disk use"`
 }
 
 // OrientFile is the tail of one workspace file.
 type OrientFile struct {
 	Path      string `json:"path" doc:"Absolute path inside the sandbox"`
-	Tail      string `json:"tail" doc:"OrientFile: tail"`
+	Tail      string `json:"tail" doc:"The file's last lines"`
 	Truncated bool   `json:"truncated,omitempty" doc:"Only the last lines are included"`
 }

@@ -70,7 +70,7 @@ type PushResult struct {
 // RemoteSnapshot is a snapshot pushed to the repository.
 type RemoteSnapshot struct {
 	ID          string    `json:"id" doc:"manifest id (hex); any unique prefix of 4+ digits works"`
-	Scope       string    `json:"scope" doc:"RemoteSnapshot: scope"`
+	Scope       string    `json:"scope" doc:"Repository scope (tenant) the snapshot belongs to"`
 	Sandbox     string    `json:"sandbox,omitempty" doc:"Id of the sandbox"`
 	SandboxName string    `json:"sandbox_name,omitempty" doc:"Name of the sandbox"`
 	Volume      string    `json:"volume,omitempty" doc:"Id of the volume"`
@@ -154,18 +154,18 @@ type CheckRequest struct {
 // CheckResult is the result of a check.
 type CheckResult struct {
 	OK     bool         `json:"ok" doc:"Whether it succeeded"`
-	Scopes []ScopeCheck `json:"scopes" doc:"CheckResult: scopes"`
+	Scopes []ScopeCheck `json:"scopes" doc:"One result per repository scope checked"`
 }
 
 // ScopeCheck is what a check found in one scope.
 type ScopeCheck struct {
-	Scope     string   `json:"scope" doc:"ScopeCheck: scope"`
-	Snapshots int      `json:"snapshots" doc:"ScopeCheck: snapshots"`
-	Packs     int      `json:"packs" doc:"ScopeCheck: packs"`
-	Blobs     int      `json:"blobs" doc:"ScopeCheck: blobs"`
-	PacksRead int      `json:"packs_read" doc:"ScopeCheck: packs read"`
-	Errors    []string `json:"errors,omitempty" doc:"ScopeCheck: errors"`
-	Warnings  []string `json:"warnings,omitempty" doc:"ScopeCheck: warnings"`
+	Scope     string   `json:"scope" doc:"The repository scope (tenant)"`
+	Snapshots int      `json:"snapshots" doc:"Snapshots checked"`
+	Packs     int      `json:"packs" doc:"Packs listed"`
+	Blobs     int      `json:"blobs" doc:"Blobs indexed"`
+	PacksRead int      `json:"packs_read" doc:"Packs read and verified (with read_data)"`
+	Errors    []string `json:"errors,omitempty" doc:"Problems found (the repository is damaged)"`
+	Warnings  []string `json:"warnings,omitempty" doc:"Harmless findings (e.g. unused packs)"`
 	// DamagedPacks are the packs found damaged (by this check or an
 	// earlier one, and not repaired since): pushes upload their blobs
 	// again rather than reuse them.
@@ -178,7 +178,7 @@ type ScopeCheck struct {
 // DamagedPack is a pack file of the repository found damaged.
 type DamagedPack struct {
 	ID      string    `json:"id" doc:"Unique id"`
-	Found   time.Time `json:"found" doc:"DamagedPack: found"`
+	Found   time.Time `json:"found" doc:"What was wrong with the pack"`
 	Reason  string    `json:"reason" doc:"Why"`
 	Missing bool      `json:"missing,omitempty" doc:"the pack is gone from the store"`
 	// BlobsLost counts the chunks and trees of the pack that could not be
@@ -214,21 +214,21 @@ type RepairRequest struct {
 type RepairResult struct {
 	// OK is set when no snapshot is left damaged.
 	OK     bool          `json:"ok" doc:"OK is set when no snapshot is left damaged."`
-	Scopes []ScopeRepair `json:"scopes" doc:"RepairResult: scopes"`
+	Scopes []ScopeRepair `json:"scopes" doc:"One result per repository scope repaired"`
 }
 
 // ScopeRepair is what a repair did in one scope.
 type ScopeRepair struct {
-	Scope string `json:"scope" doc:"ScopeRepair: scope"`
+	Scope string `json:"scope" doc:"The repository scope (tenant)"`
 	// PacksRemoved are damaged packs taken out of the index and deleted,
 	// after their intact chunks were copied to new packs.
 	PacksRemoved []string `json:"packs_removed" doc:"PacksRemoved are damaged packs taken out of the index and deleted, after their intact chunks were copied to new packs."`
 	// PacksIntact are packs marked damaged that read back intact (their
 	// mark is cleared).
 	PacksIntact   []string `json:"packs_intact" doc:"PacksIntact are packs marked damaged that read back intact (their mark is cleared)."`
-	BlobsSalvaged int64    `json:"blobs_salvaged" doc:"ScopeRepair: blobs salvaged"`
+	BlobsSalvaged int64    `json:"blobs_salvaged" doc:"Blobs saved from damaged packs into new ones"`
 	BlobsUploaded int64    `json:"blobs_uploaded" doc:"read again from local snapshots"`
-	BytesUploaded int64    `json:"bytes_uploaded" doc:"ScopeRepair: bytes uploaded"`
+	BytesUploaded int64    `json:"bytes_uploaded" doc:"Bytes uploaded for the repair"`
 	// Repaired are the snapshots that were damaged and restore again.
 	Repaired []DamagedSnapshot `json:"repaired" doc:"Repaired are the snapshots that were damaged and restore again."`
 	// Damaged are the snapshots still damaged: no local copy had what they
