@@ -65,7 +65,7 @@ type Limits struct {
 
 // InstanceType is a named set of limits.
 type InstanceType struct {
-	Name   string `json:"name" doc:"Name, unique within the tenant"`
+	Name   string `json:"name" doc:"Name"`
 	Limits Limits `json:"limits" doc:"Resource limits"`
 }
 
@@ -169,7 +169,7 @@ type ExecResult struct {
 
 // FileInfo describes one entry of a sandbox's file system.
 type FileInfo struct {
-	Name    string    `json:"name" doc:"Name, unique within the tenant"`
+	Name    string    `json:"name" doc:"Base name of the entry"`
 	Path    string    `json:"path" doc:"Absolute path inside the sandbox"`
 	Type    string    `json:"type" enum:"file,dir,symlink,other" doc:"Kind of entry"`
 	Size    int64     `json:"size" doc:"Size in bytes"`
@@ -259,7 +259,7 @@ type Health struct {
 // Checkpoint is one version of a checkpoint document: a named JSON document
 // of a sandbox (and of a named agent within it) kept outside the sandbox.
 type Checkpoint struct {
-	Name      string    `json:"name" doc:"Name, unique within the tenant"`
+	Name      string    `json:"name" doc:"Name"`
 	Agent     string    `json:"agent,omitempty" doc:"Named agent within the sandbox; empty for the default agent"`
 	Version   int64     `json:"version" doc:"1, 2, 3 ... per document"`
 	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
@@ -276,7 +276,7 @@ type Checkpoint struct {
 
 // CheckpointInfo describes a checkpoint document.
 type CheckpointInfo struct {
-	Name     string          `json:"name" doc:"Name, unique within the tenant"`
+	Name     string          `json:"name" doc:"Name"`
 	Agent    string          `json:"agent,omitempty" doc:"Agent name (several agents may share a sandbox)"`
 	Version  int64           `json:"version" doc:"Latest version; 0 while only a schema is set"`
 	Oldest   int64           `json:"oldest" doc:"Oldest version still kept (0 when there is none)"`
@@ -386,7 +386,7 @@ type RollbackRequest struct {
 // RollbackResult is the rolled-back sandbox and the safety snapshot of what
 // the rollback replaced (roll back to it to undo).
 type RollbackResult struct {
-	Sandbox Sandbox  `json:"sandbox" doc:"Id of the sandbox"`
+	Sandbox Sandbox  `json:"sandbox" doc:"The sandbox"`
 	Safety  Snapshot `json:"safety" doc:"The snapshot taken of the sandbox just before the rollback"`
 }
 
@@ -412,7 +412,7 @@ type Volume struct {
 
 // CreateVolumeRequest creates a volume.
 type CreateVolumeRequest struct {
-	Name      string `json:"name" minLength:"1" maxLength:"63" doc:"Name, unique within the tenant"`
+	Name      string `json:"name" minLength:"1" maxLength:"63" doc:"Name"`
 	SizeBytes int64  `json:"size_bytes,omitempty" minimum:"0" doc:"Quota in bytes; default 10 GiB, 0 in the request means the default"`
 }
 
@@ -428,7 +428,7 @@ type VolumeMount struct {
 // Orient is what a resuming agent must read first, as data and as
 // prompt-ready text.
 type Orient struct {
-	Sandbox    Sandbox `json:"sandbox" doc:"Id of the sandbox"`
+	Sandbox    Sandbox `json:"sandbox" doc:"The sandbox"`
 	StopReason string  `json:"stop_reason,omitempty" doc:"Why the sandbox last left the running state"`
 	// LastStoppedAt is when it last stopped (nil if never).
 	LastStoppedAt *time.Time `json:"last_stopped_at,omitempty" doc:"LastStoppedAt is when it last stopped (nil if never)."`

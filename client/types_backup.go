@@ -126,7 +126,7 @@ type RestoreRequest struct {
 
 // RestoreResult is the result of a restore or pull.
 type RestoreResult struct {
-	Sandbox  *Sandbox  `json:"sandbox,omitempty" doc:"Id of the sandbox"`
+	Sandbox  *Sandbox  `json:"sandbox,omitempty" doc:"The sandbox"`
 	Snapshot *Snapshot `json:"snapshot,omitempty" doc:"pull: the local snapshot made"`
 	// Volumes are the volumes restored with the sandbox (RestoreVolumes).
 	Volumes         []Volume `json:"volumes,omitempty" doc:"volumes restored from their pushes with the sandbox"`

@@ -21,7 +21,7 @@ type SetSecretRequest struct {
 // as a file on a tmpfs (File), or both; the sandbox's spec keeps only this
 // reference.
 type SecretRef struct {
-	Name string `json:"name" doc:"Name, unique within the tenant"`
+	Name string `json:"name" doc:"Name"`
 	Env  string `json:"env,omitempty" doc:"Environment variable of the service and of every exec that holds the value"`
 	File string `json:"file,omitempty" doc:"File under /run/secrets (a tmpfs, mode 0400, owned by the agent) that holds the value"`
 }

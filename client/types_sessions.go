@@ -31,7 +31,7 @@ type Retention struct {
 // Thread is a conversation of an agent in a sandbox: a sequence of runs.
 type Thread struct {
 	ID        string    `json:"id" doc:"Thread id (th-...)"`
-	Name      string    `json:"name" doc:"Name, unique within the tenant"`
+	Name      string    `json:"name" doc:"Name"`
 	Sandbox   string    `json:"sandbox" doc:"Id of the sandbox"`
 	Retention Retention `json:"retention" doc:"How long it is kept"`
 	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`

@@ -30,7 +30,7 @@ const DefaultKeyOverlap = 24 * time.Hour
 type APIKey struct {
 	ID     string `json:"id" doc:"Unique id"`
 	Tenant string `json:"tenant" doc:"Id of the tenant that owns it"`
-	Name   string `json:"name" doc:"Name, unique within the tenant"`
+	Name   string `json:"name" doc:"Name"`
 	// Role is admin, tenant-admin, tenant-user or read-only.
 	Role string `json:"role" enum:"admin,tenant-admin,tenant-user,read-only" doc:"Role is admin, tenant-admin, tenant-user or read-only."`
 	// Admin is Role == "admin" (kept for older clients).
@@ -69,7 +69,7 @@ type RotateAPIKeyRequest struct {
 // Tenant is an isolated owner of sandboxes, volumes, templates and keys.
 type Tenant struct {
 	ID          string     `json:"id" doc:"Unique id"`
-	Name        string     `json:"name" doc:"Name, unique within the tenant"`
+	Name        string     `json:"name" doc:"Name"`
 	State       string     `json:"state" enum:"active,suspended" doc:"Current state"`
 	CreatedAt   time.Time  `json:"created_at" doc:"When it was created (RFC 3339)"`
 	SuspendedAt *time.Time `json:"suspended_at,omitempty" doc:"When the tenant was suspended (RFC 3339); absent unless suspended"`
