@@ -28,9 +28,8 @@ func auditValues(q AuditQuery, withLimit bool) url.Values {
 // ListAudit returns one page of audit trail entries, by seq (needs an
 // admin key). Page with q.After set to the last seq seen.
 func (c *Client) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
-	var list []AuditEntry
-	err := c.do(ctx, http.MethodGet, "/v1/audit", auditValues(q, true), nil, &list)
-	return list, err
+	page, err := listPage[AuditEntry](ctx, c, "/v1/audit", auditValues(q, true))
+	return page.Items, err
 }
 
 // ExportAudit streams the audit trail entries q selects to w as JSON Lines,

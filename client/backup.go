@@ -140,7 +140,7 @@ func (c *Client) WatchOperation(ctx context.Context, id string, fn func(Operatio
 			return o.Done(), nil
 		case "error":
 			var p struct {
-				Error string `json:"error"`
+				Error string `json:"error" doc:"What went wrong, if anything"`
 			}
 			_ = json.Unmarshal(data, &p)
 			return false, fmt.Errorf("watch operation %s: %s", id, p.Error)
@@ -190,8 +190,7 @@ func (c *Client) ListRemoteSnapshots(ctx context.Context, sandbox string) ([]Rem
 	if sandbox != "" {
 		q = url.Values{"sandbox": {sandbox}}
 	}
-	var list []RemoteSnapshot
-	err := c.do(ctx, http.MethodGet, "/v1/remote-snapshots", q, nil, &list)
+	list, err := listAll[RemoteSnapshot](ctx, c, "/v1/remote-snapshots", q)
 	return list, err
 }
 
@@ -236,8 +235,7 @@ func (c *Client) ListDrills(ctx context.Context, sandbox string) ([]Drill, error
 	if sandbox != "" {
 		q = url.Values{"sandbox": {sandbox}}
 	}
-	var list []Drill
-	err := c.do(ctx, http.MethodGet, "/v1/drills", q, nil, &list)
+	list, err := listAll[Drill](ctx, c, "/v1/drills", q)
 	return list, err
 }
 
@@ -254,8 +252,7 @@ func (c *Client) Archive(ctx context.Context, sandbox string, wait bool) (Operat
 // FileHistory lists the versions of path across the sandbox's local and
 // pushed snapshots, newest first.
 func (c *Client) FileHistory(ctx context.Context, sandbox, path string) ([]FileVersion, error) {
-	var list []FileVersion
-	err := c.do(ctx, http.MethodGet, sandboxPath(sandbox, "/history"), url.Values{"path": {path}}, nil, &list)
+	list, err := listAll[FileVersion](ctx, c, sandboxPath(sandbox, "/history"), url.Values{"path": {path}})
 	return list, err
 }
 
@@ -287,8 +284,7 @@ func (c *Client) ListVolumePushes(ctx context.Context, volume string) ([]RemoteS
 	if volume != "" {
 		q = url.Values{"volume": {volume}}
 	}
-	var list []RemoteSnapshot
-	err := c.do(ctx, http.MethodGet, "/v1/volume-snapshots", q, nil, &list)
+	list, err := listAll[RemoteSnapshot](ctx, c, "/v1/volume-snapshots", q)
 	return list, err
 }
 
@@ -307,7 +303,6 @@ func (c *Client) CreateVolumeSnapshot(ctx context.Context, volume string, req Cr
 
 // ListVolumeSnapshots lists a volume's local snapshots.
 func (c *Client) ListVolumeSnapshots(ctx context.Context, volume string) ([]Snapshot, error) {
-	var list []Snapshot
-	err := c.do(ctx, http.MethodGet, "/v1/volumes/"+url.PathEscape(volume)+"/snapshots", nil, nil, &list)
+	list, err := listAll[Snapshot](ctx, c, "/v1/volumes/"+url.PathEscape(volume)+"/snapshots", nil)
 	return list, err
 }

@@ -19,8 +19,7 @@ func (c *Client) CreateBudget(ctx context.Context, req CreateBudgetRequest) (Bud
 // ListBudgets lists the tenant's budgets, each with its current spend and
 // state.
 func (c *Client) ListBudgets(ctx context.Context) ([]Budget, error) {
-	var list []Budget
-	err := c.do(ctx, http.MethodGet, "/v1/budgets", nil, nil, &list)
+	list, err := listAll[Budget](ctx, c, "/v1/budgets", nil)
 	return list, err
 }
 

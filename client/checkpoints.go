@@ -94,16 +94,14 @@ func (c *Client) GetCheckpoint(ctx context.Context, sandbox, agent, name string,
 // ListCheckpoints describes every checkpoint document of a sandbox, all
 // agents, ordered by agent, then name.
 func (c *Client) ListCheckpoints(ctx context.Context, sandbox string) ([]CheckpointInfo, error) {
-	var list []CheckpointInfo
-	err := c.do(ctx, http.MethodGet, checkpointsPath(sandbox, "", ""), nil, nil, &list)
+	list, err := listAll[CheckpointInfo](ctx, c, checkpointsPath(sandbox, "", ""), nil)
 	return list, err
 }
 
 // CheckpointVersions lists the kept versions of a checkpoint document,
 // oldest first, without bodies.
 func (c *Client) CheckpointVersions(ctx context.Context, sandbox, agent, name string) ([]Checkpoint, error) {
-	var list []Checkpoint
-	err := c.do(ctx, http.MethodGet, checkpointsPath(sandbox, name, "/versions"), agentQuery(agent), nil, &list)
+	list, err := listAll[Checkpoint](ctx, c, checkpointsPath(sandbox, name, "/versions"), agentQuery(agent))
 	return list, err
 }
 

@@ -223,11 +223,11 @@ func decodeError(resp *http.Response) error {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "application/problem+json" || mt == "application/json" {
 		var p struct {
-			Title  string `json:"title"`
-			Detail string `json:"detail"`
+			Title  string `json:"title" doc:"Short summary of the problem type"`
+			Detail string `json:"detail" doc:"Explanation of this occurrence"`
 			Errors []struct {
-				Message  string `json:"message"`
-				Location string `json:"location"`
+				Message  string `json:"message" doc:"Message"`
+				Location string `json:"location" doc:"request: location"`
 			} `json:"errors"`
 		}
 		if json.Unmarshal(body, &p) == nil {

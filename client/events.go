@@ -72,7 +72,7 @@ func (c *Client) FollowDaemonEvents(ctx context.Context, q EventQuery, fn func(D
 			return false, fn(e)
 		case "error":
 			var p struct {
-				Error string `json:"error"`
+				Error string `json:"error" doc:"What went wrong, if anything"`
 			}
 			_ = json.Unmarshal(data, &p)
 			return false, fmt.Errorf("event stream: %s", p.Error)
@@ -161,8 +161,7 @@ func (c *Client) CreateWebhook(ctx context.Context, req CreateWebhookRequest) (W
 
 // ListWebhooks lists the tenant's webhooks.
 func (c *Client) ListWebhooks(ctx context.Context) ([]Webhook, error) {
-	var ws []Webhook
-	err := c.do(ctx, http.MethodGet, "/v1/webhooks", nil, nil, &ws)
+	ws, err := listAll[Webhook](ctx, c, "/v1/webhooks", nil)
 	return ws, err
 }
 
@@ -186,9 +185,8 @@ func (c *Client) ListWebhookDeliveries(ctx context.Context, webhook string, limi
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var ds []WebhookDelivery
-	err := c.do(ctx, http.MethodGet, "/v1/webhooks/"+url.PathEscape(webhook)+"/deliveries", q, nil, &ds)
-	return ds, err
+	page, err := listPage[WebhookDelivery](ctx, c, "/v1/webhooks/"+url.PathEscape(webhook)+"/deliveries", q)
+	return page.Items, err
 }
 
 // RedeliverWebhook sends the event of a past delivery to its webhook again,

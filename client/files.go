@@ -75,8 +75,7 @@ func (c *Client) StatFile(ctx context.Context, id, path string) (FileInfo, error
 
 // ListFiles lists a directory of a sandbox.
 func (c *Client) ListFiles(ctx context.Context, id, path string) ([]FileInfo, error) {
-	var list []FileInfo
-	err := c.do(ctx, http.MethodGet, filesPath(id, "/list"), url.Values{"path": {path}}, nil, &list)
+	list, err := listAll[FileInfo](ctx, c, filesPath(id, "/list"), url.Values{"path": {path}})
 	return list, err
 }
 

@@ -25,8 +25,7 @@ func (c *Client) SetNetwork(ctx context.Context, sandbox string, p NetworkPolicy
 
 // ListPorts lists a sandbox's exposed ports.
 func (c *Client) ListPorts(ctx context.Context, sandbox string) ([]Port, error) {
-	var list []Port
-	err := c.do(ctx, http.MethodGet, sandboxPath(sandbox, "/ports"), nil, nil, &list)
+	list, err := listAll[Port](ctx, c, sandboxPath(sandbox, "/ports"), nil)
 	return list, err
 }
 

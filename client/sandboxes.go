@@ -27,8 +27,7 @@ func (c *Client) ListSandboxes(ctx context.Context, all bool) ([]Sandbox, error)
 	if all {
 		q = url.Values{"all": {"true"}}
 	}
-	var list []Sandbox
-	err := c.do(ctx, http.MethodGet, "/v1/sandboxes", q, nil, &list)
+	list, err := listAll[Sandbox](ctx, c, "/v1/sandboxes", q)
 	return list, err
 }
 

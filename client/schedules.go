@@ -27,15 +27,13 @@ func (c *Client) CreateSchedule(ctx context.Context, sandbox string, req CreateS
 
 // ListSchedules lists a sandbox's schedules, each with its next run times.
 func (c *Client) ListSchedules(ctx context.Context, sandbox string) ([]Schedule, error) {
-	var list []Schedule
-	err := c.do(ctx, http.MethodGet, schedulesPath(sandbox, ""), nil, nil, &list)
+	list, err := listAll[Schedule](ctx, c, schedulesPath(sandbox, ""), nil)
 	return list, err
 }
 
 // ListAllSchedules lists the schedules of every sandbox of the tenant.
 func (c *Client) ListAllSchedules(ctx context.Context) ([]Schedule, error) {
-	var list []Schedule
-	err := c.do(ctx, http.MethodGet, "/v1/schedules", nil, nil, &list)
+	list, err := listAll[Schedule](ctx, c, "/v1/schedules", nil)
 	return list, err
 }
 

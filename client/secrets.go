@@ -21,8 +21,7 @@ func (c *Client) SetSecret(ctx context.Context, name, value string) (Secret, err
 // ListSecrets lists the tenant's secrets by name, with the sandboxes that
 // reference each; never their values.
 func (c *Client) ListSecrets(ctx context.Context) ([]Secret, error) {
-	var list []Secret
-	err := c.do(ctx, http.MethodGet, "/v1/secrets", nil, nil, &list)
+	list, err := listAll[Secret](ctx, c, "/v1/secrets", nil)
 	return list, err
 }
 

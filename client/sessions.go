@@ -31,8 +31,7 @@ func (c *Client) CreateThread(ctx context.Context, sandbox string, req CreateThr
 
 // ListThreads lists a sandbox's threads, oldest first.
 func (c *Client) ListThreads(ctx context.Context, sandbox string) ([]Thread, error) {
-	var list []Thread
-	err := c.do(ctx, http.MethodGet, threadsPath(sandbox, ""), nil, nil, &list)
+	list, err := listAll[Thread](ctx, c, threadsPath(sandbox, ""), nil)
 	return list, err
 }
 
@@ -59,8 +58,7 @@ func (c *Client) StartRun(ctx context.Context, sandbox, thread string) (Run, err
 
 // ListRuns lists a thread's runs, oldest first.
 func (c *Client) ListRuns(ctx context.Context, sandbox, thread string) ([]Run, error) {
-	var list []Run
-	err := c.do(ctx, http.MethodGet, threadsPath(sandbox, "/"+url.PathEscape(thread)+"/runs"), nil, nil, &list)
+	list, err := listAll[Run](ctx, c, threadsPath(sandbox, "/"+url.PathEscape(thread)+"/runs"), nil)
 	return list, err
 }
 
@@ -149,7 +147,7 @@ func (c *Client) FollowEvents(ctx context.Context, sandbox, run string, after in
 				return nil
 			case "error":
 				var p struct {
-					Error string `json:"error"`
+					Error string `json:"error" doc:"What went wrong, if anything"`
 				}
 				_ = json.Unmarshal([]byte(payload), &p)
 				return fmt.Errorf("follow events of run %s: %s", run, p.Error)

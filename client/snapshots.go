@@ -13,7 +13,7 @@ const SnapshotIDPrefix = "snap-"
 
 // ForkResult is the response of a fork: the new sandboxes.
 type ForkResult struct {
-	Sandboxes []Sandbox `json:"sandboxes"`
+	Sandboxes []Sandbox `json:"sandboxes" doc:"Sandboxes (ids or names)"`
 }
 
 // snapshotPath returns the escaped path of a snapshot, plus suffix.
@@ -38,8 +38,7 @@ func (c *Client) ListSnapshots(ctx context.Context, sandbox string) ([]Snapshot,
 	if sandbox != "" {
 		q = url.Values{"sandbox": {sandbox}}
 	}
-	var list []Snapshot
-	err := c.do(ctx, http.MethodGet, "/v1/snapshots", q, nil, &list)
+	list, err := listAll[Snapshot](ctx, c, "/v1/snapshots", q)
 	return list, err
 }
 

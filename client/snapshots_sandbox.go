@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"net/http"
 )
 
 // SandboxSnapshots lists the snapshots taken of one sandbox (id or name),
@@ -10,7 +9,6 @@ import (
 // route (GET /v1/sandboxes/{id}/snapshots), which a key scoped to the
 // sandbox may call.
 func (c *Client) SandboxSnapshots(ctx context.Context, sandbox string) ([]Snapshot, error) {
-	var list []Snapshot
-	err := c.do(ctx, http.MethodGet, sandboxPath(sandbox, "/snapshots"), nil, nil, &list)
+	list, err := listAll[Snapshot](ctx, c, sandboxPath(sandbox, "/snapshots"), nil)
 	return list, err
 }

@@ -8,8 +8,7 @@ import (
 
 // ListTemplates lists the templates sandboxes can be created from.
 func (c *Client) ListTemplates(ctx context.Context) ([]Template, error) {
-	var list []Template
-	err := c.do(ctx, http.MethodGet, "/v1/templates", nil, nil, &list)
+	list, err := listAll[Template](ctx, c, "/v1/templates", nil)
 	return list, err
 }
 

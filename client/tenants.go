@@ -26,8 +26,7 @@ func (c *Client) CreateKey(ctx context.Context, req CreateAPIKeyRequest) (APIKey
 
 // ListKeys lists the tenant's API keys, without secrets.
 func (c *Client) ListKeys(ctx context.Context) ([]APIKey, error) {
-	var out []APIKey
-	err := c.do(ctx, http.MethodGet, "/v1/keys", nil, nil, &out)
+	out, err := listAll[APIKey](ctx, c, "/v1/keys", nil)
 	return out, err
 }
 
@@ -54,8 +53,7 @@ func (c *Client) CreateTenant(ctx context.Context, req CreateTenantRequest) (Ten
 
 // ListTenants lists every tenant (admin keys only).
 func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
-	var out []Tenant
-	err := c.do(ctx, http.MethodGet, "/v1/tenants", nil, nil, &out)
+	out, err := listAll[Tenant](ctx, c, "/v1/tenants", nil)
 	return out, err
 }
 

@@ -46,32 +46,32 @@ type UpdateBudgetRequest struct {
 // its last crossing of the cap.
 type BudgetMark struct {
 	Period string    `json:"period" doc:"The period it fell in: 2026-12-02 for a day, 2026-12 for a month"`
-	At     time.Time `json:"at"`
+	At     time.Time `json:"at" doc:"When (RFC 3339)"`
 	Spend  string    `json:"spend" doc:"Spend then, in US dollars"`
 	Cap    string    `json:"cap" doc:"The cap then, in US dollars"`
 }
 
 // Budget is a spend cap with its current spend.
 type Budget struct {
-	ID          string  `json:"id"`
-	Tenant      string  `json:"tenant"`
+	ID          string  `json:"id" doc:"Unique id"`
+	Tenant      string  `json:"tenant" doc:"Id of the tenant that owns it"`
 	Sandbox     string  `json:"sandbox,omitempty" doc:"The capped sandbox's id; empty for a budget of the whole tenant"`
-	SandboxName string  `json:"sandbox_name,omitempty"`
-	Period      string  `json:"period"`
+	SandboxName string  `json:"sandbox_name,omitempty" doc:"Name of the sandbox"`
+	Period      string  `json:"period" doc:"Period"`
 	Cap         string  `json:"cap" doc:"US dollars"`
-	Action      string  `json:"action"`
-	WarnAt      float64 `json:"warn_at"`
-	Currency    string  `json:"currency"`
+	Action      string  `json:"action" doc:"What was done"`
+	WarnAt      float64 `json:"warn_at" doc:"Fraction of the cap at which a warning event is sent (e.g. 0.8)"`
+	Currency    string  `json:"currency" doc:"Currency of the amounts (e.g. USD)"`
 	// Spend is what the subject cost in the current period (metered and
 	// priced as GET /v1/usage does); Fraction is Spend / Cap.
 	Spend    string  `json:"spend" doc:"US dollars spent in the current period"`
 	Fraction float64 `json:"fraction" doc:"spend / cap"`
 	State    string  `json:"state" doc:"ok, warning (spend >= warn_at x cap) or exceeded (spend >= cap)"`
 	// PeriodStart and PeriodEnd bound the current period [start, end).
-	PeriodStart  time.Time   `json:"period_start"`
-	PeriodEnd    time.Time   `json:"period_end"`
-	LastWarning  *BudgetMark `json:"last_warning,omitempty"`
-	LastExceeded *BudgetMark `json:"last_exceeded,omitempty"`
-	CreatedAt    time.Time   `json:"created_at"`
-	UpdatedAt    time.Time   `json:"updated_at"`
+	PeriodStart  time.Time   `json:"period_start" doc:"PeriodStart and PeriodEnd bound the current period [start, end)."`
+	PeriodEnd    time.Time   `json:"period_end" doc:"When the current period ends (RFC 3339)"`
+	LastWarning  *BudgetMark `json:"last_warning,omitempty" doc:"When the last warning was sent (RFC 3339)"`
+	LastExceeded *BudgetMark `json:"last_exceeded,omitempty" doc:"When the cap was last exceeded (RFC 3339)"`
+	CreatedAt    time.Time   `json:"created_at" doc:"When it was created (RFC 3339)"`
+	UpdatedAt    time.Time   `json:"updated_at" doc:"When it last changed (RFC 3339)"`
 }

@@ -9,24 +9,24 @@ import "time"
 // daemon, and are never reused: resume a stream after the last one seen.
 type DaemonEvent struct {
 	ID      int64     `json:"id" doc:"Position in the event log; resume after it (Last-Event-ID or after=)"`
-	Time    time.Time `json:"time"`
+	Time    time.Time `json:"time" doc:"When it happened (RFC 3339)"`
 	Type    string    `json:"type" doc:"e.g. sandbox.created, sandbox.stopped, snapshot.created, backup.pushed"`
-	Tenant  string    `json:"tenant"`
-	Sandbox string    `json:"sandbox,omitempty"`
+	Tenant  string    `json:"tenant" doc:"Id of the tenant that owns it"`
+	Sandbox string    `json:"sandbox,omitempty" doc:"Id of the sandbox"`
 	State   string    `json:"state,omitempty" doc:"The sandbox's state after a lifecycle event"`
 	Reason  string    `json:"reason,omitempty" doc:"Why (a stop's reason: user, idle, crash ...)"`
 	// Data holds the event's details (a snapshot id, bytes pushed ...).
-	Data map[string]string `json:"data,omitempty"`
+	Data map[string]string `json:"data,omitempty" doc:"Data holds the event's details (a snapshot id, bytes pushed ...)."`
 }
 
 // DaemonEventPage is a page of the event log.
 type DaemonEventPage struct {
-	Events []DaemonEvent `json:"events"`
+	Events []DaemonEvent `json:"items" doc:"The page's events, by id (an empty array when there are none)"`
 	// Next is the cursor of the following page (the last id returned, or
 	// the request's after when the page is empty).
-	Next int64 `json:"next"`
+	Next int64 `json:"next" doc:"Next is the cursor of the following page (the last id returned, or the request's after when the page is empty)."`
 	// More is true when the page was full: more events may follow at once.
-	More bool `json:"more"`
+	More bool `json:"more" doc:"More is true when the page was full: more events may follow at once."`
 }
 
 // EventQuery selects events of the caller's tenant.
@@ -60,30 +60,30 @@ type CreateWebhookRequest struct {
 
 // Webhook is a subscription of a URL to the tenant's events.
 type Webhook struct {
-	ID    string   `json:"id"`
-	URL   string   `json:"url"`
-	Types []string `json:"types,omitempty"`
+	ID    string   `json:"id" doc:"Unique id"`
+	URL   string   `json:"url" doc:"URL"`
+	Types []string `json:"types,omitempty" doc:"Event type prefixes sent to the webhook (empty: all)"`
 	// Secret is only set in the answer to the create call.
 	Secret string `json:"secret,omitempty" doc:"Only in the answer to the create call"`
 	// Cursor is the id of the last event handed to the webhook; events
 	// after it are delivered in id order.
-	Cursor    int64     `json:"cursor"`
-	CreatedAt time.Time `json:"created_at"`
+	Cursor    int64     `json:"cursor" doc:"Cursor is the id of the last event handed to the webhook; events after it are delivered in id order."`
+	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
 	// LastDelivery is the newest attempt, if any.
-	LastDelivery *WebhookDelivery `json:"last_delivery,omitempty"`
+	LastDelivery *WebhookDelivery `json:"last_delivery,omitempty" doc:"LastDelivery is the newest attempt, if any."`
 }
 
 // WebhookDelivery is one attempt to deliver one event to a webhook.
 type WebhookDelivery struct {
-	ID         int64     `json:"id"`
-	Webhook    string    `json:"webhook"`
-	EventID    int64     `json:"event_id"`
-	EventType  string    `json:"event_type"`
+	ID         int64     `json:"id" doc:"Unique id"`
+	Webhook    string    `json:"webhook" doc:"Id of the webhook"`
+	EventID    int64     `json:"event_id" doc:"Id of the event delivered"`
+	EventType  string    `json:"event_type" doc:"Type of the event delivered"`
 	Attempt    int       `json:"attempt" doc:"Attempt at this event, from 1"`
 	Redelivery bool      `json:"redelivery,omitempty" doc:"Asked for through the API, outside the ordered stream"`
-	Time       time.Time `json:"time"`
+	Time       time.Time `json:"time" doc:"When it happened (RFC 3339)"`
 	StatusCode int       `json:"status_code,omitempty" doc:"The receiver's HTTP status (absent when none came back)"`
-	Error      string    `json:"error,omitempty"`
-	DurationMS float64   `json:"duration_ms"`
+	Error      string    `json:"error,omitempty" doc:"What went wrong, if anything"`
+	DurationMS float64   `json:"duration_ms" doc:"How long the attempt took, in milliseconds"`
 	OK         bool      `json:"ok" doc:"A 2xx answer"`
 }

@@ -6,7 +6,7 @@ import "time"
 // went (GET /v1/sandboxes/{id}/du, GET /v1/volumes/{id}/du).
 type DiskUsage struct {
 	// Path is the path walked (in the sandbox, or in the volume).
-	Path string `json:"path"`
+	Path string `json:"path" doc:"Path is the path walked (in the sandbox, or in the volume)."`
 	// Bytes is the space allocated under Path (a file with several hard
 	// links counted once); ApparentBytes the file sizes added up.
 	Bytes         int64 `json:"bytes" doc:"Space allocated under the path (hard links counted once)"`
@@ -34,9 +34,9 @@ type DiskUsage struct {
 
 // DiskUsageEntry is one file or directory of a DiskUsage.
 type DiskUsageEntry struct {
-	Path  string `json:"path"`
-	Type  string `json:"type" enum:"file,dir,symlink,other"`
-	Bytes int64  `json:"bytes"`
+	Path  string `json:"path" doc:"Absolute path inside the sandbox"`
+	Type  string `json:"type" enum:"file,dir,symlink,other" doc:"Kind of entry"`
+	Bytes int64  `json:"bytes" doc:"Size in bytes"`
 	Files int64  `json:"files" doc:"Files the bytes are made of"`
 }
 
@@ -54,24 +54,24 @@ type LimitWarning struct {
 	// Resource is disk (the sandbox's root against its quota), memory
 	// (its working set against its limit), volume (a volume against its
 	// size) or pool (the daemon's storage pool).
-	Resource string `json:"resource" enum:"disk,memory,volume,pool"`
+	Resource string `json:"resource" enum:"disk,memory,volume,pool" doc:"Resource is disk (the sandbox's root against its quota), memory (its working set against its limit), volume (a volume against its size) or pool (the daemon's storage pool)."`
 	// Subject is the sandbox or volume id ("" for the pool).
-	Subject string `json:"subject,omitempty"`
+	Subject string `json:"subject,omitempty" doc:"Subject is the sandbox or volume id (\"\" for the pool)."`
 	// Path is where the resource shows in the sandbox (the volume's mount
 	// path; "/" for the root).
-	Path       string    `json:"path,omitempty"`
-	UsedBytes  int64     `json:"used_bytes"`
-	LimitBytes int64     `json:"limit_bytes"`
+	Path       string    `json:"path,omitempty" doc:"Path is where the resource shows in the sandbox (the volume's mount path; \"/\" for the root)."`
+	UsedBytes  int64     `json:"used_bytes" doc:"Bytes in use"`
+	LimitBytes int64     `json:"limit_bytes" doc:"Limit in bytes (0: no limit)"`
 	Percent    float64   `json:"percent" doc:"Use as a percentage of the limit"`
 	Level      float64   `json:"level" doc:"The warning level crossed, as a percentage (80, 95)"`
 	Since      time.Time `json:"since" doc:"When the level was crossed"`
 	// Message says it in a sentence.
-	Message string `json:"message"`
+	Message string `json:"message" doc:"Message says it in a sentence."`
 }
 
 // LargeFile is a file in a state directory larger than the daemon's
 // hint size: history worth off-loading.
 type LargeFile struct {
-	Path  string `json:"path"`
-	Bytes int64  `json:"bytes"`
+	Path  string `json:"path" doc:"Absolute path inside the sandbox"`
+	Bytes int64  `json:"bytes" doc:"Size in bytes"`
 }

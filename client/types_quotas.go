@@ -29,19 +29,19 @@ type QuotaLimits struct {
 
 // QuotaUsage is what a tenant holds now, counted as its quotas count.
 type QuotaUsage struct {
-	RunningSandboxes int64   `json:"running_sandboxes"`
-	CPUs             float64 `json:"cpus"`
-	MemoryBytes      int64   `json:"memory_bytes"`
-	DiskBytes        int64   `json:"disk_bytes"`
-	Volumes          int64   `json:"volumes"`
-	RepositoryBytes  int64   `json:"repository_bytes"`
-	Snapshots        int64   `json:"snapshots"`
-	StateBytes       int64   `json:"state_bytes"`
+	RunningSandboxes int64   `json:"running_sandboxes" doc:"Running or paused sandboxes"`
+	CPUs             float64 `json:"cpus" doc:"CPU limit in cores (fractions allowed)"`
+	MemoryBytes      int64   `json:"memory_bytes" doc:"Memory limit in bytes"`
+	DiskBytes        int64   `json:"disk_bytes" doc:"Disk quota in bytes"`
+	Volumes          int64   `json:"volumes" doc:"Persistent volumes mounted in the sandbox"`
+	RepositoryBytes  int64   `json:"repository_bytes" doc:"Bytes its pushes keep in the repository"`
+	Snapshots        int64   `json:"snapshots" doc:"Local snapshots"`
+	StateBytes       int64   `json:"state_bytes" doc:"Bytes of agent state (checkpoints, sessions, tasks)"`
 }
 
 // TenantQuotas are a tenant's quotas with its usage.
 type TenantQuotas struct {
-	Tenant string      `json:"tenant"`
+	Tenant string      `json:"tenant" doc:"Id of the tenant that owns it"`
 	Limits QuotaLimits `json:"limits" doc:"The limits; an absent (zero) field is no limit"`
 	Usage  QuotaUsage  `json:"usage" doc:"What the tenant holds now"`
 	// RepositoryKnown is false when the repository's usage could not be

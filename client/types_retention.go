@@ -35,12 +35,12 @@ type RetentionPolicy struct {
 // TenantRetention is a tenant's retention policy: the values it set and the
 // values that apply.
 type TenantRetention struct {
-	Tenant string `json:"tenant"`
+	Tenant string `json:"tenant" doc:"Id of the tenant that owns it"`
 	// Set holds the tenant's own values ("" where it set none).
-	Set RetentionPolicy `json:"set"`
+	Set RetentionPolicy `json:"set" doc:"Set holds the tenant's own values (\"\" where it set none)."`
 	// Effective holds what applies: Set with the daemon's defaults filled
 	// in ("0": never).
-	Effective RetentionPolicy `json:"effective"`
+	Effective RetentionPolicy `json:"effective" doc:"Effective holds what applies: Set with the daemon's defaults filled in (\"0\": never)."`
 	// UpdatedAt is when the policy was last set (absent: never).
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty" doc:"UpdatedAt is when the policy was last set (absent: never)."`
 }

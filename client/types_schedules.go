@@ -9,20 +9,20 @@ import "time"
 // runs once when the daemon is back (not once per missed time), then
 // continues from the next run time after that moment.
 type Schedule struct {
-	ID          string `json:"id"`
+	ID          string `json:"id" doc:"Unique id"`
 	Sandbox     string `json:"sandbox" doc:"The sandbox's id"`
-	SandboxName string `json:"sandbox_name,omitempty"`
+	SandboxName string `json:"sandbox_name,omitempty" doc:"Name of the sandbox"`
 	Cron        string `json:"cron" doc:"Five-field cron expression (minute hour day-of-month month day-of-week) or @yearly, @monthly, @weekly, @daily, @hourly"`
 	TZ          string `json:"tz" doc:"IANA time zone the expression is read in (UTC when none was given)"`
-	Action      string `json:"action" enum:"start,stop,restart,snapshot,push"`
-	Enabled     bool   `json:"enabled"`
+	Action      string `json:"action" enum:"start,stop,restart,snapshot,push" doc:"What was done"`
+	Enabled     bool   `json:"enabled" doc:"Whether it is on"`
 	// NextRuns are the next run times (up to 3; none while disabled).
 	NextRuns   []time.Time `json:"next_runs" doc:"The next run times, up to 3 (empty while disabled)"`
-	LastRunAt  *time.Time  `json:"last_run_at,omitempty"`
+	LastRunAt  *time.Time  `json:"last_run_at,omitempty" doc:"When the schedule last ran (RFC 3339)"`
 	LastResult string      `json:"last_result,omitempty" doc:"ok, failed or skipped"`
 	LastError  string      `json:"last_error,omitempty" doc:"Why the last run failed or was skipped"`
-	CreatedAt  time.Time   `json:"created_at"`
-	UpdatedAt  time.Time   `json:"updated_at"`
+	CreatedAt  time.Time   `json:"created_at" doc:"When it was created (RFC 3339)"`
+	UpdatedAt  time.Time   `json:"updated_at" doc:"When it last changed (RFC 3339)"`
 }
 
 // CreateScheduleRequest adds a schedule to a sandbox.
@@ -36,8 +36,8 @@ type CreateScheduleRequest struct {
 
 // UpdateScheduleRequest changes a schedule; absent fields stay as they are.
 type UpdateScheduleRequest struct {
-	Cron    *string `json:"cron,omitempty" maxLength:"200"`
-	TZ      *string `json:"tz,omitempty" maxLength:"64"`
-	Action  *string `json:"action,omitempty" enum:"start,stop,restart,snapshot,push"`
+	Cron    *string `json:"cron,omitempty" maxLength:"200" doc:"Cron expression (5 fields)"`
+	TZ      *string `json:"tz,omitempty" maxLength:"64" doc:"IANA time zone of the cron expression (default UTC)"`
+	Action  *string `json:"action,omitempty" enum:"start,stop,restart,snapshot,push" doc:"What was done"`
 	Enabled *bool   `json:"enabled,omitempty" doc:"false pauses the schedule, true resumes it from the next run time after now (missed times are not run)"`
 }

@@ -6,7 +6,7 @@ import "time"
 // API takes it (SetSecret) and gives only names and times back.
 type Secret struct {
 	Name      string    `json:"name" doc:"The secret's name: what sandboxes reference (create --secret NAME)"`
-	CreatedAt time.Time `json:"created_at"`
+	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
 	UpdatedAt time.Time `json:"updated_at" doc:"Last set (a rotation reaches a sandbox at its next start, and every exec after it)"`
 	UsedBy    []string  `json:"used_by" doc:"Names of the sandboxes that reference it (soft-deleted ones included: they can come back)"`
 }
@@ -21,7 +21,7 @@ type SetSecretRequest struct {
 // as a file on a tmpfs (File), or both; the sandbox's spec keeps only this
 // reference.
 type SecretRef struct {
-	Name string `json:"name"`
+	Name string `json:"name" doc:"Name"`
 	Env  string `json:"env,omitempty" doc:"Environment variable of the service and of every exec that holds the value"`
 	File string `json:"file,omitempty" doc:"File under /run/secrets (a tmpfs, mode 0400, owned by the agent) that holds the value"`
 }

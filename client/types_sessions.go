@@ -31,27 +31,27 @@ type Retention struct {
 // Thread is a conversation of an agent in a sandbox: a sequence of runs.
 type Thread struct {
 	ID        string    `json:"id" doc:"Thread id (th-...)"`
-	Name      string    `json:"name"`
+	Name      string    `json:"name" doc:"Name"`
 	Sandbox   string    `json:"sandbox" doc:"Id of the sandbox"`
-	Retention Retention `json:"retention"`
-	CreatedAt time.Time `json:"created_at"`
+	Retention Retention `json:"retention" doc:"How long it is kept"`
+	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
 }
 
 // CreateThreadRequest creates a thread.
 type CreateThreadRequest struct {
 	Name      string    `json:"name" minLength:"1" maxLength:"128" doc:"Unique within the sandbox: letters, digits, '.', '_' and '-', not starting with '.' or '-'"`
-	Retention Retention `json:"retention,omitempty"`
+	Retention Retention `json:"retention,omitempty" doc:"How long it is kept"`
 }
 
 // Run is one execution of a thread; events are appended to runs.
 type Run struct {
 	ID     string `json:"id" doc:"Run id (run-...)"`
 	Thread string `json:"thread" doc:"Id of the thread"`
-	Status string `json:"status" enum:"running,completed,failed,canceled,interrupted"`
+	Status string `json:"status" enum:"running,completed,failed,canceled,interrupted" doc:"Status"`
 	// LastSeq is the seq of the newest event appended (0: none).
-	LastSeq   int64      `json:"last_seq"`
-	StartedAt time.Time  `json:"started_at"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	LastSeq   int64      `json:"last_seq" doc:"LastSeq is the seq of the newest event appended (0: none)."`
+	StartedAt time.Time  `json:"started_at" doc:"When it started (RFC 3339)"`
+	EndedAt   *time.Time `json:"ended_at,omitempty" doc:"When it ended (RFC 3339); absent while it runs"`
 }
 
 // EndRunRequest ends a run.
@@ -61,7 +61,7 @@ type EndRunRequest struct {
 
 // AppendEvent is one event to append.
 type AppendEvent struct {
-	Type string `json:"type,omitempty" enum:"model_call,tool_intent,tool_result,error,approval_requested,approval_granted,approval_denied,checkpoint,compaction,note"`
+	Type string `json:"type,omitempty" enum:"model_call,tool_intent,tool_result,error,approval_requested,approval_granted,approval_denied,checkpoint,compaction,note" doc:"Kind of entry"`
 	// Payload is the event's JSON value (at most 256 KiB).
 	Payload json.RawMessage `json:"payload,omitempty" doc:"Any JSON value, at most 256 KiB"`
 	// IdempotencyKey makes the append safe to retry: an event whose key the
@@ -70,7 +70,7 @@ type AppendEvent struct {
 	// Intent is, for a tool_result, the seq of the tool_intent it answers.
 	Intent int64 `json:"intent,omitempty" minimum:"0" doc:"For a tool_result: the seq of its tool_intent"`
 	// ModelSession tags the event with a model session id of the run.
-	ModelSession string `json:"model_session,omitempty" maxLength:"128"`
+	ModelSession string `json:"model_session,omitempty" maxLength:"128" doc:"ModelSession tags the event with a model session id of the run."`
 }
 
 // AppendEventsRequest is the body of an append: either a batch in Events,
@@ -83,56 +83,56 @@ type AppendEventsRequest struct {
 
 // Event is a stored session-log event.
 type Event struct {
-	Run            string          `json:"run"`
+	Run            string          `json:"run" doc:"Id of the run"`
 	Seq            int64           `json:"seq" doc:"1, 2, 3 ... per run, in append order"`
-	Time           time.Time       `json:"time"`
-	Type           string          `json:"type"`
-	ModelSession   string          `json:"model_session,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Time           time.Time       `json:"time" doc:"When it happened (RFC 3339)"`
+	Type           string          `json:"type" doc:"Kind of entry"`
+	ModelSession   string          `json:"model_session,omitempty" doc:"Model session the event belongs to"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty" doc:"Key that makes a retried append return the original event"`
 	Intent         int64           `json:"intent,omitempty" doc:"For a tool_result: the seq of its tool_intent"`
-	Payload        json.RawMessage `json:"payload"`
+	Payload        json.RawMessage `json:"payload" doc:"Any JSON value"`
 }
 
 // AppendEventsResult lists the stored events of an append, in request
 // order (a replayed idempotency key yields the original event).
 type AppendEventsResult struct {
-	Events []Event `json:"events"`
+	Events []Event `json:"events" doc:"The events"`
 }
 
 // EventPage is one page of a run's events.
 type EventPage struct {
-	Events []Event `json:"events"`
+	Events []Event `json:"items" doc:"The page's events, by seq (an empty array when there are none)"`
 	// Next is the cursor of the following page: pass it as after.
 	Next int64 `json:"next" doc:"Cursor: pass as after= to read on"`
 	// More is true when the page was cut at the limit (with the largest
 	// limit, also when the page ends exactly at the last event).
-	More bool `json:"more"`
+	More bool `json:"more" doc:"More is true when the page was cut at the limit (with the largest limit, also when the page ends exactly at the last event)."`
 	// RunStatus is the run's status when the page was read; a run that is
 	// not running takes no more events, so a page without More is then its
 	// end.
-	RunStatus string `json:"run_status"`
+	RunStatus string `json:"run_status" doc:"RunStatus is the run's status when the page was read; a run that is not running takes no more events, so a page without More is then its end."`
 }
 
 // ModelSession is a model session of a run.
 type ModelSession struct {
-	ID        string    `json:"id"`
-	FirstSeq  int64     `json:"first_seq"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string    `json:"id" doc:"Unique id"`
+	FirstSeq  int64     `json:"first_seq" doc:"Seq of its first event"`
+	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
 }
 
 // RunResume is what a harness resuming a run must know.
 type RunResume struct {
-	Run Run `json:"run"`
+	Run Run `json:"run" doc:"Id of the run"`
 	// SafePoint is the last checkpoint event, else the last event; absent
 	// when the run has none.
 	SafePoint *Event `json:"safe_point,omitempty" doc:"The last checkpoint event, else the last event"`
 	// InDoubt lists the tool intents that no tool_result answers: their
 	// side effects may or may not have happened.
 	InDoubt       []Event        `json:"in_doubt" doc:"Tool intents without a tool_result, by seq"`
-	ModelSessions []ModelSession `json:"model_sessions"`
+	ModelSessions []ModelSession `json:"model_sessions" doc:"The run's model sessions"`
 }
 
 // PruneResult says what a prune deleted.
 type PruneResult struct {
-	Deleted int64 `json:"deleted"`
+	Deleted int64 `json:"deleted" doc:"How many were deleted"`
 }

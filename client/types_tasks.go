@@ -21,12 +21,12 @@ const (
 type Task struct {
 	ID      string          `json:"id" doc:"Unique within the sandbox"`
 	Sandbox string          `json:"sandbox" doc:"Id of the sandbox"`
-	State   string          `json:"state" enum:"open,in_progress,done,failed,cancelled"`
+	State   string          `json:"state" enum:"open,in_progress,done,failed,cancelled" doc:"Current state"`
 	Payload json.RawMessage `json:"payload" doc:"The task's JSON"`
 	// CreatedAt is when the task was created; UpdatedAt when its state or
 	// payload last changed.
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	CreatedAt time.Time `json:"created_at" doc:"CreatedAt is when the task was created; UpdatedAt when its state or payload last changed."`
+	UpdatedAt time.Time `json:"updated_at" doc:"When it last changed (RFC 3339)"`
 }
 
 // CreateTaskRequest creates an open task.
@@ -64,7 +64,7 @@ type TaskQuery struct {
 
 // TaskPage is a page of tasks, ordered by creation time, then id.
 type TaskPage struct {
-	Tasks []Task `json:"tasks"`
+	Tasks []Task `json:"items" doc:"The page's tasks (an empty array when there are none)"`
 	// Next is the cursor of the following page (the last task's id), or
 	// empty when the page is empty.
 	Next string `json:"next,omitempty" doc:"Pass as after to read the following page"`
@@ -75,12 +75,12 @@ type TaskPage struct {
 // Observation is one entry of a sandbox's append-only observation log.
 type Observation struct {
 	// Seq numbers the sandbox's observations 1, 2, 3 ... in append order.
-	Seq  int64     `json:"seq"`
-	Time time.Time `json:"time"`
-	Kind string    `json:"kind"`
+	Seq  int64     `json:"seq" doc:"Seq numbers the sandbox's observations 1, 2, 3 ... in append order."`
+	Time time.Time `json:"time" doc:"When it happened (RFC 3339)"`
+	Kind string    `json:"kind" doc:"Kind"`
 	// Principal is the id of the API key that appended it.
-	Principal string          `json:"principal"`
-	Payload   json.RawMessage `json:"payload"`
+	Principal string          `json:"principal" doc:"Principal is the id of the API key that appended it."`
+	Payload   json.RawMessage `json:"payload" doc:"Any JSON value"`
 }
 
 // AppendObservationRequest appends an observation.
@@ -101,7 +101,7 @@ type ObservationQuery struct {
 
 // ObservationPage is a page of observations, by seq.
 type ObservationPage struct {
-	Observations []Observation `json:"observations"`
+	Observations []Observation `json:"items" doc:"The page's observations, by seq (an empty array when there are none)"`
 	// Next is the cursor of the following page: the last seq, or the
 	// request's after when the page is empty.
 	Next int64 `json:"next" doc:"Pass as after to read on"`
@@ -110,13 +110,13 @@ type ObservationPage struct {
 
 // KVEntry is a key-value entry of a sandbox.
 type KVEntry struct {
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
+	Key   string          `json:"key" doc:"Key"`
+	Value json.RawMessage `json:"value" doc:"Value"`
 	// Version is 1 on creation and grows by one per put; usable as
 	// If-Match. Deleting the key forgets it.
-	Version   int64     `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Version   int64     `json:"version" doc:"Version is 1 on creation and grows by one per put; usable as If-Match. Deleting the key forgets it."`
+	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
+	UpdatedAt time.Time `json:"updated_at" doc:"When it last changed (RFC 3339)"`
 }
 
 // KVQuery selects key-value entries.
@@ -131,7 +131,7 @@ type KVQuery struct {
 
 // KVPage is a page of entries, by key (byte order).
 type KVPage struct {
-	Entries []KVEntry `json:"entries"`
+	Entries []KVEntry `json:"items" doc:"The page's entries, by key (an empty array when there are none)"`
 	// Next is the cursor of the following page (the last key), or empty
 	// when the page is empty.
 	Next string `json:"next,omitempty" doc:"Pass as after to read the following page"`

@@ -28,22 +28,22 @@ const DefaultKeyOverlap = 24 * time.Hour
 // APIKey describes an API key; Secret is set only in the answer to a
 // create or a rotation, and shown only that once.
 type APIKey struct {
-	ID     string `json:"id"`
-	Tenant string `json:"tenant"`
-	Name   string `json:"name"`
+	ID     string `json:"id" doc:"Unique id"`
+	Tenant string `json:"tenant" doc:"Id of the tenant that owns it"`
+	Name   string `json:"name" doc:"Name"`
 	// Role is admin, tenant-admin, tenant-user or read-only.
-	Role string `json:"role" enum:"admin,tenant-admin,tenant-user,read-only"`
+	Role string `json:"role" enum:"admin,tenant-admin,tenant-user,read-only" doc:"Role is admin, tenant-admin, tenant-user or read-only."`
 	// Admin is Role == "admin" (kept for older clients).
-	Admin bool `json:"admin"`
+	Admin bool `json:"admin" doc:"Admin is Role == \"admin\" (kept for older clients)."`
 	// Sandboxes and Labels scope the key: it reaches only these sandboxes
 	// (ids or names), or only those carrying every one of these labels.
-	Sandboxes []string          `json:"sandboxes,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	Sandboxes []string          `json:"sandboxes,omitempty" doc:"Sandboxes and Labels scope the key: it reaches only these sandboxes (ids or names), or only those carrying every one of these labels."`
+	Labels    map[string]string `json:"labels,omitempty" doc:"Labels (key: value)"`
 	// ExpiresAt is when the key stops working (nil: never).
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty" doc:"ExpiresAt is when the key stops working (nil: never)."`
 	// RotatedTo is the id of the key that replaced this one in a rotation.
-	RotatedTo string    `json:"rotated_to,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	RotatedTo string    `json:"rotated_to,omitempty" doc:"RotatedTo is the id of the key that replaced this one in a rotation."`
+	CreatedAt time.Time `json:"created_at" doc:"When it was created (RFC 3339)"`
 	Secret    string    `json:"secret,omitempty" doc:"The secret: shown only in the answer to a create or a rotation"`
 }
 
@@ -68,11 +68,11 @@ type RotateAPIKeyRequest struct {
 
 // Tenant is an isolated owner of sandboxes, volumes, templates and keys.
 type Tenant struct {
-	ID          string     `json:"id"`
-	Name        string     `json:"name"`
-	State       string     `json:"state" enum:"active,suspended"`
-	CreatedAt   time.Time  `json:"created_at"`
-	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
+	ID          string     `json:"id" doc:"Unique id"`
+	Name        string     `json:"name" doc:"Name"`
+	State       string     `json:"state" enum:"active,suspended" doc:"Current state"`
+	CreatedAt   time.Time  `json:"created_at" doc:"When it was created (RFC 3339)"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty" doc:"When the tenant was suspended (RFC 3339); absent unless suspended"`
 }
 
 // CreateTenantRequest creates a tenant.
@@ -83,7 +83,7 @@ type CreateTenantRequest struct {
 
 // TenantDeletion reports what deleting a tenant destroyed.
 type TenantDeletion struct {
-	Tenant    string `json:"tenant"`
+	Tenant    string `json:"tenant" doc:"Id of the tenant that owns it"`
 	Sandboxes int    `json:"sandboxes" doc:"Sandboxes purged"`
 	Volumes   int    `json:"volumes" doc:"Volumes purged"`
 	Snapshots int    `json:"snapshots" doc:"Local snapshots deleted"`
@@ -91,5 +91,5 @@ type TenantDeletion struct {
 	Keys      int    `json:"keys" doc:"API keys revoked"`
 	// ErasedScopes are the repository scopes whose data keys were
 	// destroyed: their pushed data can no longer be decrypted.
-	ErasedScopes []string `json:"erased_scopes,omitempty"`
+	ErasedScopes []string `json:"erased_scopes,omitempty" doc:"ErasedScopes are the repository scopes whose data keys were destroyed: their pushed data can no longer be decrypted."`
 }

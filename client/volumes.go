@@ -29,8 +29,7 @@ func (c *Client) ListVolumes(ctx context.Context, all bool) ([]Volume, error) {
 	if all {
 		q = url.Values{"all": {"true"}}
 	}
-	var list []Volume
-	err := c.do(ctx, http.MethodGet, "/v1/volumes", q, nil, &list)
+	list, err := listAll[Volume](ctx, c, "/v1/volumes", q)
 	return list, err
 }
 

@@ -130,6 +130,10 @@ func TestNewcomerSeesHostTemplateAndShellExitCodes(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 127 || res.ExitCode != 127 || string(res.Stderr) != notFound {
 		t.Fatalf("exec --json nope: exit %d, %s (%v)", code, out, err)
 	}
+	// The output is text in the JSON, not base64.
+	if !strings.Contains(out, `"stderr": "stead: exec: \"nope\": executable file not found in $PATH\n"`) || strings.Contains(out, "_base64") {
+		t.Fatalf("exec --json nope prints its stderr as text? %s", out)
+	}
 	code, out, _ = d.cli("shell", sb.ID, "--", "nope")
 	if code != 127 || !strings.Contains(out, strings.TrimSuffix(notFound, "\n")) {
 		t.Fatalf("shell -- nope: exit %d, terminal %q", code, out)

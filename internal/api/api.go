@@ -115,6 +115,13 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	cfg.CreateHooks = nil
 	cfg.SchemasPath = ""
 	cfg.OpenAPIPath = "/openapi"
+	// /docs is rendered by this package from the document (docs.go), with
+	// nothing loaded from elsewhere.
+	cfg.DocsPath = ""
+	// Relative: the daemon's own address, whichever it was reached at.
+	cfg.Servers = []*huma.Server{{URL: "/", Description: "This stead daemon (the address this document was read from)"}}
+	// No response carries null where the document promises an array.
+	cfg.Transformers = append(cfg.Transformers, emptySlices)
 	cfg.Info.Description = "stead keeps AI-agent sandboxes alive for days. " +
 		"Authenticate with `Authorization: Bearer <api key>` (or `X-API-Key`). " +
 		"Errors are RFC 9457 problem documents (application/problem+json). " +
@@ -194,7 +201,11 @@ func NewHandler(b Backend, opts Options) http.Handler {
 		s.registerNodes(opts.Nodes)
 	}
 
-	return s.logRequests(s.authenticate(s.auditRequests(mux)))
+	s.registerDocs()
+	nonNullArrays(s.api.OpenAPI())
+	describeOperations(s.api.OpenAPI())
+
+	return s.logRequests(s.authenticate(s.auditRequests(s.problemsForUnrouted(mux))))
 }
 
 // security is the requirement attached to every /v1 operation.

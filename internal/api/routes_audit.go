@@ -3,11 +3,13 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,12 +34,19 @@ const auditRecordTimeout = 10 * time.Second
 // (exported only because huma ignores unexported embedded fields).
 type AuditListInput struct {
 	Since string `query:"since" doc:"Only entries at or after this time (RFC 3339)"`
-	After int64  `query:"after" minimum:"0" doc:"Only entries with a greater seq (paging)"`
+	After string `query:"after" maxLength:"20" pattern:"^[0-9]*$" doc:"Cursor: only entries with a greater seq (a page's next)"`
 }
 
 // query parses the input into a client.AuditQuery.
 func (in AuditListInput) query(limit int) (client.AuditQuery, error) {
-	q := client.AuditQuery{After: in.After, Limit: limit}
+	q := client.AuditQuery{Limit: limit}
+	if in.After != "" {
+		n, err := strconv.ParseInt(in.After, 10, 64)
+		if err != nil || n < 0 {
+			return q, fmt.Errorf("after %q is not a seq: %w", in.After, errs.ErrInvalid)
+		}
+		q.After = n
+	}
 	if in.Since != "" {
 		t, err := time.Parse(time.RFC3339Nano, in.Since)
 		if err != nil {
@@ -77,13 +86,13 @@ func (s *server) registerAuditRoutes(b Backend) {
 	huma.Register(s.api, list, func(ctx context.Context, in *struct {
 		AuditListInput
 		Limit int `query:"limit" minimum:"0" maximum:"1000" doc:"At most this many entries (default 100)"`
-	}) (*out[[]client.AuditEntry], error) {
+	}) (*out[client.Page[client.AuditEntry]], error) {
 		const op = "list audit trail"
 		p, err := auditAdmin(ctx)
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
-		q, err := in.query(in.Limit)
+		q, err := in.query(cmp.Or(in.Limit, defaultPageSize))
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
@@ -91,10 +100,11 @@ func (s *server) registerAuditRoutes(b Backend) {
 		if err != nil {
 			return nil, s.fail(ctx, op, err)
 		}
-		if es == nil {
-			es = []client.AuditEntry{}
+		page := client.Page[client.AuditEntry]{Items: append([]client.AuditEntry{}, es...)}
+		if n := len(es); n > 0 && n >= q.Limit && q.Limit > 0 {
+			page.More, page.Next = true, strconv.FormatInt(es[n-1].Seq, 10)
 		}
-		return &out[[]client.AuditEntry]{Body: es}, nil
+		return &out[client.Page[client.AuditEntry]]{Body: page}, nil
 	})
 
 	export := s.op(http.MethodGet, "/v1/audit/export", "export-audit", "Export the audit trail as JSONL", tag, http.StatusOK)
@@ -294,7 +304,7 @@ func (w *auditWriter) createdID() string {
 		return ""
 	}
 	var v struct {
-		ID string `json:"id"`
+		ID string `json:"id" doc:"Unique id"`
 	}
 	if json.Unmarshal(w.body.Bytes(), &v) != nil {
 		return ""

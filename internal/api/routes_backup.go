@@ -118,7 +118,8 @@ func (s *server) registerVolumeBackup(b BackupBackend) {
 	list.Errors = append(list.Errors, http.StatusNotImplemented)
 	huma.Register(s.api, list, func(ctx context.Context, in *struct {
 		Volume string `query:"volume" maxLength:"128" doc:"Only pushes of this volume"`
-	}) (*out[[]client.RemoteSnapshot], error) {
+		PageQuery
+	}) (*out[client.Page[client.RemoteSnapshot]], error) {
 		const op = "list volume pushes"
 		p, err := principal(ctx)
 		if err != nil {
@@ -131,7 +132,7 @@ func (s *server) registerVolumeBackup(b BackupBackend) {
 		if l == nil {
 			l = []client.RemoteSnapshot{}
 		}
-		return &out[[]client.RemoteSnapshot]{Body: l}, nil
+		return pageOf(l, in.PageQuery)
 	})
 
 	snap := s.op(http.MethodPost, "/v1/volumes/{id}/snapshots", "create-volume-snapshot", "Take a local snapshot of a volume", tag, http.StatusCreated)
@@ -161,7 +162,10 @@ func (s *server) registerVolumeBackup(b BackupBackend) {
 
 	snaps := s.op(http.MethodGet, "/v1/volumes/{id}/snapshots", "list-volume-snapshots", "List a volume's local snapshots", tag, 0)
 	snaps.Errors = append(snaps.Errors, http.StatusNotImplemented)
-	huma.Register(s.api, snaps, func(ctx context.Context, in *VolumeRef) (*out[[]client.Snapshot], error) {
+	huma.Register(s.api, snaps, func(ctx context.Context, in *struct {
+		VolumeRef
+		PageQuery
+	}) (*out[client.Page[client.Snapshot]], error) {
 		const op = "list volume snapshots"
 		p, err := principal(ctx)
 		if err != nil {
@@ -174,7 +178,7 @@ func (s *server) registerVolumeBackup(b BackupBackend) {
 		if l == nil {
 			l = []client.Snapshot{}
 		}
-		return &out[[]client.Snapshot]{Body: l}, nil
+		return pageOf(l, in.PageQuery)
 	})
 
 	restore := s.opRoute(http.MethodPost, "/v1/volume-snapshots/restore", "restore-volume",
@@ -463,7 +467,8 @@ func (s *server) registerPushRestore(b BackupBackend) {
 	list.Errors = append(list.Errors, http.StatusNotImplemented)
 	huma.Register(s.api, list, func(ctx context.Context, in *struct {
 		Sandbox string `query:"sandbox" maxLength:"128" doc:"Only snapshots of this sandbox (id or name); empty for all"`
-	}) (*out[[]client.RemoteSnapshot], error) {
+		PageQuery
+	}) (*out[client.Page[client.RemoteSnapshot]], error) {
 		const op = "list remote snapshots"
 		p, err := principal(ctx)
 		if err != nil {
@@ -476,7 +481,7 @@ func (s *server) registerPushRestore(b BackupBackend) {
 		if snaps == nil {
 			snaps = []client.RemoteSnapshot{}
 		}
-		return &out[[]client.RemoteSnapshot]{Body: snaps}, nil
+		return pageOf(snaps, in.PageQuery)
 	})
 
 	restore := s.opRoute(http.MethodPost, "/v1/remote-snapshots/restore", "restore-remote-snapshot",
@@ -608,7 +613,8 @@ func (s *server) registerDrillArchive(b BackupBackend) {
 	list.Errors = append(list.Errors, http.StatusNotImplemented)
 	huma.Register(s.api, list, func(ctx context.Context, in *struct {
 		Sandbox string `query:"sandbox" maxLength:"128" doc:"Only drills of this sandbox (id or name); empty for all"`
-	}) (*out[[]client.Drill], error) {
+		PageQuery
+	}) (*out[client.Page[client.Drill]], error) {
 		const op = "list drills"
 		p, err := principal(ctx)
 		if err != nil {
@@ -621,7 +627,7 @@ func (s *server) registerDrillArchive(b BackupBackend) {
 		if ds == nil {
 			ds = []client.Drill{}
 		}
-		return &out[[]client.Drill]{Body: ds}, nil
+		return pageOf(ds, in.PageQuery)
 	})
 
 	archive := s.opRoute(http.MethodPost, "/v1/sandboxes/{id}/archive", "archive-sandbox",
@@ -659,7 +665,8 @@ func (s *server) registerFileHistory(b BackupBackend) {
 	huma.Register(s.api, hist, func(ctx context.Context, in *struct {
 		SandboxRef
 		Path string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Path inside the sandbox, e.g. /workspace/notes.md"`
-	}) (*out[[]client.FileVersion], error) {
+		PageQuery
+	}) (*out[client.Page[client.FileVersion]], error) {
 		const op = "file history"
 		p, err := principal(ctx)
 		if err != nil {
@@ -672,7 +679,7 @@ func (s *server) registerFileHistory(b BackupBackend) {
 		if vs == nil {
 			vs = []client.FileVersion{}
 		}
-		return &out[[]client.FileVersion]{Body: vs}, nil
+		return pageOf(vs, in.PageQuery)
 	})
 
 	rp := s.opRoute(http.MethodPost, "/v1/sandboxes/{id}/restore-path", "restore-path",

@@ -658,7 +658,7 @@ func TestBackupErrorsMapToStatusCodes(t *testing.T) {
 func TestBackupListsOfNoneAreEmptyArrays(t *testing.T) {
 	_, srv := newTestServer(t, newBackupFake(), aliceKey)
 	for _, p := range []string{"/v1/remote-snapshots?sandbox=none", "/v1/drills?sandbox=none", "/v1/sandboxes/sb/history?path=/none"} {
-		if raw := doRaw(t, srv, http.MethodGet, p, "", http.StatusOK); strings.TrimSpace(raw) != "[]" {
+		if raw := doRaw(t, srv, http.MethodGet, p, "", http.StatusOK); strings.TrimSpace(raw) != emptyPage {
 			t.Errorf("%s: %q, want []", p, raw)
 		}
 	}

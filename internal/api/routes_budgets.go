@@ -48,7 +48,7 @@ func (s *server) registerBudgets(b BudgetBackend) {
 
 	list := s.op(http.MethodGet, "/v1/budgets", "list-budgets", "List the tenant's budgets with their spend", tag, 0)
 	list.Description = budgetIntro + "Each with its current spend, spend/cap, state (ok, warning, exceeded) and period."
-	huma.Register(s.api, list, func(ctx context.Context, _ *struct{}) (*out[[]client.Budget], error) {
+	huma.Register(s.api, list, func(ctx context.Context, in *struct{ PageQuery }) (*out[client.Page[client.Budget]], error) {
 		const op = "list budgets"
 		p, err := principal(ctx)
 		if err != nil {
@@ -61,7 +61,7 @@ func (s *server) registerBudgets(b BudgetBackend) {
 		if list == nil {
 			list = []client.Budget{}
 		}
-		return &out[[]client.Budget]{Body: list}, nil
+		return pageOf(list, in.PageQuery)
 	})
 
 	get := s.op(http.MethodGet, "/v1/budgets/{id}", "get-budget", "A budget with its spend", tag, 0)

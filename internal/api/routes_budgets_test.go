@@ -86,7 +86,7 @@ func TestBudgetRoutesPassTheCallersTenantAndMapErrors(t *testing.T) {
 	if client.StatusCode(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "want a decimal") {
 		t.Fatalf("create with no cap: %v, want 400 saying what is wanted", err)
 	}
-	if body := doRaw(t, srv, http.MethodGet, "/v1/budgets", "", http.StatusOK); strings.TrimSpace(body) != "[]" {
+	if body := doRaw(t, srv, http.MethodGet, "/v1/budgets", "", http.StatusOK); strings.TrimSpace(body) != emptyPage {
 		t.Fatalf("empty list: %q, want []", body)
 	}
 	capv := "9.00"

@@ -111,7 +111,10 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 
 	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base, "list-checkpoints",
 		"List a sandbox's checkpoint documents (every agent)", tag, 0),
-		func(ctx context.Context, in *SandboxRef) (*out[[]client.CheckpointInfo], error) {
+		func(ctx context.Context, in *struct {
+			SandboxRef
+			PageQuery
+		}) (*out[client.Page[client.CheckpointInfo]], error) {
 			const op = "list checkpoints"
 			p, err := principal(ctx)
 			if err != nil {
@@ -124,12 +127,15 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			if list == nil {
 				list = []client.CheckpointInfo{}
 			}
-			return &out[[]client.CheckpointInfo]{Body: list}, nil
+			return pageOf(list, in.PageQuery)
 		})
 
 	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/{name}/versions", "list-checkpoint-versions",
 		"List the kept versions of a checkpoint document, oldest first (without bodies)", tag, 0),
-		func(ctx context.Context, in *CheckpointRef) (*out[[]client.Checkpoint], error) {
+		func(ctx context.Context, in *struct {
+			CheckpointRef
+			PageQuery
+		}) (*out[client.Page[client.Checkpoint]], error) {
 			const op = "list checkpoint versions"
 			p, err := principal(ctx)
 			if err != nil {
@@ -147,7 +153,7 @@ func (s *server) registerCheckpoints(b CheckpointBackend) {
 			if list == nil {
 				list = []client.Checkpoint{}
 			}
-			return &out[[]client.Checkpoint]{Body: list}, nil
+			return pageOf(list, in.PageQuery)
 		})
 
 	rb := s.agentOp(agentOwnSandbox, http.MethodPost, base+"/{name}/rollback", "rollback-checkpoint",

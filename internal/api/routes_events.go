@@ -58,7 +58,7 @@ type EventListInput struct {
 	Since       string `query:"since" doc:"Only events at or after this time (RFC 3339)"`
 	Limit       int    `query:"limit" minimum:"0" maximum:"1000" doc:"Page size (default 100); ignored when streaming"`
 	Follow      bool   `query:"follow" doc:"Stream as server-sent events (also with Accept: text/event-stream)"`
-	Accept      string `header:"Accept"`
+	Accept      string `header:"Accept" doc:"text/event-stream for a live stream of events; anything else for a page of them"`
 }
 
 // query turns the input into a client.EventQuery for the tenant.
@@ -174,7 +174,7 @@ func (s *server) registerEvents(eb EventBackend) {
 	})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/webhooks", "list-webhooks", "List the tenant's webhooks", tag, 0),
-		func(ctx context.Context, _ *struct{}) (*out[[]client.Webhook], error) {
+		func(ctx context.Context, in *struct{ PageQuery }) (*out[client.Page[client.Webhook]], error) {
 			const op = "list webhooks"
 			p, err := principal(ctx)
 			if err != nil {
@@ -184,7 +184,7 @@ func (s *server) registerEvents(eb EventBackend) {
 			if err != nil {
 				return nil, s.fail(ctx, op, err)
 			}
-			return &out[[]client.Webhook]{Body: ws}, nil
+			return pageOf(ws, in.PageQuery)
 		})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/webhooks/{id}", "get-webhook", "Describe a webhook", tag, 0),
@@ -215,21 +215,22 @@ func (s *server) registerEvents(eb EventBackend) {
 		})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/webhooks/{id}/deliveries", "list-webhook-deliveries",
-		"A webhook's delivery log, newest attempt first", tag, 0),
+		"A webhook's delivery log, newest attempt first (the newest 1000 attempts)", tag, 0),
 		func(ctx context.Context, in *struct {
 			WebhookRef
-			Limit int `query:"limit" minimum:"0" maximum:"1000" doc:"At most this many (default 100)"`
-		}) (*out[[]client.WebhookDelivery], error) {
+			PageQuery
+		}) (*out[client.Page[client.WebhookDelivery]], error) {
 			const op = "list webhook deliveries"
 			p, err := principal(ctx)
 			if err != nil {
 				return nil, s.fail(ctx, op, err)
 			}
-			ds, err := eb.ListWebhookDeliveries(ctx, p.TenantID, in.ID, in.Limit)
+			// The newest maxDeliveriesListed attempts, paged.
+			ds, err := eb.ListWebhookDeliveries(ctx, p.TenantID, in.ID, maxDeliveriesListed)
 			if err != nil {
 				return nil, s.fail(ctx, op, err)
 			}
-			return &out[[]client.WebhookDelivery]{Body: ds}, nil
+			return pageOf(ds, in.PageQuery)
 		})
 
 	rd := s.op(http.MethodPost, "/v1/webhooks/deliveries/{delivery}/redeliver", "redeliver-webhook",
@@ -300,3 +301,7 @@ func (s *server) streamEvents(ctx context.Context, w http.ResponseWriter, eb Eve
 		}
 	}
 }
+
+// maxDeliveriesListed is how many of a webhook's newest delivery attempts
+// its delivery log lists.
+const maxDeliveriesListed = 1000

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -47,8 +48,10 @@ func (s *server) registerExec() {
 		"Run a command in a running sandbox", "exec", http.StatusOK)
 	o.Description = "With `Accept: text/event-stream` the output is streamed as Server-Sent Events " +
 		"as it is produced: `event: stdout` / `event: stderr` with an ExecEvent whose `data` is the " +
-		"base64 chunk, then one `event: exit` (exit_code, signal, pid, timed_out) or `event: error`. " +
-		"Otherwise the call returns when the process exits with a buffered ExecResult. " +
+		"chunk as text (a UTF-8 character is never split between chunks; only a chunk that is not valid UTF-8 " +
+		"also carries its exact bytes in `data_base64`), then one `event: exit` (exit_code, signal, pid, timed_out) or `event: error`. " +
+		"Otherwise the call returns when the process exits with a buffered ExecResult, whose `stdout` and `stderr` " +
+		"are text (`stdout_base64`/`stderr_base64` carry the exact bytes only when they are not valid UTF-8). " +
 		"A background exec returns at once with the pid. " +
 		"A program that does not exist ends with exit_code 127, one that cannot run (not executable) with 126, " +
 		"as in a shell, and no pid; its stderr says why (`stead: exec: \"nope\": executable file not found in $PATH`). " +
@@ -58,8 +61,8 @@ func (s *server) registerExec() {
 		"200": {
 			Description: "Buffered result, or a Server-Sent Events stream",
 			Content: map[string]*huma.MediaType{
-				"application/json":  {Schema: reg.Schema(reflect.TypeFor[client.ExecResult](), true, "")},
-				"text/event-stream": {Schema: reg.Schema(reflect.TypeFor[client.ExecEvent](), true, "")},
+				"application/json":  {Schema: reg.Schema(reflect.TypeFor[client.ExecResultJSON](), true, "")},
+				"text/event-stream": {Schema: reg.Schema(reflect.TypeFor[client.ExecEventJSON](), true, "")},
 			},
 		},
 	}
@@ -151,11 +154,21 @@ func (s *server) execSSE(hc huma.Context, tenant, id string, req client.ExecRequ
 		}
 	}()
 
+	var split utf8Split
 	res, err := s.b.Exec(ctx, tenant, id, req, execStreamFunc(func(kind string, p []byte) error {
+		p = split.chunk(kind, p)
+		if len(p) == 0 {
+			return nil
+		}
 		return sw.event(kind, client.ExecEvent{Type: kind, Data: p})
 	}))
 	close(stop)
 	keepAlive.Wait()
+	for _, kind := range []string{"stdout", "stderr"} {
+		if rest := split.rest(kind); len(rest) > 0 {
+			_ = sw.event(kind, client.ExecEvent{Type: kind, Data: rest})
+		}
+	}
 
 	if err != nil {
 		// The last word is written with the writer locked and then closed,
@@ -285,6 +298,72 @@ func (s *sseWriter) comment(text string) error {
 		return err
 	}
 	return nil
+}
+
+// utf8Split keeps a UTF-8 character that a chunk of output cut at its end
+// for the next chunk of the same stream, so that each event's text is
+// valid UTF-8 whenever the output is. Bytes that can never become valid
+// UTF-8 pass through at once. Its methods are called by one backend at a
+// time per stream, under its own lock.
+type utf8Split struct {
+	mu   sync.Mutex
+	held map[string][]byte
+}
+
+// chunk returns p with the held bytes of kind before it and an incomplete
+// character at its end held back.
+func (u *utf8Split) chunk(kind string, p []byte) []byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.held == nil {
+		u.held = map[string][]byte{}
+	}
+	if h := u.held[kind]; len(h) > 0 {
+		p = append(append([]byte(nil), h...), p...)
+		u.held[kind] = nil
+	}
+	n := incompleteTail(p)
+	if n > 0 {
+		u.held[kind] = append([]byte(nil), p[len(p)-n:]...)
+		p = p[:len(p)-n]
+	}
+	return p
+}
+
+// rest returns and forgets what is held of kind.
+func (u *utf8Split) rest(kind string) []byte {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	h := u.held[kind]
+	delete(u.held, kind)
+	return h
+}
+
+// incompleteTail returns the length of a UTF-8 character that p's end
+// begins but does not finish (0 when p ends on a character boundary or
+// with bytes that no continuation can make valid).
+func incompleteTail(p []byte) int {
+	for n := 1; n <= utf8.UTFMax-1 && n <= len(p); n++ {
+		b := p[len(p)-n]
+		if b&0xC0 == 0x80 { // a continuation byte: look further back
+			continue
+		}
+		if !utf8.RuneStart(b) || b < 0xC0 {
+			return 0
+		}
+		need := 2
+		switch {
+		case b >= 0xF0:
+			need = 4
+		case b >= 0xE0:
+			need = 3
+		}
+		if n < need && !utf8.FullRune(p[len(p)-n:]) {
+			return n
+		}
+		return 0
+	}
+	return 0
 }
 
 // execStreamFunc adapts a function to ExecStream.

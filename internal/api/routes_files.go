@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"sync"
@@ -22,8 +23,26 @@ const FileInfoHeader = "X-Stead-File-Info"
 // defaultFileMode is the mode of a file written without ?mode=.
 const defaultFileMode = 0o644
 
-// binarySchema describes a raw byte body.
-var binarySchema = &huma.Schema{Type: "string", Format: "binary"}
+// binarySchema describes a raw byte body of the media type mt. It has no
+// type: OpenAPI 3.1 describes raw bytes by contentMediaType alone (which
+// huma writes for format binary); a `type: string` would make generators
+// such as openapi-typescript expect a JavaScript string.
+func binarySchema(mt string) *huma.Schema {
+	return &huma.Schema{Format: "binary", Description: "Raw bytes (" + mt + "), not JSON"}
+}
+
+// refuseJSONBody returns the error of a raw-body route whose request says
+// it is JSON: the bytes would be stored as they are, quotes and escapes
+// included, which is never what the caller meant.
+func refuseJSONBody(ctx huma.Context, mt string) []error {
+	ct, _, _ := mime.ParseMediaType(ctx.Header("Content-Type"))
+	if ct == "application/json" {
+		return []error{huma.Error415UnsupportedMediaType(
+			"this route takes the raw bytes as " + mt + ", not JSON: send them with Content-Type: " + mt +
+				" (openapi-fetch: bodySerializer: (b) => b)")}
+	}
+	return nil
+}
 
 // PathQuery is the ?path= parameter of the file routes (exported only
 // because huma ignores unexported embedded fields).
@@ -42,7 +61,7 @@ type writeFileInput struct {
 // Resolve keeps the request body as a stream (huma would buffer it).
 func (in *writeFileInput) Resolve(ctx huma.Context) []error {
 	in.body = ctx.BodyReader()
-	return nil
+	return refuseJSONBody(ctx, "application/octet-stream")
 }
 
 // uploadTarInput is PUT /files/tar: a streamed tar body.
@@ -55,7 +74,7 @@ type uploadTarInput struct {
 // Resolve keeps the request body as a stream.
 func (in *uploadTarInput) Resolve(ctx huma.Context) []error {
 	in.body = ctx.BodyReader()
-	return nil
+	return refuseJSONBody(ctx, "application/x-tar")
 }
 
 // registerFiles adds the /v1/sandboxes/{id}/files routes.
@@ -72,7 +91,7 @@ func (s *server) registerFiles() {
 			Headers: map[string]*huma.Param{
 				FileInfoHeader: {Description: "FileInfo as JSON", Schema: &huma.Schema{Type: "string"}},
 			},
-			Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}},
+			Content: map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema("application/octet-stream")}},
 		},
 	}
 	huma.Register(s.api, read, func(ctx context.Context, in *struct {
@@ -119,7 +138,7 @@ func (s *server) registerFiles() {
 	write.Errors = append(write.Errors, http.StatusInsufficientStorage)
 	write.RequestBody = &huma.RequestBody{
 		Required: true,
-		Content:  map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema}},
+		Content:  map[string]*huma.MediaType{"application/octet-stream": {Schema: binarySchema("application/octet-stream")}},
 	}
 	huma.Register(s.api, write, func(ctx context.Context, in *writeFileInput) (*out[client.FileInfo], error) {
 		p, err := principal(ctx)
@@ -161,7 +180,8 @@ func (s *server) registerFiles() {
 		func(ctx context.Context, in *struct {
 			SandboxRef
 			PathQuery
-		}) (*out[[]client.FileInfo], error) {
+			PageQuery
+		}) (*out[client.Page[client.FileInfo]], error) {
 			p, err := principal(ctx)
 			if err != nil {
 				return nil, s.fail(ctx, "list files", err)
@@ -173,7 +193,7 @@ func (s *server) registerFiles() {
 			if list == nil {
 				list = []client.FileInfo{}
 			}
-			return &out[[]client.FileInfo]{Body: list}, nil
+			return pageOf(list, in.PageQuery)
 		})
 
 	mkdir := s.op(http.MethodPost, base+"/mkdir", "mkdir", "Create a directory", tag, http.StatusNoContent)
@@ -232,7 +252,7 @@ func (s *server) registerFiles() {
 	dl.Responses = map[string]*huma.Response{
 		"200": {
 			Description: "A tar stream",
-			Content:     map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}},
+			Content:     map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema("application/x-tar")}},
 		},
 	}
 	huma.Register(s.api, dl, func(ctx context.Context, in *struct {
@@ -270,7 +290,7 @@ func (s *server) registerFiles() {
 	ul.Errors = append(ul.Errors, http.StatusInsufficientStorage)
 	ul.RequestBody = &huma.RequestBody{
 		Required: true,
-		Content:  map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema}},
+		Content:  map[string]*huma.MediaType{"application/x-tar": {Schema: binarySchema("application/x-tar")}},
 	}
 	huma.Register(s.api, ul, func(ctx context.Context, in *uploadTarInput) (*struct{}, error) {
 		p, err := principal(ctx)

@@ -104,7 +104,10 @@ func (s *server) registerNetwork(b NetworkBackend) {
 		"List a sandbox's exposed ports", tag, 0)
 	list.Description = portIntro + "Lists the exposed ports in port order with their URLs; tokens are never listed " +
 		"(expose the port again to get a new one). The sandbox's own token may call it."
-	huma.Register(s.api, list, func(ctx context.Context, in *SandboxRef) (*out[[]client.Port], error) {
+	huma.Register(s.api, list, func(ctx context.Context, in *struct {
+		SandboxRef
+		PageQuery
+	}) (*out[client.Page[client.Port]], error) {
 		const op = "list ports"
 		p, err := principal(ctx)
 		if err != nil {
@@ -117,7 +120,7 @@ func (s *server) registerNetwork(b NetworkBackend) {
 		if ports == nil {
 			ports = []client.Port{}
 		}
-		return &out[[]client.Port]{Body: ports}, nil
+		return pageOf(ports, in.PageQuery)
 	})
 
 	expose := s.op(http.MethodPut, "/v1/sandboxes/{id}/ports/{port}", "expose-port",

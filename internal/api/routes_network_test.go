@@ -110,7 +110,7 @@ func TestNetworkRoutesRoundTrip(t *testing.T) {
 	}
 	doRaw(t, srv, http.MethodDelete, "/v1/sandboxes/web/ports/3000", "", http.StatusNoContent)
 	fb.ListPortsFunc = nil
-	if raw := doRaw(t, srv, http.MethodGet, "/v1/sandboxes/web/ports", "", http.StatusOK); strings.TrimSpace(raw) != "[]" {
+	if raw := doRaw(t, srv, http.MethodGet, "/v1/sandboxes/web/ports", "", http.StatusOK); strings.TrimSpace(raw) != emptyPage {
 		t.Errorf("empty list %q, want []", raw)
 	}
 	fb.GetNetworkFunc = nil

@@ -21,7 +21,10 @@ func (s *server) registerSandboxSnapshots(b SnapshotBackend) {
 		"List one sandbox's snapshots, oldest first", "snapshots", 0)
 	list.Description = "Lists the local snapshots taken of the sandbox, oldest first, as GET /v1/snapshots?sandbox= does; " +
 		"a key scoped to the sandbox may call it."
-	huma.Register(s.api, list, func(ctx context.Context, in *struct{ SandboxRef }) (*out[[]client.Snapshot], error) {
+	huma.Register(s.api, list, func(ctx context.Context, in *struct {
+		SandboxRef
+		PageQuery
+	}) (*out[client.Page[client.Snapshot]], error) {
 		const op = "list sandbox snapshots"
 		p, err := principal(ctx)
 		if err != nil {
@@ -34,7 +37,7 @@ func (s *server) registerSandboxSnapshots(b SnapshotBackend) {
 		if snaps == nil {
 			snaps = []client.Snapshot{}
 		}
-		return &out[[]client.Snapshot]{Body: snaps}, nil
+		return pageOf(snaps, in.PageQuery)
 	})
 }
 

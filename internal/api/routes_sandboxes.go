@@ -43,7 +43,8 @@ func (s *server) registerSandboxes() {
 		"List the tenant's sandboxes", tag, 0),
 		func(ctx context.Context, in *struct {
 			All bool `query:"all" doc:"Include soft-deleted sandboxes"`
-		}) (*out[[]client.Sandbox], error) {
+			PageQuery
+		}) (*out[client.Page[client.Sandbox]], error) {
 			p, err := principal(ctx)
 			if err != nil {
 				return nil, s.fail(ctx, "list sandboxes", err)
@@ -55,7 +56,7 @@ func (s *server) registerSandboxes() {
 			if list == nil {
 				list = []client.Sandbox{}
 			}
-			return &out[[]client.Sandbox]{Body: filterReached(p, list)}, nil
+			return pageOf(filterReached(p, list), in.PageQuery)
 		})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/sandboxes/{id}", "get-sandbox",

@@ -49,7 +49,10 @@ func (s *server) registerSchedules(b ScheduleBackend) {
 
 	list := s.op(http.MethodGet, "/v1/sandboxes/{id}/schedules", "list-schedules", "List a sandbox's schedules", tag, 0)
 	list.Description = scheduleIntro + "Each schedule comes with its next three run times (none while disabled) and the outcome of its last run."
-	huma.Register(s.api, list, func(ctx context.Context, in *SandboxRef) (*out[[]client.Schedule], error) {
+	huma.Register(s.api, list, func(ctx context.Context, in *struct {
+		SandboxRef
+		PageQuery
+	}) (*out[client.Page[client.Schedule]], error) {
 		const op = "list schedules"
 		p, err := principal(ctx)
 		if err != nil {
@@ -62,12 +65,12 @@ func (s *server) registerSchedules(b ScheduleBackend) {
 		if l == nil {
 			l = []client.Schedule{}
 		}
-		return &out[[]client.Schedule]{Body: l}, nil
+		return pageOf(l, in.PageQuery)
 	})
 
 	all := s.op(http.MethodGet, "/v1/schedules", "list-all-schedules", "List the schedules of every sandbox of the tenant", tag, 0)
 	all.Description = scheduleIntro + "A key limited to some sandboxes lists each of its sandboxes' schedules instead (GET /v1/sandboxes/{id}/schedules)."
-	huma.Register(s.api, all, func(ctx context.Context, _ *struct{}) (*out[[]client.Schedule], error) {
+	huma.Register(s.api, all, func(ctx context.Context, in *struct{ PageQuery }) (*out[client.Page[client.Schedule]], error) {
 		const op = "list schedules"
 		p, err := principal(ctx)
 		if err != nil {
@@ -80,7 +83,7 @@ func (s *server) registerSchedules(b ScheduleBackend) {
 		if l == nil {
 			l = []client.Schedule{}
 		}
-		return &out[[]client.Schedule]{Body: l}, nil
+		return pageOf(l, in.PageQuery)
 	})
 
 	update := s.op(http.MethodPatch, "/v1/sandboxes/{id}/schedules/{sid}", "update-schedule", "Change, pause or resume a schedule", tag, 0)

@@ -71,10 +71,10 @@ func TestScheduleRoutesPassTheirArguments(t *testing.T) {
 	if err != nil || sc.ID != "sch-1" || len(sc.NextRuns) != 1 {
 		t.Fatalf("create: %+v %v", sc, err)
 	}
-	if body := doRaw(t, srv, http.MethodGet, "/v1/sandboxes/web/schedules", "", http.StatusOK); strings.TrimSpace(body) != "[]" {
+	if body := doRaw(t, srv, http.MethodGet, "/v1/sandboxes/web/schedules", "", http.StatusOK); strings.TrimSpace(body) != emptyPage {
 		t.Fatalf("empty list: %s", body)
 	}
-	if body := doRaw(t, srv, http.MethodGet, "/v1/schedules", "", http.StatusOK); strings.TrimSpace(body) != "[]" {
+	if body := doRaw(t, srv, http.MethodGet, "/v1/schedules", "", http.StatusOK); strings.TrimSpace(body) != emptyPage {
 		t.Fatalf("empty tenant list: %s", body)
 	}
 	off := false

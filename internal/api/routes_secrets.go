@@ -48,7 +48,7 @@ func (s *server) registerSecrets(b SecretBackend) {
 
 	list := s.op(http.MethodGet, "/v1/secrets", "list-secrets", "List the tenant's secrets (names, never values)", tag, 0)
 	list.Description = secretIntro + "Lists names, creation and last-set times, and the sandboxes that reference each."
-	huma.Register(s.api, list, func(ctx context.Context, _ *struct{}) (*out[[]client.Secret], error) {
+	huma.Register(s.api, list, func(ctx context.Context, in *struct{ PageQuery }) (*out[client.Page[client.Secret]], error) {
 		const op = "list secrets"
 		p, err := principal(ctx)
 		if err != nil {
@@ -61,7 +61,7 @@ func (s *server) registerSecrets(b SecretBackend) {
 		if list == nil {
 			list = []client.Secret{}
 		}
-		return &out[[]client.Secret]{Body: list}, nil
+		return pageOf(list, in.PageQuery)
 	})
 
 	del := s.op(http.MethodDelete, "/v1/secrets/{name}", "delete-secret", "Delete a secret", tag, http.StatusNoContent)

@@ -74,7 +74,10 @@ func (s *server) registerSessionRoutes(b Backend) {
 	})
 
 	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base, "list-threads", "List a sandbox's session-log threads, oldest first", tag, 0),
-		func(ctx context.Context, in *SandboxRef) (*out[[]client.Thread], error) {
+		func(ctx context.Context, in *struct {
+			SandboxRef
+			PageQuery
+		}) (*out[client.Page[client.Thread]], error) {
 			const op = "list threads"
 			p, err := principal(ctx)
 			if err != nil {
@@ -87,7 +90,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			if list == nil {
 				list = []client.Thread{}
 			}
-			return &out[[]client.Thread]{Body: list}, nil
+			return pageOf(list, in.PageQuery)
 		})
 
 	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodPut, base+"/{thread}/retention", "set-thread-retention",
@@ -138,7 +141,10 @@ func (s *server) registerSessionRoutes(b Backend) {
 		})
 
 	huma.Register(s.api, s.agentOp(agentOwnSandbox, http.MethodGet, base+"/{thread}/runs", "list-runs", "List a thread's runs, oldest first", tag, 0),
-		func(ctx context.Context, in *ThreadRef) (*out[[]client.Run], error) {
+		func(ctx context.Context, in *struct {
+			ThreadRef
+			PageQuery
+		}) (*out[client.Page[client.Run]], error) {
 			const op = "list runs"
 			p, err := principal(ctx)
 			if err != nil {
@@ -151,7 +157,7 @@ func (s *server) registerSessionRoutes(b Backend) {
 			if list == nil {
 				list = []client.Run{}
 			}
-			return &out[[]client.Run]{Body: list}, nil
+			return pageOf(list, in.PageQuery)
 		})
 
 	ap := s.agentOp(agentOwnSandbox, http.MethodPost, base+"/runs/{run}/events", "append-events",

@@ -53,7 +53,8 @@ func (s *server) registerSnapshots(b SnapshotBackend) {
 		"(id or name). Each snapshot names its parent, so the list can be drawn as a tree (parent, then children)."
 	huma.Register(s.api, list, func(ctx context.Context, in *struct {
 		Sandbox string `query:"sandbox" maxLength:"128" doc:"Only snapshots of this sandbox (id or name); empty for all"`
-	}) (*out[[]client.Snapshot], error) {
+		PageQuery
+	}) (*out[client.Page[client.Snapshot]], error) {
 		const op = "list snapshots"
 		p, err := principal(ctx)
 		if err != nil {
@@ -66,7 +67,7 @@ func (s *server) registerSnapshots(b SnapshotBackend) {
 		if snaps == nil {
 			snaps = []client.Snapshot{}
 		}
-		return &out[[]client.Snapshot]{Body: snaps}, nil
+		return pageOf(snaps, in.PageQuery)
 	})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/snapshots/{id}", "get-snapshot",

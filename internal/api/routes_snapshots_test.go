@@ -108,7 +108,7 @@ func TestSnapshotRoutesPassTheirArguments(t *testing.T) {
 	// A list of none is [], not null.
 	fb.ListSnapshotsFunc = nil
 	raw := doRaw(t, srv, http.MethodGet, "/v1/snapshots", "", http.StatusOK)
-	if strings.TrimSpace(raw) != "[]" {
+	if strings.TrimSpace(raw) != emptyPage {
 		t.Errorf("empty list %q, want []", raw)
 	}
 }

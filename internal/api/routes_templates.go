@@ -14,7 +14,7 @@ func (s *server) registerTemplates() {
 	const tag = "templates"
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/templates", "list-templates", "List templates", tag, 0),
-		func(ctx context.Context, _ *struct{}) (*out[[]client.Template], error) {
+		func(ctx context.Context, in *struct{ PageQuery }) (*out[client.Page[client.Template]], error) {
 			p, err := principal(ctx)
 			if err != nil {
 				return nil, s.fail(ctx, "list templates", err)
@@ -26,7 +26,7 @@ func (s *server) registerTemplates() {
 			if list == nil {
 				list = []client.Template{}
 			}
-			return &out[[]client.Template]{Body: list}, nil
+			return pageOf(list, in.PageQuery)
 		})
 
 	imp := s.op(http.MethodPost, "/v1/templates", "import-template",

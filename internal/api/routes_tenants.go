@@ -49,7 +49,7 @@ func (s *server) registerKeyManagement(b TenantBackend) {
 	const tag = "keys"
 	list := s.op(http.MethodGet, "/v1/keys", "list-keys", "List the tenant's API keys (no secrets)", tag, 0)
 	list.Description = keysIntro
-	huma.Register(s.api, list, func(ctx context.Context, _ *struct{}) (*out[[]client.APIKey], error) {
+	huma.Register(s.api, list, func(ctx context.Context, in *struct{ PageQuery }) (*out[client.Page[client.APIKey]], error) {
 		p, err := principal(ctx)
 		if err != nil {
 			return nil, s.fail(ctx, "list keys", err)
@@ -61,7 +61,7 @@ func (s *server) registerKeyManagement(b TenantBackend) {
 		if keys == nil {
 			keys = []client.APIKey{}
 		}
-		return &out[[]client.APIKey]{Body: keys}, nil
+		return pageOf(keys, in.PageQuery)
 	})
 
 	rotate := s.op(http.MethodPost, "/v1/keys/{key}/rotate", "rotate-key",
@@ -116,7 +116,7 @@ func (s *server) registerTenants(b TenantBackend) {
 	})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/tenants", "list-tenants", "List tenants (admin keys only)", tag, 0),
-		func(ctx context.Context, _ *struct{}) (*out[[]client.Tenant], error) {
+		func(ctx context.Context, in *struct{ PageQuery }) (*out[client.Page[client.Tenant]], error) {
 			list, err := b.ListTenants(ctx)
 			if err != nil {
 				return nil, s.fail(ctx, "list tenants", err)
@@ -124,7 +124,7 @@ func (s *server) registerTenants(b TenantBackend) {
 			if list == nil {
 				list = []client.Tenant{}
 			}
-			return &out[[]client.Tenant]{Body: list}, nil
+			return pageOf(list, in.PageQuery)
 		})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/tenants/{tenant}", "get-tenant", "Describe a tenant (admin keys only)", tag, 0),

@@ -51,7 +51,8 @@ func (s *server) registerVolumes(b VolumeBackend) {
 		"mount them (attached_to); with ?all=true soft-deleted volumes are included (state deleted, with purge_at)."
 	huma.Register(s.api, list, func(ctx context.Context, in *struct {
 		All bool `query:"all" doc:"Include soft-deleted volumes"`
-	}) (*out[[]client.Volume], error) {
+		PageQuery
+	}) (*out[client.Page[client.Volume]], error) {
 		const op = "list volumes"
 		p, err := principal(ctx)
 		if err != nil {
@@ -64,7 +65,7 @@ func (s *server) registerVolumes(b VolumeBackend) {
 		if vols == nil {
 			vols = []client.Volume{}
 		}
-		return &out[[]client.Volume]{Body: vols}, nil
+		return pageOf(vols, in.PageQuery)
 	})
 
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/volumes/{id}", "get-volume",

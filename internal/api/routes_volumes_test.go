@@ -104,7 +104,7 @@ func TestVolumeRoutesPassTheirArguments(t *testing.T) {
 
 	// A list of none is [], not null; the wire names are the documented ones.
 	fb.ListVolumesFunc = nil
-	if raw := doRaw(t, srv, http.MethodGet, "/v1/volumes", "", http.StatusOK); strings.TrimSpace(raw) != "[]" {
+	if raw := doRaw(t, srv, http.MethodGet, "/v1/volumes", "", http.StatusOK); strings.TrimSpace(raw) != emptyPage {
 		t.Errorf("empty list %q, want []", raw)
 	}
 	raw := doRaw(t, srv, http.MethodPost, "/v1/volumes", `{"name":"x","size_bytes":1024}`, http.StatusCreated)

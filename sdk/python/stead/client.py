@@ -11,7 +11,7 @@ import os
 import socket
 import ssl
 import urllib.parse
-from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from .errors import SteadError, TimeoutException, UnreachableError, error_from_response
 
@@ -291,6 +291,24 @@ class Client:
         """Send a JSON request (``body`` encoded as JSON when given) and
         return the decoded JSON response (None for an empty one)."""
         return self.request(method, path, query=query, json_body=body).json()
+
+    def list_all(self, path: str, query: Optional[Mapping[str, Any]] = None) -> List[Any]:
+        """``GET`` a list route and return the items of every page: each
+        list answers ``{"items": [...], "next": cursor, "more": bool}`` and
+        is read on with ``after=next`` while ``more``."""
+        out: List[Any] = []
+        after = None
+        while True:
+            q = dict(query or {})
+            q["limit"] = 1000
+            if after:
+                q["after"] = after
+            page = self.call("GET", path, q) or {}
+            out.extend(page.get("items") or [])
+            nxt = page.get("next")
+            if not page.get("more") or not nxt or nxt == after:
+                return out
+            after = nxt
 
     def events(self, resp: Response) -> Iterator[Tuple[str, str]]:
         """Parse a ``text/event-stream`` body into ``(event, data)`` pairs

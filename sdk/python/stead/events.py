@@ -58,7 +58,7 @@ def list_events(
     client: Optional[Client] = None,
 ) -> Dict[str, Any]:
     """One page of the tenant's events with an id above ``after``, oldest
-    first: ``{"events": [...], "next": id, "more": bool}``. ``types`` are
+    first: ``{"items": [...], "next": id, "more": bool}``. ``types`` are
     type prefixes (``["sandbox.", "snapshot.created"]``), ``sandbox`` an id
     or a name, ``since`` an RFC 3339 time. Page on with ``after=page["next"]``
     while ``page["more"]``."""
@@ -132,7 +132,7 @@ def create_webhook(
 
 def list_webhooks(client: Optional[Client] = None) -> List[Dict[str, Any]]:
     """The tenant's webhooks, each with its cursor and last attempt."""
-    return default_client(client).call("GET", "/v1/webhooks") or []
+    return default_client(client).list_all("/v1/webhooks")
 
 
 def delete_webhook(webhook_id: str, client: Optional[Client] = None) -> None:
@@ -143,7 +143,8 @@ def delete_webhook(webhook_id: str, client: Optional[Client] = None) -> None:
 def webhook_deliveries(webhook_id: str, limit: Optional[int] = None, client: Optional[Client] = None) -> List[Dict[str, Any]]:
     """A webhook's delivery attempts, newest first (``status_code``,
     ``error``, ``duration_ms``, ``ok``, ``attempt``)."""
-    return default_client(client).call("GET", "/v1/webhooks/" + quote(webhook_id) + "/deliveries", {"limit": limit}) or []
+    return (default_client(client).call("GET", "/v1/webhooks/" + quote(webhook_id) + "/deliveries",
+                                       {"limit": limit}) or {}).get("items") or []
 
 
 def redeliver(delivery_id: int, client: Optional[Client] = None) -> Dict[str, Any]:

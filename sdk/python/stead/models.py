@@ -399,7 +399,7 @@ class EventPage:
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "EventPage":
         return cls(
-            events=[Event.from_json(e) for e in d.get("events") or []],
+            events=[Event.from_json(e) for e in d.get("items") or []],
             next=d.get("next", 0),
             more=d.get("more", False),
             run_status=d.get("run_status", ""),

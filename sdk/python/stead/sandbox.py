@@ -213,7 +213,7 @@ class Snapshot:
         """The tenant's snapshots, oldest first; only those of ``sandbox``
         (id or name) when given."""
         c = default_client(client)
-        return [cls(c, d) for d in c.call("GET", "/v1/snapshots", {"sandbox": sandbox or None}) or []]
+        return [cls(c, d) for d in c.list_all("/v1/snapshots", {"sandbox": sandbox or None})]
 
     def fork(self, count: int = 1, no_start: bool = False) -> List["Sandbox"]:
         """Create ``count`` new sandboxes with this snapshot's files."""
@@ -570,7 +570,7 @@ class Sandbox:
              base_url: Optional[str] = None) -> List["Sandbox"]:
         """The tenant's sandboxes; ``all`` includes soft-deleted ones."""
         c = _client(client, api_key, base_url)
-        return [cls(c, d) for d in c.call("GET", "/v1/sandboxes", {"all": True if all else None}) or []]
+        return [cls(c, d) for d in c.list_all("/v1/sandboxes", {"all": True if all else None})]
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -826,7 +826,7 @@ class Sandbox:
 
     def list_ports(self) -> List[Port]:
         """The sandbox's exposed ports, in port order (tokens are never listed)."""
-        return [Port.from_json(d) for d in self._client.call("GET", self._path("/ports")) or []]
+        return [Port.from_json(d) for d in self._client.list_all(self._path("/ports"))]
 
     def expose_port(self, port: int, public: bool = False) -> ExposedPort:
         """Expose ``port`` (1-65535) through the daemon's port proxy.
@@ -969,15 +969,20 @@ def _checked(res: CommandResult, check: bool) -> CommandResult:
     return res
 
 
-def _b64(v: Optional[str]) -> bytes:
-    return base64.b64decode(v) if v else b""
+def _output(d: Dict[str, Any], field: str) -> bytes:
+    """The exact bytes of an output field: the daemon sends output as text
+    and adds ``<field>_base64`` only when the bytes are not valid UTF-8."""
+    b64 = d.get(field + "_base64")
+    if b64:
+        return base64.b64decode(b64)
+    return (d.get(field) or "").encode("utf-8")
 
 
 def _result(d: Dict[str, Any]) -> CommandResult:
     return CommandResult(
         exit_code=d.get("exit_code", 0),
-        stdout_bytes=_b64(d.get("stdout")),
-        stderr_bytes=_b64(d.get("stderr")),
+        stdout_bytes=_output(d, "stdout"),
+        stderr_bytes=_output(d, "stderr"),
         signal=d.get("signal", ""),
         pid=d.get("pid", 0),
         timed_out=d.get("timed_out", False),
@@ -994,7 +999,7 @@ def _stream(c: Client, resp: Response, on_stdout: Optional[OutputCallback],
     for name, data in c.events(resp):
         if name in ("stdout", "stderr"):
             ev = json.loads(data)
-            chunk = _b64(ev.get("data"))
+            chunk = _output(ev, "data")
             (out if name == "stdout" else err).extend(chunk)
             cb = on_stdout if name == "stdout" else on_stderr
             if cb is not None:
@@ -1086,7 +1091,7 @@ class Files:
         directories are not followed)."""
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise InvalidError("list %s: depth %r: want a whole number >= 1" % (path, depth))
-        out = [FileInfo.from_json(d) for d in self._sb.client.call("GET", self._path("/list"), {"path": path}) or []]
+        out = [FileInfo.from_json(d) for d in self._sb.client.list_all(self._path("/list"), {"path": path})]
         if depth > 1:
             for d in [e for e in out if e.is_dir]:
                 out.extend(self.list(d.path, depth - 1))
@@ -1198,7 +1203,7 @@ class Checkpoints:
     def history(self, name: str, agent: Optional[str] = None) -> List[Checkpoint]:
         """The kept versions of a document, oldest first, without bodies."""
         return [Checkpoint.from_json(d) for d in
-                self._sb.client.call("GET", self._path(name, "/versions"), {"agent": agent or None}) or []]
+                self._sb.client.list_all(self._path(name, "/versions"), {"agent": agent or None})]
 
     def rollback(self, name: str, version: int, agent: Optional[str] = None, run: Optional[str] = None,
                  if_version: Optional[int] = None) -> Checkpoint:
@@ -1215,7 +1220,7 @@ class Checkpoints:
 
     def list(self) -> List[CheckpointInfo]:
         """Every checkpoint document of the sandbox, all agents."""
-        return [CheckpointInfo.from_json(d) for d in self._sb.client.call("GET", self._path()) or []]
+        return [CheckpointInfo.from_json(d) for d in self._sb.client.list_all(self._path())]
 
     def delete(self, name: str, agent: Optional[str] = None) -> None:
         """Delete a document with every version and its schema."""

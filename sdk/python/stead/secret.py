@@ -46,7 +46,7 @@ class Secret:
     def list(cls, client: Optional[Client] = None) -> List["Secret"]:
         """The tenant's secrets by name (names, times and users; no values)."""
         c = default_client(client)
-        return [cls(c, d) for d in c.call("GET", "/v1/secrets") or []]
+        return [cls(c, d) for d in c.list_all("/v1/secrets")]
 
     @classmethod
     def delete(cls, name: str, client: Optional[Client] = None) -> None:

@@ -119,7 +119,7 @@ class Session:
 
     def threads(self) -> List[Thread]:
         """The sandbox's threads, oldest first."""
-        return [Thread.from_json(d) for d in self._sb.client.call("GET", self._path()) or []]
+        return [Thread.from_json(d) for d in self._sb.client.list_all(self._path())]
 
     def set_retention(self, thread: ThreadRef, keep_last: Optional[int] = None,
                       keep_within_seconds: Optional[int] = None) -> Thread:
@@ -147,7 +147,7 @@ class Session:
     def runs(self, thread: ThreadRef) -> List[Run]:
         """A thread's runs, oldest first."""
         return [Run.from_json(d) for d in
-                self._sb.client.call("GET", self._path("/" + quote(_ref(thread)) + "/runs")) or []]
+                self._sb.client.list_all(self._path("/" + quote(_ref(thread)) + "/runs"))]
 
     def end(self, run: RunRef, status: Optional[str] = None) -> Run:
         """End a run with ``status`` (completed by default; or failed,

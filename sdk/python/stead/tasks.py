@@ -95,7 +95,7 @@ class Tasks:
         out: List[Task] = []
         while True:
             page = self._sb.client.call("GET", self._path(), q) or {}
-            out.extend(Task.from_json(t) for t in page.get("tasks") or [])
+            out.extend(Task.from_json(t) for t in page.get("items") or [])
             nxt = page.get("next") or ""
             if not page.get("more") or not nxt:
                 return out
@@ -138,7 +138,7 @@ class Observations:
         while True:
             q = {"after": after or None, "kind": kind or None, "limit": _PAGE}
             page = self._sb.client.call("GET", self._path(), q) or {}
-            out.extend(Observation.from_json(o) for o in page.get("observations") or [])
+            out.extend(Observation.from_json(o) for o in page.get("items") or [])
             nxt = page.get("next", after)
             if not page.get("more") or nxt <= after:
                 return out
@@ -177,7 +177,7 @@ class KV:
         out: List[KVEntry] = []
         while True:
             page = self._sb.client.call("GET", self._path(), q) or {}
-            out.extend(KVEntry.from_json(e) for e in page.get("entries") or [])
+            out.extend(KVEntry.from_json(e) for e in page.get("items") or [])
             nxt = page.get("next") or ""
             if not page.get("more") or not nxt:
                 return out

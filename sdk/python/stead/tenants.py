@@ -60,7 +60,7 @@ class Tenant:
     def list(cls, client: Optional[Client] = None) -> List["Tenant"]:
         """Every tenant."""
         c = default_client(client)
-        return [cls(c, d) for d in c.call("GET", "/v1/tenants") or []]
+        return [cls(c, d) for d in c.list_all("/v1/tenants")]
 
     def suspend(self) -> "Tenant":
         """Refuse the tenant's keys (403) and stop its running sandboxes."""
@@ -136,7 +136,7 @@ class APIKey:
     def list(cls, client: Optional[Client] = None) -> List["APIKey"]:
         """The tenant's keys, without secrets."""
         c = default_client(client)
-        return [cls(c, d) for d in c.call("GET", "/v1/keys") or []]
+        return [cls(c, d) for d in c.list_all("/v1/keys")]
 
     def rotate(self, overlap: Optional[str] = None) -> "APIKey":
         """Make the successor of this key (a new id and secret, same name,

@@ -77,7 +77,7 @@ class Volume:
     def list(cls, client: Optional[Client] = None, all: bool = False) -> List["Volume"]:
         """The tenant's volumes; ``all`` includes soft-deleted ones."""
         c = default_client(client)
-        return [cls(c, d) for d in c.call("GET", "/v1/volumes", {"all": True if all else None}) or []]
+        return [cls(c, d) for d in c.list_all("/v1/volumes", {"all": True if all else None})]
 
     def refresh(self) -> "Volume":
         """Re-read the volume."""

@@ -11,7 +11,6 @@ are skipped without STEAD_ENDPOINT (TestPythonSDK fails on any skip).
 
 from __future__ import annotations
 
-import base64
 import datetime
 import json
 import os
@@ -46,8 +45,8 @@ def _problem(status, detail):
 
 
 def _exec(exit_code=0, stdout=b"", stderr=b"", timed_out=False, signal=""):
-    d = {"exit_code": exit_code, "stdout": base64.b64encode(stdout).decode(),
-         "stderr": base64.b64encode(stderr).decode()}
+    d = {"exit_code": exit_code, "stdout": stdout.decode("utf-8", "replace"),
+         "stderr": stderr.decode("utf-8", "replace")}
     if timed_out:
         d["timed_out"] = True
     if signal:

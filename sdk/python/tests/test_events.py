@@ -48,10 +48,10 @@ class LiveEventsTest(unittest.TestCase):
         try:
             sb.stop()
             page = stead.list_events(sandbox=name, types=["sandbox."])
-            types = [e["type"] for e in page["events"]]
+            types = [e["type"] for e in page["items"]]
             self.assertIn("sandbox.created", types)
             self.assertIn("sandbox.stopped", types)
-            first, last = page["events"][0]["id"], page["events"][-1]["id"]
+            first, last = page["items"][0]["id"], page["items"][-1]["id"]
             # A stream resumed after the first event: the rest, then live.
             got = []
             done = threading.Event()
@@ -66,7 +66,7 @@ class LiveEventsTest(unittest.TestCase):
             threading.Thread(target=follow, daemon=True).start()
             sb.start()
             self.assertTrue(done.wait(30), "no sandbox.started on the stream: %r" % got)
-            self.assertEqual([e["id"] for e in got[: len(page["events"]) - 1]], [e["id"] for e in page["events"][1:]])
+            self.assertEqual([e["id"] for e in got[: len(page["items"]) - 1]], [e["id"] for e in page["items"][1:]])
             ids = [e["id"] for e in got]
             self.assertEqual(ids, sorted(set(ids)))
         finally:

@@ -225,7 +225,7 @@ class CannedServerTest(unittest.TestCase):
             ("POST", "/v1/tenants/acme/suspend"): (200, "application/json", json.dumps({"id": "acme", "state": "suspended"})),
             ("DELETE", "/v1/tenants/acme"): (200, "application/json", json.dumps({"tenant": "acme", "erased_scopes": ["t-acme"]})),
             ("POST", "/v1/keys"): (201, "application/json", json.dumps(dict(key, secret="stead_x"))),
-            ("GET", "/v1/keys"): (200, "application/json", json.dumps([key])),
+            ("GET", "/v1/keys"): (200, "application/json", json.dumps({"items": [key], "more": False})),
             ("POST", "/v1/keys/key-1/rotate"): (201, "application/json", json.dumps(dict(key, id="key-2", secret="stead_y"))),
             ("DELETE", "/v1/keys/key-1"): (204, "application/json", ""),
             ("POST", "/v1/sandboxes"): (201, "application/json", json.dumps(dict(SB, labels={"team": "research"}))),
@@ -273,10 +273,14 @@ class CannedServerTest(unittest.TestCase):
 
             import base64
             chunk(": keep-alive\n\n")
-            # "é" split across two events must come out whole.
-            chunk('event: stdout\ndata: {"type":"stdout","data":"%s"}\n\n' % base64.b64encode(b"first \xc3").decode())
-            chunk('event: stdout\ndata: {"type":"stdout","data":"%s"}\n\n' % base64.b64encode(b"\xa9\n").decode())
-            chunk('event: stderr\ndata: {"type":"stderr","data":"%s"}\n\n' % base64.b64encode(b"warn\n").decode())
+            # "é" split across two events (text with the exact bytes in
+            # data_base64, as the daemon sends bytes that are not UTF-8)
+            # must come out whole.
+            chunk('event: stdout\ndata: {"type":"stdout","data":"first \ufffd","data_base64":"%s"}\n\n'
+                  % base64.b64encode(b"first \xc3").decode())
+            chunk('event: stdout\ndata: {"type":"stdout","data":"\ufffd\\n","data_base64":"%s"}\n\n'
+                  % base64.b64encode(b"\xa9\n").decode())
+            chunk('event: stderr\ndata: {"type":"stderr","data":"warn\\n"}\n\n')
             time.sleep(1.0)
             chunk('event: exit\ndata: {"type":"exit","exit_code":7,"pid":42}\n\n')
             h.wfile.write(b"0\r\n\r\n")
@@ -344,7 +348,7 @@ class CannedServerTest(unittest.TestCase):
             ("POST", base + "/main/runs"): (201, "application/json", json.dumps({"id": "run-1", "status": "running"})),
             ("POST", base + "/runs/run-1/events"): (200, "application/json", json.dumps({"events": [ev]})),
             ("GET", base + "/runs/run-1/events"): (200, "application/json",
-                                                   json.dumps({"events": [ev], "next": 3, "more": False,
+                                                   json.dumps({"items": [ev], "next": 3, "more": False,
                                                                "run_status": "running"})),
             ("GET", base + "/runs/run-1/resume"): (200, "application/json", json.dumps(resume)),
             ("POST", base + "/runs/run-1/end"): (200, "application/json",
@@ -415,7 +419,7 @@ class CannedServerTest(unittest.TestCase):
             ("GET", "/v1/sandboxes/sb-1"): (200, "application/json", json.dumps(SB)),
             ("GET", "/v1/sandboxes/sb-1/orient"): (200, "application/json", json.dumps(orient)),
             ("GET", "/v1/sandboxes/sb-1/tasks"): (200, "application/json",
-                                                  json.dumps({"tasks": [{"id": "t1", "state": "open"}], "more": False})),
+                                                  json.dumps({"items": [{"id": "t1", "state": "open"}], "more": False})),
             ("POST", "/v1/sandboxes/sb-1/tasks/t1/state"): (200, "application/json",
                                                             json.dumps({"id": "t1", "state": "in_progress"})),
             ("PUT", "/v1/sandboxes/sb-1/kv/a%2Fb"): (200, "application/json", json.dumps(kv)),
@@ -464,7 +468,7 @@ class CannedServerTest(unittest.TestCase):
                                         json.dumps(dict(SB, address="10.88.0.7", network=policy, auto_resume=True))),
             ("GET", "/v1/sandboxes/sb-1/network"): (200, "application/json", json.dumps(net)),
             ("PUT", "/v1/sandboxes/sb-1/network"): put_network,
-            ("GET", "/v1/sandboxes/sb-1/ports"): (200, "application/json", json.dumps(net["ports"])),
+            ("GET", "/v1/sandboxes/sb-1/ports"): (200, "application/json", json.dumps({"items": net["ports"], "more": False})),
             ("PUT", "/v1/sandboxes/sb-1/ports/8080"): (200, "application/json", json.dumps(
                 {"port": 8080, "public": False, "path_url": "/v1/sandboxes/sb-1/ports/8080/", "token": "tok"})),
             ("DELETE", "/v1/sandboxes/sb-1/ports/8080"): (204, "application/json", ""),
