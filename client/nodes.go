@@ -8,9 +8,7 @@ import (
 
 // ListNodes lists the cluster's nodes by name (admin keys only).
 func (c *Client) ListNodes(ctx context.Context) ([]Node, error) {
-	var out []Node
-	err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &out)
-	return out, err
+	return listAll[Node](ctx, c, "/v1/nodes", nil)
 }
 
 // GetNode describes one node (admin keys only).

@@ -18,15 +18,12 @@ type NodeRef struct {
 func (s *server) registerNodes(b NodeBackend) {
 	const tag = "nodes"
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/nodes", "list-nodes", "List the cluster's nodes with their capacity and heartbeat (admin keys only)", tag, 0),
-		func(ctx context.Context, _ *struct{}) (*out[[]client.Node], error) {
+		func(ctx context.Context, in *PageQuery) (*out[client.Page[client.Node]], error) {
 			ns, err := b.ListNodes(ctx)
 			if err != nil {
 				return nil, s.fail(ctx, "list nodes", err)
 			}
-			if ns == nil {
-				ns = []client.Node{}
-			}
-			return &out[[]client.Node]{Body: ns}, nil
+			return pageOf(ns, *in)
 		})
 	huma.Register(s.api, s.op(http.MethodGet, "/v1/nodes/{name}", "get-node", "Describe a node (admin keys only)", tag, 0),
 		func(ctx context.Context, in *NodeRef) (*out[client.Node], error) {
