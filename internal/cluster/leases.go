@@ -217,4 +217,3 @@ func (l *Leases) Run(ctx context.Context) {
 		}
 	}
 }
-
