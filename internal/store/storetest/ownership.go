@@ -290,3 +290,118 @@ func testOwnershipRejectsBadInput(t *testing.T, s store.Store) {
 		t.Fatalf("leases after refused acquires: %+v", list)
 	}
 }
+
+// testOwnershipFencedWritesRacingATakeover: node-a writes a sandbox under
+// its fence in a loop while node-b expires node-a's leases, takes the
+// sandbox over and writes it under its own fence. Every node-a write that
+// starts after the takeover is fenced, and none lands after node-b's write:
+// the check and the write are one transaction.
+func testOwnershipFencedWritesRacingATakeover(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createSandbox(t, s, newSandbox("sb-r", store.DefaultTenant, "race", at(0)))
+	_, err := s.AcquireOwnership(ctx, "sb-r", "node-a", time.Hour, time.Now())
+	noErr(t, err, "node-a acquires")
+
+	write := func(node string, epoch int64, reason string) error {
+		cur, err := s.GetSandbox(ctx, store.DefaultTenant, "sb-r")
+		if err != nil {
+			return err
+		}
+		cur.StopReason = reason
+		fctx := store.WithFence(ctx, store.Fence{SandboxID: "sb-r", Node: node, Epoch: epoch, At: time.Now()})
+		_, err = s.UpdateSandbox(fctx, cur)
+		return err
+	}
+
+	var (
+		mu        sync.Mutex
+		takenOver bool
+		aWins     int
+		lateWins  int
+		lateTries int
+	)
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			mu.Lock()
+			after := takenOver
+			mu.Unlock()
+			err := write("node-a", 1, fmt.Sprintf("a-%d", i))
+			mu.Lock()
+			switch {
+			case err == nil && after:
+				lateWins++
+			case err == nil:
+				aWins++
+			case after && !store.IsFenced(err):
+				mu.Unlock()
+				done <- fmt.Errorf("node-a's write after the takeover: %v, want fenced", err)
+				return
+			case after:
+				lateTries++
+			case !errors.Is(err, errs.ErrConflict):
+				mu.Unlock()
+				done <- fmt.Errorf("node-a's write before the takeover: %v", err)
+				return
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Let node-a land some writes, then take the sandbox over.
+	for {
+		cur := getSandbox(t, s, store.DefaultTenant, "sb-r")
+		if cur.Version >= 5 {
+			break
+		}
+	}
+	takeAt := time.Now()
+	_, err = s.ExpireNodeOwnerships(ctx, "node-a", takeAt)
+	noErr(t, err, "expire node-a")
+	_, err = s.AcquireOwnership(ctx, "sb-r", "node-b", time.Hour, takeAt)
+	noErr(t, err, "node-b takes over")
+	mu.Lock()
+	takenOver = true
+	mu.Unlock()
+	for {
+		err := write("node-b", 2, "b")
+		if err == nil {
+			break
+		}
+		wantErr(t, err, errs.ErrConflict, "node-b's write (a version race with node-a is all it may lose)")
+		if store.IsFenced(err) {
+			t.Fatalf("node-b's write fenced: %v", err)
+		}
+	}
+	for {
+		cur := getSandbox(t, s, store.DefaultTenant, "sb-r")
+		if cur.StopReason != "b" {
+			t.Fatalf("a node-a write (%q) landed after node-b's", cur.StopReason)
+		}
+		mu.Lock()
+		enough := lateTries >= 20
+		mu.Unlock()
+		if enough {
+			break
+		}
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if aWins == 0 || lateWins != 0 {
+		t.Fatalf("node-a landed %d writes before and %d after the takeover; want some, then none", aWins, lateWins)
+	}
+	if cur := getSandbox(t, s, store.DefaultTenant, "sb-r"); cur.StopReason != "b" {
+		t.Fatalf("final stop reason %q, want node-b's", cur.StopReason)
+	}
+}

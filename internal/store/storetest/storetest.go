@@ -175,6 +175,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OwnershipRacingAcquiresHaveOneWinner", testOwnershipRacingAcquiresHaveOneWinner},
 		{"OwnershipFencedWritesRefusedAfterTakeover", testOwnershipFencedWrites},
 		{"OwnershipExpireANodesLeasesTogether", testOwnershipExpireNodeTogether},
+		{"OwnershipFencedWritesRacingATakeoverNeverLandAfterIt", testOwnershipFencedWritesRacingATakeover},
 		{"OwnershipRejectsBadInputAndStoresNothing", testOwnershipRejectsBadInput},
 	}
 	for _, tc := range tests {
