@@ -1,9 +1,12 @@
 // Package cluster holds what the nodes of a stead cluster share: the node
 // registry, where every daemon registers itself with its internal address
 // and capacity and refreshes a heartbeat, and an operator cordons, drains
-// and uncordons nodes. It works on the metadata store (PostgreSQL for a
-// cluster; the embedded SQLite store makes a cluster of one node). What one
-// node does to its own sandboxes stays in internal/sandbox.
+// and uncordons nodes; and a node's sandbox owner leases (Leases), which
+// say which node may act on a sandbox and fence the store writes of a node
+// that lost one. It works on the metadata store (PostgreSQL for a cluster;
+// the embedded SQLite store makes a cluster of one node). What one node
+// does to its own sandboxes stays in internal/sandbox. docs/cluster.md is
+// the design.
 package cluster
 
 import (

@@ -220,6 +220,7 @@ type Store interface {
 	ScheduleStore
 	BudgetStore
 	NodeStore
+	OwnershipStore
 
 	Close() error
 }

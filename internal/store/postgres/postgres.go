@@ -211,6 +211,10 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *txn) error) error {
 		_ = tx.Rollback()
 		return fmt.Errorf("take write lock: %w", err)
 	}
+	if err := checkFence(ctx, &txn{tx: tx}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
 	if err := fn(&txn{tx: tx}); err != nil {
 		_ = tx.Rollback()
 		return err

@@ -33,8 +33,9 @@ type Store struct {
 	// queue in database/sql, never inside SQLite, so concurrent writers in
 	// this process cannot hit SQLITE_BUSY or a lock-upgrade deadlock; the
 	// store's writes are small, so serialising them costs little next to the
-	// fsync each commit does anyway.
-	w *sql.DB
+	// fsync each commit does anyway. Its ExecContext honours a
+	// store.WithFence context (see writer).
+	w *writer
 	// r is a pool of query_only connections. In WAL mode readers neither
 	// block the writer nor are blocked by it, so reads scale with the pool
 	// and always see every write that committed before they started.
@@ -156,7 +157,9 @@ func open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	return &Store{path: path, w: w, r: r}, nil
+	st := &Store{path: path, r: r}
+	st.w = &writer{DB: w, s: st}
+	return st, nil
 }
 
 // Close closes both connection pools; the last connection to close
@@ -253,6 +256,10 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	if err := checkFence(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()

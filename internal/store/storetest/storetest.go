@@ -171,6 +171,12 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NodesHeartbeatWithoutTimesIsNow", testNodesHeartbeatZeroTimesMeanNow},
 		{"NodesRejectBadInputAndStoreNothing", testNodesRejectBadInputAndStoreNothing},
 		{"NodesEmptyRegistryListsNone", testNodesEmptyRegistryListsNone},
+		{"OwnershipAcquireRenewTakeoverAndRelease", testOwnershipAcquireRenewTakeover},
+		{"OwnershipRacingAcquiresHaveOneWinner", testOwnershipRacingAcquiresHaveOneWinner},
+		{"OwnershipFencedWritesRefusedAfterTakeover", testOwnershipFencedWrites},
+		{"OwnershipExpireANodesLeasesTogether", testOwnershipExpireNodeTogether},
+		{"OwnershipFencedWritesRacingATakeoverNeverLandAfterIt", testOwnershipFencedWritesRacingATakeover},
+		{"OwnershipRejectsBadInputAndStoresNothing", testOwnershipRejectsBadInput},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
