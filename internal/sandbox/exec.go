@@ -64,6 +64,16 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 // returned in the result; otherwise it is streamed and the result holds
 // only the exit.
 func (s *Service) Exec(ctx context.Context, tenant, id string, req client.ExecRequest, out api.ExecStream) (client.ExecResult, error) {
+	var stdin io.Reader
+	if req.Stdin != "" {
+		stdin = strings.NewReader(req.Stdin)
+	}
+	return s.exec(ctx, tenant, id, req, stdin, out)
+}
+
+// exec is Exec and ExecInput: it runs req with stdin (nil: none) in a
+// running sandbox.
+func (s *Service) exec(ctx context.Context, tenant, id string, req client.ExecRequest, stdin io.Reader, out api.ExecStream) (client.ExecResult, error) {
 	if len(req.Command) == 0 || req.Command[0] == "" {
 		return client.ExecResult{}, fmt.Errorf("exec: command is empty: %w", errs.ErrInvalid)
 	}
@@ -91,10 +101,7 @@ func (s *Service) Exec(ctx context.Context, tenant, id string, req client.ExecRe
 	}
 	s.act.touch(sb.ID, ActivityExec, s.now())
 	defer func() { s.act.touch(sb.ID, ActivityExec, s.now()) }()
-	spec := guest.ExecSpec{Args: req.Command, Env: env, Cwd: req.Cwd, UID: uid, GID: gid, Background: req.Background}
-	if req.Stdin != "" {
-		spec.Stdin = strings.NewReader(req.Stdin)
-	}
+	spec := guest.ExecSpec{Args: req.Command, Env: env, Cwd: req.Cwd, UID: uid, GID: gid, Background: req.Background, Stdin: stdin}
 	var stdout, stderr strings.Builder
 	ow := &streamWriter{s: s, id: sb.ID}
 	ew := &streamWriter{s: s, id: sb.ID}
