@@ -218,13 +218,15 @@ func TestSandboxTokenReachesOnlyItsOwnIDs(t *testing.T) {
 	if res.Run.Status != "running" || res.Run.LastSeq != 2 || len(res.InDoubt) != 1 {
 		t.Errorf("B's run after the attack: %+v", res)
 	}
-	var th []client.Thread
-	agentB.must(http.StatusOK, &th, http.MethodGet, baseB+"/threads", "")
+	var thPage client.Page[client.Thread]
+	agentB.must(http.StatusOK, &thPage, http.MethodGet, baseB+"/threads", "")
+	th := thPage.Items
 	if len(th) != 1 || th[0].Retention.KeepLast != 0 {
 		t.Errorf("B's threads after the attack: %+v", th)
 	}
-	var runs []client.Run
-	agentB.must(http.StatusOK, &runs, http.MethodGet, baseB+"/threads/"+b.thread+"/runs", "")
+	var runsPage client.Page[client.Run]
+	agentB.must(http.StatusOK, &runsPage, http.MethodGet, baseB+"/threads/"+b.thread+"/runs", "")
+	runs := runsPage.Items
 	if len(runs) != 1 {
 		t.Errorf("B's runs after the attack: %+v", runs)
 	}
@@ -238,8 +240,9 @@ func TestSandboxTokenReachesOnlyItsOwnIDs(t *testing.T) {
 	if kv.Version != 1 || string(kv.Value) != `"bravo-marker"` {
 		t.Errorf("B's key after the attack: %+v", kv)
 	}
-	var versions []client.Checkpoint
-	agentB.must(http.StatusOK, &versions, http.MethodGet, baseB+"/checkpoints/"+b.doc+"/versions", "")
+	var versionsPage client.Page[client.Checkpoint]
+	agentB.must(http.StatusOK, &versionsPage, http.MethodGet, baseB+"/checkpoints/"+b.doc+"/versions", "")
+	versions := versionsPage.Items
 	if len(versions) != 1 {
 		t.Errorf("B's checkpoint after the attack: %+v", versions)
 	}
