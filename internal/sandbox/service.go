@@ -139,7 +139,8 @@ type Service struct {
 	portCache portEntries
 	limits    limitWatch
 	sched     schedState
-	budgets   Budgets // budgets.go
+	budgets   Budgets  // budgets.go
+	warm      warmPool // warm.go
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -375,6 +376,11 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	tmpl, err := s.template(ctx, tenant, tmplID)
 	if err != nil {
 		return client.Sandbox{}, err
+	}
+	if warmFits(req, sp) {
+		if sb, ok, err := s.takeWarm(ctx, tenant, req.Name, tmpl, sp); ok {
+			return sb, err
+		}
 	}
 	specJSON, _ := json.Marshal(sp)
 	return s.materialize(ctx, tenant, id, name, tmpl, specJSON, templateDataset(tenant, tmpl.ID), req.NoStart)
