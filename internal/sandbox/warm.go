@@ -227,7 +227,7 @@ func (s *Service) makeWarm(ctx context.Context, key warmKey) (string, error) {
 	if err := s.rt.Start(ctx, rs); err != nil {
 		return fail(err)
 	}
-	s.log.Debug("warm sandbox ready", "sandbox", id, "tenant", key.tenant, "template", key.template)
+	s.log.Info("warm sandbox ready", "sandbox", id, "tenant", key.tenant, "template", key.template)
 	return id, nil
 }
 
