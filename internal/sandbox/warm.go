@@ -120,7 +120,8 @@ func (s *Service) WarmStats() WarmStats {
 }
 
 // RunWarm keeps the warm pools of specs filled until ctx ends, then
-// destroys the warm sandboxes still held. Call it after Reconcile.
+// destroys the warm sandboxes still held. Call it after Reconcile (which
+// removes the warm sandboxes of an earlier daemon).
 func (s *Service) RunWarm(ctx context.Context, specs []WarmSpec) {
 	w := &s.warm
 	w.mu.Lock()
@@ -136,7 +137,6 @@ func (s *Service) RunWarm(ctx context.Context, specs []WarmSpec) {
 		w.specs[warmKey{t, sp.Template}] = sp.Size
 	}
 	w.mu.Unlock()
-	s.dropWarmLeftovers(ctx)
 	tick := time.NewTicker(5 * time.Second) // retry after a failure
 	defer tick.Stop()
 	for {
@@ -258,7 +258,9 @@ func (s *Service) drainWarm(ctx context.Context) {
 
 // dropWarmLeftovers deletes the sandbox datasets without a record: warm
 // sandboxes of an earlier daemon (a create writes its record before its
-// dataset, so no create in progress owns one).
+// dataset, so no create in progress owns one; it runs before serving).
+// Only ids of newID's form are considered: a rollback's temporary dataset
+// (rollbackPrefix) has its own cleanup.
 func (s *Service) dropWarmLeftovers(ctx context.Context) {
 	ids, err := s.pool.List(ctx, pool.KindSandbox)
 	if err != nil {
@@ -275,7 +277,7 @@ func (s *Service) dropWarmLeftovers(ctx context.Context) {
 		known[sb.ID] = true
 	}
 	for _, id := range ids {
-		if known[id] {
+		if known[id] || !strings.HasPrefix(id, "sb-") {
 			continue
 		}
 		s.log.Warn("removing a warm sandbox of an earlier run", "sandbox", id)
