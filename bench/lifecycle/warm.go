@@ -17,7 +17,7 @@ const warmSize = 4
 // the host template (`serve --warm host=4`) and on one without, one
 // iteration on each in turn. Each pooled create is checked in the
 // daemon's log to have come from the pool, and the pool is let refill
-// (untimed) before the next one.
+// (untimed) before the cold create, so that neither side pays for it.
 func warmPairs(ctx context.Context, n int, bin, poolKind string) ([]benchd.Series, error) {
 	pooled, err := benchd.Start(ctx, bin, poolKind, 16, "--warm", fmt.Sprintf("host=%d", warmSize))
 	if err != nil {
@@ -65,13 +65,14 @@ func warmPairs(ctx context.Context, n int, bin, poolKind string) ([]benchd.Serie
 		}
 		fromPool = append(fromPool, d)
 		made++
+		// The refill ends before the cold create: neither side pays for it.
+		if err := waitWarm(pooled, made); err != nil {
+			return nil, err
+		}
 		if d, _, err = one(cold.Client); err != nil {
 			return nil, fmt.Errorf("cold create: %w", err)
 		}
 		coldD = append(coldD, d)
-		if err := waitWarm(pooled, made); err != nil {
-			return nil, err
-		}
 	}
 	return []benchd.Series{
 		{Name: fmt.Sprintf("stead create → first exec, from a warm pool (serve --warm host=%d)", warmSize), D: fromPool},

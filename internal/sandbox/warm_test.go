@@ -271,3 +271,39 @@ func TestParseWarmSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmPoolOfATenantServesThatTenantOnly: a pool of one tenant's
+// template is taken by that tenant's creates, never by another's, and the
+// taken sandbox is the tenant's alone.
+func TestWarmPoolOfATenantServesThatTenantOnly(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	if _, err := s.CreateTenant(ctx, client.CreateTenantRequest{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.template(ctx, "acme", "host"); err != nil {
+		t.Fatal(err)
+	}
+	runWarm(t, s, 1, WarmSpec{Tenant: "acme", Template: "host", Size: 1})
+	checkInvisible(t, s, s.warmIDs(), 0)
+	other, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.WarmStats(); st.Taken != 0 || st.Ready != 1 {
+		t.Fatalf("another tenant's create took acme's warm sandbox: %+v", st)
+	}
+	sb, err := s.CreateSandbox(ctx, "acme", client.CreateSandboxRequest{Name: "mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.WarmStats(); st.Taken != 1 || sb.ID == other.ID {
+		t.Fatalf("acme's create did not take its warm sandbox: %+v", st)
+	}
+	if _, err := s.GetSandbox(ctx, store.DefaultTenant, sb.ID); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("acme's sandbox seen by the default tenant: %v", err)
+	}
+	if got, err := s.GetSandbox(ctx, "acme", "mine"); err != nil || got.ID != sb.ID {
+		t.Fatalf("acme get: %+v %v", got, err)
+	}
+}
