@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -306,4 +307,28 @@ func TestWarmPoolOfATenantServesThatTenantOnly(t *testing.T) {
 	if got, err := s.GetSandbox(ctx, "acme", "mine"); err != nil || got.ID != sb.ID {
 		t.Fatalf("acme get: %+v %v", got, err)
 	}
+}
+
+// FuzzParseWarmSpec: any input parses to a valid spec that prints back to
+// itself, or is refused as invalid.
+func FuzzParseWarmSpec(f *testing.F) {
+	for _, s := range []string{"host=4", "acme/python=0", "host", "=1", "a/b/c=1", "host=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		w, err := ParseWarmSpec(in)
+		if err != nil {
+			if !errors.Is(err, errs.ErrInvalid) {
+				t.Fatalf("ParseWarmSpec(%q): %v is not ErrInvalid", in, err)
+			}
+			return
+		}
+		if w.Size < 0 || w.Size > 1000 || w.Tenant == "" || checkName("template", w.Template) != nil {
+			t.Fatalf("ParseWarmSpec(%q) = %+v", in, w)
+		}
+		again, err := ParseWarmSpec(w.Tenant + "/" + w.Template + "=" + strconv.Itoa(w.Size))
+		if err != nil || again != w {
+			t.Fatalf("ParseWarmSpec(%q) = %+v does not print back: %+v %v", in, w, again, err)
+		}
+	})
 }
