@@ -37,9 +37,9 @@ func (s *Service) warmIDs() []string {
 }
 
 // checkInvisible fails unless no tenant's list, get or quota usage shows
-// any of ids; running is the number of the default tenant's real running
+// any of ids; running is the number of each tenant's real running
 // sandboxes.
-func checkInvisible(t *testing.T, s *Service, ids []string, running int64) {
+func checkInvisible(t *testing.T, s *Service, ids []string, running map[string]int64) {
 	t.Helper()
 	ctx := context.Background()
 	all, err := s.st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
@@ -74,11 +74,7 @@ func checkInvisible(t *testing.T, s *Service, ids []string, running int64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := int64(0)
-		if tn.ID == store.DefaultTenant {
-			want = running
-		}
-		if use.running != want {
+		if use.running != running[tn.ID] {
 			t.Fatalf("tenant %s is charged for warm sandboxes: %+v", tn.ID, use)
 		}
 	}
@@ -93,7 +89,7 @@ func TestWarmCreateTakesAPooledSandboxAndRefills(t *testing.T) {
 	}
 	runWarm(t, s, 2, WarmSpec{Template: "host", Size: 2})
 	warm := s.warmIDs()
-	checkInvisible(t, s, warm, 0)
+	checkInvisible(t, s, warm, nil)
 
 	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "quick", Env: map[string]string{"GREETING": "hello"},
 		Labels: map[string]string{"team": "a"}, Network: &client.NetworkPolicy{Internet: new(false)}})
@@ -136,7 +132,7 @@ func TestWarmCreateTakesAPooledSandboxAndRefills(t *testing.T) {
 	}
 
 	waitFor(t, "the pool to refill", func() bool { st := s.WarmStats(); return st.Ready == 2 && st.Made == 3 })
-	checkInvisible(t, s, s.warmIDs(), 1)
+	checkInvisible(t, s, s.warmIDs(), map[string]int64{store.DefaultTenant: 1})
 
 	// A file left by one taker is not seen by the next.
 	s.testWrite(t, sb.ID, "/workspace/secret", "tenant a's")
@@ -251,7 +247,7 @@ func TestWarmSandboxesOfADeadDaemonAreCleaned(t *testing.T) {
 	if !slices.Contains(live, kept.ID) || !slices.Contains(ids, kept.ID) {
 		t.Fatalf("the real sandbox was lost: datasets %v, runtime %v", ids, live)
 	}
-	checkInvisible(t, s2, append(warm, s2.warmIDs()...), 1)
+	checkInvisible(t, s2, append(warm, s2.warmIDs()...), map[string]int64{store.DefaultTenant: 1})
 	if got, err := s2.GetSandbox(ctx, tn, "kept"); err != nil || got.State != "running" {
 		t.Fatalf("kept sandbox after restart: %+v %v", got, err)
 	}
@@ -286,7 +282,7 @@ func TestWarmPoolOfATenantServesThatTenantOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	runWarm(t, s, 1, WarmSpec{Tenant: "acme", Template: "host", Size: 1})
-	checkInvisible(t, s, s.warmIDs(), 0)
+	checkInvisible(t, s, s.warmIDs(), nil)
 	other, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "mine"})
 	if err != nil {
 		t.Fatal(err)
@@ -307,6 +303,23 @@ func TestWarmPoolOfATenantServesThatTenantOnly(t *testing.T) {
 	if got, err := s.GetSandbox(ctx, "acme", "mine"); err != nil || got.ID != sb.ID {
 		t.Fatalf("acme get: %+v %v", got, err)
 	}
+	// A create over the tenant's quota is refused and takes nothing: the
+	// warm sandbox stays in the pool, no record is made.
+	waitFor(t, "the pool to refill", func() bool { return s.WarmStats().Ready == 1 })
+	held := s.warmIDs()
+	if _, err := s.SetTenantQuotas(ctx, "acme", client.SetQuotasRequest{RunningSandboxes: qi(1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSandbox(ctx, "acme", client.CreateSandboxRequest{Name: "over"}); !errors.As(err, new(*errs.QuotaError)) {
+		t.Fatalf("create over the quota: %v", err)
+	}
+	if st := s.WarmStats(); st.Taken != 1 || !slices.Equal(s.warmIDs(), held) {
+		t.Fatalf("a refused create changed the pool: %+v %v, held %v", st, s.warmIDs(), held)
+	}
+	if _, err := s.GetSandbox(ctx, "acme", "over"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("a refused create left a record: %v", err)
+	}
+	checkInvisible(t, s, held, map[string]int64{store.DefaultTenant: 1, "acme": 1})
 }
 
 // FuzzParseWarmSpec: any input parses to a valid spec that prints back to
