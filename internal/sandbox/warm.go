@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/network/policy"
 	"github.com/stead-dev/stead/internal/pool"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
@@ -201,7 +205,11 @@ func (s *Service) makeWarm(ctx context.Context, key warmKey) (string, error) {
 	sp := warmSpec()
 	specJSON, _ := json.Marshal(sp)
 	sb := store.Sandbox{ID: id, TenantID: key.tenant, Name: id, TemplateID: tmpl.ID, Spec: specJSON}
+	if err := s.markWarm(id); err != nil {
+		return "", err
+	}
 	if err := s.pool.Clone(ctx, templateDataset(key.tenant, tmpl.ID), datasetName(id), pool.CloneOptions{}); err != nil {
+		s.unmarkWarm(id)
 		return "", err
 	}
 	fail := func(err error) (string, error) {
@@ -238,7 +246,9 @@ func (s *Service) destroyWarm(ctx context.Context, id string) {
 	s.releaseNetwork(ctx, id)
 	if err := s.pool.Delete(ctx, datasetName(id)); err != nil {
 		s.log.Error("delete a warm sandbox", "sandbox", id, "err", err)
+		return // marked still: the next daemon tries again
 	}
+	s.unmarkWarm(id)
 }
 
 // drainWarm destroys every warm sandbox held.
@@ -256,15 +266,22 @@ func (s *Service) drainWarm(ctx context.Context) {
 	}
 }
 
-// dropWarmLeftovers deletes the sandbox datasets without a record: warm
-// sandboxes of an earlier daemon (a create writes its record before its
-// dataset, so no create in progress owns one; it runs before serving).
-// Only ids of newID's form are considered: a rollback's temporary dataset
-// (rollbackPrefix) has its own cleanup.
+// dropWarmLeftovers removes the warm sandboxes an earlier daemon left:
+// those marked in WarmDir that have no record. A marked id with a record
+// was taken (the daemon died before it dropped the mark): only its mark
+// goes. Nothing unmarked is ever removed, so a lost or replaced metadata
+// store never costs a sandbox its data. It runs before serving.
 func (s *Service) dropWarmLeftovers(ctx context.Context) {
-	ids, err := s.pool.List(ctx, pool.KindSandbox)
+	dir := s.opts.WarmDir
+	if dir == "" {
+		return
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
 	if err != nil {
-		s.log.Error("list sandbox datasets", "err", err)
+		s.log.Error("list warm sandbox marks", "dir", dir, "err", err)
 		return
 	}
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
@@ -276,12 +293,56 @@ func (s *Service) dropWarmLeftovers(ctx context.Context) {
 	for _, sb := range list {
 		known[sb.ID] = true
 	}
-	for _, id := range ids {
-		if known[id] || !strings.HasPrefix(id, "sb-") {
+	for _, e := range ents {
+		id := e.Name()
+		if !strings.HasPrefix(id, "sb-") || !e.Type().IsRegular() {
+			continue
+		}
+		if known[id] {
+			s.unmarkWarm(id)
 			continue
 		}
 		s.log.Warn("removing a warm sandbox of an earlier run", "sandbox", id)
 		s.destroyWarm(ctx, id)
+	}
+}
+
+// markWarm records durably that id is a warm sandbox, before its dataset
+// exists (see Options.WarmDir).
+func (s *Service) markWarm(id string) error {
+	dir := s.opts.WarmDir
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("warm sandbox marks: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, id), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("mark warm sandbox %s: %w", id, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsutil.SyncDir(dir)
+	}
+	if err != nil {
+		os.Remove(filepath.Join(dir, id))
+		return fmt.Errorf("mark warm sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// unmarkWarm drops id's mark (best effort: a mark left over is settled by
+// the next daemon's dropWarmLeftovers).
+func (s *Service) unmarkWarm(id string) {
+	if s.opts.WarmDir == "" {
+		return
+	}
+	if err := os.Remove(filepath.Join(s.opts.WarmDir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("drop a warm sandbox's mark", "sandbox", id, "err", err)
 	}
 }
 
@@ -398,6 +459,7 @@ func (s *Service) takeWarm(ctx context.Context, tenant, name string, tmpl store.
 		}
 		return client.Sandbox{}, true, err
 	}
+	s.unmarkWarm(id) // its record owns it now
 	s.act.started(id, now)
 	w.taken.Add(1)
 	s.log.Info("sandbox created", "sandbox", id, "tenant", tenant, "warm", true)

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +103,9 @@ func TestWarmCreateTakesAPooledSandboxAndRefills(t *testing.T) {
 	}
 	if !slices.Contains(warm, sb.ID) || sb.Name != "quick" || sb.State != "running" || sb.Labels["team"] != "a" {
 		t.Fatalf("created %+v; warm were %v", sb, warm)
+	}
+	if _, err := os.Stat(filepath.Join(s.opts.WarmDir, sb.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the taken sandbox is still marked warm (a restart would remove it): %v", err)
 	}
 	got, err := s.GetSandbox(ctx, tn, "quick")
 	if err != nil || got.ID != sb.ID {
@@ -205,13 +210,22 @@ func TestWarmSandboxesOfADeadDaemonAreCleaned(t *testing.T) {
 	s := newService(t)
 	ctx := context.Background()
 	tn := store.DefaultTenant
-	if _, err := s.template(ctx, tn, "host"); err != nil {
+	tmpl, err := s.template(ctx, tn, "host")
+	if err != nil {
 		t.Fatal(err)
 	}
 	kept, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "kept"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A sandbox dataset the store does not know and no mark names (as
+	// after a lost or replaced metadata store) is never taken for a warm
+	// leftover: it stays.
+	stray := newID()
+	if err := s.pool.Clone(ctx, templateDataset(tn, tmpl.ID), datasetName(stray), pool.CloneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.pool.Delete(context.Background(), datasetName(stray)) })
 	// The first daemon makes two warm sandboxes and dies without draining
 	// (its pool state is simply forgotten).
 	wctx, cancel := context.WithCancel(ctx)
@@ -246,6 +260,12 @@ func TestWarmSandboxesOfADeadDaemonAreCleaned(t *testing.T) {
 	}
 	if !slices.Contains(live, kept.ID) || !slices.Contains(ids, kept.ID) {
 		t.Fatalf("the real sandbox was lost: datasets %v, runtime %v", ids, live)
+	}
+	if !slices.Contains(ids, stray) {
+		t.Fatalf("an unmarked dataset without a record (%s) was removed: datasets %v", stray, ids)
+	}
+	if marks, err := os.ReadDir(s.opts.WarmDir); err != nil || len(marks) != 1 {
+		t.Fatalf("warm marks after the restart: %v %v (want only the new pool's one)", marks, err)
 	}
 	checkInvisible(t, s2, append(warm, s2.warmIDs()...), map[string]int64{store.DefaultTenant: 1})
 	if got, err := s2.GetSandbox(ctx, tn, "kept"); err != nil || got.State != "running" {
