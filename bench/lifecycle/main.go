@@ -127,6 +127,11 @@ func run(n int, bin, poolKind string) error {
 		return err
 	}
 	results = append(results, pairs...)
+	warmRows, err := warmPairs(ctx, n, bin, poolKind)
+	if err != nil {
+		return fmt.Errorf("warm pool: %w", err)
+	}
+	results = append(results, warmRows...)
 	netTotal, phases, err := createPhases(ctx, n, bin, poolKind)
 	if err != nil {
 		return fmt.Errorf("create phases: %w", err)
@@ -228,6 +233,8 @@ func run(n int, bin, poolKind string) error {
 		fmt.Printf("\ncold create → first exec with user namespace + networking / `runc run` with a user namespace: %.2fx (target <= 0.75x)\n",
 			float64(netTotal.Pct(0.5))/float64(runcUserNSP50))
 	}
+	fmt.Printf("\ncreate → first exec from the warm pool / cold, paired: %.2fx\n",
+		float64(warmRows[0].Pct(0.5))/float64(warmRows[1].Pct(0.5)))
 	printPhases(netTotal, phases)
 	fmt.Printf("\nstead daemon RSS with one idle sandbox: %.1f MiB\n", float64(idleRSS)/(1<<20))
 	return nil

@@ -75,6 +75,9 @@ type Config struct {
 	// Growth configures the limit warnings and the large-state-file hint
 	// (zero values: the defaults).
 	Growth sandbox.GrowthOptions
+	// Warm lists the warm pools: per tenant and template, how many
+	// started sandboxes are kept ready for plain creates (sandbox/warm.go).
+	Warm []sandbox.WarmSpec
 	// PolicyInterval is how often idle and retention policies run.
 	PolicyInterval time.Duration
 	// AuditCheckpointInterval is how often the audit trail's head is
@@ -316,6 +319,10 @@ func Run(ctx context.Context, cfg Config) error {
 	go auditLog.Run(pctx)
 	go hub.Run(pctx)
 	go svc.CheckRepoKey(pctx)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	warmDone := make(chan struct{})
+	go func() { svc.RunWarm(wctx, cfg.Warm); close(warmDone) }()
 	go nodes.Run(pctx)
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind(), "admin_key", keyPath)
 
@@ -329,6 +336,14 @@ func Run(ctx context.Context, cfg Config) error {
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	srv.Shutdown(sctx)
+	// Warm sandboxes have no record: they go with the daemon (or, after a
+	// kill, with the next daemon's start).
+	wcancel()
+	select {
+	case <-warmDone:
+	case <-time.After(10 * time.Second):
+		log.Warn("warm sandboxes left for the next start to remove")
+	}
 	log.Info("stead stopped; sandboxes keep running")
 	return nil
 }

@@ -65,6 +65,12 @@ type Options struct {
 	// StageDir holds the private staging mounts of volume sub-paths
 	// (default: a directory under the system temp dir).
 	StageDir string
+	// WarmDir holds one marker file per warm sandbox, written durably
+	// before its dataset exists, so that the next daemon removes exactly
+	// the warm sandboxes a dead one left and nothing else (default:
+	// DataDir/warm; with neither, a dead daemon's warm sandboxes are left
+	// in the pool, never guessed at).
+	WarmDir string
 	// AgentSockets, when set, serves the API inside every running sandbox
 	// at /run/stead/api.sock for the sandbox's own token.
 	AgentSockets AgentSockets
@@ -139,7 +145,8 @@ type Service struct {
 	portCache portEntries
 	limits    limitWatch
 	sched     schedState
-	budgets   Budgets // budgets.go
+	budgets   Budgets  // budgets.go
+	warm      warmPool // warm.go
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -161,6 +168,9 @@ func New(opts Options) *Service {
 	}
 	if opts.StageDir == "" {
 		opts.StageDir = filepath.Join(os.TempDir(), "stead-stage")
+	}
+	if opts.WarmDir == "" && opts.DataDir != "" {
+		opts.WarmDir = filepath.Join(opts.DataDir, "warm")
 	}
 	s := &Service{opts: opts, st: opts.Store, pool: opts.Pool, rt: opts.Runtime, log: opts.Logger, act: newActivity(), Service: state.New(opts.Store),
 		Sessions: session.New(opts.Store),
@@ -375,6 +385,11 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	tmpl, err := s.template(ctx, tenant, tmplID)
 	if err != nil {
 		return client.Sandbox{}, err
+	}
+	if warmFits(req, sp) {
+		if sb, ok, err := s.takeWarm(ctx, tenant, req.Name, tmpl, sp); ok {
+			return sb, err
+		}
 	}
 	specJSON, _ := json.Marshal(sp)
 	return s.materialize(ctx, tenant, id, name, tmpl, specJSON, templateDataset(tenant, tmpl.ID), req.NoStart)

@@ -38,7 +38,7 @@ func newService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Options{Store: st, Pool: pl, Runtime: rt})
+	s := New(Options{Store: st, Pool: pl, Runtime: rt, WarmDir: filepath.Join(base, "warm")})
 	if _, err := s.Bootstrap(ctx, nil); err != nil {
 		t.Fatal(err)
 	}

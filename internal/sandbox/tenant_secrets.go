@@ -423,14 +423,27 @@ func writeSecretFile(p, value string) error {
 // wins a name both set): a rotation reaches the next exec.
 func (s *Service) withSecretEnv(ctx context.Context, sb store.Sandbox, env []string) ([]string, error) {
 	sp, err := decodeSpec(sb)
-	if err != nil || len(sp.SecretRefs) == 0 {
+	if err != nil {
 		return env, err
+	}
+	var base []string
+	if sp.Warm && len(sp.Env) > 0 {
+		// From the warm pool: it booted without its environment (warm.go).
+		if err := s.openEnv(sb.ID, &sp); err != nil {
+			return nil, err
+		}
+		if base, err = envList(sp.Env); err != nil {
+			return nil, err
+		}
+	}
+	if len(sp.SecretRefs) == 0 {
+		return append(base, env...), nil
 	}
 	senv, err := s.secretEnv(ctx, sb.TenantID, sp.SecretRefs)
 	if err != nil {
 		return nil, err
 	}
-	return append(senv, env...), nil
+	return append(append(base, senv...), env...), nil
 }
 
 // secretStage is the host directory where the secret files of sandbox id

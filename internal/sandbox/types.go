@@ -147,6 +147,9 @@ type spec struct {
 	Ports []portSpec `json:"ports,omitempty"`
 	// Labels are given at create and kept by forks and restores.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Warm is set on a sandbox taken from the warm pool (warm.go): it
+	// booted without Env, so every exec is given Env until its next start.
+	Warm bool `json:"warm,omitempty"`
 }
 
 // parseDuration parses an optional Go duration; "" gives def.
