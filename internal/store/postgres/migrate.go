@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/store/sqldb"
 )
 
 //go:embed migrations/*.sql
@@ -140,7 +141,7 @@ func migrateOne(ctx context.Context, db *sql.DB, ms []migration) (done bool, err
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return false, fmt.Errorf("apply migration %s: %w", m.name, err)
 	}
-	at, err := formatTime(time.Now())
+	at, err := sqldb.FormatTime(time.Now())
 	if err != nil {
 		return false, err
 	}

@@ -78,7 +78,7 @@ func TestStoreContract(t *testing.T) {
 
 func schemaVersions(t *testing.T, s *Store) []int {
 	t.Helper()
-	rows, err := s.r.QueryContext(t.Context(), "SELECT version FROM schema_migrations ORDER BY version")
+	rows, err := s.db.QueryContext(t.Context(), "SELECT version FROM schema_migrations ORDER BY version")
 	if err != nil {
 		t.Fatalf("read schema_migrations: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		t.Errorf("schema_migrations %v after failed migration, want %v", got, want)
 	}
 	var n int
-	if err := s.r.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM pg_tables WHERE tablename = 'half_done'").Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM pg_tables WHERE tablename = 'half_done'").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -213,8 +213,8 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	s := openDSN(t, dsn)
 	vs := allVersions(t)
 	future := vs[len(vs)-1] + 1
-	if _, err := s.w.ExecContext(t.Context(),
-		"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from_the_future', '2030-01-01T00:00:00.000000000Z')",
+	if _, err := s.db.ExecContext(t.Context(),
+		"INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, 'from_the_future', '2030-01-01T00:00:00.000000000Z')",
 		future); err != nil {
 		t.Fatal(err)
 	}

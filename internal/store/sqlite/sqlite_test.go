@@ -119,7 +119,7 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		name:    "9999_bad",
 		sql:     "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);",
 	}
-	err = migrate(t.Context(), s.w.DB, append(ms, bad))
+	err = migrate(t.Context(), s.w, append(ms, bad))
 	if err == nil || !strings.Contains(err.Error(), "9999_bad") {
 		t.Fatalf("migrate with a broken step: %v, want an error naming it", err)
 	}
@@ -161,7 +161,7 @@ func TestConnectionsRunWALWithFullSyncAndForeignKeys(t *testing.T) {
 	ctx := t.Context()
 	pragma := func(pool string, q string) string {
 		t.Helper()
-		db := s.w.DB
+		db := s.w
 		if pool == "reader" {
 			db = s.r
 		}

@@ -1,4 +1,4 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
@@ -26,16 +26,16 @@ func (s *Store) CreateTemplate(ctx context.Context, t store.Template) error {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now()
 	}
-	created, err := formatTime(t.CreatedAt)
+	created, err := FormatTime(t.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("create template %s: created_at: %w", t.ID, err)
 	}
 	_, err = s.w.ExecContext(ctx, "INSERT INTO templates ("+templateCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
 		t.TenantID, t.ID, t.Kind, t.Source, t.Digest, t.Config, t.SizeBytes, created)
 	switch {
-	case isUnique(err):
+	case s.isUnique(err):
 		return fmt.Errorf("create template %s: id already taken: %w", t.ID, errs.ErrConflict)
-	case isForeignKey(err):
+	case s.isForeignKey(err):
 		return fmt.Errorf("create template %s: tenant %s: %w", t.ID, t.TenantID, errs.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("create template %s: %w", t.ID, err)

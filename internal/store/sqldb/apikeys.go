@@ -1,4 +1,4 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = now()
 	}
-	created, err := formatTime(k.CreatedAt)
+	created, err := FormatTime(k.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("create api key %s: created_at: %w", k.ID, err)
 	}
@@ -63,9 +63,9 @@ func (s *Store) CreateAPIKey(ctx context.Context, k store.APIKey) error {
 	_, err = s.w.ExecContext(ctx, "INSERT INTO api_keys ("+apiKeyCols+", admin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		k.ID, k.TenantID, k.Name, k.Hash, k.Role, scope, expires, k.RotatedTo, created, k.Role == store.RoleAdmin)
 	switch {
-	case isUnique(err):
+	case s.isUnique(err):
 		return fmt.Errorf("create api key %s: id or secret already taken: %w", k.ID, errs.ErrConflict)
-	case isForeignKey(err):
+	case s.isForeignKey(err):
 		return fmt.Errorf("create api key %s: tenant %s: %w", k.ID, k.TenantID, errs.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("create api key %s: %w", k.ID, err)

@@ -1,4 +1,4 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
@@ -45,11 +45,11 @@ func (s *Store) CreateBudget(ctx context.Context, b store.Budget) (store.Budget,
 	}
 	b.CreatedAt, b.UpdatedAt = normTime(b.CreatedAt), normTime(b.UpdatedAt)
 	b.State = normBudgetState(b.State)
-	created, err := formatTime(b.CreatedAt)
+	created, err := FormatTime(b.CreatedAt)
 	if err != nil {
 		return store.Budget{}, fmt.Errorf("create budget %s: %w", b.ID, err)
 	}
-	updated, err := formatTime(b.UpdatedAt)
+	updated, err := FormatTime(b.UpdatedAt)
 	if err != nil {
 		return store.Budget{}, fmt.Errorf("create budget %s: %w", b.ID, err)
 	}
@@ -61,7 +61,7 @@ func (s *Store) CreateBudget(ctx context.Context, b store.Budget) (store.Budget,
 	if err != nil {
 		return store.Budget{}, fmt.Errorf("create budget %s: %w", b.ID, err)
 	}
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		var n int
 		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM tenants WHERE id = ?", b.TenantID).Scan(&n); err != nil {
 			return err
@@ -84,9 +84,9 @@ func (s *Store) CreateBudget(ctx context.Context, b store.Budget) (store.Budget,
 			b.State.WarnedPeriod, warnedAt, b.State.WarnedSpendMicros, b.State.WarnedCapMicros,
 			b.State.ExceededPeriod, exceededAt, b.State.ExceededSpendMicros, b.State.ExceededCapMicros, created, updated)
 		switch {
-		case isUnique(err):
+		case s.isUnique(err):
 			return fmt.Errorf("id taken: %w", errs.ErrConflict)
-		case isForeignKey(err):
+		case s.isForeignKey(err):
 			return fmt.Errorf("tenant %s or sandbox %s: %w", b.TenantID, b.SandboxID, errs.ErrNotFound)
 		}
 		return err
@@ -128,7 +128,7 @@ func (s *Store) UpdateBudget(ctx context.Context, b store.Budget) (store.Budget,
 	if b.UpdatedAt.IsZero() {
 		b.UpdatedAt = now()
 	}
-	updated, err := formatTime(normTime(b.UpdatedAt))
+	updated, err := FormatTime(normTime(b.UpdatedAt))
 	if err != nil {
 		return store.Budget{}, fmt.Errorf("update budget %s: %w", b.ID, err)
 	}

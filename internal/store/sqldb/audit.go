@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	case e.Action == "" || len(e.Hash) == 0:
 		return fmt.Errorf("append audit entry %d: empty action or hash: %w", e.Seq, errs.ErrInvalid)
 	}
-	at, err := formatTime(e.Time)
+	at, err := FormatTime(e.Time)
 	if err != nil {
 		return fmt.Errorf("append audit entry %d: time: %w", e.Seq, err)
 	}
@@ -50,7 +50,7 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 		_, err = tx.ExecContext(ctx, "INSERT INTO audit_entries ("+auditCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			e.Seq, at, e.Actor, e.Tenant, e.Action, e.Target, e.Outcome,
 			hex.EncodeToString(e.PrevHash), hex.EncodeToString(e.Hash))
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("seq taken: %w", errs.ErrConflict)
 		}
 		return err
@@ -80,7 +80,7 @@ func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]store.Aud
 	where = append(where, "seq > ?")
 	args = append(args, f.AfterSeq)
 	if !f.Since.IsZero() {
-		since, err := formatTime(f.Since)
+		since, err := FormatTime(f.Since)
 		if err != nil {
 			return nil, fmt.Errorf("list audit entries: since: %w", err)
 		}
@@ -125,7 +125,7 @@ func putCheckpoint(ctx context.Context, tx *txn, c store.AuditCheckpoint, replac
 	case len(c.Hash) == 0 || len(c.Signature) == 0 || c.KeyID == "":
 		return fmt.Errorf("empty hash, signature or key id: %w", errs.ErrInvalid)
 	}
-	at, err := formatTime(c.Time)
+	at, err := FormatTime(c.Time)
 	if err != nil {
 		return fmt.Errorf("time: %w", err)
 	}
@@ -143,7 +143,7 @@ func putCheckpoint(ctx context.Context, tx *txn, c store.AuditCheckpoint, replac
 	}
 	_, err = tx.ExecContext(ctx, "INSERT INTO audit_checkpoints ("+auditCheckCols+") VALUES (?, ?, ?, ?, ?, ?)",
 		c.Seq, hex.EncodeToString(c.Hash), c.Start, at, c.KeyID, hex.EncodeToString(c.Signature))
-	if isUnique(err) {
+	if tx.s.isUnique(err) {
 		return fmt.Errorf("a checkpoint of seq %d exists: %w", c.Seq, errs.ErrConflict)
 	}
 	return err

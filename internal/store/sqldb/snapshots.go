@@ -1,4 +1,4 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
@@ -24,16 +24,16 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn store.Snapshot) error {
 	if sn.CreatedAt.IsZero() {
 		sn.CreatedAt = now()
 	}
-	created, err := formatTime(sn.CreatedAt)
+	created, err := FormatTime(sn.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("create snapshot %s: created_at: %w", sn.ID, err)
 	}
 	_, err = s.w.ExecContext(ctx, "INSERT INTO snapshots ("+snapshotCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		sn.TenantID, sn.ID, sn.SandboxID, sn.SandboxName, sn.ParentID, sn.Label, sn.Description, sn.Kind, int64(sn.FrozenFor), created, sn.TemplateID, sn.Spec)
 	switch {
-	case isUnique(err):
+	case s.isUnique(err):
 		return fmt.Errorf("create snapshot %s: id already taken: %w", sn.ID, errs.ErrConflict)
-	case isForeignKey(err):
+	case s.isForeignKey(err):
 		return fmt.Errorf("create snapshot %s: tenant %s: %w", sn.ID, sn.TenantID, errs.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("create snapshot %s: %w", sn.ID, err)

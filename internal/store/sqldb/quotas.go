@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (s *Store) SetTenantQuota(ctx context.Context, q store.TenantQuota) (store.
 		q.UpdatedAt = now()
 	}
 	q.UpdatedAt = normTime(q.UpdatedAt)
-	updated, err := formatTime(q.UpdatedAt)
+	updated, err := FormatTime(q.UpdatedAt)
 	if err != nil {
 		return store.TenantQuota{}, fmt.Errorf("set quotas of tenant %s: updated_at: %w", q.TenantID, err)
 	}
@@ -76,7 +76,7 @@ func (s *Store) SetTenantQuota(ctx context.Context, q store.TenantQuota) (store.
 		"updated_at = excluded.updated_at",
 		q.TenantID, intOrNull(q.RunningSandboxes), cpus, intOrNull(q.MemoryBytes), intOrNull(q.DiskBytes),
 		intOrNull(q.Volumes), intOrNull(q.RepositoryBytes), intOrNull(q.Snapshots), intOrNull(q.StateBytes), updated)
-	if isForeignKey(err) {
+	if s.isForeignKey(err) {
 		return store.TenantQuota{}, fmt.Errorf("set quotas: tenant %s: %w", q.TenantID, errs.ErrNotFound)
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -56,11 +56,11 @@ func (s *Store) CreateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 		sc.UpdatedAt = sc.CreatedAt
 	}
 	sc = normSchedule(sc)
-	created, err := formatTime(sc.CreatedAt)
+	created, err := FormatTime(sc.CreatedAt)
 	if err != nil {
 		return store.Schedule{}, fmt.Errorf("create schedule %s: %w", sc.ID, err)
 	}
-	updated, err := formatTime(sc.UpdatedAt)
+	updated, err := FormatTime(sc.UpdatedAt)
 	if err != nil {
 		return store.Schedule{}, fmt.Errorf("create schedule %s: %w", sc.ID, err)
 	}
@@ -78,7 +78,7 @@ func (s *Store) CreateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 		}
 		_, err := tx.ExecContext(ctx, "INSERT INTO schedules ("+scheduleCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			sc.ID, sc.TenantID, sc.SandboxID, sc.Cron, sc.TZ, sc.Action, sc.Enabled, next, last, sc.LastResult, sc.LastError, created, updated)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("id taken: %w", errs.ErrConflict)
 		}
 		return err
@@ -118,7 +118,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, sc store.Schedule) (store.Sc
 		sc.UpdatedAt = now()
 	}
 	sc = normSchedule(sc)
-	updated, err := formatTime(sc.UpdatedAt)
+	updated, err := FormatTime(sc.UpdatedAt)
 	if err != nil {
 		return store.Schedule{}, fmt.Errorf("update schedule %s: %w", sc.ID, err)
 	}
@@ -148,7 +148,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, tenantID, id string) error {
 // DueSchedules returns the enabled schedules due at now, every tenant's,
 // the most overdue first.
 func (s *Store) DueSchedules(ctx context.Context, at time.Time) ([]store.Schedule, error) {
-	t, err := formatTime(at)
+	t, err := FormatTime(at)
 	if err != nil {
 		return nil, fmt.Errorf("due schedules: %w", err)
 	}

@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func (s *Store) CreateVolume(ctx context.Context, v store.Volume) error {
 	if v.CreatedAt.IsZero() {
 		v.CreatedAt = now()
 	}
-	created, err := formatTime(v.CreatedAt)
+	created, err := FormatTime(v.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("create volume %s: created_at: %w", v.ID, err)
 	}
@@ -38,9 +38,9 @@ func (s *Store) CreateVolume(ctx context.Context, v store.Volume) error {
 	_, err = s.w.ExecContext(ctx, "INSERT INTO volumes ("+volumeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		v.TenantID, v.ID, v.Name, v.SizeBytes, v.State, created, del, purge, v.Origin)
 	switch {
-	case isUnique(err):
+	case s.isUnique(err):
 		return fmt.Errorf("create volume %s: id or name %q already taken: %w", v.ID, v.Name, errs.ErrConflict)
-	case isForeignKey(err):
+	case s.isForeignKey(err):
 		return fmt.Errorf("create volume %s: tenant %s: %w", v.ID, v.TenantID, errs.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("create volume %s: %w", v.ID, err)

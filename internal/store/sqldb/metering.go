@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func (s *Store) OpenMeterInterval(ctx context.Context, iv store.MeterInterval) (
 	if iv.TenantID == "" || iv.SandboxID == "" || iv.Start.IsZero() {
 		return iv, fmt.Errorf("open meter interval of sandbox %q: empty tenant, sandbox or start: %w", iv.SandboxID, errs.ErrInvalid)
 	}
-	start, err := formatTime(iv.Start)
+	start, err := FormatTime(iv.Start)
 	if err != nil {
 		return iv, fmt.Errorf("open meter interval of sandbox %s: %w", iv.SandboxID, err)
 	}
@@ -53,12 +53,9 @@ func (s *Store) OpenMeterInterval(ctx context.Context, iv store.MeterInterval) (
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		id, err := nextID(ctx, tx, "meter_intervals")
+		id, err := insertID(ctx, tx, "meter_intervals", "tenant_id, sandbox_id, instance_type, cpus, memory_bytes, start_at, checkpoint_at, open",
+			"?, ?, ?, ?, ?, ?, ?, 1", iv.TenantID, iv.SandboxID, iv.InstanceType, iv.CPUs, iv.MemoryBytes, start, start)
 		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meter_intervals (id, tenant_id, sandbox_id, instance_type, cpus, memory_bytes, start_at, checkpoint_at, open)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)`, id, iv.TenantID, iv.SandboxID, iv.InstanceType, iv.CPUs, iv.MemoryBytes, start, start); err != nil {
 			return err
 		}
 		out = iv
@@ -74,7 +71,7 @@ func (s *Store) OpenMeterInterval(ctx context.Context, iv store.MeterInterval) (
 
 // CheckpointMeterIntervals moves every open interval's checkpoint to at.
 func (s *Store) CheckpointMeterIntervals(ctx context.Context, at time.Time) (int, error) {
-	t, err := formatTime(at)
+	t, err := FormatTime(at)
 	if err != nil {
 		return 0, fmt.Errorf("checkpoint meter intervals: %w", err)
 	}
@@ -106,7 +103,7 @@ func (s *Store) CloseMeterInterval(ctx context.Context, sandboxID string, at tim
 		if end.Before(iv.Checkpoint) {
 			end = iv.Checkpoint
 		}
-		t, err := formatTime(end)
+		t, err := FormatTime(end)
 		if err != nil {
 			return err
 		}
@@ -134,7 +131,7 @@ func (s *Store) ListMeterIntervals(ctx context.Context, f store.MeterFilter) ([]
 		where, args = append(where, "sandbox_id = ?"), append(args, f.SandboxID)
 	}
 	if !f.Since.IsZero() {
-		t, err := formatTime(f.Since)
+		t, err := FormatTime(f.Since)
 		if err != nil {
 			return nil, fmt.Errorf("list meter intervals: %w", err)
 		}
@@ -178,7 +175,7 @@ func (s *Store) AddStorageUsage(ctx context.Context, u []store.StorageUsage) err
 			if x.TenantID == "" || x.Kind == "" {
 				return fmt.Errorf("storage usage without a tenant or kind: %w", errs.ErrInvalid)
 			}
-			day, err := formatTime(utcDay(x.Day))
+			day, err := FormatTime(utcDay(x.Day))
 			if err != nil {
 				return err
 			}
@@ -198,7 +195,7 @@ func (s *Store) AddStorageUsage(ctx context.Context, u []store.StorageUsage) err
 
 // ListStorageUsage lists storage day rows of a tenant ("" = all) from since's day.
 func (s *Store) ListStorageUsage(ctx context.Context, tenantID string, since time.Time) ([]store.StorageUsage, error) {
-	from, err := formatTime(utcDay(since))
+	from, err := FormatTime(utcDay(since))
 	if err != nil {
 		return nil, fmt.Errorf("list storage usage: %w", err)
 	}

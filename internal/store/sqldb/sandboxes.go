@@ -1,4 +1,4 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
@@ -23,10 +23,10 @@ type sandboxTimes struct {
 func formatSandboxTimes(s store.Sandbox) (sandboxTimes, error) {
 	var st sandboxTimes
 	var err error
-	if st.created, err = formatTime(s.CreatedAt); err != nil {
+	if st.created, err = FormatTime(s.CreatedAt); err != nil {
 		return st, fmt.Errorf("created_at: %w", err)
 	}
-	if st.updated, err = formatTime(s.UpdatedAt); err != nil {
+	if st.updated, err = FormatTime(s.UpdatedAt); err != nil {
 		return st, fmt.Errorf("updated_at: %w", err)
 	}
 	if st.started, err = formatTimePtr(s.StartedAt); err != nil {
@@ -92,19 +92,19 @@ func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox) (store.Sand
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, err)
 	}
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO sandboxes ("+sandboxCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			sb.ID, sb.TenantID, sb.Name, sb.TemplateID, string(sb.State), sb.Spec, sb.StopReason,
 			st.created, st.updated, st.started, st.stopped, st.deletedAt, st.purgeAt, sb.Version)
 		switch {
-		case isUnique(err):
+		case s.isUnique(err):
 			var one int
 			err := tx.QueryRowContext(ctx, "SELECT 1 FROM sandboxes WHERE id = ?", sb.ID).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("name %q already taken: %w", sb.Name, errs.ErrConflict)
 			}
 			return fmt.Errorf("id already taken: %w", errs.ErrConflict)
-		case isForeignKey(err):
+		case s.isForeignKey(err):
 			return fmt.Errorf("tenant %s: %w", sb.TenantID, errs.ErrNotFound)
 		}
 		return err
@@ -195,7 +195,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb store.Sandbox) (store.Sand
 		return store.Sandbox{}, fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 	}
 	var out store.Sandbox
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		var cur int64
 		err := tx.QueryRowContext(ctx, "SELECT version FROM sandboxes WHERE id = ? AND tenant_id = ?",
 			sb.ID, sb.TenantID).Scan(&cur)
@@ -216,7 +216,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb store.Sandbox) (store.Sand
 			sb.Name, sb.TemplateID, string(sb.State), sb.Spec, sb.StopReason,
 			st.updated, st.started, st.stopped, st.deletedAt, st.purgeAt,
 			sb.ID, sb.TenantID, sb.Version)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("name %q already taken: %w", sb.Name, errs.ErrConflict)
 		}
 		if err != nil {

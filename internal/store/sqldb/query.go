@@ -1,8 +1,7 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/stead-dev/stead/internal/errs"
@@ -10,7 +9,7 @@ import (
 
 // queryAll runs the query q on db and scans every row with scan; what
 // names the call in errors.
-func queryAll[T any](ctx context.Context, db *sql.DB, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db *conn, what string, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -28,7 +27,7 @@ func queryAll[T any](ctx context.Context, db *sql.DB, what string, scan func(sca
 // errs.ErrNotFound (and nothing is read).
 func updateOne[T any](ctx context.Context, s *Store, scan func(scanner) (T, error), upd string, updArgs []any, sel string, selArgs ...any) (T, error) {
 	var out T
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, upd, updArgs...)
 		if err != nil {
 			return err

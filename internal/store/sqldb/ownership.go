@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -36,11 +36,11 @@ func getOwner(ctx context.Context, tx *txn, sandboxID string) (store.Ownership, 
 }
 
 func putOwner(ctx context.Context, tx *txn, o store.Ownership) error {
-	acq, err := formatTime(o.AcquiredAt)
+	acq, err := FormatTime(o.AcquiredAt)
 	if err != nil {
 		return err
 	}
-	exp, err := formatTime(o.ExpiresAt)
+	exp, err := FormatTime(o.ExpiresAt)
 	if err != nil {
 		return err
 	}

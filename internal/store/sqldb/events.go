@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func (s *Store) AppendDaemonEvent(ctx context.Context, e store.DaemonEvent) (sto
 		e.Time = now()
 	}
 	e.Time = normTime(e.Time)
-	at, err := formatTime(e.Time)
+	at, err := FormatTime(e.Time)
 	if err != nil {
 		return store.DaemonEvent{}, fmt.Errorf("append event %s: %w", e.Type, err)
 	}
@@ -41,12 +41,10 @@ func (s *Store) AppendDaemonEvent(ctx context.Context, e store.DaemonEvent) (sto
 		data = string(b)
 	}
 	err = s.writeTx(ctx, func(tx *txn) error {
-		id, err := nextID(ctx, tx, "daemon_events")
-		if err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, "INSERT INTO daemon_events (id, time, type, tenant_id, sandbox_id, state, reason, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-			id, at, e.Type, e.Tenant, e.Sandbox, e.State, e.Reason, data).Scan(&e.ID)
+		var err error
+		e.ID, err = insertID(ctx, tx, "daemon_events", "time, type, tenant_id, sandbox_id, state, reason, data", "?, ?, ?, ?, ?, ?, ?",
+			at, e.Type, e.Tenant, e.Sandbox, e.State, e.Reason, data)
+		return err
 	})
 	if err != nil {
 		return store.DaemonEvent{}, fmt.Errorf("append event %s: %w", e.Type, err)
@@ -69,13 +67,13 @@ func (s *Store) ListDaemonEvents(ctx context.Context, f store.DaemonEventFilter)
 	if len(f.Types) > 0 {
 		var or []string
 		for _, p := range f.Types {
-			or = append(or, "strpos(type, ?) = 1") // an exact, case-sensitive prefix
+			or = append(or, s.d.PrefixFunc+"(type, ?) = 1") // an exact, case-sensitive prefix
 			args = append(args, p)
 		}
 		where = append(where, "("+strings.Join(or, " OR ")+")")
 	}
 	if !f.Since.IsZero() {
-		since, err := formatTime(f.Since)
+		since, err := FormatTime(f.Since)
 		if err != nil {
 			return nil, fmt.Errorf("list events: since: %w", err)
 		}
@@ -100,11 +98,15 @@ func (s *Store) ListDaemonEvents(ctx context.Context, f store.DaemonEventFilter)
 }
 
 // LastDaemonEventID returns the highest event id ever assigned: the
-// daemon_events counter in store_sequences, which outlives the rows it
-// numbered.
+// daemon_events counter (in sqlite_sequence, or store_sequences where the
+// dialect has Sequences), which outlives the rows it numbered.
 func (s *Store) LastDaemonEventID(ctx context.Context) (int64, error) {
+	seqs := "sqlite_sequence"
+	if s.d.Sequences {
+		seqs = "store_sequences"
+	}
 	var id int64
-	err := s.r.QueryRowContext(ctx, "SELECT seq FROM store_sequences WHERE name = 'daemon_events'").Scan(&id)
+	err := s.r.QueryRowContext(ctx, "SELECT seq FROM "+seqs+" WHERE name = 'daemon_events'").Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -116,7 +118,7 @@ func (s *Store) LastDaemonEventID(ctx context.Context) (int64, error) {
 
 // PruneDaemonEvents is the event log's retention (see store.EventStore).
 func (s *Store) PruneDaemonEvents(ctx context.Context, before time.Time, keepPerTenant int) (int64, error) {
-	cut, err := formatTime(before)
+	cut, err := FormatTime(before)
 	if err != nil {
 		return 0, fmt.Errorf("prune events: %w", err)
 	}
@@ -200,7 +202,7 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webho
 		w.CreatedAt = now()
 	}
 	w.CreatedAt = normTime(w.CreatedAt)
-	at, err := formatTime(w.CreatedAt)
+	at, err := FormatTime(w.CreatedAt)
 	if err != nil {
 		return store.Webhook{}, fmt.Errorf("create webhook %s: %w", w.ID, err)
 	}
@@ -215,9 +217,9 @@ func (s *Store) CreateWebhook(ctx context.Context, w store.Webhook) (store.Webho
 	_, err = s.w.ExecContext(ctx, "INSERT INTO webhooks ("+webhookCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
 		w.ID, w.TenantID, w.URL, types, w.Secret, w.Cursor, at)
 	switch {
-	case isUnique(err):
+	case s.isUnique(err):
 		return store.Webhook{}, fmt.Errorf("create webhook %s: id taken: %w", w.ID, errs.ErrConflict)
-	case isForeignKey(err):
+	case s.isForeignKey(err):
 		return store.Webhook{}, fmt.Errorf("create webhook %s: tenant %s: %w", w.ID, w.TenantID, errs.ErrNotFound)
 	case err != nil:
 		return store.Webhook{}, fmt.Errorf("create webhook %s: %w", w.ID, err)
@@ -316,7 +318,7 @@ func (s *Store) AddWebhookDelivery(ctx context.Context, d store.WebhookDelivery)
 		d.Time = now()
 	}
 	d.Time = normTime(d.Time)
-	at, err := formatTime(d.Time)
+	at, err := FormatTime(d.Time)
 	if err != nil {
 		return store.WebhookDelivery{}, fmt.Errorf("add delivery to webhook %s: %w", d.WebhookID, err)
 	}
@@ -329,13 +331,10 @@ func (s *Store) AddWebhookDelivery(ctx context.Context, d store.WebhookDelivery)
 		if err != nil {
 			return err
 		}
-		id, err := nextID(ctx, tx, "webhook_deliveries")
-		if err != nil {
-			return err
-		}
-		return tx.QueryRowContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, tenant_id, event_id, event_type, attempt, redelivery, time, status_code, error, duration_ns, ok)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			id, d.WebhookID, d.TenantID, d.EventID, d.EventType, d.Attempt, d.Redelivery, at, d.StatusCode, d.Error, int64(d.Duration), d.OK).Scan(&d.ID)
+		d.ID, err = insertID(ctx, tx, "webhook_deliveries", "webhook_id, tenant_id, event_id, event_type, attempt, redelivery, time, status_code, error, duration_ns, ok",
+			"?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?",
+			d.WebhookID, d.TenantID, d.EventID, d.EventType, d.Attempt, d.Redelivery, at, d.StatusCode, d.Error, int64(d.Duration), d.OK)
+		return err
 	})
 	if err != nil {
 		return store.WebhookDelivery{}, fmt.Errorf("add delivery to webhook %s: %w", d.WebhookID, err)

@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func timeOrNow(t time.Time) (string, time.Time, error) {
 	if t.IsZero() {
 		t = now()
 	}
-	s, err := formatTime(t)
+	s, err := FormatTime(t)
 	return s, normTime(t), err
 }
 
@@ -84,7 +84,7 @@ func (s *Store) CreateTask(ctx context.Context, t store.Task) (store.Task, error
 		}
 		_, err := tx.ExecContext(ctx, "INSERT INTO tasks ("+taskCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
 			t.TenantID, t.SandboxID, t.ID, string(t.State), t.Payload, created, created)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("task id %q is taken in the sandbox: %w", t.ID, errs.ErrConflict)
 		}
 		return err
@@ -146,7 +146,7 @@ func (s *Store) ListTasks(ctx context.Context, tenantID, sandboxID string, f sto
 		q += " AND state IN (" + strings.Join(marks, ", ") + ")"
 	}
 	if !f.CreatedAfter.IsZero() {
-		after, err := formatTime(f.CreatedAfter)
+		after, err := FormatTime(f.CreatedAfter)
 		if err != nil {
 			return nil, fmt.Errorf("list tasks of sandbox %s: created after: %w", sandboxID, err)
 		}
@@ -270,7 +270,7 @@ func (s *Store) AppendObservation(ctx context.Context, w store.ObservationWrite)
 		}
 		_, err := tx.ExecContext(ctx, "INSERT INTO observations ("+observationCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
 			o.TenantID, o.SandboxID, o.Seq, created, o.Kind, o.Principal, o.Payload)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("seq %d taken concurrently: %w", o.Seq, errs.ErrConflict)
 		}
 		return err
@@ -375,7 +375,7 @@ func (s *Store) PutKV(ctx context.Context, w store.KVWrite) (store.KVEntry, erro
 			out.CreatedAt = at
 			_, err := tx.ExecContext(ctx, "INSERT INTO kv_entries ("+kvCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
 				w.TenantID, w.SandboxID, w.Key, out.Value, out.Version, ts, ts)
-			if isUnique(err) {
+			if s.isUnique(err) {
 				return fmt.Errorf("key created concurrently: %w", errs.ErrConflict)
 			}
 			return err
@@ -561,7 +561,7 @@ func scanKV(sc scanner) (store.KVEntry, error) {
 // PruneObservations deletes the tenant's observations made before before,
 // each sandbox's newest excepted; see store.TaskStore.
 func (s *Store) PruneObservations(ctx context.Context, tenantID string, before time.Time) (int64, error) {
-	cut, err := formatTime(before)
+	cut, err := FormatTime(before)
 	if err != nil {
 		return 0, fmt.Errorf("prune observations: %w", err)
 	}

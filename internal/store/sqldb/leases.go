@@ -1,4 +1,4 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func (s *Store) LeaseAddress(ctx context.Context, sandboxID string, subnet netip
 		family = 6
 	}
 	var out netip.Addr
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *txn) error {
 		var have string
 		err := tx.QueryRowContext(ctx, "SELECT address FROM network_leases WHERE sandbox_id = ? AND family = ?", sandboxID, family).Scan(&have)
 		switch {
@@ -74,7 +74,7 @@ func (s *Store) LeaseAddress(ctx context.Context, sandboxID string, subnet netip
 		if !out.IsValid() {
 			return fmt.Errorf("subnet %s is full: %w", subnet, errs.ErrQuota)
 		}
-		created, err := formatTime(now())
+		created, err := FormatTime(now())
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func (s *Store) CreateTenant(ctx context.Context, t store.Tenant) error {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now()
 	}
-	created, err := formatTime(t.CreatedAt)
+	created, err := FormatTime(t.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("create tenant %s: created_at: %w", t.ID, err)
 	}
@@ -38,7 +38,7 @@ func (s *Store) CreateTenant(ctx context.Context, t store.Tenant) error {
 	}
 	_, err = s.w.ExecContext(ctx, "INSERT INTO tenants ("+tenantCols+") VALUES (?, ?, ?, ?, ?)",
 		t.ID, t.Name, t.State, created, suspended)
-	if isUnique(err) {
+	if s.isUnique(err) {
 		return fmt.Errorf("create tenant %s: id already taken: %w", t.ID, errs.ErrConflict)
 	}
 	if err != nil {

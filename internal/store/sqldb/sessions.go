@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"bytes"
@@ -74,7 +74,7 @@ func (s *Store) CreateThread(ctx context.Context, t store.Thread) (store.Thread,
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now()
 	}
-	created, err := formatTime(t.CreatedAt)
+	created, err := FormatTime(t.CreatedAt)
 	if err != nil {
 		return store.Thread{}, fmt.Errorf("create thread %s: created_at: %w", t.ID, err)
 	}
@@ -85,7 +85,7 @@ func (s *Store) CreateThread(ctx context.Context, t store.Thread) (store.Thread,
 		}
 		_, err := tx.ExecContext(ctx, "INSERT INTO session_threads ("+threadCols+") VALUES (?, ?, ?, ?, ?, ?, ?)",
 			t.ID, t.TenantID, t.SandboxID, t.Name, t.Retention.KeepLast, int64(t.Retention.KeepWithin), created)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("thread id or name %q is taken: %w", t.Name, errs.ErrConflict)
 		}
 		return err
@@ -226,7 +226,7 @@ func prune(ctx context.Context, tx *txn, scope, arg string, r store.Retention, a
 		args = append(args, r.KeepLast)
 	}
 	if r.KeepWithin > 0 {
-		cutoff, err := formatTime(at.Add(-r.KeepWithin))
+		cutoff, err := FormatTime(at.Add(-r.KeepWithin))
 		if err != nil {
 			return 0, err
 		}
@@ -251,7 +251,7 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
 	if r.StartedAt.IsZero() {
 		r.StartedAt = now()
 	}
-	started, err := formatTime(r.StartedAt)
+	started, err := FormatTime(r.StartedAt)
 	if err != nil {
 		return store.Run{}, fmt.Errorf("create run %s: started_at: %w", r.ID, err)
 	}
@@ -268,7 +268,7 @@ func (s *Store) CreateRun(ctx context.Context, r store.Run) (store.Run, error) {
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO session_runs ("+runCols+") VALUES (?, ?, ?, ?, ?, 0, ?, NULL)",
 			r.ID, r.TenantID, r.SandboxID, r.ThreadID, string(store.RunRunning), started)
-		if isUnique(err) {
+		if s.isUnique(err) {
 			return fmt.Errorf("run id is taken: %w", errs.ErrConflict)
 		}
 		return err
@@ -344,7 +344,7 @@ func (s *Store) EndRun(ctx context.Context, k store.RunKey, status store.RunStat
 	if at.IsZero() {
 		at = now()
 	}
-	ended, err := formatTime(at)
+	ended, err := FormatTime(at)
 	if err != nil {
 		return store.Run{}, fmt.Errorf("end run %s: %w", k.RunID, err)
 	}
@@ -414,7 +414,7 @@ func (s *Store) AppendEvents(ctx context.Context, k store.RunKey, evs []store.Ev
 			e.Time = ts
 		}
 		var err error
-		if stamps[i], err = formatTime(e.Time); err != nil {
+		if stamps[i], err = FormatTime(e.Time); err != nil {
 			return nil, fmt.Errorf("append to run %s: event %d: %w", k.RunID, i, err)
 		}
 		e.Time = normTime(e.Time)
@@ -434,9 +434,10 @@ func (s *Store) AppendEvents(ctx context.Context, k store.RunKey, evs []store.Ev
 			return err
 		}
 		seq := last
-		byKey := map[string]int{}     // idempotency key → index in out
-		intents := map[int64]bool{}   // seqs of tool intents stored by this batch
-		sessions := map[string]bool{} // model sessions seen in this batch
+		var ins func(args ...any) error // the prepared insert, made on first use
+		byKey := map[string]int{}       // idempotency key → index in out
+		intents := map[int64]bool{}     // seqs of tool intents stored by this batch
+		sessions := map[string]bool{}   // model sessions seen in this batch
 		for i, w := range ws {
 			if w.IdempotencyKey != "" {
 				if j, ok := byKey[w.IdempotencyKey]; ok {
@@ -479,8 +480,14 @@ func (s *Store) AppendEvents(ctx context.Context, k store.RunKey, evs []store.Ev
 				key = w.IdempotencyKey
 				byKey[w.IdempotencyKey] = i
 			}
-			// pgx keeps the statement prepared on the connection.
-			if _, err := tx.ExecContext(ctx, "INSERT INTO session_events ("+eventCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)", k.RunID, seq, stamps[i], string(w.Type), w.ModelSession, key, w.Intent, w.Payload); err != nil {
+			if ins == nil {
+				var done func()
+				if ins, done, err = tx.repeated(ctx, "INSERT INTO session_events ("+eventCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)"); err != nil {
+					return err
+				}
+				defer done()
+			}
+			if err := ins(k.RunID, seq, stamps[i], string(w.Type), w.ModelSession, key, w.Intent, w.Payload); err != nil {
 				return err
 			}
 			if w.Type == store.EventToolIntent {

@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func (s *Store) PutRetentionPolicy(ctx context.Context, p store.RetentionPolicy)
 		p.UpdatedAt = now()
 	}
 	p.UpdatedAt = normTime(p.UpdatedAt)
-	updated, err := formatTime(p.UpdatedAt)
+	updated, err := FormatTime(p.UpdatedAt)
 	if err != nil {
 		return store.RetentionPolicy{}, fmt.Errorf("put retention policy of tenant %s: %w", p.TenantID, err)
 	}
@@ -54,7 +54,7 @@ func (s *Store) PutRetentionPolicy(ctx context.Context, p store.RetentionPolicy)
 		"observations_keep_within = excluded.observations_keep_within, updated_at = excluded.updated_at",
 		p.TenantID, durArg(p.ArchiveStoppedAfter), durArg(p.DeleteArchivedAfter), durArg(p.PurgeDeletedAfter), durArg(p.WarnBefore),
 		durArg(p.SessionKeepWithin), durArg(p.ObservationsKeepWithin), updated)
-	if isForeignKey(err) {
+	if s.isForeignKey(err) {
 		return store.RetentionPolicy{}, fmt.Errorf("put retention policy: tenant %s: %w", p.TenantID, errs.ErrNotFound)
 	}
 	if err != nil {
@@ -72,11 +72,11 @@ func (s *Store) RecordRetentionWarning(ctx context.Context, w store.RetentionWar
 		w.WarnedAt = now()
 	}
 	w.WarnedAt, w.DueAt = normTime(w.WarnedAt), normTime(w.DueAt)
-	due, err := formatTime(w.DueAt)
+	due, err := FormatTime(w.DueAt)
 	if err != nil {
 		return store.RetentionWarning{}, false, fmt.Errorf("record retention warning: due_at: %w", err)
 	}
-	warned, err := formatTime(w.WarnedAt)
+	warned, err := FormatTime(w.WarnedAt)
 	if err != nil {
 		return store.RetentionWarning{}, false, fmt.Errorf("record retention warning: warned_at: %w", err)
 	}
@@ -85,7 +85,7 @@ func (s *Store) RecordRetentionWarning(ctx context.Context, w store.RetentionWar
 	err = s.writeTx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, "INSERT INTO retention_warnings ("+retentionWarningCols+") VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
 			w.TenantID, w.SubjectKind, w.SubjectID, w.Action, due, warned)
-		if isForeignKey(err) {
+		if s.isForeignKey(err) {
 			return fmt.Errorf("tenant %s: %w", w.TenantID, errs.ErrNotFound)
 		}
 		if err != nil {
@@ -111,7 +111,7 @@ func (s *Store) RecordRetentionWarning(ctx context.Context, w store.RetentionWar
 // GetRetentionWarning returns the warning of one subject, action and due
 // time.
 func (s *Store) GetRetentionWarning(ctx context.Context, tenantID, kind, id, action string, due time.Time) (store.RetentionWarning, error) {
-	d, err := formatTime(normTime(due))
+	d, err := FormatTime(normTime(due))
 	if err != nil {
 		return store.RetentionWarning{}, fmt.Errorf("get retention warning of %s %s: %w", kind, id, err)
 	}

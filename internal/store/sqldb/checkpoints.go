@@ -1,4 +1,4 @@
-package sqlite
+package sqldb
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func validateCheckpointKey(k store.CheckpointKey) error {
 	return nil
 }
 
-// querier is a *sql.DB or *sql.Tx.
+// querier is a *conn or *txn.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -81,7 +81,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, w store.CheckpointWrite) (sto
 	if w.CreatedAt.IsZero() {
 		w.CreatedAt = now()
 	}
-	created, err := formatTime(w.CreatedAt)
+	created, err := FormatTime(w.CreatedAt)
 	if err != nil {
 		return store.Checkpoint{}, fmt.Errorf("put checkpoint %s: created_at: %w", ref, err)
 	}
@@ -94,7 +94,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, w store.CheckpointWrite) (sto
 		Note:          w.Note,
 		Body:          w.Body,
 	}
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		if err := sandboxOfTenant(ctx, tx, w.TenantID, w.SandboxID); err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (s *Store) PutCheckpoint(ctx context.Context, w store.CheckpointWrite) (sto
 				" (tenant_id, sandbox_id, agent, name, latest, keep, schema, created_at, updated_at)"+
 				" VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
 				w.TenantID, w.SandboxID, w.Agent, w.Name, out.Version, keep, created, created)
-			if isUnique(err) {
+			if s.isUnique(err) {
 				return fmt.Errorf("document created concurrently: %w", errs.ErrConflict)
 			}
 			if err != nil {
@@ -244,7 +244,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, tenantID, sandboxID string)
 		return nil, fmt.Errorf("list checkpoints of sandbox %s: empty tenant or sandbox: %w", sandboxID, errs.ErrInvalid)
 	}
 	var out []store.CheckpointDoc
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err := s.readTx(ctx, func(tx *txn) error {
 		if err := sandboxOfTenant(ctx, tx, tenantID, sandboxID); err != nil {
 			return err
 		}
@@ -271,7 +271,7 @@ func (s *Store) ListCheckpointVersions(ctx context.Context, k store.CheckpointKe
 		return nil, fmt.Errorf("list versions of checkpoint %s: %w", ref, err)
 	}
 	var out []store.Checkpoint
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
+	err := s.readTx(ctx, func(tx *txn) error {
 		if _, err := getCheckpointDoc(ctx, tx, k); err != nil {
 			return err
 		}
@@ -316,12 +316,12 @@ func (s *Store) SetCheckpointSchema(ctx context.Context, k store.CheckpointKey, 
 	if len(schema) > 0 {
 		stored = schema
 	}
-	ts, err := formatTime(now())
+	ts, err := FormatTime(now())
 	if err != nil {
 		return store.CheckpointDoc{}, err
 	}
 	var out store.CheckpointDoc
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		if err := sandboxOfTenant(ctx, tx, k.TenantID, k.SandboxID); err != nil {
 			return err
 		}
@@ -361,7 +361,7 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, k store.CheckpointKey, gua
 	if err := validateCheckpointKey(k); err != nil {
 		return fmt.Errorf("delete checkpoint %s: %w", ref, err)
 	}
-	err := s.writeTx(ctx, func(tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(tx *txn) error {
 		if guard != nil {
 			d, err := getCheckpointDoc(ctx, tx, k)
 			if err != nil {
@@ -410,12 +410,12 @@ func (s *Store) SetCheckpointPolicy(ctx context.Context, k store.CheckpointKey, 
 	if err != nil {
 		return store.CheckpointDoc{}, fmt.Errorf("set policy of checkpoint %s: read: %w", ref, err)
 	}
-	ts, err := formatTime(now())
+	ts, err := FormatTime(now())
 	if err != nil {
 		return store.CheckpointDoc{}, err
 	}
 	var out store.CheckpointDoc
-	err = s.writeTx(ctx, func(tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		if err := sandboxOfTenant(ctx, tx, k.TenantID, k.SandboxID); err != nil {
 			return err
 		}
@@ -460,7 +460,7 @@ func (s *Store) SetCheckpointPolicy(ctx context.Context, k store.CheckpointKey, 
 
 // docForWrite reads the document inside a write transaction; an absent
 // document comes back as its defaults with exists false.
-func docForWrite(ctx context.Context, tx *sql.Tx, k store.CheckpointKey) (store.CheckpointDoc, bool, error) {
+func docForWrite(ctx context.Context, tx *txn, k store.CheckpointKey) (store.CheckpointDoc, bool, error) {
 	d, err := getCheckpointDoc(ctx, tx, k)
 	if errors.Is(err, errs.ErrNotFound) {
 		return store.CheckpointDoc{
@@ -475,7 +475,7 @@ func docForWrite(ctx context.Context, tx *sql.Tx, k store.CheckpointKey) (store.
 
 // runGuard calls guard, when set, with the document as docForWrite reads
 // it.
-func runGuard(ctx context.Context, tx *sql.Tx, k store.CheckpointKey, guard store.CheckpointGuard) error {
+func runGuard(ctx context.Context, tx *txn, k store.CheckpointKey, guard store.CheckpointGuard) error {
 	if guard == nil {
 		return nil
 	}
@@ -526,15 +526,4 @@ func scanCheckpointDoc(sc scanner) (store.CheckpointDoc, error) {
 		d.Schema = nil
 	}
 	return d, nil
-}
-
-// readTx runs fn in a read-only transaction on the reader pool, so every
-// query in fn sees the same snapshot.
-func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("begin read: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	return fn(tx)
 }

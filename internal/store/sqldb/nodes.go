@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -26,11 +26,11 @@ func (s *Store) HeartbeatNode(ctx context.Context, n store.Node) (store.Node, er
 	if n.StartedAt.IsZero() {
 		n.StartedAt = n.HeartbeatAt
 	}
-	beat, err := formatTime(n.HeartbeatAt)
+	beat, err := FormatTime(n.HeartbeatAt)
 	if err != nil {
 		return store.Node{}, fmt.Errorf("heartbeat node %s: heartbeat_at: %w", n.Name, err)
 	}
-	started, err := formatTime(n.StartedAt)
+	started, err := FormatTime(n.StartedAt)
 	if err != nil {
 		return store.Node{}, fmt.Errorf("heartbeat node %s: started_at: %w", n.Name, err)
 	}

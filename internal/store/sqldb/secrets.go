@@ -1,4 +1,4 @@
-package postgres
+package sqldb
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) (store.Secret, 
 		sec.UpdatedAt = now()
 	}
 	sec.UpdatedAt = normTime(sec.UpdatedAt)
-	updated, err := formatTime(sec.UpdatedAt)
+	updated, err := FormatTime(sec.UpdatedAt)
 	if err != nil {
 		return store.Secret{}, false, fmt.Errorf("put secret %s: updated_at: %w", sec.Name, err)
 	}
@@ -39,13 +39,13 @@ func (s *Store) PutSecret(ctx context.Context, sec store.Secret) (store.Secret, 
 				sec.CreatedAt = sec.UpdatedAt
 			}
 			sec.CreatedAt = normTime(sec.CreatedAt)
-			c, err := formatTime(sec.CreatedAt)
+			c, err := FormatTime(sec.CreatedAt)
 			if err != nil {
 				return fmt.Errorf("created_at: %w", err)
 			}
 			_, err = tx.ExecContext(ctx, "INSERT INTO secrets ("+secretCols+") VALUES (?, ?, ?, ?, ?)",
 				sec.TenantID, sec.Name, sec.Sealed, c, updated)
-			if isForeignKey(err) {
+			if s.isForeignKey(err) {
 				return fmt.Errorf("tenant %s: %w", sec.TenantID, errs.ErrNotFound)
 			}
 			return err
