@@ -136,24 +136,13 @@ func dialect(db *sql.DB) sqldb.Dialect {
 		Writer: db,
 		Reader: db,
 		Rebind: rebind,
-		BeginWrite: func(ctx context.Context) (*sql.Tx, error) {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return nil, fmt.Errorf("begin: %w", err)
-			}
+		WriteLock: func(ctx context.Context, tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", writeLockKey); err != nil {
-				_ = tx.Rollback()
-				return nil, fmt.Errorf("take write lock: %w", err)
+				return fmt.Errorf("take write lock: %w", err)
 			}
-			return tx, nil
+			return nil
 		},
-		BeginRead: func(ctx context.Context) (*sql.Tx, error) {
-			tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
-			if err != nil {
-				return nil, fmt.Errorf("begin read: %w", err)
-			}
-			return tx, nil
-		},
+		ReadOptions:  sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 		IsUnique:     isUnique,
 		IsForeignKey: isForeignKey,
 		Sequences:    true,

@@ -105,7 +105,7 @@ func allVersions(t *testing.T) []int {
 	}
 	var vs []int
 	for _, m := range ms {
-		vs = append(vs, m.version)
+		vs = append(vs, m.Version)
 	}
 	return vs
 }
@@ -160,9 +160,9 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := migration{
-		version: ms[len(ms)-1].version + 1,
-		name:    "9999_bad",
-		sql:     "CREATE TABLE half_done (x BIGINT); INSERT INTO no_such_table VALUES (1);",
+		Version: ms[len(ms)-1].Version + 1,
+		Name:    "9999_bad",
+		SQL:     "CREATE TABLE half_done (x BIGINT); INSERT INTO no_such_table VALUES (1);",
 	}
 	err = migrate(t.Context(), s.db, append(ms, bad))
 	if err == nil || !strings.Contains(err.Error(), "9999_bad") {
@@ -187,8 +187,8 @@ func TestMigrationAfterGapIsApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := ms[len(ms)-1].version
-	later := migration{version: last + 5, name: fmt.Sprintf("%04d_later", last+5), sql: "CREATE TABLE later_one (x BIGINT)"}
+	last := ms[len(ms)-1].Version
+	later := migration{Version: last + 5, Name: fmt.Sprintf("%04d_later", last+5), SQL: "CREATE TABLE later_one (x BIGINT)"}
 	if err := migrate(t.Context(), s.db, append(ms, later)); err != nil {
 		t.Fatalf("migrate across a gap: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestMigrationAfterGapIsApplied(t *testing.T) {
 		t.Fatalf("schema_migrations %v, want %v", got, want)
 	}
 	// The number skipped lands later and is applied then, once.
-	gap := migration{version: last + 2, name: fmt.Sprintf("%04d_gap", last+2), sql: "CREATE TABLE gap_one (x BIGINT)"}
+	gap := migration{Version: last + 2, Name: fmt.Sprintf("%04d_gap", last+2), SQL: "CREATE TABLE gap_one (x BIGINT)"}
 	all := append(append(append([]migration{}, ms...), gap), later)
 	for range 2 {
 		if err := migrate(t.Context(), s.db, all); err != nil {

@@ -22,14 +22,15 @@ type Dialect struct {
 	// leaves queries as written.
 	Rebind func(q string) string
 
-	// BeginWrite begins a write transaction that no other writer of the
-	// database can interleave with (it holds the engine's write lock when
-	// it returns). Its errors are wrapped for the caller.
-	BeginWrite func(ctx context.Context) (*sql.Tx, error)
+	// WriteLock, if set, runs first in every write transaction begun on
+	// Writer and takes the lock that keeps every other writer of the
+	// database out until the transaction ends. Without it, beginning a
+	// transaction on Writer must be enough. Its errors are wrapped.
+	WriteLock func(ctx context.Context, tx *sql.Tx) error
 
-	// BeginRead begins a read-only transaction in which every query sees
-	// one snapshot. Its errors are wrapped for the caller.
-	BeginRead func(ctx context.Context) (*sql.Tx, error)
+	// ReadOptions are the options of a read transaction on Reader, in which
+	// every query must see one snapshot.
+	ReadOptions sql.TxOptions
 
 	// SerialWriter says Writer is one connection that serialises writers by
 	// itself, so a single-statement write without a fence needs no write
@@ -178,9 +179,15 @@ func (t *txn) repeated(ctx context.Context, q string) (exec func(args ...any) er
 // first) and commits it if fn returns nil. A statement that fails inside fn
 // may abort the transaction (PostgreSQL's do), so fn returns that error.
 func (s *Store) writeTx(ctx context.Context, fn func(tx *txn) error) error {
-	tx, err := s.d.BeginWrite(ctx)
+	tx, err := s.d.Writer.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("begin: %w", err)
+	}
+	if s.d.WriteLock != nil {
+		if err := s.d.WriteLock(ctx, tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
 	}
 	t := &txn{tx: tx, s: s}
 	if err := checkFence(ctx, t); err != nil {
@@ -200,9 +207,9 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *txn) error) error {
 // readTx runs fn in a read-only transaction, so every query in fn sees the
 // same snapshot.
 func (s *Store) readTx(ctx context.Context, fn func(tx *txn) error) error {
-	tx, err := s.d.BeginRead(ctx)
+	tx, err := s.d.Reader.BeginTx(ctx, &s.d.ReadOptions)
 	if err != nil {
-		return err
+		return fmt.Errorf("begin read: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	return fn(&txn{tx: tx, s: s})

@@ -179,22 +179,9 @@ func (s *Store) Close() error {
 // from AUTOINCREMENT.
 func dialect(w, r *sql.DB) sqldb.Dialect {
 	return sqldb.Dialect{
-		Writer: w,
-		Reader: r,
-		BeginWrite: func(ctx context.Context) (*sql.Tx, error) {
-			tx, err := w.BeginTx(ctx, nil)
-			if err != nil {
-				return nil, fmt.Errorf("begin: %w", err)
-			}
-			return tx, nil
-		},
-		BeginRead: func(ctx context.Context) (*sql.Tx, error) {
-			tx, err := r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-			if err != nil {
-				return nil, fmt.Errorf("begin read: %w", err)
-			}
-			return tx, nil
-		},
+		Writer:          w,
+		Reader:          r,
+		ReadOptions:     sql.TxOptions{ReadOnly: true},
 		SerialWriter:    true,
 		IsUnique:        isUnique,
 		IsForeignKey:    isForeignKey,

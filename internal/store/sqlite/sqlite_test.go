@@ -62,7 +62,7 @@ func allVersions(t *testing.T) []int {
 	}
 	var vs []int
 	for _, m := range ms {
-		vs = append(vs, m.version)
+		vs = append(vs, m.Version)
 	}
 	return vs
 }
@@ -115,9 +115,9 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := migration{
-		version: ms[len(ms)-1].version + 1,
-		name:    "9999_bad",
-		sql:     "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);",
+		Version: ms[len(ms)-1].Version + 1,
+		Name:    "9999_bad",
+		SQL:     "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);",
 	}
 	err = migrate(t.Context(), s.w, append(ms, bad))
 	if err == nil || !strings.Contains(err.Error(), "9999_bad") {
