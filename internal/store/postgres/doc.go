@@ -2,7 +2,10 @@
 // store.Store on a PostgreSQL database (driver github.com/jackc/pgx/v5), for
 // several daemons sharing one database. It passes the same contract suite
 // (internal/store/storetest) as the embedded SQLite store and keeps its
-// semantics, including the ones SQLite gives for free:
+// semantics, including the ones SQLite gives for free (the queries are
+// written once, in internal/store/sqldb; this package holds the connection
+// setup, the sqldb.Dialect that says what PostgreSQL does differently, and
+// its migrations):
 //
 // Concurrency. SQLite has one writer at a time, and the store's write paths
 // rely on it (an audit entry's sequence number and hash chain, checkpoint

@@ -78,7 +78,7 @@ func TestStoreContract(t *testing.T) {
 
 func schemaVersions(t *testing.T, s *Store) []int {
 	t.Helper()
-	rows, err := s.r.QueryContext(t.Context(), "SELECT version FROM schema_migrations ORDER BY version")
+	rows, err := s.db.QueryContext(t.Context(), "SELECT version FROM schema_migrations ORDER BY version")
 	if err != nil {
 		t.Fatalf("read schema_migrations: %v", err)
 	}
@@ -105,7 +105,7 @@ func allVersions(t *testing.T) []int {
 	}
 	var vs []int
 	for _, m := range ms {
-		vs = append(vs, m.version)
+		vs = append(vs, m.Version)
 	}
 	return vs
 }
@@ -160,9 +160,9 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := migration{
-		version: ms[len(ms)-1].version + 1,
-		name:    "9999_bad",
-		sql:     "CREATE TABLE half_done (x BIGINT); INSERT INTO no_such_table VALUES (1);",
+		Version: ms[len(ms)-1].Version + 1,
+		Name:    "9999_bad",
+		SQL:     "CREATE TABLE half_done (x BIGINT); INSERT INTO no_such_table VALUES (1);",
 	}
 	err = migrate(t.Context(), s.db, append(ms, bad))
 	if err == nil || !strings.Contains(err.Error(), "9999_bad") {
@@ -172,7 +172,7 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		t.Errorf("schema_migrations %v after failed migration, want %v", got, want)
 	}
 	var n int
-	if err := s.r.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM pg_tables WHERE tablename = 'half_done'").Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM pg_tables WHERE tablename = 'half_done'").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -187,8 +187,8 @@ func TestMigrationAfterGapIsApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := ms[len(ms)-1].version
-	later := migration{version: last + 5, name: fmt.Sprintf("%04d_later", last+5), sql: "CREATE TABLE later_one (x BIGINT)"}
+	last := ms[len(ms)-1].Version
+	later := migration{Version: last + 5, Name: fmt.Sprintf("%04d_later", last+5), SQL: "CREATE TABLE later_one (x BIGINT)"}
 	if err := migrate(t.Context(), s.db, append(ms, later)); err != nil {
 		t.Fatalf("migrate across a gap: %v", err)
 	}
@@ -196,7 +196,7 @@ func TestMigrationAfterGapIsApplied(t *testing.T) {
 		t.Fatalf("schema_migrations %v, want %v", got, want)
 	}
 	// The number skipped lands later and is applied then, once.
-	gap := migration{version: last + 2, name: fmt.Sprintf("%04d_gap", last+2), sql: "CREATE TABLE gap_one (x BIGINT)"}
+	gap := migration{Version: last + 2, Name: fmt.Sprintf("%04d_gap", last+2), SQL: "CREATE TABLE gap_one (x BIGINT)"}
 	all := append(append(append([]migration{}, ms...), gap), later)
 	for range 2 {
 		if err := migrate(t.Context(), s.db, all); err != nil {
@@ -213,8 +213,8 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	s := openDSN(t, dsn)
 	vs := allVersions(t)
 	future := vs[len(vs)-1] + 1
-	if _, err := s.w.ExecContext(t.Context(),
-		"INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from_the_future', '2030-01-01T00:00:00.000000000Z')",
+	if _, err := s.db.ExecContext(t.Context(),
+		"INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, 'from_the_future', '2030-01-01T00:00:00.000000000Z')",
 		future); err != nil {
 		t.Fatal(err)
 	}

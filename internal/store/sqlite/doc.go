@@ -2,6 +2,10 @@
 // store.Store on a single SQLite file, using the pure-Go driver
 // modernc.org/sqlite so the daemon needs no cgo for its metadata.
 //
+// The queries are written once, in internal/store/sqldb; this package holds
+// the connection setup, the sqldb.Dialect that says what this engine does
+// differently, and the engine's migrations.
+//
 // Durability and crash ordering. The database runs in WAL mode with
 // synchronous=FULL. A write is acknowledged (its method returns nil) only
 // after its transaction has committed, and a commit appends the transaction's

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/store/sqldb"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -25,17 +26,18 @@ var _ store.Store = (*Store)(nil)
 // process (or, for readers, for WAL recovery) before SQLITE_BUSY.
 const busyTimeout = 10 * time.Second
 
-// Store is the SQLite implementation of store.Store. Its methods are safe for
+// Store is the SQLite implementation of store.Store: the queries of
+// sqldb.Store run through this package's dialect. Its methods are safe for
 // concurrent use.
 type Store struct {
+	*sqldb.Store
 	path string
 	// w is the only connection that writes. One connection means writers
 	// queue in database/sql, never inside SQLite, so concurrent writers in
 	// this process cannot hit SQLITE_BUSY or a lock-upgrade deadlock; the
 	// store's writes are small, so serialising them costs little next to the
-	// fsync each commit does anyway. Its ExecContext honours a
-	// store.WithFence context (see writer).
-	w *writer
+	// fsync each commit does anyway.
+	w *sql.DB
 	// r is a pool of query_only connections. In WAL mode readers neither
 	// block the writer nor are blocked by it, so reads scale with the pool
 	// and always see every write that committed before they started.
@@ -157,9 +159,7 @@ func open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	st := &Store{path: path, r: r}
-	st.w = &writer{DB: w, s: st}
-	return st, nil
+	return &Store{Store: sqldb.New(dialect(w, r)), path: path, w: w, r: r}, nil
 }
 
 // Close closes both connection pools; the last connection to close
@@ -174,60 +174,20 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// timeLayout is the stored form of every timestamp: UTC, fixed width, with
-// nanoseconds, so text order equals time order.
-const timeLayout = "2006-01-02T15:04:05.000000000Z"
-
-// formatTime returns t in the stored form, or an error wrapping
-// errs.ErrInvalid when the year does not fit in four digits.
-func formatTime(t time.Time) (string, error) {
-	u := t.UTC()
-	if y := u.Year(); y < 0 || y > 9999 {
-		return "", fmt.Errorf("time %s out of range: %w", t, errs.ErrInvalid)
+// dialect is SQLite's sqldb.Dialect on the single writer connection w
+// (whose transactions are BEGIN IMMEDIATE) and the reader pool r; ids come
+// from AUTOINCREMENT.
+func dialect(w, r *sql.DB) sqldb.Dialect {
+	return sqldb.Dialect{
+		Writer:          w,
+		Reader:          r,
+		ReadOptions:     sql.TxOptions{ReadOnly: true},
+		SerialWriter:    true,
+		IsUnique:        isUnique,
+		IsForeignKey:    isForeignKey,
+		PrefixFunc:      "instr",
+		PrepareRepeated: true,
 	}
-	return u.Format(timeLayout), nil
-}
-
-// formatTimePtr is formatTime for an optional time: nil is stored as NULL.
-func formatTimePtr(t *time.Time) (any, error) {
-	if t == nil {
-		return nil, nil
-	}
-	return formatTime(*t)
-}
-
-func parseTime(s string) (time.Time, error) {
-	t, err := time.Parse(timeLayout, s)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("parse stored time %q: %w", s, err)
-	}
-	return t, nil
-}
-
-func parseTimePtr(s sql.NullString) (*time.Time, error) {
-	if !s.Valid {
-		return nil, nil
-	}
-	t, err := parseTime(s.String)
-	if err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
-
-// now is the store's clock for timestamps it sets itself.
-func now() time.Time { return time.Now().UTC().Round(0) }
-
-// normTime strips the monotonic reading and location, as a round trip
-// through the database does, so returned records equal re-read ones.
-func normTime(t time.Time) time.Time { return t.UTC().Round(0) }
-
-func normTimePtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	n := normTime(*t)
-	return &n
 }
 
 func sqliteCode(err error) int {
@@ -248,25 +208,4 @@ func isUnique(err error) bool {
 // the record names a tenant that does not exist).
 func isForeignKey(err error) bool {
 	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
-}
-
-// writeTx runs fn in a write transaction (BEGIN IMMEDIATE on the single
-// writer connection) and commits it if fn returns nil.
-func (s *Store) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := checkFence(ctx, tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }

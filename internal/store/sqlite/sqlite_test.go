@@ -62,7 +62,7 @@ func allVersions(t *testing.T) []int {
 	}
 	var vs []int
 	for _, m := range ms {
-		vs = append(vs, m.version)
+		vs = append(vs, m.Version)
 	}
 	return vs
 }
@@ -115,11 +115,11 @@ func TestFailedMigrationRollsBackAndKeepsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := migration{
-		version: ms[len(ms)-1].version + 1,
-		name:    "9999_bad",
-		sql:     "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);",
+		Version: ms[len(ms)-1].Version + 1,
+		Name:    "9999_bad",
+		SQL:     "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);",
 	}
-	err = migrate(t.Context(), s.w.DB, append(ms, bad))
+	err = migrate(t.Context(), s.w, append(ms, bad))
 	if err == nil || !strings.Contains(err.Error(), "9999_bad") {
 		t.Fatalf("migrate with a broken step: %v, want an error naming it", err)
 	}
@@ -161,7 +161,7 @@ func TestConnectionsRunWALWithFullSyncAndForeignKeys(t *testing.T) {
 	ctx := t.Context()
 	pragma := func(pool string, q string) string {
 		t.Helper()
-		db := s.w.DB
+		db := s.w
 		if pool == "reader" {
 			db = s.r
 		}
