@@ -178,9 +178,18 @@ func (d *daemon) stopGracefully() {
 func (d *daemon) teardown() {
 	ctx := context.Background()
 	if d.cmd.ProcessState == nil {
-		if list, err := d.c.ListSandboxes(ctx, true); err == nil {
-			for _, sb := range list {
-				d.c.DeleteSandbox(ctx, sb.ID, true)
+		// Every tenant's sandboxes: a stopped daemon leaves them running.
+		clients := []*client.Client{d.c}
+		if ts, err := d.c.ListTenants(ctx); err == nil {
+			for _, tn := range ts {
+				clients = append(clients, d.c.WithTenant(tn.ID))
+			}
+		}
+		for _, c := range clients {
+			if list, err := c.ListSandboxes(ctx, true); err == nil {
+				for _, sb := range list {
+					c.DeleteSandbox(ctx, sb.ID, true)
+				}
 			}
 		}
 		d.stopGracefully()
