@@ -334,7 +334,7 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info := &reqInfo{}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, info)))
 		status := sw.status
 		if status == 0 {
@@ -353,15 +353,18 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter records the status code while passing flushes and
-// hijacks (websocket upgrades) through.
-type statusWriter struct {
+// StatusWriter records the status code while passing flushes and
+// hijacks (websocket upgrades) through; the E2B handler logs with it too.
+type StatusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
+// Status is the status written so far (0: none yet).
+func (w *StatusWriter) Status() int { return w.status }
+
 // WriteHeader records the status.
-func (w *statusWriter) WriteHeader(code int) {
+func (w *StatusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
@@ -369,7 +372,7 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 // Write records an implicit 200.
-func (w *statusWriter) Write(p []byte) (int, error) {
+func (w *StatusWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -377,18 +380,18 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 }
 
 // Flush flushes the underlying writer.
-func (w *statusWriter) Flush() {
+func (w *StatusWriter) Flush() {
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Hijack hands the connection over (websocket upgrade).
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+func (w *StatusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	w.status = http.StatusSwitchingProtocols
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 
 // Unwrap returns the underlying writer for http.ResponseController.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // writeProblem writes err as an RFC 9457 problem document, for the few
 // places that answer outside a huma handler.

@@ -79,10 +79,10 @@ func (h *Handler) serveControl(w http.ResponseWriter, r *http.Request, route str
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &api.StatusWriter{ResponseWriter: w}
 	fn(sw, r, p)
 	if r.Method != http.MethodGet {
-		h.record(r, p.KeyID, p.TenantID, route, r.PathValue("id"), sw.status)
+		h.record(r, p.KeyID, p.TenantID, route, r.PathValue("id"), sw.Status())
 	}
 }
 

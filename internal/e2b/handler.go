@@ -161,10 +161,10 @@ func (h *Handler) Mount(next http.Handler) http.Handler {
 // API does for its own requests.
 func (h *Handler) serveLogged(w http.ResponseWriter, r *http.Request, plane string, next http.Handler) {
 	start := h.opts.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &api.StatusWriter{ResponseWriter: w}
 	next.ServeHTTP(sw, r)
 	h.log.InfoContext(r.Context(), "e2b request", "plane", plane, "method", r.Method, "path", r.URL.Path,
-		"sandbox", h.envdSandbox(r), "status", sw.status, "dur", h.opts.Now().Sub(start))
+		"sandbox", h.envdSandbox(r), "status", sw.Status(), "dur", h.opts.Now().Sub(start))
 }
 
 // isControlPath reports whether path belongs to the E2B control plane.
@@ -265,36 +265,6 @@ func (h *Handler) authenticate(r *http.Request) (api.Principal, int, string) {
 	}
 	return p, 0, ""
 }
-
-// statusWriter records the status of a response, passing flushes on.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the connection (write
-// deadlines of the streams).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // record appends one answered call to the audit trail.
 func (h *Handler) record(r *http.Request, actor, tenant, action, target string, status int) {
