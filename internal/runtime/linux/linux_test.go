@@ -42,22 +42,8 @@ func TestRuntimeContract(t *testing.T) {
 }
 
 func TestSweepRemovesLeftoversButNotLiveSandboxes(t *testing.T) {
-	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	exe, _ := os.Executable()
-	r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
+	r, root := newSkeletonRuntime(t)
 	ctx := context.Background()
-	root := t.TempDir()
-	for _, d := range []string{"proc", "dev", "sys", "tmp", ".stead", "usr"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
-	}
-	for _, l := range []string{"bin", "lib", "lib64"} {
-		os.Symlink("usr/"+l, filepath.Join(root, l))
-	}
 	if err := r.Start(ctx, steadrt.Spec{ID: "rt-live", Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +53,7 @@ func TestSweepRemovesLeftoversButNotLiveSandboxes(t *testing.T) {
 	if err := os.Mkdir(stray, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(dir, "run", "rt-stray"), 0o700)
+	os.MkdirAll(filepath.Join(r.opts.RunDir, "rt-stray"), 0o700)
 	swept, err := r.Sweep(ctx)
 	if err != nil || len(swept) != 1 || swept[0] != "rt-stray" {
 		t.Fatalf("sweep: %v %v", swept, err)

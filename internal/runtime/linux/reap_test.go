@@ -33,11 +33,11 @@ func threads(t *testing.T) int {
 	return 0
 }
 
-// TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped: the daemon
-// reaps each sandbox's init without an OS thread blocked in waitid per
-// running sandbox (the thread count does not grow with the sandboxes), and
-// an init that exits is still reaped (no zombie left).
-func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
+// newSkeletonRuntime makes a runtime in a temp dir (its host state
+// removed at the end) and a skeleton root whose /usr is the host's,
+// mounted read-only by the caller's spec. It needs root.
+func newSkeletonRuntime(t *testing.T) (*Runtime, string) {
+	t.Helper()
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
 	exe, _ := os.Executable()
@@ -46,7 +46,6 @@ func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
-	ctx := context.Background()
 	root := t.TempDir()
 	for _, d := range []string{"proc", "dev", "sys", "tmp", ".stead", "usr"} {
 		os.MkdirAll(filepath.Join(root, d), 0o755)
@@ -54,6 +53,16 @@ func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
 	for _, l := range []string{"bin", "lib", "lib64"} {
 		os.Symlink("usr/"+l, filepath.Join(root, l))
 	}
+	return r, root
+}
+
+// TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped: the daemon
+// reaps each sandbox's init without an OS thread blocked in waitid per
+// running sandbox (the thread count does not grow with the sandboxes), and
+// an init that exits is still reaped (no zombie left).
+func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
+	r, root := newSkeletonRuntime(t)
+	ctx := context.Background()
 	start := func(id string) {
 		t.Helper()
 		if err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
@@ -100,22 +109,8 @@ func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
 // cgroup files, gives the numbers libcontainer's full Stats gives (pids
 // exactly; memory within what a second's drift allows; cpu no less).
 func TestStatsReadsTheSameNumbersAsLibcontainer(t *testing.T) {
-	testutil.RequireRoot(t)
-	dir := t.TempDir()
-	exe, _ := os.Executable()
-	r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
+	r, root := newSkeletonRuntime(t)
 	ctx := context.Background()
-	root := t.TempDir()
-	for _, d := range []string{"proc", "dev", "sys", "tmp", ".stead", "usr"} {
-		os.MkdirAll(filepath.Join(root, d), 0o755)
-	}
-	for _, l := range []string{"bin", "lib", "lib64"} {
-		os.Symlink("usr/"+l, filepath.Join(root, l))
-	}
 	if err := r.Start(ctx, steadrt.Spec{ID: "stats-1", Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}},
 		Limits: steadrt.Limits{MemoryBytes: 256 << 20, Pids: 64}}); err != nil {
 		t.Fatal(err)
