@@ -17,7 +17,7 @@ import (
 //   - a sandbox left in "creating" by a crash is removed with its dataset;
 //   - runtime state with no running sandbox behind it is destroyed, so no
 //     cgroup or mount is orphaned;
-//   - the warm sandboxes of an earlier daemon (datasets without a record)
+//   - the warm sandboxes of an earlier daemon (marked, without a record)
 //     are removed (warm.go);
 //   - an environment stored in plaintext by an earlier stead is sealed.
 func (s *Service) Reconcile(ctx context.Context) error {
@@ -58,7 +58,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.cleanSnapshotLeftovers(ctx); err != nil {
 		return fmt.Errorf("reconcile: snapshot leftovers: %w", err)
 	}
-	s.dropWarmLeftovers(ctx) // warm.go
+	s.dropWarmLeftovers(ctx, list) // warm.go
 	if err := s.syncNetwork(ctx); err != nil {
 		return fmt.Errorf("reconcile: network: %w", err)
 	}

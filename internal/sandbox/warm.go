@@ -269,9 +269,10 @@ func (s *Service) drainWarm(ctx context.Context) {
 // dropWarmLeftovers removes the warm sandboxes an earlier daemon left:
 // those marked in WarmDir that have no record. A marked id with a record
 // was taken (the daemon died before it dropped the mark): only its mark
-// goes. Nothing unmarked is ever removed, so a lost or replaced metadata
+// goes; list is every record, deleted ones included (Reconcile's). Nothing
+// unmarked is ever removed, so a lost or replaced metadata
 // store never costs a sandbox its data. It runs before serving.
-func (s *Service) dropWarmLeftovers(ctx context.Context) {
+func (s *Service) dropWarmLeftovers(ctx context.Context, list []store.Sandbox) {
 	dir := s.opts.WarmDir
 	if dir == "" {
 		return
@@ -282,11 +283,6 @@ func (s *Service) dropWarmLeftovers(ctx context.Context) {
 	}
 	if err != nil {
 		s.log.Error("list warm sandbox marks", "dir", dir, "err", err)
-		return
-	}
-	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
-	if err != nil {
-		s.log.Error("list sandboxes", "err", err)
 		return
 	}
 	known := make(map[string]bool, len(list))
