@@ -104,6 +104,9 @@ type Options struct {
 	// Growth configures the limit warnings and large-file hints
 	// (growth.go).
 	Growth GrowthOptions
+	// Owner holds the sandboxes' owner leases (owner.go; nil: this node
+	// is the only one and owns every sandbox).
+	Owner Owner
 }
 
 // AgentSockets serves the API on a per-sandbox unix socket.
@@ -168,6 +171,9 @@ func New(opts Options) *Service {
 	}
 	if opts.StageDir == "" {
 		opts.StageDir = filepath.Join(os.TempDir(), "stead-stage")
+	}
+	if opts.Owner == nil {
+		opts.Owner = soleOwner{}
 	}
 	if opts.WarmDir == "" && opts.DataDir != "" {
 		opts.WarmDir = filepath.Join(opts.DataDir, "warm")
