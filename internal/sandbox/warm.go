@@ -440,10 +440,17 @@ func (s *Service) takeWarm(ctx context.Context, tenant, name string, tmpl store.
 	}
 	specJSON, _ := json.Marshal(sp)
 	now := s.now()
-	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
-		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateRunning,
-		Spec: specJSON, CreatedAt: now, UpdatedAt: now, StartedAt: &now,
-	})
+	_, err = s.opts.Owner.Acquire(ctx, id)
+	var rec store.Sandbox
+	if err == nil {
+		rec, err = s.st.CreateSandbox(ctx, store.Sandbox{
+			ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateRunning,
+			Spec: specJSON, CreatedAt: now, UpdatedAt: now, StartedAt: &now,
+		})
+		if err != nil {
+			s.opts.Owner.Release(context.WithoutCancel(ctx), id)
+		}
+	}
 	if err != nil {
 		if sp.Network == nil {
 			giveBack() // untouched
