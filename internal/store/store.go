@@ -225,6 +225,7 @@ type Store interface {
 	BudgetStore
 	NodeStore
 	OwnershipStore
+	WarmPoolStore
 
 	Close() error
 }
