@@ -100,11 +100,11 @@ type warmPool struct {
 	// (store.WarmPoolStore), read again at every pass.
 	defaults map[warmKey]int
 	specs    map[warmKey]int
-	ready   map[warmKey][]string // ids, oldest first
-	pending map[warmKey]int      // being made
-	wake    chan struct{}
-	taken   atomic.Int64
-	made    atomic.Int64
+	ready    map[warmKey][]string // ids, oldest first
+	pending  map[warmKey]int      // being made
+	wake     chan struct{}
+	taken    atomic.Int64
+	made     atomic.Int64
 }
 
 // WarmStats reports what the warm pool did.
