@@ -125,6 +125,8 @@ start adopts them.`,
 	f.StringVar(&cfg.NodeAddress, "node-address", "", "where other nodes reach this daemon, host:port (default: --listen)")
 	f.DurationVar(&cfg.NodeHeartbeat, "node-heartbeat", cluster.DefaultInterval, "how often this node refreshes its heartbeat in the registry")
 	f.DurationVar(&cfg.NodeGrace, "node-grace", 0, "how old a node's heartbeat may be for it to count as alive (default: three heartbeats)")
+	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", envOr("STEAD_CLUSTER_SECRET_FILE", ""), "run as a node of a cluster (several daemons on one PostgreSQL --store and one --repo): the file holds the secret every node shares, at least 32 bytes, mode 0600 (env STEAD_CLUSTER_SECRET_FILE); see docs/cluster.md")
+	f.DurationVar(&cfg.LeaseTTL, "lease-ttl", cluster.DefaultLeaseTTL, "cluster mode: how long a sandbox's owner lease lasts unless renewed (renewed every third of it)")
 	f.StringVar(&cfg.RunDir, "run-dir", envOr("STEAD_RUN_DIR", "/run/stead"), "runtime state directory (tmpfs)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7878", "TCP address of the API (empty to disable)")
 	f.StringVar(&cfg.Socket, "socket", "/run/stead/stead.sock", "unix socket of the API (empty to disable)")

@@ -57,6 +57,9 @@ const (
 	BackupRestored    = "backup.restored"
 	DrillPassed       = "drill.passed"
 	DrillFailed       = "drill.failed"
+	// SandboxLostCopy: a node lost a sandbox's lease (another node owns it
+	// now) and kept its local copy's root as a dataset, data["dataset"].
+	SandboxLostCopy = "sandbox.lost_copy_kept"
 )
 
 // Event types of the tenant policies (emitted by their owners through the

@@ -109,6 +109,10 @@ const (
 	// StateArchived: the root lives only in the repository (pushed, verified,
 	// local disk freed); starting hydrates it.
 	StateArchived SandboxState = "archived"
+	// StateLost: the sandbox's node stopped answering past the cluster's
+	// grace; its lease was expired and another node may restore it from
+	// its last push (failover).
+	StateLost SandboxState = "lost"
 )
 
 // Sandbox is the persisted record of one sandbox. Spec holds the
@@ -221,6 +225,7 @@ type Store interface {
 	BudgetStore
 	NodeStore
 	OwnershipStore
+	WarmPoolStore
 
 	Close() error
 }
