@@ -374,3 +374,6 @@ func setSpecJSON(spec []byte, key string, v any) ([]byte, error) {
 	raw[key] = b
 	return json.Marshal(raw)
 }
+
+// lostHint is what a verb refused on a lost sandbox says.
+const lostHint = " (its node stopped answering: with failover restore and a push it runs again on another node; stead show gives its last push)"

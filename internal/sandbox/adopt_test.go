@@ -212,6 +212,12 @@ func TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush(t *testing.T) {
 	if o.State != store.StateLost || !errors.Is(adoptErrs[len(adoptErrs)-1], errs.ErrConflict) {
 		t.Fatalf("sandbox with an unpushed volume: %s, adopt error %v", o.State, adoptErrs)
 	}
+	if _, err := s2.StartSandbox(ctx, tn, other.ID); !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "stopped answering") {
+		t.Fatalf("start of a lost sandbox: %v", err)
+	}
+	if v, _ := s2.GetSandbox(ctx, tn, other.ID); v.State != "lost" || v.StopReason != cluster.StopReasonNodeLost {
+		t.Fatalf("view of a lost sandbox: %s %q", v.State, v.StopReason)
+	}
 	if own, _ := st.GetOwnership(ctx, other.ID); own.ValidAt(time.Now()) {
 		t.Fatalf("a failed adoption keeps the lease: %+v", own)
 	}

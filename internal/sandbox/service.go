@@ -786,6 +786,8 @@ func hint(verb string, st store.SandboxState) string {
 		return " (start it instead)"
 	case st == store.StateCreating:
 		return " (wait for the create to finish)"
+	case st == store.StateLost:
+		return lostHint // adopt.go
 	}
 	return ""
 }
