@@ -62,6 +62,15 @@ const (
 	SandboxLostCopy = "sandbox.lost_copy_kept"
 )
 
+// Event types of failover (internal/cluster's coordinator and a node's
+// adoption, internal/sandbox adopt.go): a sandbox marked lost with its
+// node, restored on another node, or a failed attempt (data: error).
+const (
+	SandboxLost    = "sandbox.lost"
+	SandboxAdopted = "sandbox.adopted"
+	FailoverFailed = "failover.failed"
+)
+
 // Event types of the tenant policies (emitted by their owners through the
 // service's event call; named here so that every emitter and every
 // subscriber spells them alike).

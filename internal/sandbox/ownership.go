@@ -139,7 +139,13 @@ func (s *Service) claim(ctx context.Context, list []store.Sandbox) []store.Sandb
 		own, err := s.st.GetOwnership(ctx, sb.ID)
 		switch {
 		case err == nil && own.Node != self:
-			continue // another node's
+			// Another node's. A root of it here is a copy this node ran
+			// before the sandbox moved (failover while this node was away,
+			// or a partition): kept, never run.
+			if ok, _ := s.pool.Exists(ctx, datasetName(sb.ID)); ok {
+				s.keepLostCopy(ctx, sb, own.Epoch, "node "+own.Node+" owns it now")
+			}
+			continue
 		case errors.Is(err, errs.ErrNotFound):
 			if ok, _ := s.pool.Exists(ctx, datasetName(sb.ID)); !ok {
 				continue

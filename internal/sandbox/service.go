@@ -284,6 +284,7 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		Secrets:  sp.SecretRefs,
 		Warnings: s.limitWarnings(sb),
 	}
+	v.Failover, v.LastPushAt, v.LastPushID = failoverView(sb) // adopt.go
 	if n := s.net(); n != nil {
 		if a, ok := n.Addr(sb.ID); ok {
 			v.Address = a.String()
@@ -347,6 +348,9 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, err
 	}
 	sp.Labels = req.Labels
+	if sp.Failover, err = failoverPolicy(req.Failover); err != nil { // adopt.go
+		return client.Sandbox{}, err
+	}
 	if req.Network != nil {
 		p, err := policy.Parse(*req.Network)
 		if err != nil {
@@ -802,6 +806,8 @@ func hint(verb string, st store.SandboxState) string {
 		return " (start it instead)"
 	case st == store.StateCreating:
 		return " (wait for the create to finish)"
+	case st == store.StateLost:
+		return lostHint // adopt.go
 	}
 	return ""
 }

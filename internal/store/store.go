@@ -109,9 +109,10 @@ const (
 	// StateArchived: the root lives only in the repository (pushed, verified,
 	// local disk freed); starting hydrates it.
 	StateArchived SandboxState = "archived"
-	// StateLost: the sandbox's node stopped answering past the cluster's
-	// grace; its lease was expired and another node may restore it from
-	// its last push (failover).
+	// StateLost: the node that owned the sandbox stopped heartbeating and
+	// its lease was expired (internal/cluster failover); its root is on
+	// that node. It is restored elsewhere from its last push, or stays
+	// lost, as its failover policy says.
 	StateLost SandboxState = "lost"
 )
 
