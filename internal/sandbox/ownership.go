@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/pool"
@@ -155,9 +156,14 @@ func (s *Service) claim(ctx context.Context, list []store.Sandbox) []store.Sandb
 			continue
 		}
 		if sb.State == store.StateLost {
-			// Failover marked it lost while this node was away: another
-			// node may restore it; this copy is kept, never run.
-			s.keepLostCopy(ctx, sb, own.Epoch, "marked lost while this node was away")
+			// Failover marked it lost while this node was away. If no
+			// node restored it meanwhile, this node's copy is newer than
+			// any push: take it back. Otherwise keep the copy, never run.
+			if back, ok := s.takeBack(ctx, sb); ok {
+				mine = append(mine, back)
+			} else {
+				s.keepLostCopy(ctx, sb, own.Epoch, "marked lost while this node was away")
+			}
 			continue
 		}
 		if _, err := s.opts.Owner.Acquire(ctx, sb.ID); err != nil {
@@ -171,6 +177,36 @@ func (s *Service) claim(ctx context.Context, list []store.Sandbox) []store.Sandb
 		mine = append(mine, sb)
 	}
 	return mine
+}
+
+// takeBack resumes ownership of a sandbox failover marked lost from this
+// node, when no other node has taken its lease since: the lease is
+// acquired (epoch + 1), the lost mark cleared and the state before the
+// loss restored (Reconcile then finds its processes alive or crashed).
+func (s *Service) takeBack(ctx context.Context, sb store.Sandbox) (store.Sandbox, bool) {
+	m, ok := cluster.LostMarkOf(sb)
+	if !ok || m.Node != s.opts.Owner.Node() {
+		return sb, false
+	}
+	if ok, _ := s.pool.Exists(ctx, datasetName(sb.ID)); !ok {
+		return sb, false
+	}
+	own, err := s.opts.Owner.Acquire(ctx, sb.ID)
+	if err != nil {
+		return sb, false
+	}
+	spec, err := cluster.ClearLostMark(sb.Spec)
+	if err == nil {
+		back := sb
+		back.Spec, back.State, back.StopReason = spec, m.State, ""
+		if back, err = s.st.UpdateSandbox(ctx, back); err == nil {
+			s.log.Info("took back a sandbox marked lost while this node was away (no other node restored it)", "sandbox", sb.ID, "epoch", own.Epoch)
+			return back, true
+		}
+	}
+	s.log.Error("take back a sandbox marked lost", "sandbox", sb.ID, "err", err)
+	s.opts.Owner.Release(ctx, sb.ID)
+	return sb, false
 }
 
 // LeaseLost is called (cluster.LeaseOptions.OnLost) when this node learns

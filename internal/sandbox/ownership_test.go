@@ -214,3 +214,50 @@ func TestClusterRestartWithinTheLeaseKeepsTheSandbox(t *testing.T) {
 		t.Fatalf("b acquired a lease in force: %v", err)
 	}
 }
+
+// TestClusterReturningNodeTakesBackALostSandboxNobodyRestored: failover
+// marked the node's sandbox lost, but no node restored it (policy none):
+// the node, back, takes it again (a new epoch) with its processes, and the
+// lost mark is gone. Had another node taken it, the copy would be kept.
+func TestClusterReturningNodeTakesBackALostSandboxNobodyRestored(t *testing.T) {
+	r := newClusterRig(t)
+	ctx := context.Background()
+	sb, err := r.a.svc.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "back", Failover: client.FailoverNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.a.svc.Exec(ctx, store.DefaultTenant, "back", client.ExecRequest{Command: []string{"sh", "-c", "echo newer-than-any-push > /workspace/f"}}, nil); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	// a goes quiet; failover expires its leases and marks the sandbox lost.
+	r.clock.add(rigTTL + time.Second)
+	if _, err := r.st.ExpireNodeOwnerships(ctx, "a", r.clock.now()); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := r.st.GetSandbox(ctx, store.DefaultTenant, sb.ID)
+	lost, err := cluster.MarkLost(rec, cluster.LostMark{Node: "a", Epoch: 1, State: rec.State, At: r.clock.now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.st.UpdateSandbox(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	a2 := r.node(t, r.a.base, "a")
+	if err := a2.svc.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if epoch, ok := a2.leases.Held(sb.ID); !ok || epoch != 2 {
+		t.Fatalf("lease after taking back: epoch %d held %v, want 2 true", epoch, ok)
+	}
+	got, err := a2.svc.GetSandbox(ctx, store.DefaultTenant, "back")
+	if err != nil || got.State != "running" {
+		t.Fatalf("taken back: %+v %v", got, err)
+	}
+	if rec, _ := r.st.GetSandbox(ctx, store.DefaultTenant, sb.ID); func() bool { _, ok := cluster.LostMarkOf(rec); return ok }() {
+		t.Fatal("the lost mark stayed")
+	}
+	res, err := a2.svc.Exec(ctx, store.DefaultTenant, "back", client.ExecRequest{Command: []string{"cat", "/workspace/f"}}, nil)
+	if err != nil || string(res.Stdout) != "newer-than-any-push\n" {
+		t.Fatalf("the taken-back sandbox lost its files: %q %v", res.Stdout, err)
+	}
+}
