@@ -48,6 +48,9 @@ type Options struct {
 	// errors about a missing or non-admin key name it (default
 	// /var/lib/stead/admin.key).
 	AdminKeyPath string
+	// Router forwards the calls that need a sandbox's owning node to it,
+	// in a cluster (nil: one node, nothing is forwarded; see forward.go).
+	Router Router
 }
 
 // server holds what the route handlers share.
@@ -60,6 +63,8 @@ type server struct {
 	met *metrics.Metrics
 	// adminKey is Options.AdminKeyPath, for messages.
 	adminKey string
+	// router is Options.Router (nil: nothing is forwarded).
+	router Router
 }
 
 // NewHandler returns the HTTP handler of the stead API:
@@ -132,7 +137,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 
 	mux := http.NewServeMux()
-	s := &server{b: b, log: logger, ver: version, mux: mux, met: opts.Metrics, adminKey: opts.AdminKeyPath}
+	s := &server{b: b, log: logger, ver: version, mux: mux, met: opts.Metrics, adminKey: opts.AdminKeyPath, router: opts.Router}
 	if s.adminKey == "" {
 		s.adminKey = "/var/lib/stead/admin.key"
 	}
@@ -205,7 +210,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	nonNullArrays(s.api.OpenAPI())
 	describeOperations(s.api.OpenAPI())
 
-	return s.logRequests(s.authenticate(s.auditRequests(s.problemsForUnrouted(mux))))
+	return s.logRequests(s.authenticate(s.forward(s.auditRequests(s.problemsForUnrouted(mux)))))
 }
 
 // security is the requirement attached to every /v1 operation.
