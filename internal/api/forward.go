@@ -149,15 +149,18 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request, p Principal
 		s.answerHere(w, r, "create sandbox", err)
 		return
 	}
+	var req client.CreateSandboxRequest
+	if len(body) > MaxJSONBodyBytes || json.Unmarshal(body, &req) != nil {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+		next.ServeHTTP(w, r)
+		return
+	}
 	restore := func() {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-	}
-	var req client.CreateSandboxRequest
-	if len(body) > MaxJSONBodyBytes || json.Unmarshal(body, &req) != nil {
-		restore()
-		next.ServeHTTP(w, r)
-		return
 	}
 	to, done, err := s.router.Place(r.Context(), p.TenantID, req)
 	if err != nil {
