@@ -101,6 +101,9 @@ type server struct {
 //     against the key's role and scope (authz.go); the principal's tenant
 //     (for an admin key, the one X-Stead-Tenant names) is passed to every
 //     Backend call.
+//   - with opts.Router (a cluster), every /v1/sandboxes/{id}/... call and
+//     every create forwarded, streaming, to the node that must serve it,
+//     and node calls whose signature does not verify refused (forward.go).
 //
 // The handler serves long-lived streams (exec, logs, PTY, tar): the
 // http.Server around it must not set a WriteTimeout.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,10 @@ type Router struct {
 	// create's lease shows in the store.
 	mu      sync.Mutex
 	pending map[string][]Need
+
+	// idMu guards ids: RouteID's recent answers, by sandbox id.
+	idMu sync.Mutex
+	ids  map[string]idRoute
 }
 
 // NewRouter returns the Router of node o.Node.
@@ -88,7 +94,7 @@ func NewRouter(o RouterOptions) (*Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster router: %w", err)
 	}
-	return &Router{o: o, auth: auth, client: c, pending: map[string][]Need{}}, nil
+	return &Router{o: o, auth: auth, client: c, pending: map[string][]Need{}, ids: map[string]idRoute{}}, nil
 }
 
 // Auth is the node's signer and verifier (RequireNode guards node-only
@@ -232,4 +238,113 @@ func (r *Router) Loads(ctx context.Context) (map[string]Load, error) {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	return Loads(owners, sbs), nil
+}
+
+// idRouteTTL is how long RouteID keeps an answer: what a proxied request
+// to a sandbox port may act on as read earlier (the port proxy's own
+// cache of a sandbox's record lasts as long).
+const idRouteTTL = time.Second
+
+// maxIDRoutes bounds RouteID's cache; past it, expired answers are dropped.
+const maxIDRoutes = 4096
+
+// idRoute is one answer of RouteID.
+type idRoute struct {
+	to api.Peer
+	at time.Time
+}
+
+// RouteID is Route for a request that names a sandbox by id and no tenant
+// (the port proxy's: a public port needs no API key), with its answer
+// kept for up to a second, so a proxied request costs no store read.
+func (r *Router) RouteID(ctx context.Context, id string) (api.Peer, error) {
+	now := r.o.Clock()
+	r.idMu.Lock()
+	e, ok := r.ids[id]
+	r.idMu.Unlock()
+	if ok && now.Sub(e.at) < idRouteTTL && now.Sub(e.at) >= 0 {
+		return e.to, nil
+	}
+	sb, err := r.o.Store.GetSandbox(ctx, "", id) // "": by id, in any tenant
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route sandbox %s: %w", id, err)
+	}
+	to, err := r.Route(ctx, sb.TenantID, sb.ID)
+	if err != nil {
+		return api.Peer{}, err
+	}
+	r.idMu.Lock()
+	if len(r.ids) >= maxIDRoutes {
+		for k, v := range r.ids {
+			if now.Sub(v.at) >= idRouteTTL || now.Sub(v.at) < 0 {
+				delete(r.ids, k)
+			}
+		}
+	}
+	if len(r.ids) < maxIDRoutes {
+		r.ids[id] = idRoute{to: to, at: now}
+	}
+	r.idMu.Unlock()
+	return to, nil
+}
+
+// ForwardSandboxPaths wraps the handlers the daemon mounts ahead of the
+// API for /v1/sandboxes/{id}/... (the port proxy's path routes
+// /v1/sandboxes/{id}/ports/{port}/ and /v1/sandboxes/{id}/port-forward/{port},
+// which authenticate by themselves): a request for a sandbox another live
+// node owns is forwarded to it, streaming (websockets included), signed;
+// one this node serves, and every verified node call, goes to next. A
+// request with node-call headers that do not verify is refused with 401;
+// an owner that cannot be reached is a 503 (502) problem naming it.
+func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		node, err := r.auth.Verify(req)
+		if err != nil {
+			writeProblem(w, http.StatusUnauthorized, errs.Message(err))
+			return
+		}
+		id, ok := sandboxPathID(req.URL.EscapedPath())
+		if node != "" || !ok {
+			next.ServeHTTP(w, req)
+			return
+		}
+		to, err := r.RouteID(req.Context(), id)
+		if err != nil {
+			r.o.Logger.ErrorContext(req.Context(), "route a sandbox path", "sandbox", id, "err", err)
+			writeProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
+			return
+		}
+		if to.Here() {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if err := r.client.Forward(w, req, to); err != nil {
+			var fe *ForwardError
+			status := http.StatusBadGateway
+			if errors.As(err, &fe) {
+				status = fe.Status
+			}
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "5")
+			}
+			writeProblem(w, status, errs.Message(err))
+		}
+	})
+}
+
+// sandboxPathID returns the {id} of an escaped /v1/sandboxes/{id}/... path.
+func sandboxPathID(escaped string) (string, bool) {
+	rest, ok := strings.CutPrefix(escaped, "/v1/sandboxes/")
+	if !ok {
+		return "", false
+	}
+	seg, _, _ := strings.Cut(rest, "/")
+	id, err := url.PathUnescape(seg)
+	if err != nil || id == "" || strings.ContainsAny(id, "/?#") {
+		return "", false
+	}
+	return id, true
 }
