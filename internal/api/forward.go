@@ -80,7 +80,8 @@ type Router interface {
 	// Forward proxies r to the node to, streaming, signed as this node's
 	// call. It returns an error, having written nothing, when the node
 	// gave no answer (its HTTP status is what huma.StatusError's
-	// GetStatus says, 502 or 503); the caller answers it.
+	// GetStatus says, 502 or 503); the caller answers it. It returns nil
+	// once the node answered, and when the client went away.
 	Forward(w http.ResponseWriter, r *http.Request, to Peer) error
 }
 

@@ -159,6 +159,7 @@ func (e *ForwardError) GetStatus() int { return e.Status }
 // writes nothing and returns a *ForwardError for the caller to answer;
 // once the node answered, its answer is the response, and a failure in
 // the middle of it aborts the client's connection (http.ErrAbortHandler).
+// A client that went away gets nothing (nil).
 func (c *NodeClient) Forward(w http.ResponseWriter, r *http.Request, to api.Peer) error {
 	u, err := c.target(to.Address)
 	if err != nil {
@@ -168,6 +169,12 @@ func (c *NodeClient) Forward(w http.ResponseWriter, r *http.Request, to api.Peer
 	tw := &trackWriter{ResponseWriter: w}
 	c.proxy.ServeHTTP(tw, r.WithContext(context.WithValue(r.Context(), fwdKey{}, call)))
 	if call.err == nil {
+		return nil
+	}
+	if r.Context().Err() != nil {
+		// The client went away: there is no one to answer, and what the
+		// node did with the request is the node's to record.
+		c.log.DebugContext(r.Context(), "forwarded request canceled by the client", "node", to.Node, "method", r.Method, "path", r.URL.Path, "err", call.err)
 		return nil
 	}
 	if tw.wrote {
