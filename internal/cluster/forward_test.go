@@ -767,3 +767,27 @@ func TestNodeClientDoSignsItsOwnCalls(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnerDyingMidStreamIsAnErrorNotACleanEnd(t *testing.T) {
+	c := newCluster(t, "node-a", "node-b")
+	addSandbox(t, c.st, "sb-1", "one", "node-b")
+	b := c.nodes["node-b"]
+	stdout := &notifyWriter{want: "chunk 1", seen: make(chan struct{})}
+	b.b.exec = func(ctx context.Context, out api.ExecStream) (client.ExecResult, error) {
+		if err := out.Stdout([]byte("chunk 1\n")); err != nil {
+			return client.ExecResult{}, err
+		}
+		<-stdout.seen
+		// node-b goes away with the stream half sent.
+		b.srv.CloseClientConnections()
+		<-ctx.Done()
+		return client.ExecResult{}, ctx.Err()
+	}
+	_, err := c.nodes["node-a"].client(t).ExecStream(testCtx(t), "one", client.ExecRequest{Command: []string{"x"}}, stdout, io.Discard)
+	if err == nil {
+		t.Fatal("a stream cut off at the owner ended without an error through node-a")
+	}
+	if stdout.String() != "chunk 1\n" {
+		t.Fatalf("stdout %q", stdout.String())
+	}
+}
