@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -551,13 +552,9 @@ func TestForwardedCallIsAuditedOnceByTheNodeThatServesIt(t *testing.T) {
 
 func TestUnreachableOwnerIsAProblemNamingIt(t *testing.T) {
 	c := newCluster(t, "node-a")
-	// node-c is alive by its heartbeat but nothing listens at its address.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	// node-c is alive by its heartbeat but nothing listens at its address
+	// (a socket path, so that no other test's server can take it).
+	addr := "unix:" + filepath.Join(t.TempDir(), "gone.sock")
 	heartbeat(t, c.st, "node-c", addr, roomy, time.Now())
 	addSandbox(t, c.st, "sb-2", "two", "node-c")
 	a := c.nodes["node-a"]
@@ -755,9 +752,7 @@ func TestNodeClientDoSignsItsOwnCalls(t *testing.T) {
 	}
 	wantProblem(t, res, http.StatusUnauthorized, "bad signature")
 	// Nothing listening: an error naming the address.
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := "unix:" + filepath.Join(t.TempDir(), "gone.sock")
 	if _, err := nc.Do(t.Context(), addr, http.MethodGet, "/x", nil); err == nil || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("call to a closed port: %v", err)
 	}
@@ -789,5 +784,31 @@ func TestOwnerDyingMidStreamIsAnErrorNotACleanEnd(t *testing.T) {
 	}
 	if stdout.String() != "chunk 1\n" {
 		t.Fatalf("stdout %q", stdout.String())
+	}
+}
+
+func TestForwardReachesANodeOnAUnixSocket(t *testing.T) {
+	c := newCluster(t, "node-a")
+	sock := filepath.Join(t.TempDir(), "api.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRouter(RouterOptions{Store: c.st, Node: "node-u", Secret: testSecret, Grace: 30 * time.Second,
+		InstanceTypes: testTypes, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	ub := &nodeBackend{node: "node-u"}
+	srv := httptest.NewUnstartedServer(api.NewHandler(ub, api.Options{Logger: slog.New(slog.DiscardHandler), Router: r}))
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	heartbeat(t, c.st, "node-u", "unix:"+sock, roomy, time.Now())
+	addSandbox(t, c.st, "sb-1", "one", "node-u")
+	sb, err := c.nodes["node-a"].client(t).GetSandbox(testCtx(t), "one")
+	if err != nil || sb.Labels["served-by"] != "node-u" {
+		t.Fatalf("get via node-a: %+v, %v; want it served by node-u", sb, err)
 	}
 }
