@@ -166,6 +166,12 @@ func (c *NodeClient) Forward(w http.ResponseWriter, r *http.Request, to api.Peer
 		return &ForwardError{Peer: to, Status: http.StatusBadGateway, Err: err}
 	}
 	call := &fwdCall{to: to, target: u}
+	// The node may answer before the request's body is all sent (and
+	// always reads past its end to check its length): without full duplex
+	// the server would close the body once the answer's headers are
+	// written, breaking the connection to the node in mid-answer. (HTTP/2
+	// is full duplex anyway, and says it does not support the call.)
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	tw := &trackWriter{ResponseWriter: w}
 	c.proxy.ServeHTTP(tw, r.WithContext(context.WithValue(r.Context(), fwdKey{}, call)))
 	if call.err == nil {
