@@ -48,6 +48,9 @@ type Options struct {
 	// errors about a missing or non-admin key name it (default
 	// /var/lib/stead/admin.key).
 	AdminKeyPath string
+	// Router forwards the calls that need a sandbox's owning node to it,
+	// in a cluster (nil: one node, nothing is forwarded; see forward.go).
+	Router Router
 }
 
 // server holds what the route handlers share.
@@ -60,6 +63,8 @@ type server struct {
 	met *metrics.Metrics
 	// adminKey is Options.AdminKeyPath, for messages.
 	adminKey string
+	// router is Options.Router (nil: nothing is forwarded).
+	router Router
 }
 
 // NewHandler returns the HTTP handler of the stead API:
@@ -96,6 +101,9 @@ type server struct {
 //     against the key's role and scope (authz.go); the principal's tenant
 //     (for an admin key, the one X-Stead-Tenant names) is passed to every
 //     Backend call.
+//   - with opts.Router (a cluster), every /v1/sandboxes/{id}/... call and
+//     every create forwarded, streaming, to the node that must serve it,
+//     and node calls whose signature does not verify refused (forward.go).
 //
 // The handler serves long-lived streams (exec, logs, PTY, tar): the
 // http.Server around it must not set a WriteTimeout.
@@ -132,7 +140,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	}
 
 	mux := http.NewServeMux()
-	s := &server{b: b, log: logger, ver: version, mux: mux, met: opts.Metrics, adminKey: opts.AdminKeyPath}
+	s := &server{b: b, log: logger, ver: version, mux: mux, met: opts.Metrics, adminKey: opts.AdminKeyPath, router: opts.Router}
 	if s.adminKey == "" {
 		s.adminKey = "/var/lib/stead/admin.key"
 	}
@@ -208,7 +216,7 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	nonNullArrays(s.api.OpenAPI())
 	describeOperations(s.api.OpenAPI())
 
-	return s.logRequests(s.authenticate(s.auditRequests(s.problemsForUnrouted(mux))))
+	return s.logRequests(s.authenticate(s.forward(s.auditRequests(s.problemsForUnrouted(mux)))))
 }
 
 // security is the requirement attached to every /v1 operation.

@@ -1,0 +1,350 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+var _ api.Router = (*Router)(nil)
+
+// RouterOptions configure a Router.
+type RouterOptions struct {
+	// Store is the cluster's store: sandboxes, owner leases, nodes.
+	Store store.Store
+	// Node is this node's name.
+	Node string
+	// Secret is the cluster secret (LoadSecret reads it).
+	Secret []byte
+	// Grace is how old a node's heartbeat may be for it to count as alive
+	// (0: three DefaultInterval, the registry's default): a sandbox whose
+	// owner is not alive is served here, and a create never goes to it.
+	Grace time.Duration
+	// InstanceTypes are the instance types a create may name
+	// (sandbox.InstanceTypes()), and DefaultInstanceType the one it gets
+	// when it names none (sandbox.DefaultInstanceType).
+	InstanceTypes       []client.InstanceType
+	DefaultInstanceType string
+	// CPUOvercommit, MemoryOvercommit and DiskOvercommit are placement's
+	// ratios (0: the Default* ones; see placement.go).
+	CPUOvercommit, MemoryOvercommit, DiskOvercommit float64
+	// Clock is this node's clock (nil: time.Now).
+	Clock func() time.Time
+	// Logger receives routing decisions worth a line (default
+	// slog.Default()).
+	Logger *slog.Logger
+}
+
+// Router is a node's api.Router: it finds a sandbox's owner (Route),
+// picks the node for a create (Place), verifies node calls (Verify) and
+// forwards requests, signed (Forward). Its NodeClient makes the node's own
+// calls to other nodes.
+type Router struct {
+	o      RouterOptions
+	auth   *NodeAuth
+	client *NodeClient
+
+	// mu guards pending: the needs of creates placed by this node and not
+	// yet answered, by node, counted against the node's room until the
+	// create's lease shows in the store.
+	mu      sync.Mutex
+	pending map[string][]Need
+
+	// idMu guards ids: RouteID's recent answers, by sandbox id.
+	idMu sync.Mutex
+	ids  map[string]idRoute
+}
+
+// NewRouter returns the Router of node o.Node.
+func NewRouter(o RouterOptions) (*Router, error) {
+	if o.Store == nil {
+		return nil, fmt.Errorf("cluster router: no store: %w", errs.ErrInvalid)
+	}
+	if len(o.InstanceTypes) == 0 {
+		return nil, fmt.Errorf("cluster router: no instance types (pass sandbox.InstanceTypes()): %w", errs.ErrInvalid)
+	}
+	if o.DefaultInstanceType == "" {
+		o.DefaultInstanceType = o.InstanceTypes[0].Name
+	}
+	if o.Grace <= 0 {
+		o.Grace = 3 * DefaultInterval
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	auth, err := NewNodeAuth(o.Node, o.Secret, o.Clock)
+	if err != nil {
+		return nil, fmt.Errorf("cluster router: %w", err)
+	}
+	c, err := NewNodeClient(auth, o.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("cluster router: %w", err)
+	}
+	return &Router{o: o, auth: auth, client: c, pending: map[string][]Need{}, ids: map[string]idRoute{}}, nil
+}
+
+// Auth is the node's signer and verifier (RequireNode guards node-only
+// routes with it).
+func (r *Router) Auth() *NodeAuth { return r.auth }
+
+// Client makes the node's own signed calls to other nodes.
+func (r *Router) Client() *NodeClient { return r.client }
+
+// Close closes idle connections to other nodes.
+func (r *Router) Close() { r.client.Close() }
+
+// Verify checks a request's node-call headers (NodeAuth.Verify).
+func (r *Router) Verify(req *http.Request) (string, error) { return r.auth.Verify(req) }
+
+// Forward proxies req to the node to, signed (NodeClient.Forward).
+func (r *Router) Forward(w http.ResponseWriter, req *http.Request, to api.Peer) error {
+	return r.client.Forward(w, req, to)
+}
+
+// Route returns the node that serves tenant's requests for the sandbox
+// idOrName: the zero Peer (here) when this node owns it, when the sandbox
+// is not found (the route answers its 404), when it never had a lease,
+// or when its owner's heartbeat is older than the grace or the owner is not
+// registered (a dead owner's sandbox is read here; actions then fail in
+// the service, which does not hold its lease). Otherwise the owner, even
+// when its lease lapsed: a live node keeps the sandbox's data (a stopped
+// sandbox whose lease it released is started there).
+func (r *Router) Route(ctx context.Context, tenant, idOrName string) (api.Peer, error) {
+	if tenant == "" {
+		// The store reads "" as every tenant; an API caller always has one.
+		return api.Peer{}, nil
+	}
+	sb, err := r.o.Store.GetSandbox(ctx, tenant, idOrName)
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route sandbox %s: %w", idOrName, err)
+	}
+	own, err := r.o.Store.GetOwnership(ctx, sb.ID)
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route sandbox %s: %w", sb.ID, err)
+	}
+	if own.Node == r.o.Node {
+		return api.Peer{}, nil
+	}
+	n, err := r.o.Store.GetNode(ctx, own.Node)
+	if errors.Is(err, errs.ErrNotFound) {
+		r.o.Logger.WarnContext(ctx, "sandbox owner is not a registered node; serving here", "sandbox", sb.ID, "node", own.Node)
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route sandbox %s: node %s: %w", sb.ID, own.Node, err)
+	}
+	if age := r.o.Clock().Sub(n.HeartbeatAt); age > r.o.Grace {
+		r.o.Logger.DebugContext(ctx, "sandbox owner is dead; serving here", "sandbox", sb.ID, "node", n.Name, "heartbeat_age", age)
+		return api.Peer{}, nil
+	}
+	return api.Peer{Node: n.Name, Address: n.Address}, nil
+}
+
+// Place picks the node that creates tenant's sandbox req (Pick over the
+// registry, the store's leases and the creates this node placed and has
+// not yet answered): the zero Peer for this node. A create naming an
+// unknown instance type is placed here, where the service refuses it.
+// done must be called once the create is answered.
+func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSandboxRequest) (api.Peer, func(), error) {
+	need, err := InstanceTypeNeed(r.o.InstanceTypes, r.o.DefaultInstanceType, req.InstanceType, req.DiskBytes)
+	if err != nil {
+		return api.Peer{}, func() {}, nil
+	}
+	nodes, err := r.o.Store.ListNodes(ctx)
+	if err != nil {
+		return api.Peer{}, nil, fmt.Errorf("place sandbox: list nodes: %w", err)
+	}
+	load, err := r.Loads(ctx)
+	if err != nil {
+		return api.Peer{}, nil, fmt.Errorf("place sandbox: %w", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for node, needs := range r.pending {
+		l := load[node]
+		for _, n := range needs {
+			l.Sandboxes++
+			l.CPUs += n.CPUs
+			l.MemoryBytes += n.MemoryBytes
+		}
+		load[node] = l
+	}
+	n, err := Pick(nodes, load, need, r.Policy())
+	if err != nil {
+		return api.Peer{}, nil, fmt.Errorf("place sandbox for tenant %s: %w", tenant, err)
+	}
+	r.pending[n.Name] = append(r.pending[n.Name], need)
+	var once sync.Once
+	done := func() { once.Do(func() { r.unpend(n.Name, need) }) }
+	r.o.Logger.DebugContext(ctx, "sandbox placed", "tenant", tenant, "node", n.Name, "need", need.String())
+	if n.Name == r.o.Node {
+		return api.Peer{}, done, nil
+	}
+	return api.Peer{Node: n.Name, Address: n.Address}, done, nil
+}
+
+// unpend removes one pending need of node.
+func (r *Router) unpend(node string, need Need) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ns := r.pending[node]
+	for i, n := range ns {
+		if n == need {
+			ns = append(ns[:i], ns[i+1:]...)
+			break
+		}
+	}
+	if len(ns) == 0 {
+		delete(r.pending, node)
+	} else {
+		r.pending[node] = ns
+	}
+}
+
+// Policy is the placement policy at this moment.
+func (r *Router) Policy() Policy {
+	return Policy{Now: r.o.Clock(), Grace: r.o.Grace, CPUOvercommit: r.o.CPUOvercommit,
+		MemoryOvercommit: r.o.MemoryOvercommit, DiskOvercommit: r.o.DiskOvercommit}
+}
+
+// Loads reads what every node's sandboxes take (see Loads).
+func (r *Router) Loads(ctx context.Context) (map[string]Load, error) {
+	owners, err := r.o.Store.ListOwnerships(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list owner leases: %w", err)
+	}
+	sbs, err := r.o.Store.ListSandboxes(ctx, store.SandboxFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return Loads(owners, sbs), nil
+}
+
+// idRouteTTL is how long RouteID keeps an answer: what a proxied request
+// to a sandbox port may act on as read earlier (the port proxy's own
+// cache of a sandbox's record lasts as long).
+const idRouteTTL = time.Second
+
+// maxIDRoutes bounds RouteID's cache; past it, expired answers are dropped.
+const maxIDRoutes = 4096
+
+// idRoute is one answer of RouteID.
+type idRoute struct {
+	to api.Peer
+	at time.Time
+}
+
+// RouteID is Route for a request that names a sandbox by id and no tenant
+// (the port proxy's: a public port needs no API key), with its answer
+// kept for up to a second, so a proxied request costs no store read.
+func (r *Router) RouteID(ctx context.Context, id string) (api.Peer, error) {
+	now := r.o.Clock()
+	r.idMu.Lock()
+	e, ok := r.ids[id]
+	r.idMu.Unlock()
+	if ok && now.Sub(e.at) < idRouteTTL && now.Sub(e.at) >= 0 {
+		return e.to, nil
+	}
+	sb, err := r.o.Store.GetSandbox(ctx, "", id) // "": by id, in any tenant
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route sandbox %s: %w", id, err)
+	}
+	to, err := r.Route(ctx, sb.TenantID, sb.ID)
+	if err != nil {
+		return api.Peer{}, err
+	}
+	r.idMu.Lock()
+	if len(r.ids) >= maxIDRoutes {
+		for k, v := range r.ids {
+			if now.Sub(v.at) >= idRouteTTL || now.Sub(v.at) < 0 {
+				delete(r.ids, k)
+			}
+		}
+	}
+	if len(r.ids) < maxIDRoutes {
+		r.ids[id] = idRoute{to: to, at: now}
+	}
+	r.idMu.Unlock()
+	return to, nil
+}
+
+// ForwardSandboxPaths wraps the handlers the daemon mounts ahead of the
+// API for /v1/sandboxes/{id}/... (the port proxy's path routes
+// /v1/sandboxes/{id}/ports/{port}/ and /v1/sandboxes/{id}/port-forward/{port},
+// which authenticate by themselves): a request for a sandbox another live
+// node owns is forwarded to it, streaming (websockets included), signed;
+// one this node serves, and every verified node call, goes to next. A
+// request with node-call headers that do not verify is refused with 401;
+// an owner that cannot be reached is a 503 (502) problem naming it.
+func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		node, err := r.auth.Verify(req)
+		if err != nil {
+			writeProblem(w, http.StatusUnauthorized, errs.Message(err))
+			return
+		}
+		id, ok := sandboxPathID(req.URL.EscapedPath())
+		if node != "" || !ok {
+			next.ServeHTTP(w, req)
+			return
+		}
+		to, err := r.RouteID(req.Context(), id)
+		if err != nil {
+			r.o.Logger.ErrorContext(req.Context(), "route a sandbox path", "sandbox", id, "err", err)
+			writeProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
+			return
+		}
+		if to.Here() {
+			next.ServeHTTP(w, req)
+			return
+		}
+		if err := r.client.Forward(w, req, to); err != nil {
+			var fe *ForwardError
+			status := http.StatusBadGateway
+			if errors.As(err, &fe) {
+				status = fe.Status
+			}
+			if status == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", "5")
+			}
+			writeProblem(w, status, errs.Message(err))
+		}
+	})
+}
+
+// sandboxPathID returns the {id} of an escaped /v1/sandboxes/{id}/... path.
+func sandboxPathID(escaped string) (string, bool) {
+	rest, ok := strings.CutPrefix(escaped, "/v1/sandboxes/")
+	if !ok {
+		return "", false
+	}
+	seg, _, _ := strings.Cut(rest, "/")
+	id, err := url.PathUnescape(seg)
+	if err != nil || id == "" || strings.ContainsAny(id, "/?#") {
+		return "", false
+	}
+	return id, true
+}

@@ -1,0 +1,109 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/portproxy"
+	"github.com/stead-dev/stead/internal/store"
+)
+
+// portBackend is one node's port proxy backend: it knows the sandboxes it
+// runs (their app listens on 127.0.0.1) and no others.
+type portBackend struct {
+	node string
+	runs map[string]bool
+}
+
+func (b portBackend) Target(_ context.Context, id string, _ int) (portproxy.Target, error) {
+	if !b.runs[id] {
+		return portproxy.Target{}, fmt.Errorf("sandbox %s is not on %s: %w", id, b.node, errs.ErrNotFound)
+	}
+	return portproxy.Target{SandboxID: id, Tenant: store.DefaultTenant, Addr: netip.MustParseAddr("127.0.0.1"),
+		Exposed: true, Public: true, State: "running"}, nil
+}
+func (portBackend) Authorize(context.Context, string, string) error { return errs.ErrUnauthenticated }
+func (portBackend) CheckToken(string, int, string) bool             { return false }
+func (portBackend) Wake(context.Context, string) error              { return nil }
+func (portBackend) NoteActivity(string)                             {}
+
+func TestPortProxyPathIsForwardedToTheOwner(t *testing.T) {
+	st := openStore(t)
+	// The app in sb-1, on node-b's side: it streams two chunks.
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "app saw %s prefix %s\n", r.URL.Path, r.Header.Get("X-Forwarded-Prefix"))
+		w.(http.Flusher).Flush()
+	}))
+	t.Cleanup(app.Close)
+	_, port, _ := net.SplitHostPort(app.Listener.Addr().String())
+	clk := &clock{now: time.Now()}
+	start := func(name string, runs map[string]bool) (*Router, *httptest.Server) {
+		r, err := NewRouter(RouterOptions{Store: st, Node: name, Secret: testSecret, Grace: 30 * time.Second, Clock: clk.Now,
+			InstanceTypes: testTypes, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		p := portproxy.New(portproxy.Options{Backend: portBackend{node: name, runs: runs}, Logger: slog.New(slog.DiscardHandler)})
+		mux := http.NewServeMux()
+		mux.Handle("/v1/sandboxes/{id}/ports/{port}/", r.ForwardSandboxPaths(p.PathHandler()))
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		heartbeat(t, st, name, srv.Listener.Addr().String(), roomy, time.Now())
+		return r, srv
+	}
+	ra, a := start("node-a", nil)
+	_, b := start("node-b", map[string]bool{"sb-1": true})
+	addSandbox(t, st, "sb-1", "one", "node-b")
+	get := func(srv *httptest.Server, path string, prep func(*http.Request)) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodGet, srv.URL+path, nil)
+		if prep != nil {
+			prep(req)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	path := "/v1/sandboxes/sb-1/ports/" + port + "/hello"
+	want := "app saw /hello prefix /v1/sandboxes/sb-1/ports/" + port + "\n"
+	for _, srv := range []*httptest.Server{a, b} {
+		if code, body := get(srv, path, nil); code != http.StatusOK || body != want {
+			t.Fatalf("via %s: %d %q, want %q", srv.URL, code, body, want)
+		}
+	}
+	// A forged node call to node-b is refused, not proxied.
+	code, body := get(b, path, func(r *http.Request) { newAuth(t, "node-a", otherSecret, time.Now()).Sign(r) })
+	if code != http.StatusUnauthorized || !strings.Contains(body, "bad signature") {
+		t.Fatalf("forged: %d %s", code, body)
+	}
+	// The owner's death: within a second node-a still routes to it (its
+	// answer is kept), then serves the request itself (here: its proxy
+	// does not run sb-1, so 404).
+	b.Close()
+	heartbeat(t, st, "node-b", "127.0.0.1:1", roomy, clk.Now().Add(-time.Minute))
+	if to, err := ra.RouteID(t.Context(), "sb-1"); err != nil || to.Node != "node-b" {
+		t.Fatalf("RouteID within a second: %+v, %v; want node-b still", to, err)
+	}
+	clk.Add(idRouteTTL)
+	if to, err := ra.RouteID(t.Context(), "sb-1"); err != nil || !to.Here() {
+		t.Fatalf("RouteID after the owner died: %+v, %v", to, err)
+	}
+	if code, _ := get(a, path, nil); code != http.StatusNotFound {
+		t.Fatalf("after the owner died: %d, want node-a's own 404", code)
+	}
+}
