@@ -5,50 +5,42 @@ import (
 	"context"
 	"crypto/hkdf"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
+	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/cluster"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/sandbox"
 	"github.com/stead-dev/stead/internal/store"
 )
 
-// minClusterSecret is the shortest cluster secret accepted, in bytes.
-const minClusterSecret = 32
-
 // clusterNode is what a daemon in cluster mode (Config.ClusterSecretFile)
 // has besides a single-node daemon: the cluster secret every node shares
 // and this node's sandbox owner leases.
 type clusterNode struct {
+	self   string
 	secret []byte
+	grace  time.Duration
+	st     store.Store
+	log    *slog.Logger
 	leases *cluster.Leases
+	// router finds owners, places creates and forwards (api.Options.Router);
+	// failover and evac act for the cluster (made by start).
+	router   *cluster.Router
+	failover *cluster.Failover
+	evac     *cluster.Evacuator
 	// svc is the sandbox service, once made: the leases' OnLost reaches it.
 	svc atomic.Pointer[sandbox.Service]
-}
-
-// loadClusterSecret reads the cluster secret file: at least 32 bytes
-// (surrounding white space trimmed), readable by its owner only.
-func loadClusterSecret(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("cluster secret file: %w", err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("cluster secret file %s is readable by others (mode %o): chmod 600 it: %w", path, fi.Mode().Perm(), errs.ErrInvalid)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("cluster secret file: %w", err)
-	}
-	b = bytes.TrimSpace(b)
-	if len(b) < minClusterSecret {
-		return nil, fmt.Errorf("cluster secret file %s holds %d bytes; at least %d are needed (e.g. head -c 32 /dev/urandom | base64 > %s): %w", path, len(b), minClusterSecret, path, errs.ErrInvalid)
-	}
-	return b, nil
 }
 
 // deriveKey derives a 32-byte key for purpose from the cluster secret, so
@@ -71,11 +63,19 @@ func newClusterNode(cfg Config, st store.Store, node string, log *slog.Logger) (
 	if !strings.HasPrefix(cfg.Store, "postgres://") && !strings.HasPrefix(cfg.Store, "postgresql://") {
 		return nil, fmt.Errorf("a cluster needs the nodes' shared PostgreSQL store (--store postgres://...), not %q: %w", redactStore(cfg.Store), errs.ErrInvalid)
 	}
-	secret, err := loadClusterSecret(cfg.ClusterSecretFile)
+	secret, err := cluster.LoadSecret(cfg.ClusterSecretFile)
 	if err != nil {
 		return nil, err
 	}
-	c := &clusterNode{secret: secret}
+	grace := cfg.NodeGrace
+	if grace <= 0 {
+		hb := cfg.NodeHeartbeat
+		if hb <= 0 {
+			hb = cluster.DefaultInterval
+		}
+		grace = 3 * hb
+	}
+	c := &clusterNode{self: node, secret: secret, grace: grace, st: st, log: log}
 	c.leases, err = cluster.NewLeases(cluster.LeaseOptions{Store: st, Node: node, TTL: cfg.LeaseTTL, Logger: log,
 		OnLost: func(id string, err error) {
 			if svc := c.svc.Load(); svc != nil {
@@ -85,7 +85,200 @@ func newClusterNode(cfg Config, st store.Store, node string, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	c.router, err = cluster.NewRouter(cluster.RouterOptions{Store: st, Node: node, Secret: secret, Grace: grace,
+		InstanceTypes: sandbox.InstanceTypes(), DefaultInstanceType: sandbox.DefaultInstanceType, Logger: log})
+	if err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// start makes the cluster's coordinators once the service exists: the
+// failover coordinator (run by Run) and the evacuator (called by the
+// evacuate route).
+func (c *clusterNode) start(svc *sandbox.Service, sink events.Sink, rec audit.Recorder) error {
+	c.svc.Store(svc)
+	var err error
+	c.failover, err = cluster.NewFailover(cluster.FailoverOptions{Store: c.st, Node: c.self, Grace: c.grace,
+		Pick: c.pick, Adopt: c.adopt, Events: sink, Audit: rec, Logger: c.log})
+	if err != nil {
+		return err
+	}
+	c.evac, err = cluster.NewEvacuator(cluster.EvacuateOptions{Store: c.st, Pick: c.pick,
+		HandOff: c.handOff, Adopt: c.adopt, Finish: c.finish, Audit: rec, Logger: c.log})
+	return err
+}
+
+// run runs the node's cluster loops until ctx ends.
+func (c *clusterNode) run(ctx context.Context) {
+	c.failover.Run(ctx)
+}
+
+// nodes is the API's node backend: the registry, and in a cluster the
+// evacuate route.
+func (c *clusterNode) nodes(reg *cluster.Registry, svc *sandbox.Service) api.NodeBackend {
+	if c == nil {
+		return reg
+	}
+	return struct {
+		*cluster.Registry
+		sandbox.NodeEvacuation
+	}{reg, sandbox.NodeEvacuation{Service: svc, Evacuate: c.evac.Evacuate}}
+}
+
+// forwardPaths sends the port proxy's path routes to a sandbox's owner
+// (nil on a single node).
+func (c *clusterNode) forwardPaths() func(http.Handler) http.Handler {
+	if c == nil {
+		return nil
+	}
+	return c.router.ForwardSandboxPaths
+}
+
+// apiRouter is the API's Router (nil on a single node).
+func (c *clusterNode) apiRouter() api.Router {
+	if c == nil {
+		return nil
+	}
+	return c.router
+}
+
+// pick places a sandbox that must move (failover, evacuate) on a node with
+// room for it, never on exclude.
+func (c *clusterNode) pick(ctx context.Context, sb store.Sandbox, exclude string) (store.Node, error) {
+	need, err := cluster.SandboxNeed(sb)
+	if err != nil {
+		return store.Node{}, err
+	}
+	nodes, err := c.st.ListNodes(ctx)
+	if err != nil {
+		return store.Node{}, fmt.Errorf("list nodes: %w", err)
+	}
+	loads, err := c.router.Loads(ctx)
+	if err != nil {
+		return store.Node{}, err
+	}
+	return cluster.Pick(nodes, loads, need, c.router.Policy(), exclude)
+}
+
+// The node-to-node routes: what the failover coordinator and the
+// evacuator ask of another node. Only calls signed with the cluster secret
+// are served (NodeAuth.RequireNode).
+const (
+	nodeRoutePrefix = "/internal/v1/sandboxes/"
+)
+
+// call makes the node call verb on sandbox id at node n (here when n is
+// this node) and decodes its JSON answer into out (nil: none).
+func (c *clusterNode) call(ctx context.Context, n store.Node, id, verb string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	res, err := c.router.Client().Do(ctx, n.Address, http.MethodPost, nodeRoutePrefix+url.PathEscape(id)+"/"+verb, body)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if res.StatusCode/100 != 2 {
+		var p struct{ Detail string }
+		_ = json.Unmarshal(raw, &p)
+		if p.Detail == "" {
+			p.Detail = strings.TrimSpace(string(raw))
+		}
+		return fmt.Errorf("node %s: %s sandbox %s: %s (HTTP %d)", n.Name, verb, id, p.Detail, res.StatusCode)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return fmt.Errorf("node %s: %s sandbox %s: decode the answer: %w", n.Name, verb, id, err)
+		}
+	}
+	return nil
+}
+
+func (c *clusterNode) adopt(ctx context.Context, n store.Node, id string) error {
+	if n.Name == c.self {
+		_, err := c.svc.Load().Adopt(ctx, id)
+		return err
+	}
+	return c.call(ctx, n, id, "adopt", nil, nil)
+}
+
+func (c *clusterNode) handOff(ctx context.Context, n store.Node, id string) (cluster.HandOffResult, error) {
+	if n.Name == c.self {
+		return c.svc.Load().HandOff(ctx, id)
+	}
+	var h cluster.HandOffResult
+	err := c.call(ctx, n, id, "hand-off", nil, &h)
+	return h, err
+}
+
+// finishRequest is the body of the finish-hand-off node call.
+type finishRequest struct {
+	HandOff cluster.HandOffResult `json:"hand_off"`
+	Moved   bool                  `json:"moved"`
+}
+
+func (c *clusterNode) finish(ctx context.Context, n store.Node, id string, h cluster.HandOffResult, moved bool) error {
+	if n.Name == c.self {
+		return c.svc.Load().FinishHandOff(ctx, id, h, moved)
+	}
+	return c.call(ctx, n, id, "finish-hand-off", finishRequest{h, moved}, nil)
+}
+
+// nodeRoutes serves the node-to-node routes under /internal/v1/ (only to
+// signed node calls) and passes everything else to next.
+func (c *clusterNode) nodeRoutes(next http.Handler) http.Handler {
+	if c == nil {
+		return next
+	}
+	mux := http.NewServeMux()
+	answer := func(w http.ResponseWriter, r *http.Request, v any, err error) {
+		if err != nil {
+			c.log.Error("node call", "method", r.Method, "path", r.URL.Path, "from", nodeOf(r), "err", err)
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(api.HTTPStatus(err))
+			json.NewEncoder(w).Encode(map[string]any{"status": api.HTTPStatus(err), "detail": errs.Message(err)})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("POST "+nodeRoutePrefix+"{id}/adopt", func(w http.ResponseWriter, r *http.Request) {
+		sb, err := c.svc.Load().Adopt(r.Context(), r.PathValue("id"))
+		answer(w, r, sb, err)
+	})
+	mux.HandleFunc("POST "+nodeRoutePrefix+"{id}/hand-off", func(w http.ResponseWriter, r *http.Request) {
+		h, err := c.svc.Load().HandOff(r.Context(), r.PathValue("id"))
+		answer(w, r, h, err)
+	})
+	mux.HandleFunc("POST "+nodeRoutePrefix+"{id}/finish-hand-off", func(w http.ResponseWriter, r *http.Request) {
+		var f finishRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&f); err != nil {
+			answer(w, r, nil, fmt.Errorf("finish hand-off: body: %v: %w", err, errs.ErrInvalid))
+			return
+		}
+		answer(w, r, struct{}{}, c.svc.Load().FinishHandOff(r.Context(), r.PathValue("id"), f.HandOff, f.Moved))
+	})
+	guarded := c.router.Auth().RequireNode(mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/internal/") {
+			guarded.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// nodeOf names the calling node of a node call, for logs.
+func nodeOf(r *http.Request) string {
+	n, _ := cluster.CallingNode(r.Context())
+	return n
 }
 
 // owner is the sandbox service's Owner: the leases in a cluster, nil (the

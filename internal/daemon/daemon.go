@@ -271,7 +271,9 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	sinks = append(sinks, events.SinkFunc(func(_ context.Context, e events.Event) { svc.SandboxChanged(e.Sandbox) }))
 	if cl != nil {
-		cl.svc.Store(svc)
+		if err := cl.start(svc, &sinks, auditLog); err != nil {
+			return err
+		}
 		// Renewing from now on: Reconcile takes the leases of this node's
 		// sandboxes, and they must not lapse while the rest starts.
 		lctx, lcancel := context.WithCancel(ctx)
@@ -296,7 +298,9 @@ func Run(ctx context.Context, cfg Config) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
-	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub, Nodes: nodes, AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})), cfg.Network, errc, log)
+	apiHandler := api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub,
+		Nodes: cl.nodes(nodes, svc), Router: cl.apiRouter(), AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})
+	handler := cl.nodeRoutes(netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, apiHandler), cfg.Network, errc, log, cl.forwardPaths()))
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
@@ -364,6 +368,9 @@ func Run(ctx context.Context, cfg Config) error {
 	warmDone := make(chan struct{})
 	go func() { svc.RunWarm(wctx, cfg.Warm); close(warmDone) }()
 	go nodes.Run(pctx)
+	if cl != nil {
+		go cl.run(pctx)
+	}
 	log.Info("stead is ready", "data_dir", cfg.DataDir, "pool", pl.Kind(), "admin_key", keyPath)
 
 	select {

@@ -167,7 +167,14 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 
 // serveProxy starts the port proxy on its listener (if any) and returns
 // the API handler with the proxy's path and port-forward routes in front.
-func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger) http.Handler {
+//
+// In a cluster, fwd sends the proxy's path routes for a sandbox another
+// node owns to that node (cluster.Router.ForwardSandboxPaths); the API
+// forwards its own routes itself.
+func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger, fwd func(http.Handler) http.Handler) http.Handler {
+	if fwd == nil {
+		fwd = func(h http.Handler) http.Handler { return h }
+	}
 	p.proxy = portproxy.New(portproxy.Options{Backend: svc.PortBackend(), Domain: nc.ProxyDomain, Logger: log})
 	if p.ln != nil {
 		go func() {
@@ -179,8 +186,8 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 		log.Info("port proxy listening", "addr", p.ln.Addr().String(), "domain", nc.ProxyDomain)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", p.proxy.PathHandler())
-	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", p.proxy.ForwardHandler())
+	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", fwd(p.proxy.PathHandler()))
+	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", fwd(p.proxy.ForwardHandler()))
 	// The bare path is the API's (expose, unexpose): without this exact
 	// pattern the mux would redirect it into the proxy's subtree.
 	mux.Handle("/v1/sandboxes/{id}/ports/{port}", apiHandler)
