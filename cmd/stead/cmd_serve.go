@@ -125,6 +125,7 @@ start adopts them.`,
 	f.StringVar(&cfg.NodeAddress, "node-address", "", "where other nodes reach this daemon, host:port (default: --listen)")
 	f.DurationVar(&cfg.NodeHeartbeat, "node-heartbeat", cluster.DefaultInterval, "how often this node refreshes its heartbeat in the registry")
 	f.DurationVar(&cfg.NodeGrace, "node-grace", 0, "how old a node's heartbeat may be for it to count as alive (default: three heartbeats)")
+	f.StringVar(&cfg.ClusterSecretFile, "cluster-secret-file", os.Getenv("STEAD_CLUSTER_SECRET_FILE"), "file with the secret the nodes of one cluster share (at least 32 bytes): cluster mode, several nodes on one --store postgres://... (env STEAD_CLUSTER_SECRET_FILE; without it a second node on one store is refused)")
 	f.StringVar(&cfg.RunDir, "run-dir", envOr("STEAD_RUN_DIR", "/run/stead"), "runtime state directory (tmpfs)")
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:7878", "TCP address of the API (empty to disable)")
 	f.StringVar(&cfg.Socket, "socket", "/run/stead/stead.sock", "unix socket of the API (empty to disable)")

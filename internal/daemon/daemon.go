@@ -51,6 +51,11 @@ type Config struct {
 	// cluster.DefaultInterval); NodeGrace how old a heartbeat may be for
 	// its node to count as alive (0: three heartbeats).
 	NodeHeartbeat, NodeGrace time.Duration
+	// ClusterSecretFile holds the secret the nodes of one cluster share
+	// (at least 32 bytes). Set, the daemon runs in cluster mode: other
+	// nodes may be alive on its store. Unset, it refuses to start while
+	// another node's heartbeat is fresh (one node per store).
+	ClusterSecretFile string
 	// Store names the metadata store: "" (or "sqlite") for the embedded
 	// SQLite database DataDir/stead.db, or a postgres:// (postgresql://)
 	// URL for a PostgreSQL database.
@@ -161,7 +166,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := nodes.CheckAlone(ctx); err != nil {
+	if cfg.ClusterSecretFile != "" {
+		if err := checkClusterSecret(cfg.ClusterSecretFile); err != nil {
+			return err
+		}
+	} else if err := nodes.CheckAlone(ctx); err != nil {
 		return err
 	}
 	var pl pool.Pool
