@@ -151,13 +151,18 @@ func TestClusterCreatesSpreadByCapacity(t *testing.T) {
 func TestClusterExecFilesAgentSocketThroughAnyNode(t *testing.T) {
 	c := newCluster(t, rig.Options{})
 	ctx := ctxT(t)
+	// Three creates through node1: wherever placement puts them, each
+	// sandbox has two nodes that do not own it.
 	var sbs []client.Sandbox
-	for _, n := range c.Nodes {
-		sbs = append(sbs, c.createOn(n.Name, client.CreateSandboxRequest{Name: "any-" + n.Name})...)
+	var owners []*rig.Node
+	for i := range 3 {
+		sb, on := c.create(c.Nodes[0], client.CreateSandboxRequest{Name: fmt.Sprintf("any-%d", i)})
+		sbs = append(sbs, sb)
+		owners = append(owners, c.node(on))
 	}
 	curl := `curl -s -o /dev/null -w '%{http_code}' --unix-socket /run/stead/api.sock -H "Authorization: Bearer $STEAD_TOKEN" `
 	for i, sb := range sbs {
-		owner := c.Nodes[i]
+		owner := owners[i]
 		for _, via := range c.others(owner.Name) {
 			if out, err := c.exec(via, sb.ID, "agent", "echo $STEAD_SANDBOX"); err != nil || strings.TrimSpace(out) != sb.ID {
 				t.Fatalf("exec in %s (owned by %s) through %s: %q %v: forwarding to the owner is not there", sb.ID, owner.Name, via.Name, out, err)
@@ -188,7 +193,7 @@ func TestClusterExecFilesAgentSocketThroughAnyNode(t *testing.T) {
 		}
 	}
 	// A PTY through a node that does not own the sandbox.
-	sb, owner := sbs[0], c.Nodes[0]
+	sb, owner := sbs[0], owners[0]
 	via := c.others(owner.Name)[0]
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

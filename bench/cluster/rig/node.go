@@ -349,6 +349,29 @@ func (n *Node) killSandboxes() {
 	}
 }
 
+// removeSandboxCgroups removes the (emptied) cgroups of the node's
+// sandboxes in every hierarchy: a daemon that did not delete its sandboxes
+// leaves them, and its parents cannot go before them.
+func (n *Node) removeSandboxCgroups() {
+	var parents []string
+	if b, err := os.ReadFile(filepath.Join(n.StateDir(), "cgroup-parents")); err == nil {
+		parents = strings.Fields(string(b))
+	}
+	m, _ := filepath.Glob("/sys/fs/cgroup/*/" + n.CgroupParent())
+	parents = append(parents, m...)
+	for _, p := range parents {
+		if filepath.Base(p) != n.CgroupParent() {
+			continue
+		}
+		ents, _ := os.ReadDir(p)
+		for _, e := range ents {
+			if e.IsDir() {
+				os.Remove(filepath.Join(p, e.Name()))
+			}
+		}
+	}
+}
+
 // teardown stops the daemon, kills its sandboxes, and removes their
 // cgroups and mounts and the node's pool (with its loop device).
 func (n *Node) teardown() error {
@@ -357,6 +380,7 @@ func (n *Node) teardown() error {
 		n.Stop()
 	}
 	n.killSandboxes()
+	n.removeSandboxCgroups()
 	var problems []error
 	if err := linux.RemoveHostState(n.StateDir()); err != nil {
 		problems = append(problems, fmt.Errorf("%s: %w", n.Name, err))
@@ -388,6 +412,15 @@ func (n *Node) leftovers() error {
 	for _, d := range []string{n.RunDir, n.DataDir, n.rootfsDir()} {
 		if m := mountsUnder(d); len(m) > 0 {
 			left = append(left, "mounts "+strings.Join(m, " "))
+		}
+	}
+	cg, _ := filepath.Glob("/sys/fs/cgroup/*/" + n.CgroupParent())
+	if b, err := os.ReadFile(filepath.Join(n.StateDir(), "cgroup-parents")); err == nil {
+		cg = append(cg, strings.Fields(string(b))...)
+	}
+	for _, d := range cg {
+		if _, err := os.Stat(d); err == nil && filepath.Base(d) == n.CgroupParent() && !slices.Contains(left, "cgroup "+d) {
+			left = append(left, "cgroup "+d)
 		}
 	}
 	if devs := loopDevices(filepath.Join(n.DataDir, "pool.img")); len(devs) > 0 {
