@@ -167,8 +167,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.ClusterSecretFile != "" {
-		if err := checkClusterSecret(cfg.ClusterSecretFile); err != nil {
-			return err
+		// Cluster mode (minimal: other nodes may be alive on the store).
+		b, err := os.ReadFile(cfg.ClusterSecretFile)
+		if err != nil {
+			return fmt.Errorf("read cluster secret: %w", err)
+		}
+		if len(strings.TrimSpace(string(b))) < 32 {
+			return fmt.Errorf("cluster secret %s: want at least 32 bytes (such as: head -c 32 /dev/urandom | base64 > %s): %w",
+				cfg.ClusterSecretFile, cfg.ClusterSecretFile, errs.ErrInvalid)
 		}
 	} else if err := nodes.CheckAlone(ctx); err != nil {
 		return err

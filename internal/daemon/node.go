@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/cluster"
-	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -54,21 +52,4 @@ func newNodeRegistry(cfg Config, st store.NodeStore, log *slog.Logger) (*cluster
 			c.PoolFreeBytes = int64(fs.Bavail) * fs.Bsize
 			return c, nil
 		}})
-}
-
-// minClusterSecret is the shortest cluster secret accepted, in bytes.
-const minClusterSecret = 32
-
-// checkClusterSecret checks that the cluster secret file is readable and
-// holds at least minClusterSecret bytes.
-func checkClusterSecret(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("read cluster secret: %w", err)
-	}
-	if n := len(bytes.TrimSpace(b)); n < minClusterSecret {
-		return fmt.Errorf("cluster secret %s: %d bytes, want at least %d (such as: head -c 32 /dev/urandom | base64 > %s): %w",
-			path, n, minClusterSecret, path, errs.ErrInvalid)
-	}
-	return nil
 }
