@@ -70,6 +70,13 @@ func main() {
 				float64(forwarded.Pct(0.5))/float64(direct.Pct(0.5)))
 		}
 	}
+	// One create on each node first (untimed): a node's first create may
+	// set up what later ones reuse (its copy of the template).
+	for _, n := range c.Nodes {
+		if err := warm(ctx, c, n.Name); err != nil {
+			fmt.Fprintf(w, "warm-up on %s\terror: %v\n", n.Name, err)
+		}
+	}
 	fmt.Fprintf(w, "\ncreates (%d, 3 at a time)\tcreates/s\tlanded on\n", creates)
 	for _, three := range []bool{false, true} {
 		name, rate, spread, err := createRow(ctx, c, creates, three)
@@ -142,6 +149,21 @@ func ownerOf(ctx context.Context, c *rig.Cluster, id string) (*rig.Node, error) 
 	}
 }
 
+// warm creates and deletes one sandbox placed on node name (the others
+// cordoned meanwhile).
+func warm(ctx context.Context, c *rig.Cluster, name string) error {
+	if err := cordonAllBut(ctx, c, name, "cordon"); err != nil {
+		return err
+	}
+	defer cordonAllBut(ctx, c, name, "uncordon")
+	sb, err := c.Nodes[0].Client.CreateSandbox(ctx, client.CreateSandboxRequest{InstanceType: "micro"})
+	if err != nil {
+		return err
+	}
+	_, err = c.Nodes[0].Client.DeleteSandbox(ctx, sb.ID, true)
+	return err
+}
+
 // execRows times execs to a sandbox's owner and through another node.
 func execRows(ctx context.Context, c *rig.Cluster, n int) (direct, forwarded benchd.Series, err error) {
 	sb, err := c.Nodes[0].Client.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "bench-exec", InstanceType: "micro"})
@@ -159,29 +181,37 @@ func execRows(ctx context.Context, c *rig.Cluster, n int) (direct, forwarded ben
 			break
 		}
 	}
-	run := func(nd *rig.Node) ([]time.Duration, error) {
-		return benchd.Time(n, func(int) error {
-			res, err := nd.Client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"/bin/true"}})
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("exit %d", res.ExitCode)
-			}
-			return err
-		})
+	one := func(nd *rig.Node) (time.Duration, error) {
+		t0 := time.Now()
+		res, err := nd.Client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"/bin/true"}})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d", res.ExitCode)
+		}
+		return time.Since(t0), err
 	}
-	// Alternate warm-up, then the two series one after the other.
-	if _, err := run(owner); err != nil {
-		return direct, forwarded, fmt.Errorf("exec on the owner %s: %w", owner.Name, err)
+	// Warm-up, then the two interleaved (one of each in turn), so drift in
+	// the machine's load falls on both alike.
+	for range 10 {
+		if _, err := one(owner); err != nil {
+			return direct, forwarded, fmt.Errorf("exec on the owner %s: %w", owner.Name, err)
+		}
 	}
-	d, err := run(owner)
-	if err != nil {
-		return direct, forwarded, err
+	direct = benchd.Series{Name: "direct"}
+	forwarded = benchd.Series{Name: "forwarded"}
+	var ferr error
+	for range n {
+		d, err := one(owner)
+		if err != nil {
+			return direct, forwarded, fmt.Errorf("exec on the owner %s: %w", owner.Name, err)
+		}
+		direct.D = append(direct.D, d)
+		if ferr == nil {
+			d, ferr = one(via)
+			forwarded.D = append(forwarded.D, d)
+		}
 	}
-	direct = benchd.Series{Name: "direct", D: d}
-	f, err := run(via)
-	if err != nil {
-		forwarded = benchd.Series{Name: fmt.Sprintf("error through %s: %v", via.Name, err)}
-	} else {
-		forwarded = benchd.Series{Name: "forwarded", D: f}
+	if ferr != nil {
+		forwarded = benchd.Series{Name: fmt.Sprintf("error through %s: %v", via.Name, ferr)}
 	}
 	return direct, forwarded, nil
 }
