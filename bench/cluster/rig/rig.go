@@ -289,7 +289,7 @@ func (c *Cluster) Close() error {
 type Net struct {
 	// Bridge is the host bridge; HostAddr its address, Prefix the range.
 	Bridge, HostAddr, Prefix string
-	ns, veths            []string
+	ns, veths                []string
 }
 
 // newNet makes the bridge and one namespace and veth pair per node.
