@@ -169,6 +169,24 @@ func (c *cluster) sh(n *rig.Node, id, user, script string) string {
 	return out
 }
 
+// waitAnswer retries an exec through n until the sandbox answers (a
+// sandbox whose processes run may not be recorded running yet) and
+// returns how long it took, failing after timeout.
+func (c *cluster) waitAnswer(n *rig.Node, id string, timeout time.Duration) time.Duration {
+	c.t.Helper()
+	t0 := time.Now()
+	for {
+		out, err := c.exec(n, id, "agent", "echo $STEAD_SANDBOX")
+		if err == nil && strings.TrimSpace(out) == id {
+			return time.Since(t0)
+		}
+		if time.Since(t0) > timeout {
+			c.t.Fatalf("%s (running on %v) does not answer an exec through %s after %s: %q %v", id, c.chk.Where(id), n.Name, timeout, out, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // readFile downloads a file of a sandbox through n.
 func (c *cluster) readFile(n *rig.Node, id, path string) (string, error) {
 	rc, _, err := n.Client.ReadFile(ctxT(c.t), id, path)

@@ -279,6 +279,8 @@ func TestClusterKilledNodeSandboxesRestoreElsewhere(t *testing.T) {
 		}
 		t.Logf("%s runs on %s %s after node3 was lost", p.sb.ID, on, time.Since(lost).Round(time.Millisecond))
 		owner := c.node(on)
+		c.waitAnswer(owner, p.sb.ID, 60*time.Second)
+		t.Logf("%s answers on %s %s after node3 was lost", p.sb.ID, on, time.Since(lost).Round(time.Millisecond))
 		for _, via := range c.others("node3") {
 			out, err := c.exec(via, p.sb.ID, "agent", "cat /workspace/kept; test -e /workspace/after-push && echo after-push-survived || true")
 			if err != nil || strings.TrimSpace(out) != p.mark {
@@ -352,7 +354,8 @@ func TestClusterPartitionedNodeNeverRunsWithNewOwnerAndFencesOnHeal(t *testing.T
 				sb.ID, c.chk.Where(sb.ID), time.Since(cut).Round(time.Millisecond))
 		}
 		newOwner[sb.ID] = on
-		t.Logf("%s runs on %s %s after the cut", sb.ID, on, time.Since(cut).Round(time.Millisecond))
+		c.waitAnswer(c.node(on), sb.ID, 60*time.Second)
+		t.Logf("%s runs and answers on %s %s after the cut", sb.ID, on, time.Since(cut).Round(time.Millisecond))
 	}
 	if ov := c.chk.Overlaps(); len(ov) > 0 {
 		t.Fatalf("while node3 was cut off: %v", ov)
