@@ -53,7 +53,7 @@ func newCluster(t *testing.T, o rig.Options) *cluster {
 	t.Cleanup(func() {
 		c.chk.Stop()
 		if ov := c.chk.Overlaps(); len(ov) > 0 {
-			t.Errorf("two nodes ran one sandbox at the same time (%d of %d samples), first: %s", len(ov), c.chk.Samples(), ov[0])
+			t.Errorf("two nodes ran one sandbox at the same time (%d times in %d samples), first: %s", len(ov), c.chk.Samples(), ov[0])
 		}
 		if t.Failed() {
 			for _, n := range rc.Nodes {
