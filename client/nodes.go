@@ -40,3 +40,12 @@ func (c *Client) nodeVerb(ctx context.Context, name, verb string) (Node, error) 
 	err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(name)+"/"+verb, nil, nil, &n)
 	return n, err
 }
+
+// EvacuateNode drains a node and moves each of its sandboxes to another
+// node (push, pause, push the delta, hand over, restore there), as an
+// operation whose result is an EvacuateResult (admin keys only).
+func (c *Client) EvacuateNode(ctx context.Context, name string, req EvacuateRequest) (Operation, error) {
+	var op Operation
+	err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(name)+"/evacuate", nil, req, &op)
+	return op, err
+}

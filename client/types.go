@@ -11,7 +11,7 @@ type Sandbox struct {
 	Name         string        `json:"name" doc:"Unique name within the tenant"`
 	Tenant       string        `json:"tenant" doc:"Id of the tenant that owns it"`
 	Template     string        `json:"template" doc:"Template the root filesystem was cloned from"`
-	State        string        `json:"state" enum:"creating,running,paused,stopped,deleted,error,archived" doc:"Current state"`
+	State        string        `json:"state" enum:"creating,running,paused,stopped,deleted,error,archived,lost" doc:"Current state (lost: its node's heartbeat lapsed; see failover)"`
 	InstanceType string        `json:"instance_type" doc:"Instance type (small, medium, large ...) that sets the default limits"`
 	Limits       Limits        `json:"limits" doc:"Resource limits"`
 	Service      *Service      `json:"service,omitempty" doc:"The supervised agent service"`
@@ -40,6 +40,16 @@ type Sandbox struct {
 	// retention.warning event comes before it.
 	DeleteAt *time.Time `json:"delete_at,omitempty" doc:"When retention soft-deletes this archived sandbox"`
 
+	// Failover is what happens when the sandbox's node is lost
+	// (FailoverRestore or FailoverNone).
+	Failover string `json:"failover" enum:"restore,none" doc:"When its node is lost: restore (on another node, from the last push) or none (it stays lost)"`
+	// LastPushAt is the time of its latest push recorded in the store:
+	// what a failover restores (its RPO). Absent: never pushed, so a
+	// failover has nothing to restore.
+	LastPushAt *time.Time `json:"last_push_at,omitempty" doc:"Time of its latest push recorded in the store, which a failover restores (files written after it are lost with the node); absent when never pushed"`
+	// LastPushID is the id of that push.
+	LastPushID string `json:"last_push_id,omitempty" doc:"Id of its latest push recorded in the store"`
+
 	// Env names the environment variables given at create. Their values
 	// are secrets: shown as SecretMask, like the service's.
 	Env map[string]string `json:"env,omitempty" doc:"Environment given at create: names, values masked"`
@@ -50,6 +60,15 @@ type Sandbox struct {
 	// the sandboxes that carry their labels.
 	Labels map[string]string `json:"labels,omitempty" doc:"Labels were given at create; keys scoped by a label selector reach the sandboxes that carry their labels."`
 }
+
+// Failover policies (CreateSandboxRequest.Failover, Sandbox.Failover).
+const (
+	// FailoverRestore restores the sandbox on another node from its last
+	// push when its node is lost (the default).
+	FailoverRestore = "restore"
+	// FailoverNone leaves the sandbox lost when its node is lost.
+	FailoverNone = "none"
+)
 
 // SecretMask stands for an environment value given at create wherever
 // the API shows one: the values are kept sealed and never shown.
@@ -103,6 +122,9 @@ type CreateSandboxRequest struct {
 	AutoResume   bool              `json:"auto_resume,omitempty" doc:"A request to an exposed port starts or resumes the sandbox when it is stopped or paused"`
 	Secrets      []string          `json:"secrets,omitempty" doc:"Tenant secrets given to the service and every exec as environment variables: NAME, or NAME=VAR to rename"`
 	SecretFiles  []string          `json:"secret_files,omitempty" doc:"Tenant secrets given as files on a tmpfs: NAME=/run/secrets/FILE (mode 0400, owned by the agent, never on the sandbox's disk)"`
+	// Failover is what happens when the sandbox's node is lost:
+	// FailoverRestore (the default) or FailoverNone.
+	Failover string `json:"failover,omitempty" enum:"restore,none," doc:"When its node is lost: restore (default: on another node, from its last push) or none (it stays lost)"`
 
 	// Labels are the sandbox's labels; a label-scoped key's creates get
 	// its labels.

@@ -29,3 +29,28 @@ type Node struct {
 	// Self marks the node that answered the request.
 	Self bool `json:"self,omitempty" doc:"The node that answered"`
 }
+
+// EvacuateRequest moves every sandbox off a node.
+type EvacuateRequest struct {
+	Wait bool `json:"wait,omitempty" doc:"Answer when the evacuation is done instead of at once"`
+}
+
+// EvacuateResult is the result of an evacuate operation.
+type EvacuateResult struct {
+	Node string `json:"node" doc:"The evacuated node (left draining)"`
+	// Moved are the sandboxes now on another node.
+	Moved []EvacuatedSandbox `json:"moved" doc:"Sandboxes moved to another node"`
+	// Failed are the sandboxes left where they were, with the reason.
+	Failed []EvacuatedSandbox `json:"failed" doc:"Sandboxes that stayed on the node (a failure before the hand-over leaves a sandbox where it was)"`
+}
+
+// EvacuatedSandbox is one sandbox of an evacuation.
+type EvacuatedSandbox struct {
+	Sandbox string `json:"sandbox" doc:"Sandbox id"`
+	Target  string `json:"target,omitempty" doc:"Node it moved to (or was to move to)"`
+	Push    string `json:"push,omitempty" doc:"Id of the push it was restored from"`
+	// PauseSeconds is how long the sandbox was frozen: from the pause
+	// before its last delta push until it ran on the target.
+	PauseSeconds float64 `json:"pause_seconds,omitempty" doc:"Seconds the sandbox was paused: its last delta push plus the restore on the target"`
+	Error        string  `json:"error,omitempty" doc:"Why it did not move"`
+}

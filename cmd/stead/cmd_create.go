@@ -58,6 +58,11 @@ gives it as a file on a tmpfs (mode 0400, owned by the agent, never on the
 sandbox's disk). The sandbox keeps the reference, not the value: a new value
 reaches every exec at once, and the service and files at the next start.
 
+--failover says what happens when the sandbox's node is lost (a cluster:
+stead node): restore (the default) runs it again on another node from its
+last push, so what it wrote since is lost (stead show gives the time of its
+last push); none leaves it lost.
+
 Exits 4 if a sandbox (deleted ones included) already has the name; nothing
 is changed.`,
 		Example: `  stead create agent-1
@@ -127,6 +132,7 @@ is changed.`,
 	f.StringArrayVar(&netf.allow, "allow", nil, "admit only these destinations: address, CIDR or *.domain (repeatable; default-deny)")
 	f.StringArrayVar(&netf.deny, "deny", nil, "refuse this destination: address, CIDR or *.domain (repeatable)")
 	f.BoolVar(&req.AutoResume, "auto-resume", false, "a request to an exposed port starts or resumes the sandbox")
+	f.StringVar(&req.Failover, "failover", "", "when its node is lost: restore (default; on another node, from its last push) or none")
 	f.StringArrayVar(&req.Secrets, "secret", nil, "give the tenant's secret NAME as variable NAME, or NAME=VAR as VAR (repeatable)")
 	f.StringArrayVar(&req.SecretFiles, "secret-file", nil, "give the tenant's secret as a file: NAME=/run/secrets/FILE (repeatable)")
 	f.StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable); keys scoped by --label reach the sandboxes carrying theirs")

@@ -38,7 +38,7 @@ func newListCmd(g *globals) *cobra.Command {
 			row(tw, header...)
 			for _, sb := range list {
 				state := sb.State
-				if sb.StopReason != "" && state == "stopped" {
+				if sb.StopReason != "" && (state == "stopped" || state == "lost") {
 					state += " (" + sb.StopReason + ")"
 				}
 				cells := []string{sb.ID, sb.Name, state, orDash(sb.Template), orDash(sb.InstanceType),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -27,15 +28,17 @@ A node is alive while its last heartbeat is within the grace period
 (stead serve --node-grace; three heartbeats by default). Cordon a node to
 place no new sandboxes on it; drain it to also mark it to be emptied;
 uncordon makes it take sandboxes again. A cordon or drain outlives the
-node's restarts. These commands need an admin key.`,
+node's restarts. Evacuate drains a node and moves its sandboxes to the
+others. These commands need an admin key.`,
 		Example: `  stead node ls
   stead node cordon node-2
   stead node drain node-2
-  stead node uncordon node-2`,
+  stead node uncordon node-2
+  stead node evacuate node-2`,
 	}
 	group(cmd)
 	cmd.AddCommand(newNodeLsCmd(g), newNodeShowCmd(g),
-		newNodeStateCmd(g, "cordon"), newNodeStateCmd(g, "drain"), newNodeStateCmd(g, "uncordon"))
+		newNodeStateCmd(g, "cordon"), newNodeStateCmd(g, "drain"), newNodeStateCmd(g, "uncordon"), newNodeEvacuateCmd(g))
 	return cmd
 }
 
@@ -155,4 +158,70 @@ func newNodeStateCmd(g *globals, verb string) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// newNodeEvacuateCmd is `stead node evacuate`.
+func newNodeEvacuateCmd(g *globals) *cobra.Command {
+	var noWait bool
+	cmd := &cobra.Command{
+		Use:   "evacuate NAME",
+		Short: "Drain a node and move each of its sandboxes to another node",
+		Long: `Drain a node (it takes no new sandboxes), then move its sandboxes to the
+other nodes one at a time: a push while the sandbox runs, a pause, a push of
+the delta, the hand-over of its lease, and a restore on another node, where
+it runs again with the same id, name, volumes and agent state. A running
+sandbox is paused for its delta push plus the restore (the result gives each
+pause). A sandbox whose move fails before the hand-over stays on the node and
+runs on; one whose restore fails is taken back by the node.
+
+Progress is shown on stderr; --no-wait prints the operation id and returns
+(follow it with stead op ID --wait). Exits 1 if a sandbox stayed on the node
+(the result says why), 3 if no node has that name.`,
+		Example: `  stead node evacuate node-2
+  stead node evacuate node-2 --no-wait`,
+		Args: args(1, 1),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			op, err := c.EvacuateNode(cmd.Context(), a[0], client.EvacuateRequest{})
+			if err != nil {
+				return fmt.Errorf("evacuate node %s: %w", a[0], err)
+			}
+			return g.finishOperation(cmd, c, "evacuate "+a[0], op, noWait, g.printEvacuateResult)
+		},
+	}
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, noWaitUsage)
+	return cmd
+}
+
+// printEvacuateResult prints where each sandbox of an evacuation went.
+func (g *globals) printEvacuateResult(op client.Operation) error {
+	var r client.EvacuateResult
+	if err := json.Unmarshal(op.Result, &r); err != nil {
+		return fmt.Errorf("evacuate result: %w", err)
+	}
+	tw := newTable(g.stdout)
+	fmt.Fprintln(tw, "SANDBOX\tRESULT\tTARGET\tPAUSE\tPUSH")
+	for _, m := range r.Moved {
+		fmt.Fprintf(tw, "%s\tmoved\t%s\t%s\t%s\n", m.Sandbox, m.Target, pauseStr(m.PauseSeconds), orDash(shortID(m.Push)))
+	}
+	for _, m := range r.Failed {
+		fmt.Fprintf(tw, "%s\tstayed: %s\t%s\t-\t%s\n", m.Sandbox, m.Error, orDash(m.Target), orDash(shortID(m.Push)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(g.stderr, "node %s: %d sandboxes moved, %d stayed; it is draining (stead node uncordon %s takes it back into use)\n",
+		r.Node, len(r.Moved), len(r.Failed), r.Node)
+	return err
+}
+
+// pauseStr formats a pause in seconds ("-" for none).
+func pauseStr(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	return seconds(s)
 }

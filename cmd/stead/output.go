@@ -65,6 +65,18 @@ func agoPtr(t *time.Time) string {
 	return ago(*t)
 }
 
+// failoverStr says what a node loss costs a sandbox: its policy and the
+// time of its last push (its RPO).
+func failoverStr(sb client.Sandbox) string {
+	switch {
+	case sb.Failover == client.FailoverNone:
+		return "none (stays lost with its node)"
+	case sb.LastPushAt == nil:
+		return "restore, but never pushed: nothing to restore (stead push, or a push interval)"
+	}
+	return "restore from the last push, " + ago(*sb.LastPushAt) + " (files written since are lost with the node)"
+}
+
 // printSandbox prints one sandbox as JSON or as a key/value block.
 func (g *globals) printSandbox(sb client.Sandbox) error {
 	if g.json {
@@ -95,6 +107,7 @@ func (g *globals) printSandbox(sb client.Sandbox) error {
 	row(tw, "Address:", orDash(sb.Address))
 	row(tw, "Network:", policyLine(sb.Network))
 	row(tw, "Auto-resume:", yesNo(sb.AutoResume))
+	row(tw, "Failover:", failoverStr(sb))
 	for i, m := range sb.Volumes {
 		label := ""
 		if i == 0 {

@@ -143,6 +143,7 @@ Exit codes:
 		newKeyCmd(g),
 		newTenantCmd(g),
 		newNodeCmd(g),
+		newWarmCmd(g),
 		newCheckpointCmd(g),
 		newSnapshotCmd(g),
 		newForkCmd(g),

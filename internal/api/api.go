@@ -187,6 +187,9 @@ func NewHandler(b Backend, opts Options) http.Handler {
 	if qb, ok := b.(QuotaBackend); ok {
 		s.registerQuotas(qb)
 	}
+	if wb, ok := b.(WarmPoolBackend); ok {
+		s.registerWarmPools(wb)
+	}
 	s.registerSessionRoutes(b)
 	s.registerAuditRoutes(b)
 	s.registerTaskRoutes(b)

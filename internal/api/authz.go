@@ -94,6 +94,7 @@ func (p Principal) Reaches(sb client.Sandbox) bool {
 var adminRoutes = map[string]bool{
 	"POST /v1/repo/init": true, // binds the daemon's one repository to a key
 	"POST /v1/templates": true, // reads a path on the daemon's host or a registry
+	"GET /v1/warm-pools": true, // every tenant's pools, on the daemon's resources
 }
 
 // roleRank orders roles: a key may make or manage keys of its rank or

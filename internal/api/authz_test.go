@@ -252,6 +252,8 @@ func authzServers(t *testing.T) ([]*routeServer, []string) {
 	add(sec, sec.fakeBackend)
 	qf := newQuotaFake()
 	add(qf, qf.fakeBackend)
+	wf := warmFake{&fakeBackend{}}
+	add(wf, wf.fakeBackend)
 	ret := newRetentionFake()
 	add(ret, ret.fakeBackend)
 	sch := newScheduleFake()
@@ -348,7 +350,8 @@ func roleAllows(who, route string, agentRoute bool) bool {
 	method, path, _ := strings.Cut(route, " ")
 	under := func(prefix string) bool { return path == prefix || strings.HasPrefix(path, prefix+"/") }
 	tenantAdminOnly := under("/v1/keys") || under("/v1/audit") || (under("/v1/budgets") && method != http.MethodGet)
-	adminOnly := under("/v1/tenants") || under("/v1/nodes") || route == "POST /v1/repo/init" || route == "POST /v1/templates"
+	adminOnly := under("/v1/tenants") || under("/v1/nodes") || route == "POST /v1/repo/init" || route == "POST /v1/templates" ||
+		route == "GET /v1/warm-pools"
 	switch who {
 	case "admin":
 		return true
@@ -392,6 +395,7 @@ func TestEveryRouteAnswersAsTheRoleAllows(t *testing.T) {
 		"PATCH /v1/sandboxes/{id}",
 		"GET /v1/quota", "GET /v1/tenants/{tenant}/quotas", "PUT /v1/tenants/{tenant}/quotas",
 		"GET /v1/sandboxes/{id}/snapshots",
+		"GET /v1/warm-pools", "PUT /v1/tenants/{tenant}/warm-pools/{template}", "DELETE /v1/tenants/{tenant}/warm-pools/{template}",
 		"GET /v1/nodes", "GET /v1/nodes/{name}", "POST /v1/nodes/{name}/cordon", "POST /v1/nodes/{name}/drain", "POST /v1/nodes/{name}/uncordon"} {
 		if !slices.Contains(all, want) {
 			t.Errorf("the walk misses %s: give the route's backend a fake in authzServers", want)

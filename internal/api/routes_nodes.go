@@ -47,4 +47,7 @@ func (s *server) registerNodes(b NodeBackend) {
 				return &out[client.Node]{Body: n}, nil
 			})
 	}
+	if eb, ok := b.(EvacuateBackend); ok {
+		s.registerEvacuate(eb) // routes_evacuate.go
+	}
 }

@@ -142,6 +142,9 @@ func (l *Leases) Fence(ctx context.Context, id string) (context.Context, error) 
 	return store.WithFence(ctx, store.Fence{SandboxID: id, Node: l.o.Node, Epoch: epoch, At: l.o.Clock()}), nil
 }
 
+// Node returns this node's name.
+func (l *Leases) Node() string { return l.o.Node }
+
 // List returns the leases this node holds, as last acquired or renewed
 // (suspended ones included).
 func (l *Leases) List() []store.Ownership {

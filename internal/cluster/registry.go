@@ -118,6 +118,9 @@ func (r *Registry) CheckAlone(ctx context.Context) error {
 	return nil
 }
 
+// Name returns this node's name.
+func (r *Registry) Name() string { return r.o.Name }
+
 // Run refreshes the heartbeat every interval until ctx ends; a failed
 // heartbeat is logged and tried again at the next tick.
 func (r *Registry) Run(ctx context.Context) {

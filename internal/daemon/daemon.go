@@ -51,11 +51,15 @@ type Config struct {
 	// cluster.DefaultInterval); NodeGrace how old a heartbeat may be for
 	// its node to count as alive (0: three heartbeats).
 	NodeHeartbeat, NodeGrace time.Duration
-	// ClusterSecretFile holds the secret the nodes of one cluster share
-	// (at least 32 bytes). Set, the daemon runs in cluster mode: other
-	// nodes may be alive on its store. Unset, it refuses to start while
-	// another node's heartbeat is fresh (one node per store).
+	// ClusterSecretFile, when set, makes this daemon a node of a cluster:
+	// several daemons on one PostgreSQL store and one repository, each
+	// acting only on the sandboxes whose owner lease it holds. The file
+	// holds the secret every node shares (at least 32 bytes, mode 0600):
+	// it signs node-to-node calls and derives the keys the nodes share.
 	ClusterSecretFile string
+	// LeaseTTL is how long a sandbox's owner lease lasts unless renewed
+	// (0: cluster.DefaultLeaseTTL); cluster mode only.
+	LeaseTTL time.Duration
 	// Store names the metadata store: "" (or "sqlite") for the embedded
 	// SQLite database DataDir/stead.db, or a postgres:// (postgresql://)
 	// URL for a PostgreSQL database.
@@ -159,25 +163,21 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer st.Close()
-	// Until sandboxes have owners (leases), a second daemon on one store
-	// would reconcile the first one's sandboxes as its own: refuse to start
-	// while another node's heartbeat is fresh, before touching anything.
 	nodes, err := newNodeRegistry(cfg, st, log)
 	if err != nil {
 		return err
 	}
-	if cfg.ClusterSecretFile != "" {
-		// Cluster mode (minimal: other nodes may be alive on the store).
-		b, err := os.ReadFile(cfg.ClusterSecretFile)
-		if err != nil {
-			return fmt.Errorf("read cluster secret: %w", err)
-		}
-		if len(strings.TrimSpace(string(b))) < 32 {
-			return fmt.Errorf("cluster secret %s: want at least 32 bytes (such as: head -c 32 /dev/urandom | base64 > %s): %w",
-				cfg.ClusterSecretFile, cfg.ClusterSecretFile, errs.ErrInvalid)
-		}
-	} else if err := nodes.CheckAlone(ctx); err != nil {
+	cl, err := newClusterNode(cfg, st, nodes.Name(), log)
+	if err != nil {
 		return err
+	}
+	if cl == nil {
+		// Without owner leases a second daemon on one store would
+		// reconcile the first one's sandboxes as its own: refuse to start
+		// while another node's heartbeat is fresh, before touching anything.
+		if err := nodes.CheckAlone(ctx); err != nil {
+			return err
+		}
 	}
 	var pl pool.Pool
 	switch cfg.Pool {
@@ -208,6 +208,17 @@ func Run(ctx context.Context, cfg Config) error {
 	tokenKey, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "token.key"))
 	if err != nil {
 		return err
+	}
+	var secretsKey []byte
+	if cl != nil {
+		// A sandbox's token and sealed environment must open on whichever
+		// node runs it: the nodes derive both keys from their one secret.
+		if tokenKey, err = deriveKey(cl.secret, "sandbox tokens"); err != nil {
+			return err
+		}
+		if secretsKey, err = deriveKey(cl.secret, "sealed environments"); err != nil {
+			return err
+		}
 	}
 	auditLog, err := audit.Open(ctx, st, filepath.Join(cfg.DataDir, "audit.key"), audit.Options{Logger: log,
 		CheckpointInterval: cfg.AuditCheckpointInterval, Witness: audit.NewFileWitness(filepath.Join(cfg.DataDir, "audit.witness"))})
@@ -241,18 +252,32 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Events.SecretKey, err = loadOrCreateKey(filepath.Join(cfg.DataDir, "webhook.key")); err != nil {
 		return err
 	}
+	if cl != nil {
+		// Webhook secrets are sealed in the shared store: one key for all.
+		if cfg.Events.SecretKey, err = deriveKey(cl.secret, "webhook secrets"); err != nil {
+			return err
+		}
+	}
 	hub := events.New(st, cfg.Events)
 	sinks := events.Multi{hub}
 	svc := sandbox.New(sandbox.Options{
 		Store: events.ObserveStore(st, &sinks, nil), Events: &sinks, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
-		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
-		Net: netp.opts,
+		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), SecretsKey: secretsKey, PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
+		Net: netp.opts, Owner: cl.owner(),
 
 		DeleteRetention: cfg.DeleteRetention, RetentionWarnBefore: cfg.RetentionWarnBefore, // tenants' retention defaults
 	})
 	sinks = append(sinks, events.SinkFunc(func(_ context.Context, e events.Event) { svc.SandboxChanged(e.Sandbox) }))
+	if cl != nil {
+		cl.svc.Store(svc)
+		// Renewing from now on: Reconcile takes the leases of this node's
+		// sandboxes, and they must not lapse while the rest starts.
+		lctx, lcancel := context.WithCancel(ctx)
+		defer lcancel()
+		go cl.leases.Run(lctx)
+	}
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
 	}

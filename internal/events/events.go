@@ -57,6 +57,18 @@ const (
 	BackupRestored    = "backup.restored"
 	DrillPassed       = "drill.passed"
 	DrillFailed       = "drill.failed"
+	// SandboxLostCopy: a node lost a sandbox's lease (another node owns it
+	// now) and kept its local copy's root as a dataset, data["dataset"].
+	SandboxLostCopy = "sandbox.lost_copy_kept"
+)
+
+// Event types of failover (internal/cluster's coordinator and a node's
+// adoption, internal/sandbox adopt.go): a sandbox marked lost with its
+// node, restored on another node, or a failed attempt (data: error).
+const (
+	SandboxLost    = "sandbox.lost"
+	SandboxAdopted = "sandbox.adopted"
+	FailoverFailed = "failover.failed"
 )
 
 // Event types of the tenant policies (emitted by their owners through the

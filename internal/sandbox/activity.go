@@ -156,6 +156,7 @@ func (a *activity) forget(id string) {
 // stopped or paused.
 func (s *Service) IdleCheck(ctx context.Context) []string {
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateRunning}})
+	list = s.owned(list)
 	if err != nil {
 		s.log.Error("idle check: list sandboxes", "err", err)
 		return nil

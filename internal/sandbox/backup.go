@@ -358,6 +358,9 @@ func (s *Service) PushSandbox(ctx context.Context, tenant, id string, req client
 	if err != nil {
 		return client.Operation{}, err
 	}
+	if err := s.mustHold(sb.ID, "push"); err != nil {
+		return client.Operation{}, err
+	}
 	if err := s.checkRepoQuota(ctx, tenant, "push sandbox "+sb.Name); err != nil {
 		return client.Operation{}, fmt.Errorf("push sandbox %s: %w", sb.Name, err)
 	}
@@ -1281,6 +1284,7 @@ func (s *Service) RunBackupPolicies(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	list = s.owned(list) // each node pushes the sandboxes it runs
 	now := s.now()
 	for _, sb := range list {
 		b := backupOf(sb)

@@ -80,6 +80,7 @@ func (s *Service) committedDisk(ctx context.Context) (sandboxes, volumes int64, 
 	if err != nil {
 		return 0, 0, fmt.Errorf("list sandboxes: %w", err)
 	}
+	list = s.owned(list) // the pool is this node's: other nodes' sandboxes promise nothing here
 	for _, sb := range list {
 		if sb.State == store.StateArchived || sb.State == store.StateDeleted {
 			continue

@@ -23,7 +23,7 @@ func (s *Service) running(ctx context.Context, tenant, id string) (store.Sandbox
 	if sb.State != store.StateRunning {
 		return sb, fmt.Errorf("sandbox %s is %s, not running%s: %w", sb.Name, sb.State, runHint(sb.State), errs.ErrConflict)
 	}
-	return sb, nil
+	return sb, s.mustHold(sb.ID, "exec in")
 }
 
 func runHint(st store.SandboxState) string {

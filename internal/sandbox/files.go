@@ -56,6 +56,9 @@ func (s *Service) fsFor(ctx context.Context, tenant, id, p string, touch, write 
 	if err != nil {
 		return nil, sb, err
 	}
+	if err := s.mustHold(sb.ID, "read or write files of"); err != nil {
+		return nil, sb, err
+	}
 	clean, err := files.CleanPath(p)
 	if err != nil {
 		return nil, sb, err

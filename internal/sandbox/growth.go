@@ -274,6 +274,7 @@ func (s *Service) limitSamples(ctx context.Context) []limitSample {
 		s.log.Warn("limit check: list sandboxes", "err", err)
 		return nil
 	}
+	list = s.owned(list)
 	type diskLimit struct {
 		sb    store.Sandbox
 		limit int64

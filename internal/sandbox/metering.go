@@ -107,6 +107,7 @@ func (ss *StorageSampler) StorageSamples(ctx context.Context) ([]store.StorageUs
 	if err != nil {
 		return nil, fmt.Errorf("sample storage: %w", err)
 	}
+	sbs = s.owned(sbs) // each node samples the datasets in its own pool
 	for _, sb := range sbs {
 		if sb.State == store.StateCreating || sb.State == store.StateArchived {
 			continue

@@ -180,8 +180,8 @@ func (s *Service) syncNetwork(ctx context.Context) error {
 	exists := map[string]bool{}
 	for _, sb := range list {
 		exists[sb.ID] = true
-		if sb.State != store.StateRunning && sb.State != store.StatePaused {
-			continue
+		if sb.State != store.StateRunning && sb.State != store.StatePaused || !s.holds(sb.ID) {
+			continue // not running, or another node's to attach
 		}
 		sp, err := decodeSpec(sb)
 		if err != nil {

@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -25,6 +23,8 @@ type Owner interface {
 	// Fence returns ctx carrying the store fence of id's lease; it fails
 	// with a *store.FencedError when Held does.
 	Fence(ctx context.Context, id string) (context.Context, error)
+	// Node is this node's name.
+	Node() string
 }
 
 // soleOwner is the Owner of a single-node daemon: it holds every lease.
@@ -34,11 +34,6 @@ func (soleOwner) Acquire(context.Context, string) (store.Ownership, error) {
 	return store.Ownership{Epoch: 1}, nil
 }
 func (soleOwner) Held(string) (int64, bool)                                    { return 1, true }
+func (soleOwner) Node() string                                                 { return "" }
 func (soleOwner) Release(context.Context, string) error                        { return nil }
 func (soleOwner) Fence(ctx context.Context, _ string) (context.Context, error) { return ctx, nil }
-
-// notOwnedError says this node may not act on a sandbox: another node owns
-// it, or this node's lease lapsed.
-func notOwnedError(id, verb string) error {
-	return fmt.Errorf("%s sandbox %s: this node does not hold its lease (another node owns it, or the lease lapsed): %w", verb, id, errs.ErrConflict)
-}

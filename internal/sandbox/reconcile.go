@@ -26,6 +26,8 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		return fmt.Errorf("reconcile: list sandboxes: %w", err)
 	}
 	s.dropSecretStages()
+	all := list
+	list = s.claim(ctx, list) // in a cluster: the sandboxes this node owns
 	wanted := map[string]bool{}
 	for _, sb := range list {
 		unlock := s.lock(sb.ID)
@@ -58,7 +60,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.cleanSnapshotLeftovers(ctx); err != nil {
 		return fmt.Errorf("reconcile: snapshot leftovers: %w", err)
 	}
-	s.dropWarmLeftovers(ctx, list) // warm.go
+	s.dropWarmLeftovers(ctx, all) // warm.go
 	if err := s.syncNetwork(ctx); err != nil {
 		return fmt.Errorf("reconcile: network: %w", err)
 	}

@@ -421,7 +421,7 @@ func (s *Service) sweepRetention(ctx context.Context, tenant string, act bool) {
 	if err != nil {
 		s.log.Error("retention: list sandboxes", "err", err)
 	} else {
-		for _, sb := range list {
+		for _, sb := range s.owned(list) {
 			if r := policy(sb.TenantID); r != nil {
 				s.sandboxRetention(ctx, sb, *r, act)
 			}

@@ -281,8 +281,8 @@ func (s *Service) TickSchedules(ctx context.Context) int {
 		s.sched.running = map[string]bool{}
 	}
 	for _, sc := range due {
-		if s.sched.running[sc.ID] {
-			continue
+		if s.sched.running[sc.ID] || !s.holds(sc.SandboxID) {
+			continue // running, or the schedule of another node's sandbox
 		}
 		s.sched.running[sc.ID] = true
 		if _, ok := bySandbox[sc.SandboxID]; !ok {

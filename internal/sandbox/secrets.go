@@ -55,6 +55,9 @@ type secretKey struct {
 	// path is the key file; "" keeps a key in memory only, for tests (a
 	// new service then cannot open what an earlier one sealed).
 	path string
+	// preset, when set, is the key itself (a cluster's nodes share one,
+	// derived from the cluster secret) and path is not used.
+	preset []byte
 
 	mu   sync.Mutex
 	key  []byte // the key file's bytes, once loaded
@@ -78,6 +81,8 @@ func (k *secretKey) get(create bool) (cipher.AEAD, error) {
 		b, err = os.ReadFile(k.path)
 	}
 	switch {
+	case len(k.preset) == 32:
+		key = k.preset
 	case k.path == "":
 		rand.Read(key)
 	case err == nil:

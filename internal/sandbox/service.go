@@ -81,6 +81,10 @@ type Options struct {
 	// at create (secrets.go); made, 0600, on first use. "" keeps a key in
 	// memory only (tests).
 	SecretsKeyFile string
+	// SecretsKey, when 32 bytes, is that key itself instead of the file's:
+	// the nodes of a cluster share one, so any node can start a sandbox
+	// another sealed.
+	SecretsKey []byte
 	// Audit is the audit trail: it serves the audit routes and records the
 	// transitions the daemon makes on its own (idle stops, crashes,
 	// reconciliation, expiry purges). API requests are recorded by the API
@@ -182,9 +186,13 @@ func New(opts Options) *Service {
 		Sessions: session.New(opts.Store),
 		Tasks:    tasks.New(opts.Store),
 		Backend:  audit.NewBackend(opts.Audit), rec: audit.Nop{},
-		secrets: &secretKey{path: opts.SecretsKeyFile}}
+		secrets: &secretKey{path: opts.SecretsKeyFile, preset: opts.SecretsKey}}
 	if opts.Audit != nil {
 		s.rec = opts.Audit
+	}
+	if s.clustered() {
+		// Every write of a sandbox record commits only under its lease.
+		s.st = fencedStore{Store: opts.Store, owner: opts.Owner}
 	}
 	// The tenant's state_bytes quota gates every write of state outside
 	// the sandboxes (statequota.go).
@@ -276,6 +284,7 @@ func (s *Service) view(sb store.Sandbox) client.Sandbox {
 		Secrets:  sp.SecretRefs,
 		Warnings: s.limitWarnings(sb),
 	}
+	v.Failover, v.LastPushAt, v.LastPushID = failoverView(sb) // adopt.go
 	if n := s.net(); n != nil {
 		if a, ok := n.Addr(sb.ID); ok {
 			v.Address = a.String()
@@ -339,6 +348,9 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		return client.Sandbox{}, err
 	}
 	sp.Labels = req.Labels
+	if sp.Failover, err = failoverPolicy(req.Failover); err != nil { // adopt.go
+		return client.Sandbox{}, err
+	}
 	if req.Network != nil {
 		p, err := policy.Parse(*req.Network)
 		if err != nil {
@@ -451,12 +463,20 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	specJSON, _ = json.Marshal(sp)
+	// The lease before the record: no other node can take the new id.
+	if _, err := s.opts.Owner.Acquire(ctx, id); err != nil {
+		release()
+		return client.Sandbox{}, fmt.Errorf("create sandbox %s: take its lease: %w", name, err)
+	}
 	now := s.now()
 	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
 		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateCreating,
 		Spec: specJSON, CreatedAt: now, UpdatedAt: now,
 	})
 	release() // the record carries the promise now (or there is none)
+	if err != nil {
+		s.opts.Owner.Release(context.WithoutCancel(ctx), id)
+	}
 	if errors.Is(err, errs.ErrConflict) {
 		// The store's error names the new id, not the name the user gave.
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: the name is taken (a deleted sandbox keeps its name until it is purged): %w", name, errs.ErrConflict)
@@ -471,6 +491,7 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		s.releaseNetwork(context.WithoutCancel(ctx), id)
 		s.pool.Delete(context.WithoutCancel(ctx), datasetName(id))
 		s.st.DeleteSandbox(context.WithoutCancel(ctx), tenant, id)
+		s.opts.Owner.Release(context.WithoutCancel(ctx), id)
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	t0 := time.Now()
@@ -738,6 +759,9 @@ func (s *Service) transition(ctx context.Context, tenant, id, verb string, from,
 	if !ok {
 		return client.Sandbox{}, fmt.Errorf("cannot %s sandbox %s: it is %s%s: %w", verb, sb.Name, sb.State, hint(verb, sb.State), errs.ErrConflict)
 	}
+	if err := s.mustHold(sb.ID, verb); err != nil {
+		return client.Sandbox{}, err
+	}
 	sb, err = fn(context.WithoutCancel(ctx), sb)
 	if err != nil {
 		return client.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", verb, sb.Name, err)
@@ -782,6 +806,8 @@ func hint(verb string, st store.SandboxState) string {
 		return " (start it instead)"
 	case st == store.StateCreating:
 		return " (wait for the create to finish)"
+	case st == store.StateLost:
+		return lostHint // adopt.go
 	}
 	return ""
 }
@@ -944,6 +970,9 @@ func (s *Service) purgeLocked(ctx context.Context, sb store.Sandbox) error {
 	}
 	if err := s.st.DeleteSandbox(ctx, sb.TenantID, sb.ID); err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return err
+	}
+	if err := s.opts.Owner.Release(ctx, sb.ID); err != nil {
+		s.log.Warn("release the purged sandbox's lease (it lapses on its own)", "sandbox", sb.ID, "err", err)
 	}
 	s.act.forget(sb.ID)
 	s.log.Info("sandbox purged", "sandbox", sb.ID, "tenant", sb.TenantID)

@@ -150,6 +150,10 @@ type spec struct {
 	// Warm is set on a sandbox taken from the warm pool (warm.go): it
 	// booted without Env, so every exec is given Env until its next start.
 	Warm bool `json:"warm,omitempty"`
+	// Failover is the failover policy (client.FailoverRestore or
+	// client.FailoverNone; "" reads as restore). internal/cluster reads
+	// this key (cluster.FailoverPolicyOf).
+	Failover string `json:"failover,omitempty"`
 }
 
 // parseDuration parses an optional Go duration; "" gives def.

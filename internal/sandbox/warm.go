@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,13 +94,17 @@ type warmKey struct{ tenant, template string }
 
 // warmPool is the service's pool state.
 type warmPool struct {
-	mu      sync.Mutex
-	specs   map[warmKey]int
-	ready   map[warmKey][]string // ids, oldest first
-	pending map[warmKey]int      // being made
-	wake    chan struct{}
-	taken   atomic.Int64
-	made    atomic.Int64
+	mu sync.Mutex
+	// defaults are the sizes of `serve --warm`; specs are the sizes in
+	// force: the defaults overridden by the sizes set through the API
+	// (store.WarmPoolStore), read again at every pass.
+	defaults map[warmKey]int
+	specs    map[warmKey]int
+	ready    map[warmKey][]string // ids, oldest first
+	pending  map[warmKey]int      // being made
+	wake     chan struct{}
+	taken    atomic.Int64
+	made     atomic.Int64
 }
 
 // WarmStats reports what the warm pool did.
@@ -129,6 +135,7 @@ func (s *Service) WarmStats() WarmStats {
 func (s *Service) RunWarm(ctx context.Context, specs []WarmSpec) {
 	w := &s.warm
 	w.mu.Lock()
+	w.defaults = map[warmKey]int{}
 	w.specs = map[warmKey]int{}
 	w.ready = map[warmKey][]string{}
 	w.pending = map[warmKey]int{}
@@ -138,12 +145,13 @@ func (s *Service) RunWarm(ctx context.Context, specs []WarmSpec) {
 		if t == "" {
 			t = store.DefaultTenant
 		}
-		w.specs[warmKey{t, sp.Template}] = sp.Size
+		w.defaults[warmKey{t, sp.Template}] = sp.Size
 	}
 	w.mu.Unlock()
-	tick := time.NewTicker(5 * time.Second) // retry after a failure
+	tick := time.NewTicker(5 * time.Second) // retry after a failure; see sizes set elsewhere
 	defer tick.Stop()
 	for {
+		s.resizeWarm(ctx)
 		s.fillWarm(ctx)
 		select {
 		case <-ctx.Done():
@@ -153,6 +161,115 @@ func (s *Service) RunWarm(ctx context.Context, specs []WarmSpec) {
 		case <-tick.C:
 		}
 	}
+}
+
+// resizeWarm reads the sizes in force (the defaults overridden by the
+// sizes set through the API) and destroys the ready sandboxes of a pool
+// beyond its size, oldest first.
+func (s *Service) resizeWarm(ctx context.Context) {
+	set, err := s.st.ListWarmPools(ctx, "")
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("read the warm pool sizes; keeping the last ones", "err", err)
+		}
+		return
+	}
+	w := &s.warm
+	w.mu.Lock()
+	specs := make(map[warmKey]int, len(w.defaults)+len(set))
+	for k, n := range w.defaults {
+		specs[k] = n
+	}
+	for _, p := range set {
+		specs[warmKey{p.TenantID, p.TemplateID}] = p.Size
+	}
+	w.specs = specs
+	var extra []string
+	for k, ids := range w.ready {
+		if n := specs[k]; len(ids) > n {
+			extra = append(extra, ids[:len(ids)-n]...)
+			w.ready[k] = append([]string(nil), ids[len(ids)-n:]...)
+		}
+	}
+	w.mu.Unlock()
+	for _, id := range extra {
+		s.destroyWarm(ctx, id)
+	}
+}
+
+// wakeWarm makes the pool loop look at its sizes now.
+func (s *Service) wakeWarm() {
+	w := &s.warm
+	w.mu.Lock()
+	wake := w.wake
+	w.mu.Unlock()
+	if wake == nil {
+		return
+	}
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// ListWarmPools lists the warm pools in force with what this node holds
+// ready (admin only: api.WarmPoolBackend).
+func (s *Service) ListWarmPools(ctx context.Context) ([]client.WarmPool, error) {
+	set, err := s.st.ListWarmPools(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	w := &s.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	byKey := map[warmKey]client.WarmPool{}
+	for k, n := range w.defaults {
+		byKey[k] = client.WarmPool{Tenant: k.tenant, Template: k.template, Size: n, Source: "default"}
+	}
+	for _, p := range set {
+		at := p.UpdatedAt
+		byKey[warmKey{p.TenantID, p.TemplateID}] = client.WarmPool{Tenant: p.TenantID, Template: p.TemplateID, Size: p.Size, Source: "api", UpdatedAt: &at}
+	}
+	out := make([]client.WarmPool, 0, len(byKey))
+	for k, p := range byKey {
+		p.Ready = len(w.ready[k])
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b client.WarmPool) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Template, b.Template))
+	})
+	return out, nil
+}
+
+// SetWarmPool sets the size of the warm pool of tenant's template; it
+// overrides the daemon's default and applies at once, without a restart.
+func (s *Service) SetWarmPool(ctx context.Context, tenant, template string, size int) (client.WarmPool, error) {
+	if size < 0 || size > store.MaxWarmPoolSize {
+		return client.WarmPool{}, fmt.Errorf("warm pool size %d: want 0 to %d: %w", size, store.MaxWarmPoolSize, errs.ErrInvalid)
+	}
+	if _, err := s.st.GetTenant(ctx, tenant); err != nil {
+		return client.WarmPool{}, fmt.Errorf("warm pool of tenant %s: %w", tenant, err)
+	}
+	if _, err := s.template(ctx, tenant, template); err != nil {
+		return client.WarmPool{}, fmt.Errorf("warm pool of template %s: %w", template, err)
+	}
+	p, err := s.st.SetWarmPool(ctx, store.WarmPool{TenantID: tenant, TemplateID: template, Size: size})
+	if err != nil {
+		return client.WarmPool{}, err
+	}
+	s.wakeWarm()
+	s.log.Info("warm pool size set", "tenant", tenant, "template", template, "size", size)
+	return client.WarmPool{Tenant: tenant, Template: template, Size: p.Size, Source: "api", UpdatedAt: &p.UpdatedAt}, nil
+}
+
+// DeleteWarmPool removes the size set through the API for tenant's
+// template: the daemon's default applies again.
+func (s *Service) DeleteWarmPool(ctx context.Context, tenant, template string) error {
+	if err := s.st.DeleteWarmPool(ctx, tenant, template); err != nil {
+		return err
+	}
+	s.wakeWarm()
+	return nil
 }
 
 // fillWarm makes warm sandboxes until every pool is full or one fails.
@@ -440,10 +557,17 @@ func (s *Service) takeWarm(ctx context.Context, tenant, name string, tmpl store.
 	}
 	specJSON, _ := json.Marshal(sp)
 	now := s.now()
-	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
-		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateRunning,
-		Spec: specJSON, CreatedAt: now, UpdatedAt: now, StartedAt: &now,
-	})
+	_, err = s.opts.Owner.Acquire(ctx, id)
+	var rec store.Sandbox
+	if err == nil {
+		rec, err = s.st.CreateSandbox(ctx, store.Sandbox{
+			ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateRunning,
+			Spec: specJSON, CreatedAt: now, UpdatedAt: now, StartedAt: &now,
+		})
+		if err != nil {
+			s.opts.Owner.Release(context.WithoutCancel(ctx), id)
+		}
+	}
 	if err != nil {
 		if sp.Network == nil {
 			giveBack() // untouched

@@ -13,6 +13,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/pool"
+	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -364,4 +365,73 @@ func FuzzParseWarmSpec(f *testing.F) {
 			t.Fatalf("ParseWarmSpec(%q) = %+v does not print back: %+v %v", in, w, again, err)
 		}
 	})
+}
+
+// TestWarmPoolSizeSetThroughTheAPIAppliesWithoutARestart: a size set
+// overrides the --warm default and the pool grows to it; a smaller size
+// destroys the extra sandboxes; unsetting brings the default back; bad
+// sizes and unknown templates are refused and change nothing.
+func TestWarmPoolSizeSetThroughTheAPIAppliesWithoutARestart(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	if _, err := s.template(ctx, tn, "host"); err != nil {
+		t.Fatal(err)
+	}
+	runWarm(t, s, 1, WarmSpec{Template: "host", Size: 1})
+	list, err := s.ListWarmPools(ctx)
+	if err != nil || len(list) != 1 || list[0].Source != "default" || list[0].Size != 1 || list[0].Ready != 1 {
+		t.Fatalf("pools from the flag: %+v %v", list, err)
+	}
+
+	p, err := s.SetWarmPool(ctx, tn, "host", 3)
+	if err != nil || p.Size != 3 || p.Source != "api" {
+		t.Fatalf("set: %+v %v", p, err)
+	}
+	waitFor(t, "the pool to grow to the size set", func() bool { return s.WarmStats().Ready == 3 })
+	three := s.warmIDs()
+
+	if _, err := s.SetWarmPool(ctx, tn, "host", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pool to shrink", func() bool { return s.WarmStats().Ready == 1 })
+	for _, id := range three {
+		if slices.Contains(s.warmIDs(), id) {
+			continue
+		}
+		waitFor(t, "the extra warm sandbox's dataset to go", func() bool {
+			ok, _ := s.pool.Exists(ctx, datasetName(id))
+			return !ok
+		})
+		if st, err := s.rt.Status(ctx, id); err == nil && (st == steadrt.StatusRunning || st == steadrt.StatusPaused) {
+			t.Fatalf("a warm sandbox beyond the new size still runs: %s %s", id, st)
+		}
+	}
+
+	for _, bad := range []struct {
+		template string
+		size     int
+	}{{"host", -1}, {"host", store.MaxWarmPoolSize + 1}, {"no-such-template", 1}} {
+		if _, err := s.SetWarmPool(ctx, tn, bad.template, bad.size); err == nil {
+			t.Fatalf("set %s=%d was accepted", bad.template, bad.size)
+		}
+	}
+	if _, err := s.SetWarmPool(ctx, "no-such-tenant", "host", 1); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("set for an unknown tenant: %v", err)
+	}
+	if set, _ := s.st.ListWarmPools(ctx, ""); len(set) != 1 || set[0].Size != 1 {
+		t.Fatalf("refused sets changed the store: %+v", set)
+	}
+
+	// Unset: the default (1) applies again; a 0 from the API empties it.
+	if err := s.DeleteWarmPool(ctx, tn, "host"); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := s.ListWarmPools(ctx); len(list) != 1 || list[0].Source != "default" {
+		t.Fatalf("after unset: %+v", list)
+	}
+	if _, err := s.SetWarmPool(ctx, tn, "host", 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pool to empty", func() bool { return s.WarmStats().Ready == 0 })
 }

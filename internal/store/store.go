@@ -109,6 +109,11 @@ const (
 	// StateArchived: the root lives only in the repository (pushed, verified,
 	// local disk freed); starting hydrates it.
 	StateArchived SandboxState = "archived"
+	// StateLost: the node that owned the sandbox stopped heartbeating and
+	// its lease was expired (internal/cluster failover); its root is on
+	// that node. It is restored elsewhere from its last push, or stays
+	// lost, as its failover policy says.
+	StateLost SandboxState = "lost"
 )
 
 // Sandbox is the persisted record of one sandbox. Spec holds the
@@ -221,6 +226,7 @@ type Store interface {
 	BudgetStore
 	NodeStore
 	OwnershipStore
+	WarmPoolStore
 
 	Close() error
 }

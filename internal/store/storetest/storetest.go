@@ -118,6 +118,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SecretsRejectBadInputAndStoreNothing", testSecretsRejectBadInput},
 		{"SecretsOfAnotherTenantAreAbsent", testSecretsOfAnotherTenantAreAbsent},
 		{"QuotasSetGetAndReplace", testQuotasSetGetAndReplace},
+		{"WarmPoolsSetListDeleteAndGoWithTheTenant", testWarmPools},
 		{"StateBytesAddsUpTheTenantsState", testStateBytesAddsUpTheTenantsState},
 		{"QuotasRejectBadInputAndStoreNothing", testQuotasRejectBadInputAndStoreNothing},
 		{"QuotasBelongToOneTenantAndGoWithIt", testQuotasBelongToOneTenantAndGoWithIt},

@@ -1,0 +1,287 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/cluster"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/pool/dir"
+	"github.com/stead-dev/stead/internal/runtime/linux"
+	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/store/sqlite"
+	"github.com/stead-dev/stead/internal/testutil"
+	"github.com/stead-dev/stead/internal/treedigest"
+)
+
+// newNodeService runs the real service of one node of a cluster: its own
+// dir pool and runtime, on the shared store st, with owner as its leases.
+func newNodeService(t *testing.T, st store.Store, owner Owner) *Service {
+	t.Helper()
+	testutil.RequireRoot(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	pl, err := dir.Open(ctx, filepath.Join(base, "pool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(base, "state"), RunDir: filepath.Join(base, "run")})
+	t.Cleanup(func() { linux.RemoveHostState(filepath.Join(base, "state")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Store: st, Pool: pl, Runtime: rt, WarmDir: filepath.Join(base, "warm"), Owner: owner})
+	if _, err := s.Bootstrap(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		list, _ := st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
+		for _, sb := range list {
+			rt.Kill(ctx, sb.ID)
+		}
+		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
+			ids, _ := pl.List(ctx, kind)
+			for _, id := range ids {
+				pl.Delete(ctx, kind+"/"+id)
+			}
+		}
+	})
+	return s
+}
+
+func nodeLeases(t *testing.T, st store.Store, node string) *cluster.Leases {
+	t.Helper()
+	l, err := cluster.NewLeases(cluster.LeaseOptions{Store: st, Node: node, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// rootDigest digests a sandbox root without what a start rewrites.
+func rootDigest(t *testing.T, s *Service, dataset string) string {
+	t.Helper()
+	d, err := treedigest.Digest(context.Background(), s.pool.Path(dataset), treedigest.Options{NoMtimeDirs: true,
+		Exclude: []string{"/var/log", "/run", "/tmp", "/dev", "/proc", "/sys", "/.stead"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush: node n1 runs a
+// sandbox with a volume, pushes both, writes more, and dies. The failover
+// coordinator (real, on the shared SQLite store) marks the sandbox lost and
+// asks n2 to adopt it: n2's service restores it under the same id, name
+// and volume id, by tree digest equal to the push, running, at epoch 2;
+// what was written after the push is gone (the RPO). A sandbox whose
+// volume was never pushed is not adopted: it stays lost, with its lease
+// free for another try.
+func TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush(t *testing.T) {
+	testutil.RequireRoot(t)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	l1, l2 := nodeLeases(t, st, "n1"), nodeLeases(t, st, "n2")
+	s1, s2 := newNodeService(t, st, l1), newNodeService(t, st, l2)
+	repoDir := t.TempDir()
+	withRepo(t, s1, repoDir)
+	withRepo(t, s2, repoDir)
+	if _, err := s1.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tn := store.DefaultTenant
+
+	vol, err := s1.CreateVolume(ctx, tn, client.CreateVolumeRequest{Name: "data"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := s1.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent",
+		Volumes: []client.VolumeMount{{Volume: "data", Path: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Failover != client.FailoverRestore || sb.LastPushAt != nil {
+		t.Fatalf("new sandbox: failover %q, last push %v", sb.Failover, sb.LastPushAt)
+	}
+	if _, err := l1.Acquire(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	s1.testWrite(t, sb.ID, "/workspace/notes.md", "pushed")
+	if err := os.WriteFile(filepath.Join(s1.pool.Path(volumeDataset(vol.ID)), "kept.txt"), []byte("volume data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var pr client.PushResult
+	op, err := s1.PushSandbox(ctx, tn, sb.ID, client.PushRequest{IncludeVolumes: true, Wait: true})
+	opDone(t, op, err, &pr)
+	pushedDigest := rootDigest(t, s1, snapshotDataset(pr.RemoteSnapshot.Labels["local_snapshot"]))
+	got, _ := s1.GetSandbox(ctx, tn, sb.ID)
+	if got.LastPushAt == nil || got.LastPushID != pr.RemoteSnapshot.ID {
+		t.Fatalf("after the push the view says last push %v %q, want %q", got.LastPushAt, got.LastPushID, pr.RemoteSnapshot.ID)
+	}
+	s1.testWrite(t, sb.ID, "/workspace/after.md", "written after the last push")
+
+	// A second sandbox whose volume has no push.
+	if _, err := s1.CreateVolume(ctx, tn, client.CreateVolumeRequest{Name: "scratch"}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s1.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "other",
+		Volumes: []client.VolumeMount{{Volume: "scratch", Path: "/scratch"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l1.Acquire(ctx, other.ID); err != nil {
+		t.Fatal(err)
+	}
+	op, err = s1.PushSandbox(ctx, tn, other.ID, client.PushRequest{Wait: true})
+	opDone(t, op, err, nil)
+
+	// n1 dies: its sandboxes' processes are gone, its heartbeat stops.
+	s1.rt.Kill(ctx, sb.ID)
+	s1.rt.Kill(ctx, other.ID)
+	now := time.Now()
+	for name, at := range map[string]time.Time{"n1": now.Add(-5 * time.Minute), "n2": now} {
+		if _, err := st.HeartbeatNode(ctx, store.Node{Name: name, Address: "127.0.0.1:1", HeartbeatAt: at, StartedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var adoptErrs []error
+	f, err := cluster.NewFailover(cluster.FailoverOptions{Store: st, Node: "n2", Grace: 30 * time.Second,
+		Pick: func(ctx context.Context, _ store.Sandbox, exclude string) (store.Node, error) {
+			if exclude != "n1" {
+				t.Errorf("pick excludes %q, want n1", exclude)
+			}
+			return st.GetNode(ctx, "n2")
+		},
+		Adopt: func(ctx context.Context, _ store.Node, id string) error {
+			_, err := s2.Adopt(ctx, id)
+			adoptErrs = append(adoptErrs, err)
+			return err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Adopted, []string{sb.ID}) || !slices.Equal(res.Failed, []string{other.ID}) {
+		t.Fatalf("failover pass: %+v (adopt errors %v)", res, adoptErrs)
+	}
+
+	// The adopted sandbox: same id, name and volume, the push's files,
+	// running on n2 at a higher epoch.
+	got, err = s2.GetSandbox(ctx, tn, "agent")
+	if err != nil || got.ID != sb.ID || got.State != "running" || len(got.Volumes) != 1 || got.Volumes[0].Volume != vol.ID {
+		t.Fatalf("adopted sandbox: %+v %v", got, err)
+	}
+	if epoch, ok := l2.Held(sb.ID); !ok || epoch != 2 {
+		t.Fatalf("n2's lease of the adopted sandbox: epoch %d held %v, want 2", epoch, ok)
+	}
+	if got := s2.testRead(t, sb.ID, "/workspace/notes.md"); got != "pushed" {
+		t.Fatalf("notes on n2 = %q", got)
+	}
+	if got := s2.testRead(t, sb.ID, "/workspace/after.md"); !strings.HasPrefix(got, "ERR") {
+		t.Fatalf("a file written after the last push came back: %q", got)
+	}
+	if b, err := os.ReadFile(filepath.Join(s2.pool.Path(volumeDataset(vol.ID)), "kept.txt")); err != nil || string(b) != "volume data" {
+		t.Fatalf("the volume on n2: %q %v", b, err)
+	}
+	if _, err := s2.Exec(ctx, tn, sb.ID, client.ExecRequest{Command: []string{"/bin/true"}}, nil); err != nil {
+		t.Fatalf("exec in the adopted sandbox: %v", err)
+	}
+	if _, err := s2.StopSandbox(ctx, tn, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d := rootDigest(t, s2, datasetName(sb.ID)); d != pushedDigest {
+		t.Fatalf("the adopted root's digest %s differs from the push's %s", d, pushedDigest)
+	}
+
+	// The sandbox whose volume has no push stays lost, its lease free.
+	o, _ := st.GetSandbox(ctx, tn, other.ID)
+	if o.State != store.StateLost || !errors.Is(adoptErrs[len(adoptErrs)-1], errs.ErrConflict) {
+		t.Fatalf("sandbox with an unpushed volume: %s, adopt error %v", o.State, adoptErrs)
+	}
+	if _, err := s2.StartSandbox(ctx, tn, other.ID); !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "stopped answering") {
+		t.Fatalf("start of a lost sandbox: %v", err)
+	}
+	if v, _ := s2.GetSandbox(ctx, tn, other.ID); v.State != "lost" || v.StopReason != cluster.StopReasonNodeLost {
+		t.Fatalf("view of a lost sandbox: %s %q", v.State, v.StopReason)
+	}
+	if own, _ := st.GetOwnership(ctx, other.ID); own.ValidAt(time.Now()) {
+		t.Fatalf("a failed adoption keeps the lease: %+v", own)
+	}
+	if ok, _ := s2.pool.Exists(ctx, datasetName(other.ID)); ok {
+		t.Fatal("a refused adoption left a root on n2")
+	}
+
+	// A retried adopt after a partial one redoes it: leftovers of an
+	// interrupted restore (a half root, a temporary volume) are replaced.
+	if _, err := st.ExpireNodeOwnerships(ctx, "n2", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	l2.RenewAll(ctx) // n2 learns it lost the lease
+	s2.rt.Kill(ctx, sb.ID)
+	cur, _ := st.GetSandbox(ctx, tn, sb.ID)
+	if cur, err = cluster.MarkLost(cur, cluster.LostMark{Node: "n2", Epoch: 2, State: store.StateRunning, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateSandbox(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s2.pool.Path(datasetName(sb.ID)), "workspace", "notes.md"), []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.pool.Delete(ctx, volumeDataset(vol.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.pool.Create(ctx, adoptTempVolume(vol.ID)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s2.Adopt(ctx, sb.ID)
+	if err != nil || again.State != "running" {
+		t.Fatalf("retried adopt: %+v %v", again, err)
+	}
+	if epoch, ok := l2.Held(sb.ID); !ok || epoch != 3 {
+		t.Fatalf("retried adopt's epoch %d %v, want 3", epoch, ok)
+	}
+	if got := s2.testRead(t, sb.ID, "/workspace/notes.md"); got != "pushed" {
+		t.Fatalf("notes after the retried adopt = %q", got)
+	}
+	if ok, _ := s2.pool.Exists(ctx, adoptTempVolume(vol.ID)); ok {
+		t.Fatal("the temporary volume of the interrupted adopt is left")
+	}
+	// It runs here now: another adopt is refused and changes nothing.
+	if _, err := s2.Adopt(ctx, sb.ID); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("adopt of a sandbox running here: %v", err)
+	}
+	if got := s2.testRead(t, sb.ID, "/workspace/notes.md"); got != "pushed" {
+		t.Fatalf("notes after a refused adopt = %q", got)
+	}
+}
+
+func TestCreateRefusesAnUnknownFailoverPolicyAndShowsTheGivenOne(t *testing.T) {
+	s := newService(t)
+	ctx := context.Background()
+	if _, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "x", Failover: "maybe", NoStart: true}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("failover maybe: %v", err)
+	}
+	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "y", Failover: "none", NoStart: true})
+	if err != nil || sb.Failover != client.FailoverNone {
+		t.Fatalf("failover none: %+v %v", sb, err)
+	}
+	rec, _ := s.st.GetSandbox(ctx, store.DefaultTenant, sb.ID)
+	if cluster.FailoverPolicyOf(rec) != cluster.FailoverNone {
+		t.Fatal("the coordinator does not read the policy the service wrote")
+	}
+}
