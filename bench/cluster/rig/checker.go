@@ -1,0 +1,202 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Overlap is a moment two nodes ran one sandbox at the same time.
+type Overlap struct {
+	ID    string
+	Nodes []string
+	At    time.Time
+}
+
+func (o Overlap) String() string {
+	return fmt.Sprintf("%s ran on %s at once (%s)", o.ID, strings.Join(o.Nodes, " and "), o.At.Format("15:04:05.000"))
+}
+
+// Checker samples, at a fixed interval, which node runs which sandbox,
+// from the host's cgroups alone (the daemons are not asked), and records
+// every moment two nodes ran the same one. A sandbox runs on a node when
+// its cgroup below the node's parent has processes and is not frozen (a
+// paused copy executes nothing).
+type Checker struct {
+	c        *Cluster
+	interval time.Duration
+	cancel   context.CancelFunc
+	done     chan struct{}
+
+	mu       sync.Mutex
+	samples  int
+	where    map[string][]string // latest sample: sandbox → nodes running it
+	seen     map[string][]string // every node a sandbox ever ran on, in order
+	overlaps []Overlap
+}
+
+// StartChecker starts sampling every interval (100 ms when 0) until Stop.
+func (c *Cluster) StartChecker(interval time.Duration) *Checker {
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &Checker{c: c, interval: interval, cancel: cancel, done: make(chan struct{}), where: map[string][]string{}, seen: map[string][]string{}}
+	k.sample()
+	go k.run(ctx)
+	return k
+}
+
+func (k *Checker) run(ctx context.Context) {
+	defer close(k.done)
+	t := time.NewTicker(k.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			k.sample()
+		}
+	}
+}
+
+// Stop ends the sampling (after one last sample).
+func (k *Checker) Stop() {
+	k.cancel()
+	<-k.done
+	k.sample()
+}
+
+// running reads one node's running (not frozen) sandboxes: id → pids.
+func running(n *Node) map[string][]int {
+	out := map[string][]int{}
+	for _, sp := range n.Sandboxes() {
+		if !sp.Frozen {
+			out[sp.ID] = sp.Pids
+		}
+	}
+	return out
+}
+
+// sample reads every node once. The nodes are read one after another, so a
+// sandbox that moved between two reads could look doubled: an apparent
+// overlap is confirmed by reading the nodes again, and counts only if every
+// node but the last one read still runs a process it ran at the first read
+// (so it ran throughout, including when the last one was seen running it).
+func (k *Checker) sample() {
+	now := time.Now()
+	first := make([]map[string][]int, len(k.c.Nodes))
+	for i, n := range k.c.Nodes {
+		first[i] = running(n)
+	}
+	where := map[string][]string{}
+	for i, n := range k.c.Nodes {
+		for id := range first[i] {
+			where[id] = append(where[id], n.Name)
+		}
+	}
+	var found []Overlap
+	for id, nodes := range where {
+		if len(nodes) < 2 {
+			continue
+		}
+		last := ""
+		for i := len(k.c.Nodes) - 1; i >= 0; i-- {
+			if _, ok := first[i][id]; ok {
+				last = k.c.Nodes[i].Name
+				break
+			}
+		}
+		confirmed := true
+		for i, n := range k.c.Nodes {
+			pids, ok := first[i][id]
+			if !ok || n.Name == last {
+				continue
+			}
+			again := running(n)[id]
+			if !slices.ContainsFunc(pids, func(p int) bool { return slices.Contains(again, p) }) {
+				confirmed = false
+			}
+		}
+		if confirmed {
+			found = append(found, Overlap{ID: id, Nodes: nodes, At: now})
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.samples++
+	k.where = where
+	for id, nodes := range where {
+		for _, n := range nodes {
+			if s := k.seen[id]; len(s) == 0 || s[len(s)-1] != n {
+				k.seen[id] = append(s, n)
+			}
+		}
+	}
+	k.overlaps = append(k.overlaps, found...)
+}
+
+// Samples is the number of samples taken.
+func (k *Checker) Samples() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.samples
+}
+
+// Overlaps returns every confirmed overlap so far.
+func (k *Checker) Overlaps() []Overlap {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.overlaps)
+}
+
+// Where returns the nodes that ran id at the latest sample.
+func (k *Checker) Where(id string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.where[id])
+}
+
+// Seen returns the nodes id ran on so far, in the order it moved.
+func (k *Checker) Seen(id string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.seen[id])
+}
+
+// Placement returns, at the latest sample, the running sandboxes of each
+// node (node name → sorted ids).
+func (k *Checker) Placement() map[string][]string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string][]string{}
+	for id, nodes := range k.where {
+		for _, n := range nodes {
+			out[n] = append(out[n], id)
+		}
+	}
+	for _, ids := range out {
+		sort.Strings(ids)
+	}
+	return out
+}
+
+// WaitRunning waits until id runs on exactly one node other than those in
+// not, and returns that node (or "" when the timeout passed).
+func (k *Checker) WaitRunning(ctx context.Context, id string, timeout time.Duration, not ...string) string {
+	deadline := time.Now().Add(timeout)
+	for {
+		if w := k.Where(id); len(w) == 1 && !slices.Contains(not, w[0]) {
+			return w[0]
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return ""
+		}
+		time.Sleep(k.interval)
+	}
+}
