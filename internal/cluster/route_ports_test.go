@@ -107,3 +107,60 @@ func TestPortProxyPathIsForwardedToTheOwner(t *testing.T) {
 		t.Fatalf("after the owner died: %d, want node-a's own 404", code)
 	}
 }
+
+func TestForwardIsFullDuplex(t *testing.T) {
+	// An app that answers at once and reads the upload afterwards (as a
+	// sandbox's app behind the port proxy may): the entry node must pass
+	// the answer's headers on while the body still flows.
+	st := openStore(t)
+	start := func(name string, next http.Handler) *httptest.Server {
+		r, err := NewRouter(RouterOptions{Store: st, Node: name, Secret: testSecret, Grace: 30 * time.Second,
+			InstanceTypes: testTypes, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		srv := httptest.NewServer(r.ForwardSandboxPaths(next))
+		t.Cleanup(srv.Close)
+		heartbeat(t, st, name, srv.Listener.Addr().String(), roomy, time.Now())
+		return srv
+	}
+	a := start("node-a", http.NotFoundHandler())
+	start("node-b", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Error(err)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		w.(http.Flusher).Flush()
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "read %d bytes, err %v", n, err)
+	}))
+	addSandbox(t, st, "sb-1", "one", "node-b")
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	go func() { <-ctx.Done(); pw.CloseWithError(ctx.Err()) }() // the client's transport waits for its body
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.URL+"/v1/sandboxes/sb-1/ports/80/upload", pr)
+	// Small enough (under the server's 256 KiB) that a server not in full
+	// duplex would swallow the rest of it once the answer began, waiting
+	// for the client, which waits for the answer.
+	req.ContentLength = 64 << 10
+	go func() { _, _ = pw.Write(make([]byte, 32<<10)) }()
+	res, err := http.DefaultClient.Do(req) // returns with the headers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	// Only now the second half of the body.
+	if _, err := pw.Write(make([]byte, 32<<10)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || string(body) != "read 65536 bytes, err <nil>" {
+		t.Fatalf("answer %q, %v", body, err)
+	}
+}
