@@ -384,10 +384,10 @@ func TestClusterPartitionedNodeNeverRunsWithNewOwnerAndFencesOnHeal(t *testing.T
 		for _, s := range snaps {
 			found = found || strings.HasPrefix(s.Label, "lost-") || strings.HasPrefix(s.ID, "lost-")
 		}
-		if !found {
-			ents, _ := os.ReadDir(filepath.Join(n3.DataDir, "pool", "snapshots"))
+		for _, dir := range []string{"snapshots", "sandboxes"} {
+			ents, _ := os.ReadDir(filepath.Join(n3.DataDir, "pool", dir))
 			for _, e := range ents {
-				found = found || strings.Contains(e.Name(), "lost-")
+				found = found || strings.Contains(e.Name(), "lost-") && strings.HasSuffix(e.Name(), sb.ID)
 			}
 		}
 		if !found {

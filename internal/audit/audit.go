@@ -172,6 +172,15 @@ type Options struct {
 	// FileWitness beside it): written after every checkpoint, compared
 	// with the database by Open and Verify. nil: none.
 	Witness Witness
+	// Key, when set, signs the checkpoints instead of the key file's key:
+	// the nodes of a cluster share one (derived from the cluster secret),
+	// so each verifies the others' checkpoints.
+	Key ed25519.PrivateKey
+	// Shared says other daemons (the nodes of a cluster) append to the
+	// same trail: an append that finds the head moved chains on from the
+	// new head as a matter of course, and Verify does not count entries
+	// past this daemon's own head as inserted.
+	Shared bool
 }
 
 // Log is the audit trail. Its methods are safe for concurrent use; one Log
@@ -209,9 +218,12 @@ var _ Recorder = (*Log)(nil)
 // directory) on first use. A key file readable by group or others is
 // refused.
 func Open(ctx context.Context, st store.AuditStore, keyPath string, opts Options) (*Log, error) {
-	key, err := loadOrCreateKey(keyPath)
-	if err != nil {
-		return nil, fmt.Errorf("open audit trail: %w", err)
+	key := opts.Key
+	if key == nil {
+		var err error
+		if key, err = loadOrCreateKey(keyPath); err != nil {
+			return nil, fmt.Errorf("open audit trail: %w", err)
+		}
 	}
 	if opts.CheckpointEvery == 0 {
 		opts.CheckpointEvery = DefaultCheckpointEvery
@@ -319,14 +331,21 @@ func (l *Log) Append(ctx context.Context, e Entry) (store.AuditEntry, error) {
 	defer l.mu.Unlock()
 	var ent store.AuditEntry
 	var err error
-	for range 3 {
+	tries := 3
+	if l.opts.Shared {
+		tries = 50 // every node of the cluster appends
+	}
+	for range tries {
 		ent, err = l.appendLocked(ctx, e)
 		if !errors.Is(err, errs.ErrConflict) {
 			break
 		}
-		// Someone else wrote the trail (which must not happen): pick up
-		// its head and chain on from there; Verify will tell.
-		l.opts.Logger.ErrorContext(ctx, "audit trail changed under the daemon", "err", err)
+		// Someone else wrote the trail: another node of a cluster, or
+		// (alone) what must not happen. Chain on from its head; Verify
+		// will tell.
+		if !l.opts.Shared {
+			l.opts.Logger.ErrorContext(ctx, "audit trail changed under the daemon", "err", err)
+		}
 		last, lerr := l.st.LastAudit(ctx)
 		if lerr != nil {
 			break

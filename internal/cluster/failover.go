@@ -303,14 +303,6 @@ func (f *Failover) markLapsed(ctx context.Context, fenced func() context.Context
 			continue
 		}
 		res.Lapsed = append(res.Lapsed, n.Name)
-		ended, err := st.ExpireNodeOwnerships(fenced(), n.Name, now)
-		if err != nil {
-			return fmt.Errorf("failover: expire the leases of node %s: %w", n.Name, err)
-		}
-		if ended > 0 {
-			f.o.Logger.Warn("node lapsed: its leases are expired", "node", n.Name, "heartbeat", n.HeartbeatAt, "leases", ended)
-			f.record(ctx, "", "node.lapsed", n.Name, nil)
-		}
 		owns, err := st.ListOwnerships(ctx, n.Name)
 		if err != nil {
 			return fmt.Errorf("failover: list the leases of node %s: %w", n.Name, err)
@@ -318,6 +310,14 @@ func (f *Failover) markLapsed(ctx context.Context, fenced func() context.Context
 		for _, o := range owns {
 			if strings.Contains(o.SandboxID, "/") {
 				continue // a job or scope lease, not a sandbox's
+			}
+			if now.Before(o.ExpiresAt) {
+				// Never cut a lease short: a node cut off from the store
+				// (a partition, not a crash) still runs the sandbox until
+				// its lease lapses on its own clock, and freezes it then
+				// (cluster.Leases). Taking over before would run the
+				// sandbox twice.
+				continue
 			}
 			marked, err := f.markLost(ctx, fenced, n.Name, o)
 			if err != nil {

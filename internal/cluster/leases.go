@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -35,6 +36,17 @@ type LeaseOptions struct {
 	// this node learns it lost: another node took the sandbox, or the lease
 	// lapsed or was expired. The node must stop acting on the sandbox.
 	OnLost func(sandboxID string, err error)
+	// OnLapse, when set, is called (without locks held) when a lease
+	// comes within Margin of its expiry by this node's clock with no
+	// successful renew (the store is out of reach: a partition, or the
+	// store is down). The node must stop the sandbox's processes at once,
+	// keeping them (a freeze): once the lease lapsed another node may take
+	// the sandbox over.
+	OnLapse func(sandboxID string)
+	// OnRegain, when set, is called when this node took a lapsed lease
+	// again with no other node having held it since (the epoch moved by
+	// exactly one): the node may resume what OnLapse stopped.
+	OnRegain func(sandboxID string, own store.Ownership)
 	// Logger receives renew failures (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -46,6 +58,10 @@ type heldLease struct {
 	// fencing (the store was unreachable): the node stops acting at once,
 	// and acts again if a later renew, before the expiry, succeeds.
 	suspended bool
+	// lapsed is set once the lease came within Margin of its expiry
+	// without a renew (OnLapse was called); it stays held, so that a later
+	// renew or re-acquire can regain it (OnRegain) or lose it (OnLost).
+	lapsed bool
 }
 
 // Leases is the set of sandbox owner leases one node holds. The daemon
@@ -157,11 +173,12 @@ func (l *Leases) List() []store.Ownership {
 	return out
 }
 
-// RenewAll renews every held lease once. A lease the store fences off
-// (taken over, lapsed, expired by failover) is dropped and reported to
-// OnLost; one whose renew failed otherwise is suspended (Held is false)
-// until a renew succeeds, and dropped once it lapsed. It returns how many
-// leases were lost.
+// RenewAll renews every held lease once. One whose renew failed without
+// an answer from the store is suspended (Held is false) until a renew
+// succeeds. One the store fences off is taken again if it lapsed and no
+// other node held it since (the epoch moves by one: OnRegain); otherwise
+// it is dropped and reported to OnLost. It returns how many leases were
+// lost.
 func (l *Leases) RenewAll(ctx context.Context) int {
 	l.mu.Lock()
 	ids := make(map[string]store.Ownership, len(l.held))
@@ -175,9 +192,30 @@ func (l *Leases) RenewAll(ctx context.Context) int {
 		err error
 	}
 	var lost []loss
+	var regained []store.Ownership
 	for id, own := range ids {
 		now := l.o.Clock()
-		renewed, err := l.o.Store.RenewOwnership(ctx, id, l.o.Node, own.Epoch, l.o.TTL, now)
+		// A store out of reach must not hold the renews up past the
+		// lease: each call gets until the next round.
+		cctx, cancel := context.WithTimeout(ctx, l.o.RenewEvery)
+		renewed, err := l.o.Store.RenewOwnership(cctx, id, l.o.Node, own.Epoch, l.o.TTL, now)
+		if store.IsFenced(err) {
+			// Lapsed (or taken): take it again if nobody held it since.
+			var again store.Ownership
+			if again, err = l.o.Store.AcquireOwnership(cctx, id, l.o.Node, l.o.TTL, now); err == nil {
+				if again.Epoch == own.Epoch+1 {
+					renewed = again
+				} else {
+					// Another node held it in between: its state wins.
+					l.o.Store.ReleaseOwnership(cctx, id, l.o.Node, again.Epoch, now)
+					err = fmt.Errorf("sandbox %s: another node held its lease since epoch %d: %w", id, own.Epoch,
+						&store.FencedError{SandboxID: id, Node: l.o.Node, Epoch: own.Epoch})
+				}
+			} else if errors.Is(err, errs.ErrConflict) && !store.IsFenced(err) {
+				err = fmt.Errorf("%w: %w", err, &store.FencedError{SandboxID: id, Node: l.o.Node, Epoch: own.Epoch})
+			}
+		}
+		cancel()
 		l.mu.Lock()
 		h, ok := l.held[id]
 		if !ok || h.own.Epoch != own.Epoch {
@@ -186,8 +224,11 @@ func (l *Leases) RenewAll(ctx context.Context) int {
 		}
 		switch {
 		case err == nil:
-			h.own, h.suspended = renewed, false
-		case store.IsFenced(err) || !now.Before(own.ExpiresAt):
+			if h.lapsed || renewed.Epoch != own.Epoch {
+				regained = append(regained, renewed)
+			}
+			h.own, h.suspended, h.lapsed = renewed, false, false
+		case store.IsFenced(err):
 			delete(l.held, id)
 			lost = append(lost, loss{id, err})
 		default:
@@ -204,11 +245,54 @@ func (l *Leases) RenewAll(ctx context.Context) int {
 			l.o.OnLost(x.id, x.err)
 		}
 	}
+	for _, own := range regained {
+		l.o.Logger.Info("sandbox lease regained", "sandbox", own.SandboxID, "node", l.o.Node, "epoch", own.Epoch)
+		if l.o.OnRegain != nil {
+			l.o.OnRegain(own.SandboxID, own)
+		}
+	}
 	return len(lost)
 }
 
-// Run renews the held leases every RenewEvery until ctx ends.
+// CheckLapse marks the held leases that came within Margin of their expiry
+// by this node's clock as lapsed and calls OnLapse for each (once). It
+// reads no store: it must work when the store is out of reach.
+func (l *Leases) CheckLapse() []string {
+	now := l.o.Clock()
+	var ids []string
+	l.mu.Lock()
+	for id, h := range l.held {
+		if !h.lapsed && !now.Before(h.own.ExpiresAt.Add(-l.o.Margin)) {
+			h.lapsed, h.suspended = true, true
+			ids = append(ids, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range ids {
+		l.o.Logger.Warn("sandbox lease lapsing without a renew: stopping the sandbox here", "sandbox", id, "node", l.o.Node)
+		if l.o.OnLapse != nil {
+			l.o.OnLapse(id)
+		}
+	}
+	return ids
+}
+
+// Run renews the held leases every RenewEvery until ctx ends and, apart
+// from the renews (which may hang on a store out of reach), checks every
+// Margin/2 for leases lapsing (CheckLapse).
 func (l *Leases) Run(ctx context.Context) {
+	go func() {
+		t := time.NewTicker(max(l.o.Margin/2, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				l.CheckLapse()
+			}
+		}
+	}()
 	t := time.NewTicker(l.o.RenewEvery)
 	defer t.Stop()
 	for {

@@ -192,18 +192,76 @@ func TestLeasesStopActingTheMomentARenewFailsAndResumeIfItRecovers(t *testing.T)
 	}
 	wantHeld(t, a, "sb-1", 1)
 
-	// The store stays away past the expiry: the lease is dropped for good.
+	// The store stays away past the expiry: the lease lapses (CheckLapse
+	// reports it once, without a store), stays not held, and is not lost
+	// while the store cannot say whether another node took it.
 	f.renewFail = fmt.Errorf("dial store: connection refused")
 	c.Add(10 * time.Second)
 	a.RenewAll(ctx)
-	c.Add(25 * time.Second)
-	if n := a.RenewAll(ctx); n != 1 || lost != 1 {
-		t.Fatalf("renew past the expiry lost %d (OnLost %d), want 1", n, lost)
+	if got := a.CheckLapse(); len(got) != 0 {
+		t.Fatalf("CheckLapse before the margin: %v", got)
 	}
+	c.Add(25 * time.Second)
+	if got := a.CheckLapse(); len(got) != 1 || got[0] != "sb-1" {
+		t.Fatalf("CheckLapse past the expiry: %v, want sb-1", got)
+	}
+	if got := a.CheckLapse(); len(got) != 0 {
+		t.Fatalf("CheckLapse reported a lapse twice: %v", got)
+	}
+	if n := a.RenewAll(ctx); n != 0 || lost != 0 {
+		t.Fatalf("renew past the expiry with the store away lost %d (OnLost %d), want 0", n, lost)
+	}
+	wantNotHeld(t, a, "sb-1")
+	// The store answers and nobody took the sandbox: regained, epoch + 1.
 	f.renewFail = nil
 	c.Add(10 * time.Second)
+	if n := a.RenewAll(ctx); n != 0 || lost != 0 {
+		t.Fatalf("regain lost %d (OnLost %d)", n, lost)
+	}
+	wantHeld(t, a, "sb-1", 2)
+}
+
+// TestALeaseTakenOverWhileTheNodeWasCutOffIsLostNotRegained: a node cut
+// off from the store past its lease finds, back, another node's lease (in
+// force or even lapsed again): it loses the sandbox, never regains it.
+func TestALeaseTakenOverWhileTheNodeWasCutOffIsLostNotRegained(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	f := &faultyOwners{OwnershipStore: st}
+	c := newClock()
+	var lost []string
+	a := newLeases(t, f, "node-a", c, func(id string, _ error) { lost = append(lost, id) })
+	b := newLeases(t, st, "node-b", c, nil)
+	for _, id := range []string{"sb-1", "sb-2"} {
+		if _, err := a.Acquire(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.renewFail = fmt.Errorf("dial store: i/o timeout")
+	c.Add(31 * time.Second)
+	a.CheckLapse()
 	a.RenewAll(ctx)
+	// b takes both; sb-2's lease then lapses again with b gone too.
+	for _, id := range []string{"sb-1", "sb-2"} {
+		if _, err := b.Acquire(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Release(ctx, "sb-2"); err != nil {
+		t.Fatal(err)
+	}
+	f.renewFail = nil
+	if n := a.RenewAll(ctx); n != 2 || len(lost) != 2 {
+		t.Fatalf("back after a takeover: lost %d %v, want both", n, lost)
+	}
 	wantNotHeld(t, a, "sb-1")
+	wantNotHeld(t, a, "sb-2")
+	if got, _ := st.GetOwnership(ctx, "sb-1"); got.Node != "node-b" {
+		t.Fatalf("sb-1's lease after a came back: %+v", got)
+	}
+	if got, _ := st.GetOwnership(ctx, "sb-2"); got.ValidAt(c.Now()) {
+		t.Fatalf("a kept sb-2 after another node held it: %+v", got)
+	}
 }
 
 func TestLeasesOfAFailedNodeAreExpiredTogetherAndTakenOver(t *testing.T) {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"crypto/hkdf"
 	"crypto/sha256"
 	"encoding/json"
@@ -54,6 +55,16 @@ func deriveKey(secret []byte, purpose string) ([]byte, error) {
 	return k, nil
 }
 
+// auditKey is the key every node signs the shared audit trail's
+// checkpoints with.
+func (c *clusterNode) auditKey() (ed25519.PrivateKey, error) {
+	seed, err := deriveKey(c.secret, "audit checkpoints")
+	if err != nil {
+		return nil, err
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
 // newClusterNode checks that cfg can run as a cluster node and makes its
 // lease set; nil when cfg is a single-node daemon.
 func newClusterNode(cfg Config, st store.Store, node string, log *slog.Logger) (*clusterNode, error) {
@@ -80,6 +91,17 @@ func newClusterNode(cfg Config, st store.Store, node string, log *slog.Logger) (
 		OnLost: func(id string, err error) {
 			if svc := c.svc.Load(); svc != nil {
 				go svc.LeaseLost(context.Background(), id, err)
+			}
+		},
+		// Synchronous: the freeze must be done before the lease lapses.
+		OnLapse: func(id string) {
+			if svc := c.svc.Load(); svc != nil {
+				svc.LeaseLapsed(context.Background(), id)
+			}
+		},
+		OnRegain: func(id string, _ store.Ownership) {
+			if svc := c.svc.Load(); svc != nil {
+				go svc.LeaseRegained(context.Background(), id)
 			}
 		}})
 	if err != nil {

@@ -220,8 +220,16 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	auditLog, err := audit.Open(ctx, st, filepath.Join(cfg.DataDir, "audit.key"), audit.Options{Logger: log,
-		CheckpointInterval: cfg.AuditCheckpointInterval, Witness: audit.NewFileWitness(filepath.Join(cfg.DataDir, "audit.witness"))})
+	auditOpts := audit.Options{Logger: log,
+		CheckpointInterval: cfg.AuditCheckpointInterval, Witness: audit.NewFileWitness(filepath.Join(cfg.DataDir, "audit.witness"))}
+	if cl != nil {
+		// One trail, appended by every node: one signing key for all.
+		if auditOpts.Key, err = cl.auditKey(); err != nil {
+			return err
+		}
+		auditOpts.Shared = true
+	}
+	auditLog, err := audit.Open(ctx, st, filepath.Join(cfg.DataDir, "audit.key"), auditOpts)
 	if err != nil {
 		return err
 	}
@@ -283,7 +291,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if repoCfg != nil {
 		svc.SetDrillEnv(drillEnv(cfg, repoCfg.KeyFile, exe, child, pl.Kind()))
 	}
-	if repoCfg != nil && !cfg.NoAuditRepoWitness {
+	// The repository's witness holds one daemon's newest checkpoint; the
+	// nodes of a cluster would overwrite each other's, so each keeps its
+	// own file witness only.
+	if repoCfg != nil && !cfg.NoAuditRepoWitness && cl == nil {
 		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
 	}
 	mt, err := newMetered(cfg.Metering, st, svc, &sinks, log)

@@ -10,6 +10,7 @@ import (
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/pool"
+	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -209,6 +210,62 @@ func (s *Service) takeBack(ctx context.Context, sb store.Sandbox) (store.Sandbox
 	return sb, false
 }
 
+// LeaseLapsed is called (cluster.LeaseOptions.OnLapse) when sandbox id's
+// lease is about to lapse with no renew: the store is out of reach, and
+// once it lapsed another node may run the sandbox. Its processes are
+// frozen at once (kept, not killed); LeaseRegained thaws them, LeaseLost
+// kills them and keeps the root. No store write is made.
+func (s *Service) LeaseLapsed(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
+	st, err := s.rt.Status(ctx, id)
+	if err != nil || st != steadrt.StatusRunning {
+		return // nothing runs here (or already frozen by a pause)
+	}
+	if err := s.rt.Pause(ctx, id); err != nil {
+		s.log.Error("freeze a sandbox whose lease is lapsing", "sandbox", id, "err", err)
+		return
+	}
+	s.lapsedMu.Lock()
+	if s.lapsed == nil {
+		s.lapsed = map[string]bool{}
+	}
+	s.lapsed[id] = true
+	s.lapsedMu.Unlock()
+	s.log.Warn("froze the sandbox: its lease is lapsing without a renew (store out of reach)", "sandbox", id)
+}
+
+// LeaseRegained is called (cluster.LeaseOptions.OnRegain) when this node
+// took a lapsed lease again with no other node having held it since: what
+// LeaseLapsed froze runs again, and a lost mark failover wrote meanwhile
+// is cleared (the sandbox is this node's again, with newer data than any
+// push).
+func (s *Service) LeaseRegained(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
+	unlock := s.lock(id)
+	defer unlock()
+	if sb, err := s.opts.Store.GetSandbox(ctx, "", id); err == nil && sb.State == store.StateLost {
+		if m, ok := cluster.LostMarkOf(sb); ok && m.Node == s.opts.Owner.Node() {
+			if spec, err := cluster.ClearLostMark(sb.Spec); err == nil {
+				sb.Spec, sb.State, sb.StopReason = spec, m.State, ""
+				if _, err := s.st.UpdateSandbox(ctx, sb); err != nil {
+					s.log.Error("clear the lost mark of a regained sandbox", "sandbox", id, "err", err)
+				}
+			}
+		}
+	}
+	s.lapsedMu.Lock()
+	froze := s.lapsed[id]
+	delete(s.lapsed, id)
+	s.lapsedMu.Unlock()
+	if froze {
+		if err := s.rt.Resume(ctx, id); err != nil {
+			s.log.Error("thaw a sandbox whose lease was regained", "sandbox", id, "err", err)
+			return
+		}
+		s.log.Info("thawed the sandbox: its lease is this node's again", "sandbox", id)
+	}
+}
+
 // LeaseLost is called (cluster.LeaseOptions.OnLost) when this node learns
 // it lost sandbox id's lease: another node took it over, or it lapsed or
 // was expired by failover. The local copy stops at once, without a push
@@ -227,6 +284,9 @@ func (s *Service) LeaseLost(ctx context.Context, id string, cause error) {
 	if own, err := s.st.GetOwnership(ctx, id); err == nil {
 		epoch = own.Epoch
 	}
+	s.lapsedMu.Lock()
+	delete(s.lapsed, id)
+	s.lapsedMu.Unlock()
 	s.log.Warn("lost the sandbox's lease: stopping the local copy without pushing it", "sandbox", id, "cause", cause)
 	s.keepLostCopy(ctx, sb, epoch, "lease lost: "+errString(cause))
 }

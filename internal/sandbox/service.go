@@ -154,6 +154,11 @@ type Service struct {
 	sched     schedState
 	budgets   Budgets  // budgets.go
 	warm      warmPool // warm.go
+
+	// lapsed are the sandboxes frozen because their lease lapsed with
+	// the store out of reach (ownership.go).
+	lapsedMu sync.Mutex
+	lapsed   map[string]bool
 }
 
 // New returns a service. Call Reconcile before serving.
@@ -402,6 +407,9 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 	}
 	tmpl, err := s.template(ctx, tenant, tmplID)
 	if err != nil {
+		return client.Sandbox{}, err
+	}
+	if err := s.templateHere(ctx, tmpl); err != nil {
 		return client.Sandbox{}, err
 	}
 	if warmFits(req, sp) {

@@ -61,6 +61,38 @@ func (s *Service) ensureHostTemplate(ctx context.Context, tenant string) (store.
 	})
 }
 
+// templateHere makes sure template t's dataset is in this node's pool. In
+// a cluster the record is shared and the data is not: a node that never
+// had the host template builds it from its own host (as the first node
+// did); a template imported on another node must be imported here too.
+func (s *Service) templateHere(ctx context.Context, t store.Template) error {
+	ds := templateDataset(t.TenantID, t.ID)
+	if ok, err := s.pool.Exists(ctx, ds); err != nil || ok {
+		return err
+	}
+	if t.Kind != "host" {
+		return fmt.Errorf("template %s was made on another node and its files are not on this one (import it here as well: stead template create): %w", t.ID, errs.ErrNotFound)
+	}
+	unlock := s.lock("template/" + t.TenantID + "/host")
+	defer unlock()
+	if ok, _ := s.pool.Exists(ctx, ds); ok {
+		return nil
+	}
+	if err := s.pool.Create(ctx, ds); err != nil {
+		return fmt.Errorf("build template %s here: %w", t.ID, err)
+	}
+	err := template.BuildHost(ctx, s.pool.Path(ds))
+	if err == nil {
+		err = s.pool.SetReadOnly(ctx, ds, true)
+	}
+	if err != nil {
+		s.pool.Delete(context.WithoutCancel(ctx), ds)
+		return fmt.Errorf("build template %s here: %w", t.ID, err)
+	}
+	s.log.Info("host template built on this node (its record came from another)", "tenant", t.TenantID)
+	return nil
+}
+
 // buildTemplate fills a new read-only template dataset with fill and
 // records it. A failure leaves neither dataset nor record.
 func (s *Service) buildTemplate(ctx context.Context, tenant, id, kind, source string, fill func(dst string) (template.ImageInfo, error)) (store.Template, error) {

@@ -318,6 +318,9 @@ func (s *Service) makeWarm(ctx context.Context, key warmKey) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := s.templateHere(ctx, tmpl); err != nil {
+		return "", err
+	}
 	id := newID()
 	sp := warmSpec()
 	specJSON, _ := json.Marshal(sp)
