@@ -387,7 +387,7 @@ func (m *Manager) installSandbox(sb *sandbox) error {
 	if err != nil {
 		return err
 	}
-	p, err := m.listPresent(b)
+	p, err := m.listPresent(b, sb.key)
 	if err != nil {
 		return err
 	}
@@ -516,7 +516,7 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	var errs []error
 	if b, err := m.newBatch(); err != nil {
 		errs = append(errs, err)
-	} else if p, err := m.listPresent(b); err != nil {
+	} else if p, err := m.listPresent(b, sb.key); err != nil {
 		errs = append(errs, err)
 	} else {
 		m.delSandbox(b, p, sb.key, sb.addr, sb.addr6)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -327,21 +328,30 @@ func (m *Manager) sandboxRules(b *batch, ch *nftables.Chain, sb *sandbox) {
 }
 
 // present lists the table's chains, sets and objects by name (empty when
-// the table does not exist).
+// the table does not exist). Of the chains it lists only the base chains
+// and those of one sandbox (presentChains): a listing of every chain is a
+// dump of every table of the family on the host, hundreds of chains on a
+// busy one, on every attach.
 type present struct {
 	chains, sets, objs map[string]bool
 }
 
-func (m *Manager) listPresent(b *batch) (present, error) {
+// presentChains are the chains listPresent looks for: the base chains
+// whose absence means a table to rebuild, and sandbox k's.
+func presentChains(k string) []string {
+	return []string{"forward", "input", chainName(k), limitName(k), ingressName(k)}
+}
+
+// listPresent lists what of the table installSandbox and Detach need to
+// know for sandbox key k.
+func (m *Manager) listPresent(b *batch, k string) (present, error) {
 	p := present{chains: map[string]bool{}, sets: map[string]bool{}, objs: map[string]bool{}}
-	chains, err := b.c.ListChainsOfTableFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return p, fmt.Errorf("list nftables chains: %w", err)
-	}
-	for _, c := range chains {
-		if c.Table.Name == m.cfg.Table {
-			p.chains[c.Name] = true
+	for _, name := range presentChains(k) {
+		ok, err := chainExists(b.c, b.t, name)
+		if err != nil {
+			return p, fmt.Errorf("look up nftables chain %s: %w", name, err)
 		}
+		p.chains[name] = ok
 	}
 	sets, err := b.c.GetSets(b.t)
 	if err != nil && !errors.Is(err, unix.ENOENT) {
@@ -360,6 +370,21 @@ func (m *Manager) listPresent(b *batch) (present, error) {
 		}
 	}
 	return p, nil
+}
+
+// chainExists reports whether table t has chain name (false, nil when it
+// or the table is absent). The library's single-chain lookup wraps the
+// kernel's error as text: ENOENT is recognised by its message.
+func chainExists(c *nftables.Conn, t *nftables.Table, name string) (bool, error) {
+	_, err := c.ListChain(t, name)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT) || strings.HasSuffix(err.Error(), unix.ENOENT.Error()):
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 // delSandbox queues the removal of whatever of a sandbox's objects p
