@@ -19,8 +19,8 @@ import (
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/cluster"
-	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/sandbox"
 	"github.com/stead-dev/stead/internal/store"
 )
