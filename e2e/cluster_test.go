@@ -379,15 +379,20 @@ func TestClusterPartitionedNodeNeverRunsWithNewOwnerAndFencesOnHeal(t *testing.T
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		snaps, err := n3.Local.ListSnapshots(ctx, sb.ID)
+		// The copy is kept (renamed) just after its processes go.
+		var snaps []client.Snapshot
+		var err error
 		found := false
-		for _, s := range snaps {
-			found = found || strings.HasPrefix(s.Label, "lost-") || strings.HasPrefix(s.ID, "lost-")
-		}
-		for _, dir := range []string{"snapshots", "sandboxes"} {
-			ents, _ := os.ReadDir(filepath.Join(n3.DataDir, "pool", dir))
-			for _, e := range ents {
-				found = found || strings.Contains(e.Name(), "lost-") && strings.HasSuffix(e.Name(), sb.ID)
+		for deadline := time.Now().Add(30 * time.Second); !found && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			snaps, err = n3.Local.ListSnapshots(ctx, sb.ID)
+			for _, s := range snaps {
+				found = found || strings.HasPrefix(s.Label, "lost-") || strings.HasPrefix(s.ID, "lost-")
+			}
+			for _, dir := range []string{"snapshots", "sandboxes"} {
+				ents, _ := os.ReadDir(filepath.Join(n3.DataDir, "pool", dir))
+				for _, e := range ents {
+					found = found || strings.Contains(e.Name(), "lost-") && strings.HasSuffix(e.Name(), sb.ID)
+				}
 			}
 		}
 		if !found {
