@@ -41,6 +41,12 @@ func (l *Log) Verify(ctx context.Context) (client.AuditReport, error) {
 	// the head under mu, so any checkpoint past this head is not one
 	// signed while we read.
 	l.mu.Lock()
+	if l.opts.Shared {
+		// Other nodes append too: the trail's head is the store's.
+		if last, err := l.st.LastAudit(ctx); err == nil && last.Seq > l.head.Seq {
+			l.head = last
+		}
+	}
 	head, mine := l.head, l.signed
 	cps, err := l.st.ListAuditCheckpoints(ctx)
 	l.mu.Unlock()
