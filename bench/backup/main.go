@@ -71,6 +71,8 @@ func main() {
 	flag.StringVar(&o.restic, "restic", "restic", "restic binary")
 	flag.BoolVar(&o.keep, "keep", false, "keep the corpus, repositories and restored trees")
 	flag.BoolVar(&o.btrfs, "btrfs", true, "put the corpus on a btrfs pool (loop image under -dir) and add the O(changes) push rows")
+	flag.BoolVar(&o.full, "full", false, "only the full push and the restore (local), beside restic and the disk's dd write rate")
+	flag.IntVar(&o.reps, "reps", 1, "with -full: how many times to run the full push and restore, each into fresh repositories")
 	flag.Parse()
 	o.access = firstEnv(s3.EnvAccessKey, "AWS_ACCESS_KEY_ID")
 	o.secret = firstEnv(s3.EnvSecretKey, "AWS_SECRET_ACCESS_KEY")
@@ -85,6 +87,8 @@ type options struct {
 	access, secret          string
 	seed                    uint64
 	small, keep, btrfs      bool
+	full                    bool
+	reps                    int
 }
 
 func firstEnv(names ...string) string {
@@ -182,6 +186,9 @@ func run(ctx context.Context, o options) error {
 	}
 	slog.Info("corpus generated", "files", cs.Files, "real", human(cs.RealBytes), "apparent", human(cs.Apparent), "dur", time.Since(t0).Round(time.Millisecond))
 	srcAlloc, _ := du(corpus, "-sB1")
+	if o.full {
+		return runFull(ctx, o, corpus, snaps, cs, srcAlloc, firstLine(rv)+", "+firstLine(tv), loadStart)
+	}
 
 	var targets []*target
 	loc := &target{name: "local", steadDir: filepath.Join(o.dir, "repo-stead")}
