@@ -15,7 +15,9 @@ import (
 )
 
 // runFull is the -full run: the full push and the restore only, o.reps
-// times, each time into fresh repositories. Every row puts stead beside
+// times, each time into fresh repositories. stead's push and restore run
+// in a child process each (this binary, -child), as restic's do, so the
+// peak RSS and CPU time of both are those of a process doing nothing else. Every row puts stead beside
 // restic; each restore row also has the disk's own fsync'd write rate in
 // the third column: dd writing as many bytes as the corpus's real data
 // (conv=fdatasync) into the file system the restores go to, right after
@@ -48,20 +50,18 @@ func runFull(ctx context.Context, o options, corpus string, snaps *snapshotter, 
 		if err := rr.init(ctx); err != nil {
 			return err
 		}
-		t := &target{name: "local", stead: sr, restic: rr, steadDir: sdir}
-		s, r, err := backupPair(ctx, t, corpus, false)
+		s, err := timed(ctx, "stead push", func() (result, error) { return sr.pushChild(ctx, sdir, corpus) })
+		if err != nil {
+			return err
+		}
+		r, err := timed(ctx, "restic backup", func() (result, error) { return rr.backup(ctx, corpus) })
 		if err != nil {
 			return err
 		}
 		tb.add(row{op: "full backup → local" + sfx, kind: rate, v: [3]*result{s, r, nil}})
 
 		sd := filepath.Join(restores, fmt.Sprintf("stead-%d", i))
-		s, err = timed(ctx, "stead restore", func() (result, error) {
-			return inProcess(func() (string, error) {
-				st, err := sr.restore(ctx, sd)
-				return fmt.Sprintf("downloaded %s, wrote %s", human(st.BytesDownloaded), human(st.BytesWritten)), err
-			})
-		})
+		s, err = timed(ctx, "stead restore", func() (result, error) { return sr.restoreChild(ctx, sdir, sd) })
 		if err != nil {
 			return err
 		}

@@ -73,7 +73,21 @@ func main() {
 	flag.BoolVar(&o.btrfs, "btrfs", true, "put the corpus on a btrfs pool (loop image under -dir) and add the O(changes) push rows")
 	flag.BoolVar(&o.full, "full", false, "only the full push and the restore (local), beside restic and the disk's dd write rate")
 	flag.IntVar(&o.reps, "reps", 1, "with -full: how many times to run the full push and restore, each into fresh repositories")
+	var ch childArgs
+	flag.StringVar(&ch.op, "child", "", "internal: run one stead push or restore in this process and print its result (used by -full)")
+	flag.StringVar(&ch.repo, "child-repo", "", "internal: the -child's local repository")
+	flag.StringVar(&ch.cache, "child-cache", "", "internal: the -child's cache directory")
+	flag.StringVar(&ch.src, "child-src", "", "internal: the -child push's source tree")
+	flag.StringVar(&ch.dst, "child-dst", "", "internal: the -child restore's target")
+	flag.StringVar(&ch.id, "child-id", "", "internal: the -child restore's snapshot")
 	flag.Parse()
+	if ch.op != "" {
+		if err := runChild(context.Background(), ch); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o.access = firstEnv(s3.EnvAccessKey, "AWS_ACCESS_KEY_ID")
 	o.secret = firstEnv(s3.EnvSecretKey, "AWS_SECRET_ACCESS_KEY")
 	if err := run(context.Background(), o); err != nil {

@@ -282,8 +282,11 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID, parent *Manifest)
 		}
 	}()
 	g, gctx := errgroup.WithContext(ctx)
-	enc := make(chan encJob, 2*p.s.r.opts.Workers)
-	out := make(chan packed, 2*p.s.r.opts.Workers)
+	// Every queued chunk holds a buffer of up to the chunker's Max (2 MiB):
+	// one slot per encoder on each side keeps the encoders busy without
+	// raising the push's peak memory.
+	enc := make(chan encJob, p.s.r.opts.Workers)
+	out := make(chan packed, p.s.r.opts.Workers)
 	up := make(chan packUpload, 1) // packs in flight: the uploaders' plus one
 
 	var encWG sync.WaitGroup
