@@ -33,6 +33,13 @@
 // with the S3 credentials in STEAD_S3_ACCESS_KEY and STEAD_S3_SECRET_KEY
 // (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), as scripts/s3server.sh
 // prints them; without -s3 only the local-disk rows run.
+//
+// With -full only the full push and the restore run (local disk, -reps
+// times, fresh repositories each time), stead's in a child process each as
+// restic's are, each restore beside the disk's own fsync'd write rate (dd
+// conv=fdatasync of as many bytes into the same file system):
+//
+//	go run ./bench/backup -dir /var/tmp/stead-bench -full -reps 3
 package main
 
 import (
