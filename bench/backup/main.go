@@ -33,6 +33,13 @@
 // with the S3 credentials in STEAD_S3_ACCESS_KEY and STEAD_S3_SECRET_KEY
 // (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), as scripts/s3server.sh
 // prints them; without -s3 only the local-disk rows run.
+//
+// With -full only the full push and the restore run (local disk, -reps
+// times, fresh repositories each time), stead's in a child process each as
+// restic's are, each restore beside the disk's own fsync'd write rate (dd
+// conv=fdatasync of as many bytes into the same file system):
+//
+//	go run ./bench/backup -dir /var/tmp/stead-bench -full -reps 3
 package main
 
 import (
@@ -71,7 +78,23 @@ func main() {
 	flag.StringVar(&o.restic, "restic", "restic", "restic binary")
 	flag.BoolVar(&o.keep, "keep", false, "keep the corpus, repositories and restored trees")
 	flag.BoolVar(&o.btrfs, "btrfs", true, "put the corpus on a btrfs pool (loop image under -dir) and add the O(changes) push rows")
+	flag.BoolVar(&o.full, "full", false, "only the full push and the restore (local), beside restic and the disk's dd write rate")
+	flag.IntVar(&o.reps, "reps", 1, "with -full: how many times to run the full push and restore, each into fresh repositories")
+	var ch childArgs
+	flag.StringVar(&ch.op, "child", "", "internal: run one stead push or restore in this process and print its result (used by -full)")
+	flag.StringVar(&ch.repo, "child-repo", "", "internal: the -child's local repository")
+	flag.StringVar(&ch.cache, "child-cache", "", "internal: the -child's cache directory")
+	flag.StringVar(&ch.src, "child-src", "", "internal: the -child push's source tree")
+	flag.StringVar(&ch.dst, "child-dst", "", "internal: the -child restore's target")
+	flag.StringVar(&ch.id, "child-id", "", "internal: the -child restore's snapshot")
 	flag.Parse()
+	if ch.op != "" {
+		if err := runChild(context.Background(), ch); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o.access = firstEnv(s3.EnvAccessKey, "AWS_ACCESS_KEY_ID")
 	o.secret = firstEnv(s3.EnvSecretKey, "AWS_SECRET_ACCESS_KEY")
 	if err := run(context.Background(), o); err != nil {
@@ -85,6 +108,8 @@ type options struct {
 	access, secret          string
 	seed                    uint64
 	small, keep, btrfs      bool
+	full                    bool
+	reps                    int
 }
 
 func firstEnv(names ...string) string {
@@ -182,6 +207,9 @@ func run(ctx context.Context, o options) error {
 	}
 	slog.Info("corpus generated", "files", cs.Files, "real", human(cs.RealBytes), "apparent", human(cs.Apparent), "dur", time.Since(t0).Round(time.Millisecond))
 	srcAlloc, _ := du(corpus, "-sB1")
+	if o.full {
+		return runFull(ctx, o, corpus, snaps, cs, srcAlloc, firstLine(rv)+", "+firstLine(tv), loadStart)
+	}
 
 	var targets []*target
 	loc := &target{name: "local", steadDir: filepath.Join(o.dir, "repo-stead")}

@@ -33,6 +33,8 @@ type row struct {
 type table struct {
 	real int64
 	rows []row
+	// third names the third column ("tar" when empty).
+	third string
 }
 
 func (t *table) add(r ...row) { t.rows = append(t.rows, r...) }
@@ -81,12 +83,16 @@ func (t *table) ratio(r row) string {
 // print writes the table as Markdown with padded columns, then CPU time
 // and peak RSS of the full local backup and the local restore.
 func (t *table) print(w io.Writer) {
-	lines := [][]string{{"operation", "stead", "restic", "tar", "stead/restic"}}
+	third := t.third
+	if third == "" {
+		third = "tar"
+	}
+	lines := [][]string{{"operation", "stead", "restic", third, "stead/restic"}}
 	for _, r := range t.rows {
 		lines = append(lines, []string{r.op, t.cell(r, 0), t.cell(r, 1), t.cell(r, 2), t.ratio(r)})
 	}
 	for _, r := range t.rows {
-		if r.kind != rate || !strings.HasSuffix(r.op, "local") && !strings.Contains(r.op, "from local") {
+		if r.kind != rate || !strings.Contains(r.op, "→ local") && !strings.Contains(r.op, "from local") {
 			continue
 		}
 		cpu, rss := []string{"  CPU (user+sys), " + r.op}, []string{"  peak RSS, " + r.op}

@@ -66,6 +66,44 @@ type BlobStore interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// RangeReader is implemented by a BlobStore whose reads cost no request
+// (local files): a caller reads in small pieces into buffers it reuses
+// instead of fetching large ranges into fresh memory.
+type RangeReader interface {
+	// ReadRange reads len(buf) bytes at offset into buf, with GetRange's
+	// errors: errs.ErrNotFound if absent, io.ErrUnexpectedEOF (wrapped) if
+	// the object is shorter than offset+len(buf), errs.ErrInvalid for a
+	// bad key or a negative offset.
+	ReadRange(ctx context.Context, key string, offset int64, buf []byte) error
+}
+
+// Spooler is implemented by a BlobStore that can store an object whose
+// bytes are written before its key is known (a pack is named by the hash
+// of its bytes) without holding the bytes in memory: the local store
+// writes them to a temp file that Commit renames. A wrapper whose inner
+// store has no such path returns an error wrapping errs.ErrUnsupported
+// from Spool; callers then fall back to Put.
+type Spooler interface {
+	// Spool starts a new object to be committed under a key that begins
+	// with dir + "/" (dir is a valid key, used as a placement hint).
+	Spool(ctx context.Context, dir string) (Spool, error)
+}
+
+// Spool is an object being written through Spooler.Spool.
+type Spool interface {
+	// Write appends to the object. It is not safe for concurrent use.
+	Write(p []byte) (int, error)
+	// Commit stores the bytes written as the object key, atomically and
+	// durably as Put does (the same guarantees, the same errors for a bad
+	// key), and releases the spool. After an error the spool is released
+	// too: nothing was stored, or (as after a Put whose reply was lost) the
+	// object was stored and the caller cannot tell.
+	Commit(ctx context.Context, key string) error
+	// Abort discards the bytes written and releases the spool. It does
+	// nothing after Commit or a previous Abort.
+	Abort()
+}
+
 // ValidKey reports whether key is a legal object key: 1..512 bytes,
 // '/'-separated segments each 1..255 bytes of [a-zA-Z0-9._-], no segment "."
 // or "..", no leading/trailing '/', no "//".

@@ -381,6 +381,11 @@ func TestTransientStoreErrorsFailCleanlyAndRetrySucceeds(t *testing.T) {
 			if !errors.Is(err, faulty.ErrInjected) {
 				t.Fatalf("push under %s: error %v, want one wrapping the store's", fl.name, err)
 			}
+			// Packs are spooled in the local store's temp files: a failed
+			// push aborts those it did not commit.
+			if tmp := tempFiles(t, f.local.Dir()); len(tmp) > 0 {
+				t.Fatalf("the failed push left temp files: %q", tmp)
+			}
 			f.faults.Clear()
 			res, err := f.scope().Check(ctx, repo.CheckOptions{})
 			must(t, err)
@@ -466,4 +471,21 @@ func TestSlowStoreStillCompletesCorrectly(t *testing.T) {
 		calls += f.faults.Calls(op)
 	}
 	t.Logf("%d store calls with 3 ms latency each, %v", calls, time.Since(start).Round(time.Millisecond))
+}
+
+// tempFiles lists the local store's temp files (".tmp-*") under dir.
+func tempFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".tmp-") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	must(t, err)
+	return out
 }

@@ -25,7 +25,9 @@
 //
 // A push writes packs first, then one index file listing exactly the packs it
 // wrote, then the manifest; each write is atomic and durable before the next
-// begins (BlobStore.Put). So a manifest never names a tree or chunk whose
+// begins (BlobStore.Put; on a store that spools, the local one, a pack is
+// written to a temp file as its blobs are encoded and committed with the
+// same guarantee: fsync, rename, fsync of the directory). So a manifest never names a tree or chunk whose
 // pack and index entry are not already durable, and a push killed at any
 // point leaves at worst packs no index lists (check reports them, prune
 // deletes them) or an index without a manifest (its blobs are unused until a

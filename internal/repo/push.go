@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/repo/chunker"
@@ -176,6 +178,10 @@ type pusher struct {
 	dataRead atomic.Int64
 	// recycle returns uploaded packs' memory to the packer.
 	recycle chan []byte
+	// spools are the packs started in the store's spool; those not
+	// committed are aborted when the push ends.
+	spoolMu sync.Mutex
+	spools  []blobstore.Spool
 }
 
 // Push stores the tree at src (a quiescent directory: a read-only local
@@ -256,7 +262,8 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID, parent *Manifest)
 			p.c.filesDone.Store(st.Files - int64(len(jobs)))
 		}
 	}
-	if root == nil {
+	fullWalk := root == nil
+	if fullWalk {
 		root = &wdir{}
 		if parentRoot != nil {
 			if root.parent, err = p.parentTree(ctx, *parentRoot, ""); err != nil {
@@ -266,16 +273,20 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID, parent *Manifest)
 				root.parentID = *parentRoot
 			}
 		}
-		if err := p.walk(ctx, p.rootfd, root, &jobs, &st); err != nil {
-			return nil, err
-		}
-		st.Dirs++ // the root
 	}
 
 	// Phase 2: read, chunk, encode and pack changed files; then trees.
+	defer func() {
+		for _, sp := range p.spools {
+			sp.Abort() // a committed spool is left alone
+		}
+	}()
 	g, gctx := errgroup.WithContext(ctx)
-	enc := make(chan encJob, 2*p.s.r.opts.Workers)
-	out := make(chan packed, 2*p.s.r.opts.Workers)
+	// Every queued chunk holds a buffer of up to the chunker's Max (2 MiB):
+	// one slot per encoder on each side keeps the encoders busy without
+	// raising the push's peak memory.
+	enc := make(chan encJob, p.s.r.opts.Workers)
+	out := make(chan packed, p.s.r.opts.Workers)
 	up := make(chan packUpload, 1) // packs in flight: the uploaders' plus one
 
 	var encWG sync.WaitGroup
@@ -293,7 +304,20 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID, parent *Manifest)
 	}
 	g.Go(func() error {
 		defer close(enc)
-		if err := p.readAll(gctx, jobs, enc); err != nil {
+		if fullWalk {
+			// The walk feeds the readers as it goes: files are read
+			// while the rest of the tree is still being listed.
+			err := p.readStream(gctx, func(emit func(readJob) error) error {
+				if err := p.walk(gctx, p.rootfd, root, emit, &st); err != nil {
+					return err
+				}
+				st.Dirs++ // the root
+				return nil
+			}, enc)
+			if err != nil {
+				return err
+			}
+		} else if err := p.readAll(gctx, jobs, enc); err != nil {
 			return err
 		}
 		id, err := p.trees(gctx, root, enc)
@@ -420,8 +444,9 @@ func sortedXattrs(m map[string][]byte) []Xattr {
 }
 
 // walk fills d.tree with the entries of the directory dirfd, recursing
-// into subdirectories, and queues the files that must be read.
-func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, st *Stats) error {
+// into subdirectories, and passes the files that must be read to emit
+// (which may read them at once: a file's node is not moved afterwards).
+func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, emit func(readJob) error, st *Stats) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -471,7 +496,9 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, 
 			p.c.bytesTotal.Add(n.Size)
 			if n.Size > 0 {
 				// Nodes has its final capacity: the pointer stays valid.
-				*jobs = append(*jobs, readJob{rel: rel, node: &d.tree.Nodes[len(d.tree.Nodes)-1]})
+				if err := emit(readJob{rel: rel, node: &d.tree.Nodes[len(d.tree.Nodes)-1]}); err != nil {
+					return err
+				}
 			} else {
 				p.c.filesDone.Add(1)
 			}
@@ -497,7 +524,7 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, jobs *[]readJob, 
 		if err != nil {
 			return fmt.Errorf("open directory /%s: %w", sub.rel, err)
 		}
-		err = p.walk(ctx, fd, sub, jobs, st)
+		err = p.walk(ctx, fd, sub, emit, st)
 		unix.Close(fd)
 		if err != nil {
 			return err
@@ -524,13 +551,25 @@ func readDirNames(dirfd int) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-// readAll reads the queued files two at a time, chunking and deduplicating,
-// and hands new chunks to the encoders.
+// readAll reads the queued files, big ones first (so the tail of the push
+// is not one big file alone); see readStream.
 func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob) error {
-	// Big files first, so the tail of the push is not one big file alone.
 	slices.SortStableFunc(jobs, func(a, b readJob) int { return cmp.Compare(b.node.Size, a.node.Size) })
+	return p.readStream(ctx, func(emit func(readJob) error) error {
+		for _, j := range jobs {
+			if err := emit(j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, enc)
+}
+
+// readStream reads the files produce emits, several at a time, chunking
+// and deduplicating, and hands new chunks to the encoders.
+func (p *pusher) readStream(ctx context.Context, produce func(emit func(readJob) error) error, enc chan<- encJob) error {
 	g, gctx := errgroup.WithContext(ctx)
-	next := make(chan readJob)
+	next := make(chan readJob, 256)
 	// More readers than cores: reads from a cold page cache overlap.
 	for range max(2, p.s.r.opts.Workers) + 1 {
 		g.Go(func() error {
@@ -551,14 +590,14 @@ func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob)
 	}
 	g.Go(func() error {
 		defer close(next)
-		for _, j := range jobs {
+		return produce(func(j readJob) error {
 			select {
 			case next <- j:
+				return nil
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-		}
-		return nil
+		})
 	})
 	return g.Wait()
 }
@@ -578,7 +617,9 @@ func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, e
 	if sb.Ino != j.node.Inode || sb.Size != j.node.Size {
 		return fmt.Errorf("/%s changed during the push (push a read-only snapshot): %w", j.rel, errs.ErrConflict)
 	}
-	_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL)
+	if sb.Size >= seqReadahead {
+		_ = unix.Fadvise(fd, 0, 0, unix.FADV_SEQUENTIAL)
+	}
 	exts, sparse, err := dataExtents(fd, sb.Size)
 	if err != nil {
 		return fmt.Errorf("map /%s: %w", j.rel, err)
@@ -588,7 +629,10 @@ func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, e
 			return err
 		}
 	}
-	var r io.Reader = f
+	// Read with pread up to the size stat gave: no read(2) to find the
+	// end of each of thousands of small files. (A file that shrinks is
+	// still caught below; one that grows is read as far as its node says.)
+	var r io.Reader = io.NewSectionReader(f, 0, sb.Size)
 	var want = sb.Size
 	if sparse {
 		j.node.Sparse, j.node.Extents = true, exts
@@ -633,6 +677,11 @@ func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, e
 	p.c.filesDone.Add(1)
 	return nil
 }
+
+// seqReadahead is the smallest file a push asks the kernel to read ahead
+// of aggressively (FADV_SEQUENTIAL): smaller ones fit in the default
+// readahead window and would only cost a system call each.
+const seqReadahead = 1 << 20
 
 // emit hands a chunk read into *bp to the encoders if it is new (else
 // returns bp to the pool) and returns its id.
@@ -753,15 +802,51 @@ func (p *pusher) encode(ctx context.Context, in <-chan encJob, out chan<- packed
 	return nil
 }
 
+// packUpload is a finished pack: its bytes in data, or written to spool
+// (a store that spools: the bytes are not in memory).
 type packUpload struct {
 	data  []byte
+	spool blobstore.Spool
+	size  int64
 	id    seal.ID
 	blobs []pack.Blob
 }
 
-// pack collects encoded blobs into packs of about PackSize.
+// spoolBuffer is the write buffer in front of a spooled pack: small blobs
+// (trees, small files) are written in batches, big ones straight through.
+const spoolBuffer = 256 << 10
+
+// pack collects encoded blobs into packs of about PackSize. When the store
+// spools (blobstore.Spooler: the local store), each pack is written to the
+// store's temp file as its blobs arrive, so no pack is held in memory and
+// the writes overlap with reading; an uploader then commits it (fsync,
+// rename). Otherwise packs are assembled in memory and Put.
 func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUpload) error {
 	defer close(up)
+	spooler, spooling := p.s.r.store.(blobstore.Spooler)
+	var sw *pack.StreamWriter
+	var cur blobstore.Spool
+	var bw *bufio.Writer
+	finishSpool := func() error {
+		if sw == nil {
+			return nil
+		}
+		id, size, blobs, err := sw.Finish()
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
+			return fmt.Errorf("finish pack: %w", err)
+		}
+		u := packUpload{spool: cur, size: size, id: id, blobs: blobs}
+		sw, cur = nil, nil
+		select {
+		case up <- u:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	w := pack.NewWriter(p.s.codec)
 	first := true
 	flush := func() error {
@@ -778,13 +863,46 @@ func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUploa
 			return fmt.Errorf("finish pack: %w", err)
 		}
 		select {
-		case up <- packUpload{data: data, id: id, blobs: blobs}:
+		case up <- packUpload{data: data, size: int64(len(data)), id: id, blobs: blobs}:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 	for b := range in {
+		if spooling && sw == nil {
+			sp, err := spooler.Spool(ctx, strings.TrimSuffix(scopePrefix(p.s.name), "/")+"/data")
+			switch {
+			case errors.Is(err, errs.ErrUnsupported):
+				spooling = false
+			case err != nil:
+				return fmt.Errorf("start pack: %w", err)
+			default:
+				p.spoolMu.Lock()
+				p.spools = append(p.spools, sp)
+				p.spoolMu.Unlock()
+				if bw == nil {
+					bw = bufio.NewWriterSize(sp, spoolBuffer)
+				} else {
+					bw.Reset(sp)
+				}
+				cur, sw = sp, pack.NewStreamWriter(p.s.codec, bw)
+			}
+		}
+		if spooling {
+			err := sw.Add(b.t, b.id, b.stored, b.raw, b.compressed)
+			*b.buf = b.stored[:0]
+			p.storedBufs.Put(b.buf)
+			if err != nil {
+				return fmt.Errorf("write pack: %w", err)
+			}
+			if sw.Len() >= p.s.r.opts.PackSize {
+				if err := finishSpool(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if first {
 			// A buffer big enough for a whole pack (no growing copies),
 			// made only when there is something to pack.
@@ -803,22 +921,33 @@ func (p *pusher) pack(ctx context.Context, in <-chan packed, up chan<- packUploa
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := finishSpool(); err != nil {
+		return err
+	}
 	return flush()
 }
 
 // upload writes finished packs.
 func (p *pusher) upload(ctx context.Context, in <-chan packUpload) error {
 	for u := range in {
-		if err := p.s.r.store.Put(ctx, packKey(p.s.name, u.id), u.data); err != nil {
+		var err error
+		if u.spool != nil {
+			err = u.spool.Commit(ctx, packKey(p.s.name, u.id))
+		} else {
+			err = p.s.r.store.Put(ctx, packKey(p.s.name, u.id), u.data)
+		}
+		if err != nil {
 			return fmt.Errorf("write pack %s: %w", u.id, err)
 		}
-		p.c.moved.Add(int64(len(u.data)))
-		select {
-		case p.recycle <- u.data:
-		default:
+		p.c.moved.Add(u.size)
+		if u.data != nil {
+			select {
+			case p.recycle <- u.data:
+			default:
+			}
 		}
 		p.packMu.Lock()
-		p.newPacks = append(p.newPacks, pack.IndexPack{ID: u.id, Size: int64(len(u.data)), Blobs: u.blobs})
+		p.newPacks = append(p.newPacks, pack.IndexPack{ID: u.id, Size: u.size, Blobs: u.blobs})
 		p.stats.PacksWritten++
 		p.packMu.Unlock()
 	}

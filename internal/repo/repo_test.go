@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -506,5 +508,82 @@ func TestPushProgressOfSparseFilesEndsAtItsTotal(t *testing.T) {
 	must(t, err)
 	if last.BytesTotal != 65<<20 || last.BytesDone != last.BytesTotal {
 		t.Fatalf("last progress of a push with a sparse file: %d of %d bytes", last.BytesDone, last.BytesTotal)
+	}
+}
+
+// plainStore is a BlobStore with neither a spool nor range reads into the
+// caller's buffer (as S3): packs are assembled in memory and Put, ranges
+// fetched with GetRange.
+type plainStore struct{ blobstore.BlobStore }
+
+// TestPushAndRestoreAgreeWithAndWithoutTheStoresSpool pushes the same tree
+// through the local store (packs spooled to temp files, ranges read into
+// reused buffers) and through the same store seen as a plain BlobStore
+// (packs in memory): both repositories check clean, hold packs named by
+// their hashes and restore the tree exactly, and no temp file is left.
+func TestPushAndRestoreAgreeWithAndWithoutTheStoresSpool(t *testing.T) {
+	ctx := context.Background()
+	src := filepath.Join(t.TempDir(), "src")
+	must(t, os.Mkdir(src, 0o755))
+	fidelityTree(t, src)
+	for i := range 6 {
+		must(t, os.WriteFile(filepath.Join(src, fmt.Sprintf("big%d.bin", i)), randBytes(uint64(900+i), 3<<20), 0o644))
+	}
+	want := digest(t, src)
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			ls, err := local.New(filepath.Join(t.TempDir(), "repo"))
+			must(t, err)
+			var store blobstore.BlobStore = ls
+			if plain {
+				store = plainStore{ls}
+			}
+			if _, ok := store.(blobstore.Spooler); ok == plain {
+				t.Fatalf("store spools: %v, want %v", ok, !plain)
+			}
+			master, err := seal.NewKey()
+			must(t, err)
+			must(t, repo.Init(ctx, store, master))
+			r, err := repo.Open(ctx, store, master, repo.Options{PackSize: 4 << 20})
+			must(t, err)
+			sc, err := r.Scope(ctx, "t-test", true)
+			must(t, err)
+			m, st, err := sc.Push(ctx, src, repo.PushOptions{Digest: want})
+			must(t, err)
+			if st.PacksWritten < 3 {
+				t.Fatalf("%d packs written, want several", st.PacksWritten)
+			}
+			packs, err := ls.List(ctx, "scopes/t-test/data/")
+			must(t, err)
+			var sum int64
+			for _, in := range packs {
+				data, err := ls.Get(ctx, in.Key)
+				must(t, err)
+				if seal.Hash(data).String() != path.Base(in.Key) {
+					t.Fatalf("pack %s is not named by its hash", in.Key)
+				}
+				sum += in.Size
+			}
+			if int64(len(packs)) != st.PacksWritten {
+				t.Fatalf("%d packs stored, PushStats says %d", len(packs), st.PacksWritten)
+			}
+			if tmp := tempFiles(t, ls.Dir()); len(tmp) > 0 {
+				t.Fatalf("temp files left: %q", tmp)
+			}
+			res, err := sc.Check(ctx, repo.CheckOptions{ReadData: true})
+			must(t, err)
+			if !res.OK() {
+				t.Fatalf("check: %q", res.Errors)
+			}
+			dst := filepath.Join(t.TempDir(), "dst")
+			rs, err := sc.Restore(ctx, m.ID, dst, repo.RestoreOptions{})
+			must(t, err)
+			if got := digest(t, dst); got != want {
+				t.Fatal("restored tree differs from the source")
+			}
+			if rs.BytesDownloaded == 0 || rs.BytesDownloaded > sum {
+				t.Fatalf("restore downloaded %d bytes of %d stored in packs", rs.BytesDownloaded, sum)
+			}
+		})
 	}
 }

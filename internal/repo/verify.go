@@ -63,7 +63,7 @@ func (s *Scope) Verify(ctx context.Context, id seal.ID, dir string) (*VerifyResu
 	root := &wdir{}
 	var jobs []readJob
 	var stats Stats
-	if err := p.walk(ctx, rootfd, root, &jobs, &stats); err != nil {
+	if err := p.walk(ctx, rootfd, root, func(j readJob) error { jobs = append(jobs, j); return nil }, &stats); err != nil {
 		return nil, err
 	}
 	if err := p.readAll(ctx, jobs, nil); err != nil {

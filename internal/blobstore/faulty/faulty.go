@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/stead-dev/stead/internal/blobstore"
+	"github.com/stead-dev/stead/internal/errs"
 )
 
 // ErrInjected is the error a rule returns when it sets no Err of its own.
@@ -256,6 +257,39 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	return p.after(OpPut, key, s.Inner.Put(ctx, key, data))
+}
+
+// Spool passes the call on to Inner's Spool (an error wrapping
+// errs.ErrUnsupported if Inner has none). The rules see the spool's Commit
+// as a Put of the committed key (OpPut): Fail aborts the spool without
+// storing anything, FailAfter commits it and then fails.
+func (s *Store) Spool(ctx context.Context, dir string) (blobstore.Spool, error) {
+	in, ok := s.Inner.(blobstore.Spooler)
+	if !ok {
+		return nil, fmt.Errorf("spool %s: %s: %w", dir, s.Inner.Location(), errs.ErrUnsupported)
+	}
+	sp, err := in.Spool(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &spool{Spool: sp, s: s}, nil
+}
+
+var _ blobstore.Spooler = (*Store)(nil)
+
+// spool applies the Put rules to an inner spool's Commit.
+type spool struct {
+	blobstore.Spool
+	s *Store
+}
+
+func (sp *spool) Commit(ctx context.Context, key string) error {
+	p := sp.s.match(OpPut, key)
+	if err := p.before(ctx, OpPut, key); err != nil {
+		sp.Abort()
+		return err
+	}
+	return p.after(OpPut, key, sp.Spool.Commit(ctx, key))
 }
 
 // Get passes the call on and may corrupt what it returns.

@@ -196,3 +196,56 @@ func TestDelayWaitsAndHonoursContext(t *testing.T) {
 		t.Fatalf("Get with an hour's delay and a 10ms deadline: err = %v", err)
 	}
 }
+
+// spoolInto spools data in s and commits it under key.
+func spoolInto(s *faulty.Store, key string, data []byte) error {
+	sp, err := s.Spool(context.Background(), "data")
+	if err != nil {
+		return err
+	}
+	if _, err := sp.Write(data); err != nil {
+		return err
+	}
+	return sp.Commit(context.Background(), key)
+}
+
+func TestFaultySpoolCommitFollowsThePutRules(t *testing.T) {
+	s := newFaulty(t, 1)
+	ctx := context.Background()
+	s.Add(faulty.Rule{Op: faulty.OpPut, Prefix: "data/", Nth: 1, Fault: faulty.Fail})
+	s.Add(faulty.Rule{Op: faulty.OpPut, Prefix: "data/", Nth: 2, Fault: faulty.FailAfter})
+	if err := spoolInto(s, "data/a", []byte("one")); !errors.Is(err, faulty.ErrInjected) {
+		t.Fatalf("first Commit = %v, want the injected fault", err)
+	}
+	if _, err := s.Inner.Get(ctx, "data/a"); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("a failed Commit stored the object: %v", err)
+	}
+	if err := spoolInto(s, "data/b", []byte("two")); !errors.Is(err, faulty.ErrInjected) {
+		t.Fatalf("second Commit = %v, want the injected fault", err)
+	}
+	if got, err := s.Inner.Get(ctx, "data/b"); err != nil || string(got) != "two" {
+		t.Fatalf("a fail-after Commit did not store the object: %q, %v", got, err)
+	}
+	if err := spoolInto(s, "data/c", []byte("three")); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Calls(faulty.OpPut); got != 3 {
+		t.Fatalf("Calls(OpPut) = %d, want 3 (one per Commit)", got)
+	}
+	infos, err := s.List(ctx, "")
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("List = %v, %v; want data/b and data/c only (no temp file)", infos, err)
+	}
+}
+
+func TestFaultySpoolIsUnsupportedOverAStoreWithoutOne(t *testing.T) {
+	s := faulty.New(noSpool{}, 1)
+	if _, err := s.Spool(context.Background(), "data"); !errors.Is(err, errs.ErrUnsupported) {
+		t.Fatalf("Spool = %v, want ErrUnsupported", err)
+	}
+}
+
+// noSpool is a BlobStore without a Spool method.
+type noSpool struct{ blobstore.BlobStore }
+
+func (noSpool) Location() string { return "test://nospool" }

@@ -10,8 +10,10 @@
 // directory on the object's path has been fsynced into its parent (once per
 // Store) before the object is written. So after a crash an object is either
 // absent, its old content or its new content, and once Put has returned it is
-// durable. A crash may leave temp files behind; List never shows them and
-// Sweep removes them.
+// durable. A spool (Spool, then Commit) writes its temp file in the
+// directory it names and at Commit fsyncs it, renames it to the key and
+// fsyncs the key's directory: the same order. A crash may leave temp files
+// behind; List never shows them and Sweep removes them.
 //
 // A directory tree cannot hold both "a" and "a/b": a Put that would need one
 // as a file and the other as a directory returns errs.ErrConflict. stead's
@@ -139,6 +141,95 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
+// Spool starts a temp file in the directory dir names (created as Put
+// creates directories); Commit fsyncs it, renames it to its key (which may
+// lie in a subdirectory of dir, created then) and fsyncs the key's
+// directory: the crash ordering of Put, without the bytes in memory.
+func (s *Store) Spool(ctx context.Context, dir string) (blobstore.Spool, error) {
+	if err := blobstore.CheckKey("spool", dir); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	if err := s.mkdirs(dir + "/x"); err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(s.path(dir), tmpPrefix+"*"+tmpSuffix)
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	return &spool{s: s, f: f}, nil
+}
+
+var _ blobstore.Spooler = (*Store)(nil)
+
+// spool is a temp file on its way to becoming an object.
+type spool struct {
+	s    *Store
+	f    *os.File
+	done bool
+}
+
+func (sp *spool) Write(p []byte) (int, error) {
+	if sp.done {
+		return 0, fmt.Errorf("write spool: %w", os.ErrClosed)
+	}
+	return sp.f.Write(p)
+}
+
+func (sp *spool) Commit(ctx context.Context, key string) error {
+	if sp.done {
+		return fmt.Errorf("commit %s: spool released: %w", key, os.ErrClosed)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			sp.Abort()
+		}
+	}()
+	if err := blobstore.CheckKey("commit", key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commit %s: %w", key, err)
+	}
+	p := sp.s.path(key)
+	if err := sp.s.mkdirs(key); err != nil {
+		return fmt.Errorf("commit %s: %w", key, err)
+	}
+	if st, err := os.Lstat(p); err == nil && st.IsDir() {
+		return fmt.Errorf("commit %s: key is a prefix of other keys: %w", key, errs.ErrConflict)
+	}
+	if err := sp.f.Sync(); err != nil {
+		return fmt.Errorf("commit %s: fsync: %w", key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commit %s: %w", key, err)
+	}
+	if err := os.Rename(sp.f.Name(), p); err != nil {
+		return fmt.Errorf("commit %s: rename: %w", key, err)
+	}
+	ok, sp.done = true, true
+	err := sp.f.Close()
+	if err := fsutil.SyncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("commit %s: %w", key, err)
+	}
+	if err != nil {
+		return fmt.Errorf("commit %s: close: %w", key, err)
+	}
+	return nil
+}
+
+func (sp *spool) Abort() {
+	if sp.done {
+		return
+	}
+	sp.done = true
+	sp.f.Close()
+	os.Remove(sp.f.Name())
+}
+
 // mkdirs creates the directories above key one by one and makes each
 // durable in its parent (an fsync of the parent, once per directory per
 // Store), so the object's path survives a crash even if a concurrent Put
@@ -238,6 +329,31 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 		return nil, fmt.Errorf("get range %s: read: %w", key, err)
 	}
 	return buf, nil
+}
+
+var _ blobstore.RangeReader = (*Store)(nil)
+
+// ReadRange is GetRange into the caller's buffer (pread).
+func (s *Store) ReadRange(ctx context.Context, key string, offset int64, buf []byte) error {
+	length := int64(len(buf))
+	if err := blobstore.CheckRange(key, offset, length); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("read range %s: %w", key, err)
+	}
+	f, size, err := s.open("read range", key)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if offset > size || length > size-offset {
+		return fmt.Errorf("read range %s [%d,+%d): object is %d bytes: %w", key, offset, length, size, io.ErrUnexpectedEOF)
+	}
+	if _, err := f.ReadAt(buf, offset); err != nil {
+		return fmt.Errorf("read range %s: read: %w", key, err)
+	}
+	return nil
 }
 
 // Stat returns the object's size.

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,5 +193,117 @@ func TestLocalCanceledContextWritesNothing(t *testing.T) {
 	}
 	if _, err := s.Stat(context.Background(), "k"); !errors.Is(err, errs.ErrNotFound) {
 		t.Fatalf("Stat after canceled Put: %v, want not found", err)
+	}
+}
+
+// filesIn lists the names of the regular files under dir.
+func filesIn(t *testing.T, dir string) []string {
+	t.Helper()
+	var names []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, d.Name())
+		}
+		return nil
+	})
+	slices.Sort(names)
+	return names
+}
+
+func TestLocalSpoolCommitsUnderAKeyBelowItsDirectoryAndLeavesNoTempFile(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	sp, err := s.Spool(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"hel", "lo"} {
+		if _, err := sp.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names := filesIn(t, s.Dir()); len(names) != 1 || !strings.HasPrefix(names[0], tmpPrefix) {
+		t.Fatalf("files while spooling = %q, want one temp file", names)
+	}
+	if err := sp.Commit(ctx, "data/ab/pack1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "data/ab/pack1"); err != nil || string(got) != "hello" {
+		t.Fatalf("Get after Commit = %q, %v", got, err)
+	}
+	if names := filesIn(t, s.Dir()); !slices.Equal(names, []string{"pack1"}) {
+		t.Fatalf("files after Commit = %q, want only pack1", names)
+	}
+	sp.Abort() // after Commit: nothing happens
+	if _, err := s.Get(ctx, "data/ab/pack1"); err != nil {
+		t.Fatalf("Abort after Commit removed the object: %v", err)
+	}
+	if err := sp.Commit(ctx, "data/ab/pack2"); err == nil {
+		t.Fatal("a second Commit succeeded")
+	}
+}
+
+func TestLocalSpoolAbortAndAFailedCommitStoreNothing(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	sp, err := s.Spool(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Write([]byte("x"))
+	sp.Abort()
+	sp.Abort()
+	if names := filesIn(t, s.Dir()); len(names) != 0 {
+		t.Fatalf("files after Abort = %q, want none", names)
+	}
+	for _, key := range []string{"data/../x", ""} {
+		sp, err := s.Spool(ctx, "data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp.Write([]byte("x"))
+		if err := sp.Commit(ctx, key); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("Commit(%q) = %v, want ErrInvalid", key, err)
+		}
+		if names := filesIn(t, s.Dir()); len(names) != 0 {
+			t.Fatalf("files after a failed Commit = %q, want none", names)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	sp, err = s.Spool(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := sp.Commit(cctx, "data/ab/c"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit with a canceled context = %v", err)
+	}
+	if names := filesIn(t, s.Dir()); len(names) != 0 {
+		t.Fatalf("files after a canceled Commit = %q, want none", names)
+	}
+	if _, err := s.Spool(ctx, "bad//dir"); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("Spool(bad dir) = %v, want ErrInvalid", err)
+	}
+}
+
+func TestLocalReadRangeReadsWhatGetRangeReturns(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	data := []byte("0123456789")
+	if err := s.Put(ctx, "r", data); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if err := s.ReadRange(ctx, "r", 3, buf); err != nil || string(buf) != "3456" {
+		t.Fatalf("ReadRange(3, 4) = %q, %v", buf, err)
+	}
+	if err := s.ReadRange(ctx, "r", 8, buf); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("ReadRange past the end = %v, want io.ErrUnexpectedEOF", err)
+	}
+	if err := s.ReadRange(ctx, "absent", 0, buf); !errors.Is(err, errs.ErrNotFound) {
+		t.Fatalf("ReadRange of an absent key = %v, want ErrNotFound", err)
+	}
+	if err := s.ReadRange(ctx, "r", -1, buf); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("ReadRange at -1 = %v, want ErrInvalid", err)
 	}
 }

@@ -3,7 +3,10 @@ package pack
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
+
+	"github.com/zeebo/blake3"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/repo/seal"
@@ -64,21 +67,7 @@ func (w *Writer) Add(t BlobType, id seal.ID, stored []byte, rawLength int, compr
 		return
 	}
 	off := len(w.data)
-	switch {
-	case !t.Valid():
-		w.err = fmt.Errorf("add blob %s: unknown type %d: %w", id, t, errs.ErrInvalid)
-	case id.IsZero():
-		w.err = fmt.Errorf("add blob: zero id: %w", errs.ErrInvalid)
-	case len(stored) < seal.Overhead:
-		w.err = fmt.Errorf("add blob %s: stored length %d < %d: %w", id, len(stored), seal.Overhead, errs.ErrInvalid)
-	case rawLength < 0 || rawLength > MaxBlobSize:
-		w.err = fmt.Errorf("add blob %s: raw length %d out of range: %w", id, rawLength, errs.ErrInvalid)
-	case !compressed && rawLength+seal.Overhead != len(stored):
-		w.err = fmt.Errorf("add blob %s: raw length %d does not match stored length %d: %w", id, rawLength, len(stored), errs.ErrInvalid)
-	case uint64(off)+uint64(len(stored)) > math.MaxUint32:
-		w.err = fmt.Errorf("add blob %s: pack would exceed 4 GiB: %w", id, errs.ErrInvalid)
-	}
-	if w.err != nil {
+	if w.err = checkAdd(t, id, stored, rawLength, compressed, off); w.err != nil {
 		return
 	}
 	if w.data == nil {
@@ -93,6 +82,25 @@ func (w *Writer) Add(t BlobType, id seal.ID, stored []byte, rawLength int, compr
 		RawLength:  uint32(rawLength),
 		Compressed: compressed,
 	})
+}
+
+// checkAdd validates one blob about to be added at offset off.
+func checkAdd(t BlobType, id seal.ID, stored []byte, rawLength int, compressed bool, off int) error {
+	switch {
+	case !t.Valid():
+		return fmt.Errorf("add blob %s: unknown type %d: %w", id, t, errs.ErrInvalid)
+	case id.IsZero():
+		return fmt.Errorf("add blob: zero id: %w", errs.ErrInvalid)
+	case len(stored) < seal.Overhead:
+		return fmt.Errorf("add blob %s: stored length %d < %d: %w", id, len(stored), seal.Overhead, errs.ErrInvalid)
+	case rawLength < 0 || rawLength > MaxBlobSize:
+		return fmt.Errorf("add blob %s: raw length %d out of range: %w", id, rawLength, errs.ErrInvalid)
+	case !compressed && rawLength+seal.Overhead != len(stored):
+		return fmt.Errorf("add blob %s: raw length %d does not match stored length %d: %w", id, rawLength, len(stored), errs.ErrInvalid)
+	case uint64(off)+uint64(len(stored)) > math.MaxUint32:
+		return fmt.Errorf("add blob %s: pack would exceed 4 GiB: %w", id, errs.ErrInvalid)
+	}
+	return nil
 }
 
 // Len returns the number of blob bytes added so far (the pack's size
@@ -114,17 +122,104 @@ func (w *Writer) Finish() (data []byte, id seal.ID, blobs []Blob, err error) {
 	if len(w.blobs) == 0 {
 		return nil, seal.ID{}, nil, fmt.Errorf("finish pack: no blobs: %w", errs.ErrInvalid)
 	}
-	hdr := appendHeader(make([]byte, 0, 16+len(w.blobs)*(minEntrySize+8)), uint64(len(w.data)), w.blobs)
-	data = w.c.s.Seal(w.data, hdr, []byte(headerAAD))
-	sealedLen := len(data) - len(w.data)
-	if uint64(sealedLen) > math.MaxUint32 {
-		return nil, seal.ID{}, nil, fmt.Errorf("finish pack: header of %d bytes too large: %w", sealedLen, errs.ErrInvalid)
+	data, err = appendTail(w.c, w.data, w.blobs)
+	if err != nil {
+		return nil, seal.ID{}, nil, err
 	}
-	data = binary.LittleEndian.AppendUint32(data, uint32(sealedLen))
-	data = append(data, Magic...)
 	blobs = w.blobs
 	w.maxSize = max(w.maxSize, len(data))
 	return data, seal.Hash(data), blobs, nil
+}
+
+// appendTail appends the sealed header listing blobs, which lie back to
+// back in data, and the trailer to data.
+func appendTail(c *Codec, data []byte, blobs []Blob) ([]byte, error) {
+	return appendTailLen(c, data, len(data), blobs)
+}
+
+// appendTailLen appends the sealed header and trailer of a pack whose blob
+// region is dataLen bytes long to dst.
+func appendTailLen(c *Codec, dst []byte, dataLen int, blobs []Blob) ([]byte, error) {
+	hdr := appendHeader(make([]byte, 0, 16+len(blobs)*(minEntrySize+8)), uint64(dataLen), blobs)
+	n := len(dst)
+	dst = c.s.Seal(dst, hdr, []byte(headerAAD))
+	sealedLen := len(dst) - n
+	if uint64(sealedLen) > math.MaxUint32 {
+		return nil, fmt.Errorf("finish pack: header of %d bytes too large: %w", sealedLen, errs.ErrInvalid)
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(sealedLen))
+	return append(dst, Magic...), nil
+}
+
+// StreamWriter builds one pack file as Writer does, but writes the bytes
+// to an io.Writer as blobs are added instead of holding them, and hashes
+// them on the way: the pack id is the same seal.Hash of the whole file.
+// A StreamWriter is not safe for concurrent use.
+type StreamWriter struct {
+	c     *Codec
+	w     io.Writer
+	h     *blake3.Hasher
+	n     int
+	blobs []Blob
+	err   error
+}
+
+// NewStreamWriter returns a StreamWriter writing a pack to w, sealing its
+// header with c.
+func NewStreamWriter(c *Codec, w io.Writer) *StreamWriter {
+	return &StreamWriter{c: c, w: w, h: blake3.New()}
+}
+
+// Add writes one stored blob (as returned by Codec.Encode) to the pack.
+// A blob that cannot be recorded (see Writer.Add) or a failed write is
+// returned, and every later Add and Finish fail with it.
+func (s *StreamWriter) Add(t BlobType, id seal.ID, stored []byte, rawLength int, compressed bool) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.err = checkAdd(t, id, stored, rawLength, compressed, s.n); s.err != nil {
+		return s.err
+	}
+	if _, err := s.w.Write(stored); err != nil {
+		s.err = fmt.Errorf("write pack: %w", err)
+		return s.err
+	}
+	_, _ = s.h.Write(stored)
+	s.blobs = append(s.blobs, Blob{Type: t, ID: id, Offset: uint32(s.n), Length: uint32(len(stored)),
+		RawLength: uint32(rawLength), Compressed: compressed})
+	s.n += len(stored)
+	return nil
+}
+
+// Len returns the number of blob bytes added so far.
+func (s *StreamWriter) Len() int { return s.n }
+
+// Count returns the number of blobs added so far.
+func (s *StreamWriter) Count() int { return len(s.blobs) }
+
+// Finish writes the sealed header and the trailer and returns the pack id
+// (seal.Hash of every byte written), the pack's size and its blobs. An
+// empty pack or an earlier failure is an error. The StreamWriter cannot be
+// used afterwards.
+func (s *StreamWriter) Finish() (id seal.ID, size int64, blobs []Blob, err error) {
+	if s.err != nil {
+		return seal.ID{}, 0, nil, fmt.Errorf("finish pack: %w", s.err)
+	}
+	if len(s.blobs) == 0 {
+		return seal.ID{}, 0, nil, fmt.Errorf("finish pack: no blobs: %w", errs.ErrInvalid)
+	}
+	tail, err := appendTailLen(s.c, nil, s.n, s.blobs)
+	if err != nil {
+		return seal.ID{}, 0, nil, err
+	}
+	if _, err := s.w.Write(tail); err != nil {
+		s.err = fmt.Errorf("write pack: %w", err)
+		return seal.ID{}, 0, nil, s.err
+	}
+	_, _ = s.h.Write(tail)
+	s.h.Sum(id[:0])
+	s.err = fmt.Errorf("finish pack: already finished: %w", errs.ErrInvalid)
+	return id, int64(s.n + len(tail)), s.blobs, nil
 }
 
 // Recycle hands the bytes of a pack returned by Finish back to the Writer

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
+	"slices"
 	"testing"
 
 	"github.com/stead-dev/stead/internal/errs"
@@ -314,3 +316,72 @@ func TestRecycledBufferIsReusedForTheNextPack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestStreamWriterWritesTheSamePackAsWriterNamedByItsHash(t *testing.T) {
+	c := newCodec(t, seal.Key{7})
+	var file bytes.Buffer
+	sw := NewStreamWriter(c, &file)
+	var want []Blob
+	w := NewWriter(c)
+	for _, b := range smallPackBlobs() {
+		id := c.Sealer().ID(b.plain)
+		stored, compressed := c.Encode(nil, b.t, id, b.plain)
+		if err := sw.Add(b.t, id, stored, len(b.plain), compressed); err != nil {
+			t.Fatalf("Add: %v", err)
+		}
+		w.Add(b.t, id, stored, len(b.plain), compressed)
+	}
+	id, size, blobs, err := sw.Finish()
+	if err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	data := file.Bytes()
+	if size != int64(len(data)) || id != seal.Hash(data) {
+		t.Fatalf("Finish = size %d id %s; the bytes written are %d long, hash %s", size, id, len(data), seal.Hash(data))
+	}
+	mem, _, want, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(blobs, want) || len(mem) != len(data) {
+		t.Fatalf("stream pack blobs %v (%d bytes), in-memory pack %v (%d bytes)", blobs, len(data), want, len(mem))
+	}
+	got, err := ReadHeader(c, data)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("ReadHeader of the streamed pack = %v, %v; want %v", got, err, want)
+	}
+	for _, b := range got {
+		plain, err := c.Decode(nil, b, data[b.Offset:b.Offset+b.Length])
+		if err != nil || c.Sealer().ID(plain) != b.ID {
+			t.Fatalf("blob %s of the streamed pack: %v", b.ID, err)
+		}
+	}
+	if _, _, _, err := sw.Finish(); err == nil {
+		t.Fatal("a second Finish succeeded")
+	}
+}
+
+func TestStreamWriterFailsOnAWriteErrorAndOnABadBlob(t *testing.T) {
+	c := newCodec(t, seal.Key{7})
+	sw := NewStreamWriter(c, failWriter{})
+	plain := textBytes(1000)
+	id := c.Sealer().ID(plain)
+	stored, compressed := c.Encode(nil, DataBlob, id, plain)
+	if err := sw.Add(DataBlob, id, stored, len(plain), compressed); err == nil {
+		t.Fatal("Add through a failing writer succeeded")
+	}
+	if _, _, _, err := sw.Finish(); err == nil {
+		t.Fatal("Finish after a failed Add succeeded")
+	}
+	sw = NewStreamWriter(c, io.Discard)
+	if err := sw.Add(DataBlob, seal.ID{}, stored, len(plain), compressed); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("Add with a zero id: %v, want ErrInvalid", err)
+	}
+	if _, _, _, err := NewStreamWriter(c, io.Discard).Finish(); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("Finish of an empty pack: %v, want ErrInvalid", err)
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
