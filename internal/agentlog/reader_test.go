@@ -211,7 +211,7 @@ func containsSecret(b []byte) bool {
 // dropped those files long before the follower read them.
 func TestSlowFollowerFarBehindTheWriterLosesNothing(t *testing.T) {
 	dir := t.TempDir()
-	w := newWriter(t, dir, Config{MaxSize: LineCap, Keep: 2}, nil)
+	w := newWriter(t, dir, Config{MaxSize: LineCap, Keep: 4}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	r, err := Open(ctx, openDir(t, dir), ReadOptions{Follow: true, Poll: 5 * time.Millisecond})
@@ -219,7 +219,7 @@ func TestSlowFollowerFarBehindTheWriterLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	const lines = 60000 // ~5 MB through 64 KiB files: ~75 rotations, 2 kept
+	const lines = 60000 // ~5 MB through 64 KiB files: ~75 rotations, 4 kept
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -229,11 +229,18 @@ func TestSlowFollowerFarBehindTheWriterLosesNothing(t *testing.T) {
 			if len(batch) > 8000 || i == lines-1 {
 				w.Write(batch)
 				batch = batch[:0]
+				// An agent's pace, not a tight loop: at most about one
+				// rotation per 8 ms, so that the follower's holder (every
+				// holdEvery) sees each file before Keep more rotations
+				// drop it, on an idle machine too. The test is about a
+				// reader many rotations behind, not a writer faster than
+				// the holder's tick.
+				time.Sleep(time.Millisecond)
 			}
 		}
 	}()
-	// A slow reader: small reads with a pause now and then (the writer
-	// is many rotations ahead most of the time).
+	// A slow reader: small reads with a pause now and then, slower than
+	// the writer (it ends tens of rotations behind).
 	br := bufio.NewReaderSize(r, 4096)
 	next := 0
 	for next < lines {
@@ -245,8 +252,8 @@ func TestSlowFollowerFarBehindTheWriterLosesNothing(t *testing.T) {
 			t.Fatalf("line %d: got %.40q: a rotated file was lost", next, line)
 		}
 		next++
-		if next%2000 == 0 {
-			time.Sleep(5 * time.Millisecond)
+		if next%500 == 0 {
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	<-done

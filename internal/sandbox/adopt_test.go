@@ -58,7 +58,14 @@ func newNodeService(t *testing.T, st store.Store, owner Owner) *Service {
 
 func nodeLeases(t *testing.T, st store.Store, node string) *cluster.Leases {
 	t.Helper()
-	l, err := cluster.NewLeases(cluster.LeaseOptions{Store: st, Node: node, TTL: time.Minute})
+	return nodeLeasesAt(t, st, node, 0)
+}
+
+// nodeLeasesAt is nodeLeases on a clock ahead by skew.
+func nodeLeasesAt(t *testing.T, st store.Store, node string, skew time.Duration) *cluster.Leases {
+	t.Helper()
+	l, err := cluster.NewLeases(cluster.LeaseOptions{Store: st, Node: node, TTL: time.Minute,
+		Clock: func() time.Time { return time.Now().Add(skew) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +99,9 @@ func TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	l1, l2 := nodeLeases(t, st, "n1"), nodeLeases(t, st, "n2")
+	// n2 acts after n1's leases (a minute) lapsed on their own: its clock
+	// is that far ahead, as failover's below.
+	l1, l2 := nodeLeases(t, st, "n1"), nodeLeasesAt(t, st, "n2", time.Minute+time.Second)
 	s1, s2 := newNodeService(t, st, l1), newNodeService(t, st, l2)
 	repoDir := t.TempDir()
 	withRepo(t, s1, repoDir)
@@ -156,7 +165,10 @@ func TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush(t *testing.T) {
 		}
 	}
 	var adoptErrs []error
+	// The coordinator acts once n1's leases lapsed on their own (a
+	// minute): its clock is past them.
 	f, err := cluster.NewFailover(cluster.FailoverOptions{Store: st, Node: "n2", Grace: 30 * time.Second,
+		Clock: func() time.Time { return time.Now().Add(time.Minute + time.Second) },
 		Pick: func(ctx context.Context, _ store.Sandbox, exclude string) (store.Node, error) {
 			if exclude != "n1" {
 				t.Errorf("pick excludes %q, want n1", exclude)
@@ -218,7 +230,7 @@ func TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush(t *testing.T) {
 	if v, _ := s2.GetSandbox(ctx, tn, other.ID); v.State != "lost" || v.StopReason != cluster.StopReasonNodeLost {
 		t.Fatalf("view of a lost sandbox: %s %q", v.State, v.StopReason)
 	}
-	if own, _ := st.GetOwnership(ctx, other.ID); own.ValidAt(time.Now()) {
+	if own, _ := st.GetOwnership(ctx, other.ID); own.ValidAt(time.Now().Add(time.Minute + time.Second)) { // n2's clock
 		t.Fatalf("a failed adoption keeps the lease: %+v", own)
 	}
 	if ok, _ := s2.pool.Exists(ctx, datasetName(other.ID)); ok {
