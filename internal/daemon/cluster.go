@@ -88,19 +88,20 @@ func newClusterNode(cfg Config, st store.Store, node string, log *slog.Logger) (
 	}
 	c := &clusterNode{self: node, secret: secret, grace: grace, st: st, log: log}
 	c.leases, err = cluster.NewLeases(cluster.LeaseOptions{Store: st, Node: node, TTL: cfg.LeaseTTL, Logger: log,
+		// Keys with a slash are job and scope leases, not sandboxes'.
 		OnLost: func(id string, err error) {
-			if svc := c.svc.Load(); svc != nil {
+			if svc := c.svc.Load(); svc != nil && !strings.Contains(id, "/") {
 				go svc.LeaseLost(context.Background(), id, err)
 			}
 		},
 		// Synchronous: the freeze must be done before the lease lapses.
 		OnLapse: func(id string) {
-			if svc := c.svc.Load(); svc != nil {
+			if svc := c.svc.Load(); svc != nil && !strings.Contains(id, "/") {
 				svc.LeaseLapsed(context.Background(), id)
 			}
 		},
 		OnRegain: func(id string, _ store.Ownership) {
-			if svc := c.svc.Load(); svc != nil {
+			if svc := c.svc.Load(); svc != nil && !strings.Contains(id, "/") {
 				go svc.LeaseRegained(context.Background(), id)
 			}
 		}})

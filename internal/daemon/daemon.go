@@ -25,6 +25,7 @@ import (
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/blobstore/s3"
 	"github.com/stead-dev/stead/internal/budget"
+	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/fsutil"
@@ -246,6 +247,11 @@ func Run(ctx context.Context, cfg Config) error {
 	repoCfg, child, err := openRepo(ctx, cfg, log)
 	if err != nil {
 		return err
+	}
+	if repoCfg != nil && cl != nil {
+		// Every node pushes into the tenants' scopes: prune and repair
+		// hold a scope alone, by lease.
+		repoCfg.Guard = cluster.NewScopeGuard(st, cl.leases, 0, log)
 	}
 	netp, err := startNetwork(ctx, cfg, st, log)
 	if err != nil {

@@ -152,6 +152,11 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 	}
 	s.lock.Lock()
 	defer s.lock.Unlock()
+	release, err := s.hold(ctx, true)
+	if err != nil {
+		return st, fmt.Errorf("prune: %w", err)
+	}
+	defer release()
 	if err := s.loadIndex(ctx); err != nil {
 		return st, err
 	}

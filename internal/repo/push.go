@@ -191,6 +191,11 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 	start := time.Now()
 	s.lock.RLock()
 	defer s.lock.RUnlock()
+	release, err := s.hold(ctx, false)
+	if err != nil {
+		return nil, PushStats{}, fmt.Errorf("push: %w", err)
+	}
+	defer release()
 	if err := s.loadIndex(ctx); err != nil {
 		return nil, PushStats{}, err
 	}

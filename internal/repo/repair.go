@@ -78,6 +78,11 @@ func (s *Scope) Repair(ctx context.Context, opts RepairOptions) (*RepairResult, 
 		Repaired: []RepairedSnapshot{}, Damaged: []SnapshotDamage{}}
 	s.lock.Lock()
 	defer s.lock.Unlock()
+	release, err := s.hold(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("repair: %w", err)
+	}
+	defer release()
 	if err := s.loadIndex(ctx); err != nil {
 		return nil, err
 	}

@@ -100,6 +100,33 @@ type Options struct {
 	PackSize int
 	// Logger receives progress and warnings (nil = slog.Default()).
 	Logger *slog.Logger
+	// Guard orders the scope's writers across processes (the nodes of a
+	// cluster) as the scope's own lock orders them within one: nil, one
+	// process writes the repository.
+	Guard ScopeGuard
+}
+
+// ScopeGuard orders, across the processes that write one repository, what
+// a scope's lock orders within one: pushes share a scope (they only add
+// content-addressed objects), while prune and repair, which delete and
+// rewrite packs a push elsewhere may be writing or deduplicating against,
+// need it alone. Each method returns once the scope is held that way, or
+// with ctx's error; release ends the hold.
+type ScopeGuard interface {
+	Shared(ctx context.Context, scope string) (release func(), err error)
+	Exclusive(ctx context.Context, scope string) (release func(), err error)
+}
+
+// hold takes the repository's guard on scope s (a no-op without one).
+func (s *Scope) hold(ctx context.Context, exclusive bool) (func(), error) {
+	g := s.r.opts.Guard
+	if g == nil {
+		return func() {}, nil
+	}
+	if exclusive {
+		return g.Exclusive(ctx, s.name)
+	}
+	return g.Shared(ctx, s.name)
 }
 
 // Repository is an opened repository. Safe for concurrent use.

@@ -44,6 +44,9 @@ type RepoConfig struct {
 	KeyFile string
 	// CacheDir keeps verified index files, manifests and trees.
 	CacheDir string
+	// Guard orders the nodes of a cluster that write the repository (one
+	// writer per scope by lease: cluster.ScopeGuard); nil on one node.
+	Guard repo.ScopeGuard
 }
 
 // backupSpec is a sandbox's backup policy and state, kept in its spec.
@@ -140,7 +143,7 @@ func (s *Service) repository(ctx context.Context) (*repo.Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := repo.Open(ctx, s.opts.Repo.Store, k, repo.Options{CacheDir: s.opts.Repo.CacheDir, Logger: s.log})
+	r, err := repo.Open(ctx, s.opts.Repo.Store, k, repo.Options{CacheDir: s.opts.Repo.CacheDir, Logger: s.log, Guard: s.opts.Repo.Guard})
 	if errors.Is(err, repo.ErrNoRepository) {
 		return nil, fmt.Errorf("%w: %w", err, errs.ErrConflict)
 	}
