@@ -13,8 +13,6 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
-	"github.com/stead-dev/stead/internal/pool/dir"
-	"github.com/stead-dev/stead/internal/runtime/linux"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/store/sqlite"
 	"github.com/stead-dev/stead/internal/testutil"
@@ -25,34 +23,10 @@ import (
 // dir pool and runtime, on the shared store st, with owner as its leases.
 func newNodeService(t *testing.T, st store.Store, owner Owner) *Service {
 	t.Helper()
-	testutil.RequireRoot(t)
-	ctx := context.Background()
-	base := t.TempDir()
-	pl, err := dir.Open(ctx, filepath.Join(base, "pool"))
-	if err != nil {
+	s := serviceOn(t, st, t.TempDir(), Options{Owner: owner})
+	if _, err := s.Bootstrap(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(base, "state"), RunDir: filepath.Join(base, "run")})
-	t.Cleanup(func() { linux.RemoveHostState(filepath.Join(base, "state")) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(Options{Store: st, Pool: pl, Runtime: rt, WarmDir: filepath.Join(base, "warm"), Owner: owner})
-	if _, err := s.Bootstrap(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		list, _ := st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
-		for _, sb := range list {
-			rt.Kill(ctx, sb.ID)
-		}
-		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
-			ids, _ := pl.List(ctx, kind)
-			for _, id := range ids {
-				pl.Delete(ctx, kind+"/"+id)
-			}
-		}
-	})
 	return s
 }
 

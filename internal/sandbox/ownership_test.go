@@ -12,8 +12,6 @@ import (
 	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/pool"
-	"github.com/stead-dev/stead/internal/pool/dir"
-	"github.com/stead-dev/stead/internal/runtime/linux"
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/store/sqlite"
 	"github.com/stead-dev/stead/internal/testutil"
@@ -65,28 +63,7 @@ func (r *clusterRig) node(t *testing.T, base, name string) *clusterNodeRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := dir.Open(ctx, filepath.Join(base, "pool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(base, "state"), RunDir: filepath.Join(base, "run")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { linux.RemoveHostState(filepath.Join(base, "state")) })
-	n.svc = New(Options{Store: r.st, Pool: pl, Runtime: rt, WarmDir: filepath.Join(base, "warm"), Owner: n.leases, Now: r.clock.now})
-	t.Cleanup(func() {
-		ids, _ := rt.List(ctx)
-		for _, id := range ids {
-			rt.Kill(ctx, id)
-		}
-		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
-			ids, _ := pl.List(ctx, kind)
-			for _, id := range ids {
-				pl.Delete(ctx, kind+"/"+id)
-			}
-		}
-	})
+	n.svc = serviceOn(t, r.st, base, Options{Owner: n.leases, Now: r.clock.now})
 	return n
 }
 

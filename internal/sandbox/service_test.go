@@ -29,6 +29,20 @@ func newService(t *testing.T) *Service {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	s := serviceOn(t, st, base, Options{})
+	if _, err := s.Bootstrap(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// serviceOn runs the real service on store st with a dir pool and
+// libcontainer of its own under base (opts gives the rest); everything it
+// ran and made goes when the test ends.
+func serviceOn(t *testing.T, st store.Store, base string, opts Options) *Service {
+	t.Helper()
+	testutil.RequireRoot(t)
+	ctx := context.Background()
 	pl, err := dir.Open(ctx, filepath.Join(base, "pool"))
 	if err != nil {
 		t.Fatal(err)
@@ -38,14 +52,12 @@ func newService(t *testing.T) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Options{Store: st, Pool: pl, Runtime: rt, WarmDir: filepath.Join(base, "warm")})
-	if _, err := s.Bootstrap(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
+	opts.Store, opts.Pool, opts.Runtime, opts.WarmDir = st, pl, rt, filepath.Join(base, "warm")
+	s := New(opts)
 	t.Cleanup(func() {
-		list, _ := st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
-		for _, sb := range list {
-			rt.Kill(ctx, sb.ID)
+		ids, _ := rt.List(ctx)
+		for _, id := range ids {
+			rt.Kill(ctx, id)
 		}
 		// Read-only datasets must go through the pool to be removable.
 		for _, kind := range []string{"templates", "sandboxes", "snapshots", "volumes"} {
