@@ -256,6 +256,18 @@ func Open(ctx context.Context, st store.AuditStore, keyPath string, opts Options
 			break
 		}
 	}
+	if opts.Shared && opts.Witness != nil && l.signed.Seq > 0 {
+		// A node joining a shared trail finds the others' checkpoints and
+		// no witness of its own yet: it starts one from the newest. (A
+		// node's witness removed later is made again at its restart; the
+		// other nodes' witnesses still hold the trail.)
+		if _, err := opts.Witness.Load(ctx); errors.Is(err, errs.ErrNotFound) {
+			if err := opts.Witness.Store(ctx, l.signed); err != nil {
+				return nil, fmt.Errorf("open audit trail: start this node's witness: %w", err)
+			}
+			opts.Logger.InfoContext(ctx, "audit witness started from the shared trail's newest checkpoint", "witness", opts.Witness.Name(), "seq", l.signed.Seq)
+		}
+	}
 	l.openCheck(ctx, cps)
 	return l, nil
 }

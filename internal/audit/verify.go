@@ -214,8 +214,9 @@ func (l *Log) compareWitness(ctx context.Context, w Witness, start, last int64, 
 		wr.Note = "holds no checkpoint"
 		// Open and every checkpoint write the local witness, so once the
 		// database holds a checkpoint, a missing witness was removed. The
-		// repository's may simply not have been written yet.
-		if anySigned && !remote {
+		// repository's may simply not have been written yet; nor may a
+		// node's of a shared trail whose checkpoints the others signed.
+		if anySigned && !remote && !l.opts.Shared {
 			wr.Note = "missing, although the database holds signed checkpoints: removed"
 			fail(0, "witness", "the audit witness (%s) is missing, although the database holds signed checkpoints: it was removed", w.Name())
 		}
