@@ -287,8 +287,8 @@ type problemDoc struct {
 	Detail string `json:"detail"`
 }
 
-// writeProblem answers with a problem document.
-func writeProblem(w http.ResponseWriter, status int, detail string) {
+// WriteProblem answers with an RFC 9457 problem document (application/problem+json).
+func WriteProblem(w http.ResponseWriter, status int, detail string) {
 	body, _ := json.Marshal(problemDoc{Title: http.StatusText(status), Status: status, Detail: detail})
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -297,7 +297,7 @@ func (a *NodeAuth) RequireNode(next http.Handler) http.Handler {
 			err = fmt.Errorf("%s %s is a node-to-node route: only a call signed with the cluster secret is served: %w", r.Method, r.URL.Path, errs.ErrUnauthenticated)
 		}
 		if err != nil {
-			writeProblem(w, http.StatusUnauthorized, errs.Message(err))
+			WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithCallingNode(r.Context(), node)))

@@ -303,7 +303,7 @@ func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		node, err := r.auth.Verify(req)
 		if err != nil {
-			writeProblem(w, http.StatusUnauthorized, errs.Message(err))
+			WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
 			return
 		}
 		id, ok := sandboxPathID(req.URL.EscapedPath())
@@ -314,7 +314,7 @@ func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
 		to, err := r.RouteID(req.Context(), id)
 		if err != nil {
 			r.o.Logger.ErrorContext(req.Context(), "route a sandbox path", "sandbox", id, "err", err)
-			writeProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
+			WriteProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
 			return
 		}
 		if to.Here() {
@@ -330,7 +330,7 @@ func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
 			if status == http.StatusServiceUnavailable {
 				w.Header().Set("Retry-After", "5")
 			}
-			writeProblem(w, status, errs.Message(err))
+			WriteProblem(w, status, errs.Message(err))
 		}
 	})
 }

@@ -266,9 +266,7 @@ func (c *clusterNode) nodeRoutes(next http.Handler) http.Handler {
 	answer := func(w http.ResponseWriter, r *http.Request, v any, err error) {
 		if err != nil {
 			c.log.Error("node call", "method", r.Method, "path", r.URL.Path, "from", nodeOf(r), "err", err)
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(api.HTTPStatus(err))
-			json.NewEncoder(w).Encode(map[string]any{"status": api.HTTPStatus(err), "detail": errs.Message(err)})
+			cluster.WriteProblem(w, api.HTTPStatus(err), errs.Message(err))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -196,18 +196,26 @@ func (s *Service) takeBack(ctx context.Context, sb store.Sandbox) (store.Sandbox
 	if err != nil {
 		return sb, false
 	}
-	spec, err := cluster.ClearLostMark(sb.Spec)
-	if err == nil {
-		back := sb
-		back.Spec, back.State, back.StopReason = spec, m.State, ""
-		if back, err = s.st.UpdateSandbox(ctx, back); err == nil {
-			s.log.Info("took back a sandbox marked lost while this node was away (no other node restored it)", "sandbox", sb.ID, "epoch", own.Epoch)
-			return back, true
-		}
+	back, err := s.clearLost(ctx, sb, m)
+	if err != nil {
+		s.log.Error("take back a sandbox marked lost", "sandbox", sb.ID, "err", err)
+		s.opts.Owner.Release(ctx, sb.ID)
+		return sb, false
 	}
-	s.log.Error("take back a sandbox marked lost", "sandbox", sb.ID, "err", err)
-	s.opts.Owner.Release(ctx, sb.ID)
-	return sb, false
+	s.log.Info("took back a sandbox marked lost while this node was away (no other node restored it)", "sandbox", sb.ID, "epoch", own.Epoch)
+	return back, true
+}
+
+// clearLost writes sb back as it was before failover marked it lost with
+// m: the mark gone, its state before the loss (under the lease this node
+// holds again).
+func (s *Service) clearLost(ctx context.Context, sb store.Sandbox, m cluster.LostMark) (store.Sandbox, error) {
+	spec, err := cluster.ClearLostMark(sb.Spec)
+	if err != nil {
+		return sb, err
+	}
+	sb.Spec, sb.State, sb.StopReason = spec, m.State, ""
+	return s.st.UpdateSandbox(ctx, sb)
 }
 
 // LeaseLapsed is called (cluster.LeaseOptions.OnLapse) when sandbox id's
@@ -245,11 +253,8 @@ func (s *Service) LeaseRegained(ctx context.Context, id string) {
 	defer unlock()
 	if sb, err := s.opts.Store.GetSandbox(ctx, "", id); err == nil && sb.State == store.StateLost {
 		if m, ok := cluster.LostMarkOf(sb); ok && m.Node == s.opts.Owner.Node() {
-			if spec, err := cluster.ClearLostMark(sb.Spec); err == nil {
-				sb.Spec, sb.State, sb.StopReason = spec, m.State, ""
-				if _, err := s.st.UpdateSandbox(ctx, sb); err != nil {
-					s.log.Error("clear the lost mark of a regained sandbox", "sandbox", id, "err", err)
-				}
+			if _, err := s.clearLost(ctx, sb, m); err != nil {
+				s.log.Error("clear the lost mark of a regained sandbox", "sandbox", id, "err", err)
 			}
 		}
 	}
