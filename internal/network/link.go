@@ -160,13 +160,16 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 	peer, perr := nh.LinkByName("eth0")
 	paired := herr == nil && perr == nil && peer.Attrs().ParentIndex == host.Attrs().Index && host.Type() == "veth"
 	if !paired {
+		// A veth whose other end was in a namespace that just died goes
+		// away on its own, asynchronously: it may vanish between the look
+		// and the delete.
 		if herr == nil {
-			if err := netlink.LinkDel(host); err != nil {
+			if err := netlink.LinkDel(host); err != nil && !errors.Is(err, unix.ENODEV) {
 				return fmt.Errorf("delete stale veth %s: %w", sb.veth, err)
 			}
 		}
 		if perr == nil {
-			if err := nh.LinkDel(peer); err != nil {
+			if err := nh.LinkDel(peer); err != nil && !errors.Is(err, unix.ENODEV) {
 				return fmt.Errorf("delete stale eth0 in %s: %w", sb.netns, err)
 			}
 		}
