@@ -15,6 +15,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// delLink deletes l with del. A veth whose other end was in a namespace
+// that is being destroyed (its last process just died) goes away on its
+// own, asynchronously, so it may vanish between a look and the delete:
+// that is not an error.
+func delLink(del func(netlink.Link) error, l netlink.Link) error {
+	if err := del(l); err != nil && !errors.Is(err, unix.ENODEV) {
+		return err
+	}
+	return nil
+}
+
 // ensureBridge makes the bridge (if missing), gives it the gateway
 // address and brings it up.
 func (m *Manager) ensureBridge() (netlink.Link, error) {
@@ -160,16 +171,13 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 	peer, perr := nh.LinkByName("eth0")
 	paired := herr == nil && perr == nil && peer.Attrs().ParentIndex == host.Attrs().Index && host.Type() == "veth"
 	if !paired {
-		// A veth whose other end was in a namespace that just died goes
-		// away on its own, asynchronously: it may vanish between the look
-		// and the delete.
 		if herr == nil {
-			if err := netlink.LinkDel(host); err != nil && !errors.Is(err, unix.ENODEV) {
+			if err := delLink(netlink.LinkDel, host); err != nil {
 				return fmt.Errorf("delete stale veth %s: %w", sb.veth, err)
 			}
 		}
 		if perr == nil {
-			if err := nh.LinkDel(peer); err != nil && !errors.Is(err, unix.ENODEV) {
+			if err := delLink(nh.LinkDel, peer); err != nil {
 				return fmt.Errorf("delete stale eth0 in %s: %w", sb.netns, err)
 			}
 		}

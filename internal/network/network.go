@@ -536,7 +536,7 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 		}
 	}
 	if l, err := netlink.LinkByName(sb.veth); err == nil {
-		if err := netlink.LinkDel(l); err != nil {
+		if err := delLink(netlink.LinkDel, l); err != nil {
 			errs = append(errs, fmt.Errorf("delete veth %s: %w", sb.veth, err))
 		}
 	}

@@ -120,7 +120,7 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		if keepLink[name] {
 			continue
 		}
-		if err := netlink.LinkDel(l); err != nil {
+		if err := delLink(netlink.LinkDel, l); err != nil {
 			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
 			continue
 		}
