@@ -750,6 +750,10 @@ func TestSandboxCannotSendFromAnAddressNotItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox learns the gateway's MAC first, from its own address: a
+	// fresh namespace's first packet waits for ARP, which would hold the
+	// spoofed SYN past the dial's timeout, uncounted.
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
 	st0, _ := e.m.Status(e.ctx, "spoofer")
 	err = nettest.Do(a.NetNS, func() error {
 		d := net.Dialer{Timeout: refuseWithin, LocalAddr: &net.TCPAddr{IP: spoofed.AsSlice()}}
