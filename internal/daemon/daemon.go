@@ -499,6 +499,12 @@ func openRepo(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.RepoC
 		} else {
 			log.Info("repository credentials", "location", c.Location(), "from", c.CredentialSource)
 		}
+		// Packs wait for their upload in unlinked files on the data
+		// disk, not in memory (s3.Config.SpoolDir).
+		c.SpoolDir = filepath.Join(cfg.DataDir, "spool")
+		if err := os.MkdirAll(c.SpoolDir, 0o700); err != nil {
+			return nil, child, fmt.Errorf("repository spool: %w", err)
+		}
 		if bs, err = s3.New(ctx, c); err != nil {
 			return nil, child, fmt.Errorf("repository %s: %w", c.Location(), err)
 		}

@@ -51,6 +51,8 @@ func Run(t *testing.T, newStore func(t *testing.T) blobstore.BlobStore) {
 		{"LongestValidKeyWorks", testLongKey},
 		{"ConcurrentPutsOfDistinctKeysAllLand", testConcurrentPuts},
 		{"LargeObjectRoundTrips", testLarge},
+		{"SpoolCommitStoresWhatWasWritten", testSpoolCommit},
+		{"SpoolAbortAndFailedCommitsStoreNothing", testSpoolFailures},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -452,5 +454,103 @@ func testLarge(t *testing.T, s blobstore.BlobStore) {
 	}
 	if _, err := s.GetRange(ctx, "big/obj", off, n+1); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("GetRange one byte past the large object's end: err = %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+// spooler returns s's Spooler; every store of stead's spools (packs are
+// written through it), so one that does not fails the contract.
+func spooler(t *testing.T, s blobstore.BlobStore) blobstore.Spooler {
+	t.Helper()
+	sp, ok := s.(blobstore.Spooler)
+	if !ok {
+		t.Fatalf("%T does not implement blobstore.Spooler", s)
+	}
+	return sp
+}
+
+func testSpoolCommit(t *testing.T, s blobstore.BlobStore) {
+	ctx := context.Background()
+	data := Random(7, 3*mib+17)
+	sp, err := spooler(t, s).Spool(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 100_000)
+		if w, err := sp.Write(rest[:n]); err != nil || w != n {
+			t.Fatalf("Write = %d, %v", w, err)
+		}
+		rest = rest[n:]
+	}
+	if err := sp.Commit(ctx, "data/ab/pack1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "data/ab/pack1"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Get after Commit: %d bytes, %v; want %d bytes written", len(got), err, len(data))
+	}
+	sp.Abort() // after Commit: nothing happens
+	if _, err := s.Stat(ctx, "data/ab/pack1"); err != nil {
+		t.Fatalf("Abort after Commit removed the object: %v", err)
+	}
+	if err := sp.Commit(ctx, "data/ab/pack2"); err == nil {
+		t.Fatal("a second Commit succeeded")
+	}
+	if _, err := sp.Write([]byte("x")); err == nil {
+		t.Fatal("Write after Commit succeeded")
+	}
+	// An empty spool commits an empty object.
+	sp, err = spooler(t, s).Spool(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Commit(ctx, "data/empty"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Get(ctx, "data/empty"); err != nil || len(got) != 0 {
+		t.Fatalf("Get of an empty spool = %q, %v", got, err)
+	}
+}
+
+func testSpoolFailures(t *testing.T, s blobstore.BlobStore) {
+	ctx := context.Background()
+	spr := spooler(t, s)
+	nothing := func(when string) {
+		t.Helper()
+		if infos, err := s.List(ctx, ""); err != nil || len(infos) != 0 {
+			t.Fatalf("objects after %s = %v, %v; want none", when, infos, err)
+		}
+	}
+	sp, err := spr.Spool(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Write([]byte("x"))
+	sp.Abort()
+	sp.Abort()
+	nothing("Abort")
+	for _, key := range []string{"data/../x", "", "/abs"} {
+		sp, err := spr.Spool(ctx, "data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp.Write([]byte("x"))
+		if err := sp.Commit(ctx, key); !errors.Is(err, errs.ErrInvalid) {
+			t.Fatalf("Commit(%q) = %v, want ErrInvalid", key, err)
+		}
+		nothing(fmt.Sprintf("Commit(%q)", key))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	sp, err = spr.Spool(ctx, "data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Write([]byte("x"))
+	cancel()
+	if err := sp.Commit(cctx, "data/ab/c"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Commit with a canceled context = %v", err)
+	}
+	nothing("a canceled Commit")
+	if _, err := spr.Spool(ctx, "bad//dir"); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("Spool(bad dir) = %v, want ErrInvalid", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 
@@ -50,6 +51,11 @@ type Config struct {
 	Region string
 	// Secure selects HTTPS.
 	Secure bool
+	// SpoolDir is where objects written through Spool (packs, whose key
+	// is known only once their bytes are) wait for their upload, as
+	// unlinked temp files; empty: os.TempDir(). Put it on a disk, not a
+	// tmpfs, or the bytes are in memory after all.
+	SpoolDir string
 }
 
 // Location returns "s3://host:port/bucket/prefix", never the credentials.
@@ -63,10 +69,11 @@ func (c Config) Location() string {
 
 // Store is a BlobStore in an S3 bucket.
 type Store struct {
-	client *minio.Client
-	bucket string
-	prefix string // "" or ends with '/'
-	loc    string
+	client   *minio.Client
+	bucket   string
+	prefix   string // "" or ends with '/'
+	loc      string
+	spoolDir string
 }
 
 var _ blobstore.BlobStore = (*Store)(nil)
@@ -86,7 +93,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open blob store %s: %w", cfg.Location(), err)
 	}
-	s := &Store{client: client, bucket: cfg.Bucket, loc: cfg.Location()}
+	s := &Store{client: client, bucket: cfg.Bucket, loc: cfg.Location(), spoolDir: cfg.SpoolDir}
 	if cfg.Prefix != "" {
 		s.prefix = cfg.Prefix + "/"
 	}
@@ -144,15 +151,87 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err := blobstore.CheckKey("put", key); err != nil {
 		return err
 	}
-	opts := minio.PutObjectOptions{
-		ContentType:      "application/octet-stream",
-		DisableMultipart: len(data) <= singlePutMax,
-	}
-	_, err := s.client.PutObject(ctx, s.bucket, s.object(key), bytes.NewReader(data), int64(len(data)), opts)
-	if err != nil {
-		return fmt.Errorf("put %s: %w", key, mapErr(err))
+	if err := s.upload(ctx, key, bytes.NewReader(data), int64(len(data))); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
 	}
 	return nil
+}
+
+// upload sends size bytes of r as key: one PUT up to 64 MiB, parts above.
+// r is seekable, so minio-go can resend it on a retry.
+func (s *Store) upload(ctx context.Context, key string, r io.ReadSeeker, size int64) error {
+	opts := minio.PutObjectOptions{
+		ContentType:      "application/octet-stream",
+		DisableMultipart: size <= singlePutMax,
+	}
+	if _, err := s.client.PutObject(ctx, s.bucket, s.object(key), r, size, opts); err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+// Spool starts an object in an unlinked temp file in Config.SpoolDir (so
+// a crash leaves nothing behind); Commit uploads it from there as Put
+// does. dir is only checked: S3 has no directories to prepare.
+func (s *Store) Spool(ctx context.Context, dir string) (blobstore.Spool, error) {
+	if err := blobstore.CheckKey("spool", dir); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(s.spoolDir, ".stead-spool-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("spool %s: unlink temp file: %w", dir, err)
+	}
+	return &spool{s: s, f: f}, nil
+}
+
+var _ blobstore.Spooler = (*Store)(nil)
+
+// spool is an unlinked temp file on its way to becoming an object.
+type spool struct {
+	s    *Store
+	f    *os.File
+	size int64
+	done bool
+}
+
+func (sp *spool) Write(p []byte) (int, error) {
+	if sp.done {
+		return 0, fmt.Errorf("write spool: %w", os.ErrClosed)
+	}
+	n, err := sp.f.Write(p)
+	sp.size += int64(n)
+	return n, err
+}
+
+func (sp *spool) Commit(ctx context.Context, key string) error {
+	if sp.done {
+		return fmt.Errorf("commit %s: spool released: %w", key, os.ErrClosed)
+	}
+	defer sp.Abort()
+	if err := blobstore.CheckKey("commit", key); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commit %s: %w", key, err)
+	}
+	if err := sp.s.upload(ctx, key, io.NewSectionReader(sp.f, 0, sp.size), sp.size); err != nil {
+		return fmt.Errorf("commit %s: %w", key, err)
+	}
+	return nil
+}
+
+func (sp *spool) Abort() {
+	if !sp.done {
+		sp.done = true
+		sp.f.Close()
+	}
 }
 
 // Get downloads the whole object.
