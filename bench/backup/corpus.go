@@ -77,6 +77,19 @@ func DefaultSpec() Spec {
 	}
 }
 
+// WithFiles returns s with about n files in all: more (or fewer) source
+// files, each smaller (or larger) so that they hold about the same bytes.
+// The other kinds of file are unchanged.
+func (s Spec) WithFiles(n int) Spec {
+	others := s.LooseObjects + len(s.Packs) + len(s.Binaries) + s.Sparse + int(s.BlobTotal/((s.BlobMin+s.BlobMax)/2))
+	text := max(n-others, 1)
+	scale := float64(s.TextFiles) / float64(text)
+	s.TextFiles = text
+	s.TextMin = max(64, int(float64(s.TextMin)*scale))
+	s.TextMax = max(s.TextMin+64, int(float64(s.TextMax)*scale))
+	return s
+}
+
 // SmallSpec is a few-MiB corpus with every feature of DefaultSpec, for
 // tests and quick runs.
 func SmallSpec() Spec {

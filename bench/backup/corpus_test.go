@@ -272,3 +272,21 @@ func TestChangeOverwritesOneMiBInPlaceAcrossThreeFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestWithFilesScalesTheFileCountNotTheBytes(t *testing.T) {
+	base := SmallSpec()
+	b, err := Generate(context.Background(), t.TempDir(), 3, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Generate(context.Background(), t.TempDir(), 3, base.WithFiles(10*b.Files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Files < 9*b.Files || m.Files > 11*b.Files {
+		t.Fatalf("WithFiles(%d): %d files", 10*b.Files, m.Files)
+	}
+	if m.RealBytes > b.RealBytes*3/2 || m.RealBytes < b.RealBytes*2/3 {
+		t.Fatalf("WithFiles changed the real data from %d to %d bytes", b.RealBytes, m.RealBytes)
+	}
+}

@@ -76,6 +76,8 @@ func main() {
 	flag.StringVar(&o.s3, "s3", os.Getenv("STEAD_S3_ENDPOINT"), "S3 endpoint host:port (plain HTTP); empty skips the S3 rows")
 	flag.StringVar(&o.region, "s3-region", "us-east-1", "S3 region")
 	flag.StringVar(&o.restic, "restic", "restic", "restic binary")
+	flag.IntVar(&o.files, "files", 0, "with a number: a corpus of about that many files (more, smaller source files; the same real data), e.g. 230000")
+	flag.BoolVar(&o.incremental, "incremental", false, "only the pushes (full, nothing changed, 1 MiB changed), beside restic: no tar, no restores but the O(changes) one's check")
 	flag.BoolVar(&o.keep, "keep", false, "keep the corpus, repositories and restored trees")
 	flag.BoolVar(&o.btrfs, "btrfs", true, "put the corpus on a btrfs pool (loop image under -dir) and add the O(changes) push rows")
 	flag.BoolVar(&o.full, "full", false, "only the full push and the restore (local), beside restic and the disk's dd write rate")
@@ -108,6 +110,8 @@ type options struct {
 	access, secret          string
 	seed                    uint64
 	small, keep, btrfs      bool
+	files                   int
+	incremental             bool
 	full                    bool
 	reps                    int
 }
@@ -158,6 +162,9 @@ func run(ctx context.Context, o options) error {
 	spec := DefaultSpec()
 	if o.small {
 		spec = SmallSpec()
+	}
+	if o.files > 0 {
+		spec = spec.WithFiles(o.files)
 	}
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return fmt.Errorf("create work dir: %w", err)
@@ -274,13 +281,15 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	tarFile := filepath.Join(o.dir, "corpus.tar.gz")
-	tr, err := timed(ctx, "tar czf", func() (result, error) {
-		return command(ctx, "", nil, "tar", "-C", corpus, "-czf", tarFile, ".")
-	})
-	if err != nil {
-		return err
+	if !o.incremental {
+		tr, err := timed(ctx, "tar czf", func() (result, error) {
+			return command(ctx, "", nil, "tar", "-C", corpus, "-czf", tarFile, ".")
+		})
+		if err != nil {
+			return err
+		}
+		tb.rows[0].v[2] = tr
 	}
-	tb.rows[0].v[2] = tr
 	// 2. Incremental, nothing changed.
 	for _, t := range targets {
 		s, r, err := backupPair(ctx, t, corpus, false)
@@ -349,6 +358,22 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	tb.add(growth...)
+	if o.incremental {
+		var notes []string
+		if loc.steadDiff != nil {
+			want, err := treedigest.Entries(ctx, corpus, treedigest.Options{})
+			if err != nil {
+				return err
+			}
+			sum, err := diffFidelity(ctx, loc, filepath.Join(o.dir, "restore-diff"), corpus, want)
+			if err != nil {
+				return err
+			}
+			notes = append(notes, "stead O(changes) from local: "+sum)
+		}
+		report(o, firstLine(rv)+", "+firstLine(tv), loadStart, cs, srcAlloc, tb, notes)
+		return nil
+	}
 
 	// 4. Restore into fresh directories.
 	restores := filepath.Join(o.dir, "restore")
@@ -381,7 +406,7 @@ func run(ctx context.Context, o options) error {
 	if err := os.Mkdir(td, 0o755); err != nil {
 		return fmt.Errorf("create restore dir: %w", err)
 	}
-	tr, err = timed(ctx, "tar xzf", func() (result, error) {
+	tr, err := timed(ctx, "tar xzf", func() (result, error) {
 		return command(ctx, "", nil, "tar", "-C", td, "-xzf", tarFile)
 	})
 	if err != nil {
@@ -456,27 +481,35 @@ func run(ctx context.Context, o options) error {
 	}
 	tb.add(fid)
 	if loc.steadDiff != nil {
-		// The O(changes) repository's last push, restored: the same tree.
-		dd := filepath.Join(restores, "stead-diff-local")
-		if _, err := loc.steadDiff.restore(ctx, dd); err != nil {
-			return err
-		}
-		got, err := treedigest.Entries(ctx, dd, treedigest.Options{})
-		if err != nil {
-			return err
-		}
-		sum, err := summarizeDiff(treedigest.Diff(want, got), func(rel string) (bool, error) {
-			return sameFile(filepath.Join(corpus, rel), filepath.Join(dd, rel))
-		})
+		sum, err := diffFidelity(ctx, loc, filepath.Join(restores, "stead-diff-local"), corpus, want)
 		if err != nil {
 			return err
 		}
 		fidNotes = append(fidNotes, "stead O(changes) from local: "+sum)
 	}
+	report(o, firstLine(rv)+", "+firstLine(tv), loadStart, cs, srcAlloc, tb, fidNotes)
+	return nil
+}
 
-	// Print.
+// diffFidelity restores the O(changes) repository's last push into dir and
+// summarises how it differs from want, the corpus's entries: the same tree.
+func diffFidelity(ctx context.Context, loc *target, dir, corpus string, want []string) (string, error) {
+	if _, err := loc.steadDiff.restore(ctx, dir); err != nil {
+		return "", err
+	}
+	got, err := treedigest.Entries(ctx, dir, treedigest.Options{})
+	if err != nil {
+		return "", err
+	}
+	return summarizeDiff(treedigest.Diff(want, got), func(rel string) (bool, error) {
+		return sameFile(filepath.Join(corpus, rel), filepath.Join(dir, rel))
+	})
+}
+
+// report prints the run's table and notes.
+func report(o options, versions, loadStart string, cs CorpusStats, srcAlloc int64, tb *table, fidNotes []string) {
 	fmt.Printf("\nstead backup benchmark, %s, seed %d\n", time.Now().UTC().Format(time.RFC3339), o.seed)
-	fmt.Printf("%s, %s, %s, GOMAXPROCS %d\n", firstLine(rv), firstLine(tv), runtime.Version(), runtime.GOMAXPROCS(0))
+	fmt.Printf("%s, %s, GOMAXPROCS %d\n", versions, runtime.Version(), runtime.GOMAXPROCS(0))
 	fmt.Printf("load average (1/5/15 min) at start %s, at end %s\n", loadStart, loadAvg())
 	fmt.Printf("corpus: %d files (%d inodes), %d dirs, %d symlinks; real data %s (%s), apparent %s, allocated %s\n",
 		cs.Files, cs.Inodes, cs.Dirs, cs.Symlinks, mb(cs.RealBytes), human(cs.RealBytes), human(cs.Apparent), human(srcAlloc))
@@ -497,7 +530,6 @@ func run(ctx context.Context, o options) error {
 	for _, n := range fidNotes {
 		fmt.Println("fidelity", n)
 	}
-	return nil
 }
 
 // diffRow times a push of the O(changes) repository (from a dropped page
