@@ -174,6 +174,22 @@ func (ss *StorageSampler) repoBytes(ctx context.Context, tenants []store.Tenant)
 	return out
 }
 
+// repoUsage is the repository as the tenant quotas read it
+// (tenancy.RepoUsage).
+type repoUsage struct{ s *Service }
+
+// RepoConfigured implements tenancy.RepoUsage.
+func (u repoUsage) RepoConfigured() bool { return u.s.opts.Repo != nil }
+
+// OpenRepoUsage implements tenancy.RepoUsage.
+func (u repoUsage) OpenRepoUsage(ctx context.Context) (func(ctx context.Context, tenant string) (int64, error), error) {
+	r, err := u.s.repository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tenant string) (int64, error) { return tenantRepoBytes(ctx, r, tenant) }, nil
+}
+
 // tenantRepoBytes returns what the tenant's pushes keep in the repository
 // (the sum of what each stored): what the meter samples and the
 // repository_bytes quota bounds. A tenant that never pushed has 0.

@@ -1,15 +1,3 @@
-// Package sandbox is the sandbox service: the lifecycle state machine
-// (creating → running ⇄ paused → stopped → deleted), instance types,
-// templates, exec, files, the auto-stop policy and start-up reconciliation.
-// It implements api.Backend on top of a store.Store, a pool.Pool and a
-// runtime.Runtime.
-//
-// Crash ordering: a lifecycle change is written to the store only after the
-// runtime and pool have done it (a sandbox is "running" in the store only
-// once its init answers; "stopped" only once its processes are gone). After
-// a kill -9 of the daemon, Reconcile makes the store agree with the runtime:
-// running sandboxes are re-adopted, vanished ones are marked stopped, and
-// half-created ones are removed.
 package sandbox
 
 import (
