@@ -23,15 +23,16 @@ import (
 //   - running_sandboxes: sandboxes running or paused (a paused sandbox
 //     keeps its memory);
 //   - cpus, memory_bytes: the instance sizes of those sandboxes, summed;
-//   - disk_bytes: the disk promised in the pool, as capacity.go counts it:
-//     disk quotas of live sandboxes (not deleted, not archived) and sizes
-//     of live volumes;
+//   - disk_bytes: the disk promised in the pool, as
+//     internal/sandbox/capacity.go counts it: disk quotas of live
+//     sandboxes (not deleted, not archived) and sizes of live volumes;
 //   - volumes: live volumes;
 //   - snapshots: local snapshots, of sandboxes and volumes;
 //   - repository_bytes: what the tenant's pushes keep in the repository,
-//     as the meter counts it (StorageSampler).
+//     as the meter counts it (sandbox.StorageSampler).
 //
-// Every path that raises a usage admits the rise first (admitQuota) and
+// Every path that raises a usage admits the rise first (AdmitQuota, which
+// internal/sandbox calls from its operations: quota_use.go) and
 // is refused, changing nothing, with an *errs.QuotaError (HTTP 429) and a
 // quota.exceeded event: a create (started or not; a fork, a restore or a
 // pull into a new sandbox), a start (a port's wake is a start), a hydrate,
@@ -57,9 +58,11 @@ import (
 // in the store the check reads, so two concurrent starts cannot both take
 // the last slot. (A rise is briefly counted twice, in the store and
 // pending, which only errs on the safe side.) The mutex is held for the
-// store reads only, never across a start or a clone. One daemon owns its
-// tenants' sandboxes; when nodes share a store, pending rises will have
-// to be shared too.
+// store reads only, never across a start or a clone. The pending rises
+// are in this process's memory: on one node that is all of them; in a
+// cluster another node's rises not yet stored are not seen, so creates
+// racing on two nodes can pass a limit together (docs/cluster.md,
+// sections 1 and 8).
 
 var _ api.QuotaBackend = (*Service)(nil)
 

@@ -22,17 +22,18 @@ import (
 // A value is sealed with AES-256-GCM under a key derived (HKDF-SHA256,
 // tenantSecretPurpose) from the daemon's secrets key file (DATA/secrets.key,
 // beside the repository's master key; the same file that seals the
-// environment given at create, secrets.go), with the tenant and the name as
-// associated data: the store holds ciphertext only, and a row copied to
-// another name or tenant does not open.
+// environment given at create, internal/sandbox/secrets.go), with the
+// tenant and the name as associated data: the store holds ciphertext only,
+// and a row copied to another name or tenant does not open.
 //
 // A sandbox's spec holds references (client.SecretRef: a name, and the
 // variable or file that gets the value), never a value, so its snapshots,
-// forks and pushes carry names only. Values are opened where a sandbox
-// starts (into the runtime's environment, handed to init in a sealed memory
-// file, and into files on a tmpfs made for the start) and where an exec
-// starts (its environment, over init's socket). Hence a rotation reaches
-// every exec at once, and the service and the files at the next start.
+// forks and pushes carry names only. Values are opened on the node where a
+// sandbox starts (internal/sandbox/secret_mounts.go: into the runtime's
+// environment, handed to init in a sealed memory file, and into files on
+// a tmpfs made for the start) and where an exec starts (its environment,
+// over init's socket). Hence a rotation reaches every exec at once, and
+// the service and the files at the next start.
 //
 // A secret a sandbox references cannot be deleted (errs.ErrConflict naming
 // the sandboxes, soft-deleted ones included); a sandbox whose secret is

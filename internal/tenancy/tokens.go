@@ -17,7 +17,7 @@ import (
 // nothing to store, valid across restarts and on every node, useless for
 // any other sandbox, and confined by the API to the sandbox's own state
 // (api.Principal.Sandbox). internal/sandbox hands it to the sandbox
-// (agentsock.go).
+// (internal/sandbox/agentsock.go).
 
 // sandboxKeyPrefix marks sandbox-scoped tokens.
 const sandboxKeyPrefix = "stead_sbx_"
