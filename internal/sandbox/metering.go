@@ -14,6 +14,7 @@ import (
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/tenancy"
 )
 
 // OperationFinished is the event of a background operation's end (push,
@@ -177,6 +178,8 @@ func (ss *StorageSampler) repoBytes(ctx context.Context, tenants []store.Tenant)
 // repoUsage is the repository as the tenant quotas read it
 // (tenancy.RepoUsage).
 type repoUsage struct{ s *Service }
+
+var _ tenancy.RepoUsage = repoUsage{}
 
 // RepoConfigured implements tenancy.RepoUsage.
 func (u repoUsage) RepoConfigured() bool { return u.s.opts.Repo != nil }

@@ -203,7 +203,7 @@ func New(opts Options) *Service {
 		s.st = fencedStore{Store: opts.Store, owner: opts.Owner}
 	}
 	// The tenant's state_bytes quota gates every write of state outside
-	// the sandboxes (statequota.go).
+	// the sandboxes (internal/tenancy/statequota.go).
 	s.Service.SetStateAdmit(s.admitState)
 	s.Sessions.SetStateAdmit(s.admitState)
 	s.Tasks.SetStateAdmit(s.admitState)

@@ -107,7 +107,10 @@ func lookupInstanceType(name string) (client.InstanceType, error) {
 	return client.InstanceType{}, fmt.Errorf("instance type %q (want micro, small, medium or large): %w", name, errs.ErrInvalid)
 }
 
-// spec is the JSON stored in store.Sandbox.Spec.
+// spec is the JSON stored in store.Sandbox.Spec. internal/tenancy reads
+// two of its fields from the store by their JSON names, "limits" (the
+// quotas' usage) and "secret_refs" (which sandboxes use a secret): keep
+// those names.
 type spec struct {
 	// Origin is the snapshot the sandbox was last forked or rolled back
 	// from; snapshots taken of it record it as their parent.
@@ -119,7 +122,7 @@ type spec struct {
 	// Secrets holds the values of Env and Service.Env sealed for the
 	// sandbox (secrets.go); the maps then keep the names only.
 	Secrets string `json:"secrets,omitempty"`
-	// SecretRefs reference the tenant's secrets (tenant_secrets.go): names
+	// SecretRefs reference the tenant's secrets (internal/tenancy): names
 	// only, the values are opened at start and at each exec.
 	SecretRefs []client.SecretRef `json:"secret_refs,omitempty"`
 	// Volumes are the volume mounts, with volume ids.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/errs"
@@ -173,5 +174,49 @@ func TestSecretRefsParseAndRefuse(t *testing.T) {
 	// Another tenant's secret of the same name is not this tenant's.
 	if _, err := s.SecretRefs(ctx, "t-other", client.CreateSandboxRequest{Secrets: []string{"KEY"}}); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("another tenant's secret referenced: %v", err)
+	}
+}
+
+// TestSecretInUseIsListedWithItsSandboxesAndNotDeleted: a secret that a
+// stored sandbox spec references (its "secret_refs", soft-deleted
+// sandboxes included) lists them, and its delete is a conflict naming
+// them; once unreferenced it goes.
+func TestSecretInUseIsListedWithItsSandboxesAndNotDeleted(t *testing.T) {
+	s, _ := newSecretsService(t)
+	ctx := context.Background()
+	for _, n := range []string{"KEY", "FREE"} {
+		if _, err := s.SetSecret(ctx, store.DefaultTenant, n, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := []byte(`{"limits":{"cpus":1},"secret_refs":[{"name":"KEY","env":"KEY"},{"name":"KEY","file":"/run/secrets/k"}]}`)
+	for _, name := range []string{"web", "old"} {
+		sb := store.Sandbox{ID: "sb-" + name, TenantID: store.DefaultTenant, Name: name, State: store.StateStopped, Spec: spec, CreatedAt: time.Now().UTC()}
+		if name == "old" {
+			sb.State = store.StateDeleted
+		}
+		if _, err := s.st.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := s.ListSecrets(ctx, store.DefaultTenant)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	for _, sec := range list {
+		want := map[string]string{"KEY": "old,web", "FREE": ""}[sec.Name]
+		if got := strings.Join(sec.UsedBy, ","); got != want {
+			t.Errorf("secret %s used by %q, want %q", sec.Name, got, want)
+		}
+	}
+	err = s.DeleteSecret(ctx, store.DefaultTenant, "KEY")
+	if !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "old, web") {
+		t.Fatalf("delete a secret in use: %v", err)
+	}
+	if err := s.DeleteSecret(ctx, store.DefaultTenant, "FREE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.st.GetSecret(ctx, store.DefaultTenant, "KEY"); err != nil {
+		t.Fatalf("the refused delete removed it: %v", err)
 	}
 }
