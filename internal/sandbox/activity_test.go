@@ -42,6 +42,7 @@ func (c *testClock) add(d time.Duration) {
 func TestAgentAPICallsKeepASandboxAwake(t *testing.T) {
 	s := newService(t)
 	s.opts.TokenKey = []byte("activity-test-token-key-01234567")
+	s.wireTenancy() // the token key is checked there
 	clock := &testClock{t: time.Now()}
 	s.opts.Now = clock.now
 	ctx := context.Background()

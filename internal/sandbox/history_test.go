@@ -26,6 +26,7 @@ import (
 func TestFailedRestorePathLeavesTheParentUnchanged(t *testing.T) {
 	s := newService(t)
 	s.opts.TokenKey = []byte("restore-path-test-key-0123456789")
+	s.wireTenancy() // the token key is checked there
 	ctx := context.Background()
 	tn := store.DefaultTenant
 	srv := httptest.NewServer(api.NewHandler(s, api.Options{Logger: slog.New(slog.DiscardHandler)}))

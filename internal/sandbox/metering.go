@@ -14,6 +14,7 @@ import (
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/tenancy"
 )
 
 // OperationFinished is the event of a background operation's end (push,
@@ -172,6 +173,24 @@ func (ss *StorageSampler) repoBytes(ctx context.Context, tenants []store.Tenant)
 	}
 	ss.repo, ss.repoAt = out, time.Now()
 	return out
+}
+
+// repoUsage is the repository as the tenant quotas read it
+// (tenancy.RepoUsage).
+type repoUsage struct{ s *Service }
+
+var _ tenancy.RepoUsage = repoUsage{}
+
+// RepoConfigured implements tenancy.RepoUsage.
+func (u repoUsage) RepoConfigured() bool { return u.s.opts.Repo != nil }
+
+// OpenRepoUsage implements tenancy.RepoUsage.
+func (u repoUsage) OpenRepoUsage(ctx context.Context) (func(ctx context.Context, tenant string) (int64, error), error) {
+	r, err := u.s.repository(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, tenant string) (int64, error) { return tenantRepoBytes(ctx, r, tenant) }, nil
 }
 
 // tenantRepoBytes returns what the tenant's pushes keep in the repository

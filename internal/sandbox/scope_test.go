@@ -129,6 +129,7 @@ func keepState(t *testing.T, s *Service, a agentHTTP, sb client.Sandbox, marker 
 func TestSandboxTokenReachesOnlyItsOwnIDs(t *testing.T) {
 	s := newService(t)
 	s.opts.TokenKey = []byte("scope-test-token-key-0123456789ab")
+	s.wireTenancy() // the token key is checked there
 	withRepo(t, s, t.TempDir())
 	ctx := context.Background()
 	tn := store.DefaultTenant

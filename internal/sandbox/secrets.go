@@ -2,22 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"strings"
-	"sync"
 
 	"github.com/stead-dev/stead/client"
-	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -25,7 +16,7 @@ import (
 // env: API keys, as often as not) never reach the database in plaintext.
 // A stored spec keeps the variables' names, with empty values, and the
 // values sealed in spec.Secrets: AES-256-GCM under the secrets key (a file
-// in the data dir, 0600, made on first use), with the sandbox id as
+// in the data dir, 0600, made on first use; tenancy.SecretKey), with the sandbox id as
 // associated data, so a sealed value copied onto another sandbox's row
 // does not open. The values are opened only where the runtime spec is
 // built (runtimeSpec), and where they move to another sandbox: a fork
@@ -49,100 +40,6 @@ type envSecrets struct {
 // envAD is the associated data binding sealed values to a sandbox.
 func envAD(id string) []byte { return []byte("stead sandbox env v1\x00" + id) }
 
-// secretKey is the key that seals sandbox environments, loaded (or made,
-// 0600) on first use.
-type secretKey struct {
-	// path is the key file; "" keeps a key in memory only, for tests (a
-	// new service then cannot open what an earlier one sealed).
-	path string
-	// preset, when set, is the key itself (a cluster's nodes share one,
-	// derived from the cluster secret) and path is not used.
-	preset []byte
-
-	mu   sync.Mutex
-	key  []byte // the key file's bytes, once loaded
-	aead cipher.AEAD
-	// derived are the AEADs of keys derived from key for other purposes
-	// (derive), by purpose.
-	derived map[string]cipher.AEAD
-}
-
-// get returns the AEAD; create makes the key file when it does not exist.
-func (k *secretKey) get(create bool) (cipher.AEAD, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.aead != nil {
-		return k.aead, nil
-	}
-	key := make([]byte, 32)
-	var b []byte
-	err := fs.ErrNotExist
-	if k.path != "" {
-		b, err = os.ReadFile(k.path)
-	}
-	switch {
-	case len(k.preset) == 32:
-		key = k.preset
-	case k.path == "":
-		rand.Read(key)
-	case err == nil:
-		if len(b) != 32 {
-			return nil, fmt.Errorf("secrets key %s holds %d bytes, not 32: restore it from a copy (without it no sealed sandbox environment opens)", k.path, len(b))
-		}
-		key = b
-	case errors.Is(err, fs.ErrNotExist) && create:
-		rand.Read(key)
-		if err := fsutil.WriteFileAtomic(k.path, key, 0o600); err != nil {
-			return nil, fmt.Errorf("create secrets key: %w", err)
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("secrets key %s is missing: restore it from a copy (without it no sealed sandbox environment opens)", k.path)
-	default:
-		return nil, fmt.Errorf("read secrets key: %w", err)
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("secrets key: %w", err)
-	}
-	if k.aead, err = cipher.NewGCM(block); err != nil {
-		return nil, fmt.Errorf("secrets key: %w", err)
-	}
-	k.key = key
-	return k.aead, nil
-}
-
-// derive returns an AES-256-GCM AEAD under a key derived from the secrets
-// key for purpose (HKDF-SHA256, purpose as its info): one key file serves
-// several uses, and a value sealed for one purpose never opens for another.
-// create makes the key file when it does not exist.
-func (k *secretKey) derive(purpose string, create bool) (cipher.AEAD, error) {
-	if _, err := k.get(create); err != nil {
-		return nil, err
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if a, ok := k.derived[purpose]; ok {
-		return a, nil
-	}
-	sub, err := hkdf.Key(sha256.New, k.key, nil, purpose, 32)
-	if err != nil {
-		return nil, fmt.Errorf("derive the %s key: %w", purpose, err)
-	}
-	block, err := aes.NewCipher(sub)
-	if err != nil {
-		return nil, fmt.Errorf("derive the %s key: %w", purpose, err)
-	}
-	a, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("derive the %s key: %w", purpose, err)
-	}
-	if k.derived == nil {
-		k.derived = map[string]cipher.AEAD{}
-	}
-	k.derived[purpose] = a
-	return a, nil
-}
-
 // sealEnv moves the values of sp.Env and sp.Service.Env into sp.Secrets,
 // sealed for sandbox id; the maps keep the names, with empty values. A
 // spec without values is left as it is (and needs no key). sp's maps and
@@ -158,7 +55,7 @@ func (s *Service) sealEnv(id string, sp *spec) error {
 	if len(v.Env) == 0 && len(v.ServiceEnv) == 0 {
 		return nil
 	}
-	aead, err := s.secrets.get(true)
+	aead, err := s.secrets.AEAD(true)
 	if err != nil {
 		return fmt.Errorf("seal the environment of sandbox %s: %w", id, err)
 	}
@@ -195,7 +92,7 @@ func (s *Service) openEnv(id string, sp *spec) error {
 	if err != nil {
 		return fmt.Errorf("open the environment of sandbox %s: %w", id, err)
 	}
-	aead, err := s.secrets.get(false)
+	aead, err := s.secrets.AEAD(false)
 	if err != nil {
 		return fmt.Errorf("open the environment of sandbox %s: %w", id, err)
 	}
@@ -205,7 +102,7 @@ func (s *Service) openEnv(id string, sp *spec) error {
 	n := aead.NonceSize()
 	pt, err := aead.Open(nil, sealed[:n], sealed[n:], envAD(id))
 	if err != nil {
-		return fmt.Errorf("open the environment of sandbox %s: it was not sealed for this sandbox with this daemon's secrets key (%s)", id, s.secrets.path)
+		return fmt.Errorf("open the environment of sandbox %s: it was not sealed for this sandbox with this daemon's secrets key (%s)", id, s.secrets.Path())
 	}
 	var v envSecrets
 	err = json.Unmarshal(pt, &v)

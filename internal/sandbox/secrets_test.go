@@ -12,6 +12,7 @@ import (
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/tenancy"
 )
 
 const (
@@ -32,7 +33,7 @@ func secretSpec() spec {
 func TestSealedEnvironmentOpensOnlyForItsOwnSandbox(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "secrets.key")
-	s := &Service{secrets: &secretKey{path: keyFile}}
+	s := &Service{secrets: tenancy.NewSecretKey(keyFile, nil)}
 
 	none := spec{InstanceType: "small"}
 	if err := s.sealEnv("sb-a", &none); err != nil || none.Secrets != "" {
@@ -86,13 +87,13 @@ func TestSealedEnvironmentOpensOnlyForItsOwnSandbox(t *testing.T) {
 		t.Fatal("a tampered value opened")
 	}
 	otherKey := load()
-	if err := (&Service{secrets: &secretKey{path: filepath.Join(dir, "other.key")}}).openEnv("sb-a", &otherKey); err == nil {
+	if err := (&Service{secrets: tenancy.NewSecretKey(filepath.Join(dir, "other.key"), nil)}).openEnv("sb-a", &otherKey); err == nil {
 		t.Fatal("opened without the key file (or under another key)")
 	}
 
 	// A new service on the same key file (a daemon restart) opens it.
 	got := load()
-	if err := (&Service{secrets: &secretKey{path: keyFile}}).openEnv("sb-a", &got); err != nil {
+	if err := (&Service{secrets: tenancy.NewSecretKey(keyFile, nil)}).openEnv("sb-a", &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Secrets != "" || got.Env["OPENAI_API_KEY"] != testSecret || got.Env["EMPTY"] != "" || len(got.Env) != 2 ||
@@ -109,7 +110,7 @@ func TestSealedEnvironmentOpensOnlyForItsOwnSandbox(t *testing.T) {
 	// A corrupt key file is an error, never replaced.
 	os.WriteFile(keyFile, []byte("short"), 0o600)
 	bad := load()
-	if err := (&Service{secrets: &secretKey{path: keyFile}}).openEnv("sb-a", &bad); err == nil {
+	if err := (&Service{secrets: tenancy.NewSecretKey(keyFile, nil)}).openEnv("sb-a", &bad); err == nil {
 		t.Fatal("opened with a corrupt key file")
 	}
 	if b, _ := os.ReadFile(keyFile); string(b) != "short" {
@@ -121,7 +122,7 @@ func TestSealedEnvironmentOpensOnlyForItsOwnSandbox(t *testing.T) {
 // spec label of a pushed snapshot show names with masked values, for
 // sealed and for plaintext (older) specs.
 func TestViewsShowEnvironmentNamesNotValues(t *testing.T) {
-	s := &Service{secrets: &secretKey{}}
+	s := &Service{secrets: tenancy.NewSecretKey("", nil)}
 	sealed := secretSpec()
 	if err := s.sealEnv("sb-a", &sealed); err != nil {
 		t.Fatal(err)
@@ -159,7 +160,8 @@ func TestViewsShowEnvironmentNamesNotValues(t *testing.T) {
 // and Reconcile seals it.
 func TestEnvironmentReachesSandboxesSealedAtRest(t *testing.T) {
 	s := newService(t)
-	s.secrets = &secretKey{path: filepath.Join(t.TempDir(), "secrets.key")}
+	s.secrets = tenancy.NewSecretKey(filepath.Join(t.TempDir(), "secrets.key"), nil)
+	s.wireTenancy() // tenant secrets share the key
 	ctx := context.Background()
 	sb, err := s.CreateSandbox(ctx, store.DefaultTenant, client.CreateSandboxRequest{Name: "sec",
 		Env:     map[string]string{"OPENAI_API_KEY": testSecret},
@@ -250,7 +252,8 @@ func TestEnvironmentReachesSandboxesSealedAtRest(t *testing.T) {
 // seals it again; a pull keeps it sealed in the local snapshot record.
 func TestPushedEnvironmentComesBackOnAReplacementDaemon(t *testing.T) {
 	s := newService(t)
-	s.secrets = &secretKey{path: filepath.Join(t.TempDir(), "secrets.key")}
+	s.secrets = tenancy.NewSecretKey(filepath.Join(t.TempDir(), "secrets.key"), nil)
+	s.wireTenancy() // tenant secrets share the key
 	repoDir := t.TempDir()
 	withRepo(t, s, repoDir)
 	ctx := context.Background()
@@ -319,7 +322,8 @@ func TestPushedEnvironmentComesBackOnAReplacementDaemon(t *testing.T) {
 
 	// A replacement daemon: its own store, pool and secrets key.
 	s2 := newService(t)
-	s2.secrets = &secretKey{path: filepath.Join(t.TempDir(), "secrets.key")}
+	s2.secrets = tenancy.NewSecretKey(filepath.Join(t.TempDir(), "secrets.key"), nil)
+	s2.wireTenancy() // tenant secrets share the key
 	withRepo(t, s2, repoDir)
 	op, err = s2.RestoreRemote(ctx, tn, client.RestoreRequest{Snapshot: pr.RemoteSnapshot.ID, Name: "there", Wait: true})
 	opDone(t, op, err, &rr)

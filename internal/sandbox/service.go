@@ -27,6 +27,7 @@ import (
 	"github.com/stead-dev/stead/internal/store"
 	"github.com/stead-dev/stead/internal/tasks"
 	"github.com/stead-dev/stead/internal/template"
+	"github.com/stead-dev/stead/internal/tenancy"
 )
 
 // Options configure a Service.
@@ -143,16 +144,17 @@ type Service struct {
 	// *audit.Backend serves the audit trail (api.AuditBackend).
 	*audit.Backend
 	rec audit.Recorder
+	// *Tenancy serves tenants, keys, secrets, quotas and budgets
+	// (cluster-wide; tenancy.go has the node's calls into it).
+	*Tenancy
 
 	ops       ops
 	bk        backup
-	secrets   *secretKey
+	secrets   *tenancy.SecretKey // seals environments; tenancy's too
 	disk      diskAdmission
-	quota     quotaGates
 	portCache portEntries
 	limits    limitWatch
 	sched     schedState
-	budgets   Budgets  // budgets.go
 	warm      warmPool // warm.go
 
 	// lapsed are the sandboxes frozen because their lease lapsed with
@@ -191,16 +193,17 @@ func New(opts Options) *Service {
 		Sessions: session.New(opts.Store),
 		Tasks:    tasks.New(opts.Store),
 		Backend:  audit.NewBackend(opts.Audit), rec: audit.Nop{},
-		secrets: &secretKey{path: opts.SecretsKeyFile, preset: opts.SecretsKey}}
+		secrets: tenancy.NewSecretKey(opts.SecretsKeyFile, opts.SecretsKey)}
 	if opts.Audit != nil {
 		s.rec = opts.Audit
 	}
+	s.wireTenancy()
 	if s.clustered() {
 		// Every write of a sandbox record commits only under its lease.
 		s.st = fencedStore{Store: opts.Store, owner: opts.Owner}
 	}
 	// The tenant's state_bytes quota gates every write of state outside
-	// the sandboxes (statequota.go).
+	// the sandboxes (internal/tenancy/statequota.go).
 	s.Service.SetStateAdmit(s.admitState)
 	s.Sessions.SetStateAdmit(s.admitState)
 	s.Tasks.SetStateAdmit(s.admitState)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/tenancy"
 )
 
 // TestStateQuotaRefusesWritesPastItAndChangesNothing: with state_bytes
@@ -72,7 +73,7 @@ func TestStateQuotaRefusesWritesPastItAndChangesNothing(t *testing.T) {
 	if err := s.DeleteKV(ctx, p, sb.ID, "notes", nil); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(stateQuotaTTL)
+	now = now.Add(tenancy.StateQuotaTTL)
 	if _, err := s.AppendRunEvents(ctx, p, sb.ID, run.ID, []client.AppendEvent{{Type: client.EventNote, Payload: json.RawMessage(doc(120))}}); err != nil {
 		t.Fatalf("an append after freeing 100 bytes: %v", err)
 	}

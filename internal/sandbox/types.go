@@ -1,15 +1,3 @@
-// Package sandbox is the sandbox service: the lifecycle state machine
-// (creating → running ⇄ paused → stopped → deleted), instance types,
-// templates, exec, files, the auto-stop policy and start-up reconciliation.
-// It implements api.Backend on top of a store.Store, a pool.Pool and a
-// runtime.Runtime.
-//
-// Crash ordering: a lifecycle change is written to the store only after the
-// runtime and pool have done it (a sandbox is "running" in the store only
-// once its init answers; "stopped" only once its processes are gone). After
-// a kill -9 of the daemon, Reconcile makes the store agree with the runtime:
-// running sandboxes are re-adopted, vanished ones are marked stopped, and
-// half-created ones are removed.
 package sandbox
 
 import (
@@ -119,7 +107,10 @@ func lookupInstanceType(name string) (client.InstanceType, error) {
 	return client.InstanceType{}, fmt.Errorf("instance type %q (want micro, small, medium or large): %w", name, errs.ErrInvalid)
 }
 
-// spec is the JSON stored in store.Sandbox.Spec.
+// spec is the JSON stored in store.Sandbox.Spec. internal/tenancy reads
+// two of its fields from the store by their JSON names, "limits" (the
+// quotas' usage) and "secret_refs" (which sandboxes use a secret): keep
+// those names.
 type spec struct {
 	// Origin is the snapshot the sandbox was last forked or rolled back
 	// from; snapshots taken of it record it as their parent.
@@ -131,7 +122,7 @@ type spec struct {
 	// Secrets holds the values of Env and Service.Env sealed for the
 	// sandbox (secrets.go); the maps then keep the names only.
 	Secrets string `json:"secrets,omitempty"`
-	// SecretRefs reference the tenant's secrets (tenant_secrets.go): names
+	// SecretRefs reference the tenant's secrets (internal/tenancy): names
 	// only, the values are opened at start and at each exec.
 	SecretRefs []client.SecretRef `json:"secret_refs,omitempty"`
 	// Volumes are the volume mounts, with volume ids.

@@ -1,4 +1,4 @@
-package sandbox
+package tenancy
 
 import (
 	"fmt"
@@ -7,13 +7,15 @@ import (
 )
 
 // maxLabels caps the labels of a sandbox (and of a key's selector).
+// The rules are here because a key's selector must be able to match what
+// internal/sandbox accepts on a sandbox.
 const maxLabels = 64
 
-// checkLabels refuses labels a selector could not match plainly: a key
+// CheckLabels refuses labels a selector could not match plainly: a key
 // is 1 to 63 of a-z A-Z 0-9 . _ - / and starts with a letter or digit; a
 // value is 0 to 63 of a-z A-Z 0-9 . _ - (no '=' or ',', so "k=v,k=v"
 // always parses back).
-func checkLabels(l map[string]string) error {
+func CheckLabels(l map[string]string) error {
 	if len(l) > maxLabels {
 		return fmt.Errorf("%d labels: at most %d: %w", len(l), maxLabels, errs.ErrInvalid)
 	}

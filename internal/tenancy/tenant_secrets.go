@@ -1,23 +1,18 @@
-package sandbox
+package tenancy
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/errs"
-	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -27,17 +22,18 @@ import (
 // A value is sealed with AES-256-GCM under a key derived (HKDF-SHA256,
 // tenantSecretPurpose) from the daemon's secrets key file (DATA/secrets.key,
 // beside the repository's master key; the same file that seals the
-// environment given at create, secrets.go), with the tenant and the name as
-// associated data: the store holds ciphertext only, and a row copied to
-// another name or tenant does not open.
+// environment given at create, internal/sandbox/secrets.go), with the
+// tenant and the name as associated data: the store holds ciphertext only,
+// and a row copied to another name or tenant does not open.
 //
 // A sandbox's spec holds references (client.SecretRef: a name, and the
 // variable or file that gets the value), never a value, so its snapshots,
-// forks and pushes carry names only. Values are opened where a sandbox
-// starts (into the runtime's environment, handed to init in a sealed memory
-// file, and into files on a tmpfs made for the start) and where an exec
-// starts (its environment, over init's socket). Hence a rotation reaches
-// every exec at once, and the service and the files at the next start.
+// forks and pushes carry names only. Values are opened on the node where a
+// sandbox starts (internal/sandbox/secret_mounts.go: into the runtime's
+// environment, handed to init in a sealed memory file, and into files on
+// a tmpfs made for the start) and where an exec starts (its environment,
+// over init's socket). Hence a rotation reaches every exec at once, and
+// the service and the files at the next start.
 //
 // A secret a sandbox references cannot be deleted (errs.ErrConflict naming
 // the sandboxes, soft-deleted ones included); a sandbox whose secret is
@@ -59,9 +55,9 @@ const (
 	maxSecretValue = 64 << 10
 )
 
-// secretFileDir is where file secrets appear inside a sandbox: a tmpfs
+// SecretFileDir is where file secrets appear inside a sandbox: a tmpfs
 // made for each start, read-only, never on the sandbox's disk.
-const secretFileDir = "/run/secrets"
+const SecretFileDir = "/run/secrets"
 
 // secretAD binds a sealed value to its tenant and name.
 func secretAD(tenant, name string) []byte {
@@ -92,7 +88,7 @@ func checkSecretName(n string) error {
 
 // sealSecret seals value for the tenant's secret name.
 func (s *Service) sealSecret(tenant, name, value string) ([]byte, error) {
-	aead, err := s.secrets.derive(tenantSecretPurpose, true)
+	aead, err := s.secrets.Derive(tenantSecretPurpose, true)
 	if err != nil {
 		return nil, fmt.Errorf("seal secret %s: %w", name, err)
 	}
@@ -104,7 +100,7 @@ func (s *Service) sealSecret(tenant, name, value string) ([]byte, error) {
 
 // openSecret opens a sealed secret of the tenant.
 func (s *Service) openSecret(sec store.Secret) (string, error) {
-	aead, err := s.secrets.derive(tenantSecretPurpose, false)
+	aead, err := s.secrets.Derive(tenantSecretPurpose, false)
 	if err != nil {
 		return "", fmt.Errorf("open secret %s: %w", sec.Name, err)
 	}
@@ -115,7 +111,7 @@ func (s *Service) openSecret(sec store.Secret) (string, error) {
 	}
 	pt, err := aead.Open(nil, b[1:1+n], b[1+n:], secretAD(sec.TenantID, sec.Name))
 	if err != nil {
-		return "", fmt.Errorf("open secret %s: it was not sealed for this tenant and name with this daemon's secrets key (%s): set it again", sec.Name, s.secrets.path)
+		return "", fmt.Errorf("open secret %s: it was not sealed for this tenant and name with this daemon's secrets key (%s): set it again", sec.Name, s.secrets.Path())
 	}
 	return string(pt), nil
 }
@@ -210,7 +206,7 @@ func (s *Service) secretUsers(ctx context.Context, tenant string) (map[string][]
 	}
 	out := map[string][]string{}
 	for _, sb := range list {
-		sp, err := decodeSpec(sb)
+		sp, err := decodeRefs(sb)
 		if err != nil {
 			return nil, err
 		}
@@ -228,12 +224,12 @@ func (s *Service) secretUsers(ctx context.Context, tenant string) (map[string][]
 	return out, nil
 }
 
-// secretRefs turns a create request's secrets (NAME or NAME=VAR) and
+// SecretRefs turns a create request's secrets (NAME or NAME=VAR) and
 // secret files (NAME or NAME=/run/secrets/FILE) into references, refusing
 // a bad name, a variable the request's env or its service's env sets too,
 // two references to one variable or one file, and a secret the tenant has
 // not set (each errs.ErrInvalid, naming it).
-func (s *Service) secretRefs(ctx context.Context, tenant string, req client.CreateSandboxRequest) ([]client.SecretRef, error) {
+func (s *Service) SecretRefs(ctx context.Context, tenant string, req client.CreateSandboxRequest) ([]client.SecretRef, error) {
 	var refs []client.SecretRef
 	vars, files := map[string]bool{}, map[string]bool{}
 	for _, a := range req.Secrets {
@@ -260,14 +256,14 @@ func (s *Service) secretRefs(ctx context.Context, tenant string, req client.Crea
 	for _, a := range req.SecretFiles {
 		name, f, ok := strings.Cut(a, "=")
 		if !ok {
-			f = secretFileDir + "/" + name
+			f = SecretFileDir + "/" + name
 		}
 		if err := checkSecretName(name); err != nil {
 			return nil, err
 		}
-		base, ok := strings.CutPrefix(f, secretFileDir+"/")
+		base, ok := strings.CutPrefix(f, SecretFileDir+"/")
 		if !ok || !validFileName(base) {
-			return nil, fmt.Errorf("secret %s: file %q: secret files live in %s (a tmpfs): use %s/NAME, NAME of letters, digits, '.', '_' and '-': %w", name, f, secretFileDir, secretFileDir, errs.ErrInvalid)
+			return nil, fmt.Errorf("secret %s: file %q: secret files live in %s (a tmpfs): use %s/NAME, NAME of letters, digits, '.', '_' and '-': %w", name, f, SecretFileDir, SecretFileDir, errs.ErrInvalid)
 		}
 		if files[base] {
 			return nil, fmt.Errorf("secret %s: file %s is given twice: %w", name, f, errs.ErrInvalid)
@@ -275,7 +271,7 @@ func (s *Service) secretRefs(ctx context.Context, tenant string, req client.Crea
 		files[base] = true
 		refs = append(refs, client.SecretRef{Name: name, File: f})
 	}
-	if err := s.checkSecretsSet(ctx, tenant, refs); err != nil {
+	if err := s.CheckSecretsSet(ctx, tenant, refs); err != nil {
 		return nil, err
 	}
 	return refs, nil
@@ -295,9 +291,9 @@ func validFileName(n string) bool {
 	return true
 }
 
-// checkSecretsSet answers errs.ErrInvalid naming the first secret of refs
+// CheckSecretsSet answers errs.ErrInvalid naming the first secret of refs
 // the tenant has not set.
-func (s *Service) checkSecretsSet(ctx context.Context, tenant string, refs []client.SecretRef) error {
+func (s *Service) CheckSecretsSet(ctx context.Context, tenant string, refs []client.SecretRef) error {
 	for _, r := range refs {
 		if _, err := s.st.GetSecret(ctx, tenant, r.Name); errors.Is(err, errs.ErrNotFound) {
 			return fmt.Errorf("secret %s is not set (stead secret set %s): %w", r.Name, r.Name, errs.ErrInvalid)
@@ -308,8 +304,8 @@ func (s *Service) checkSecretsSet(ctx context.Context, tenant string, refs []cli
 	return nil
 }
 
-// secretValues opens the current values of the secrets refs name.
-func (s *Service) secretValues(ctx context.Context, tenant string, refs []client.SecretRef) (map[string]string, error) {
+// SecretValues opens the current values of the secrets refs name.
+func (s *Service) SecretValues(ctx context.Context, tenant string, refs []client.SecretRef) (map[string]string, error) {
 	vals := map[string]string{}
 	for _, r := range refs {
 		if _, ok := vals[r.Name]; ok {
@@ -329,13 +325,13 @@ func (s *Service) secretValues(ctx context.Context, tenant string, refs []client
 	return vals, nil
 }
 
-// secretEnv returns the environment entries (VAR=value) of refs, with the
+// SecretEnv returns the environment entries (VAR=value) of refs, with the
 // current values.
-func (s *Service) secretEnv(ctx context.Context, tenant string, refs []client.SecretRef) ([]string, error) {
+func (s *Service) SecretEnv(ctx context.Context, tenant string, refs []client.SecretRef) ([]string, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	vals, err := s.secretValues(ctx, tenant, refs)
+	vals, err := s.SecretValues(ctx, tenant, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -348,127 +344,17 @@ func (s *Service) secretEnv(ctx context.Context, tenant string, refs []client.Se
 	return env, nil
 }
 
-// withSecrets gives a starting sandbox its secrets: the variables join the
-// base environment of every process (init gets it in a sealed memory
-// file), and the files are written to a tmpfs made for this start and
-// bind-mounted read-only at /run/secrets. Call release once the runtime
-// has started (the sandbox keeps its own copy of the mount) or failed to.
-func (s *Service) withSecrets(ctx context.Context, rs *steadrt.Spec, tenant string, sp spec) (release func(), err error) {
-	release = func() {}
-	if len(sp.SecretRefs) == 0 {
-		return release, nil
-	}
-	vals, err := s.secretValues(ctx, tenant, sp.SecretRefs)
-	if err != nil {
-		return release, err
-	}
-	var files []client.SecretRef
-	for _, r := range sp.SecretRefs {
-		if r.Env != "" {
-			rs.Env = append(rs.Env, r.Env+"="+vals[r.Name])
-		}
-		if r.File != "" {
-			files = append(files, r)
-		}
-	}
-	if len(files) == 0 {
-		return release, nil
-	}
-	dir := s.secretStage(rs.ID)
-	dropSecretStage(dir) // a crash's leftover
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return release, fmt.Errorf("secret files: %w", err)
-	}
-	// A tmpfs of its own: the values are in memory only, on the host too,
-	// whatever file system the stage directory is on.
-	size := 64 << 10
-	for _, r := range files {
-		size += len(vals[r.Name]) + 4096
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, fmt.Sprintf("mode=0755,size=%d", size)); err != nil {
-		os.Remove(dir)
-		return release, fmt.Errorf("secret files: mount a tmpfs: %w", err)
-	}
-	release = func() { dropSecretStage(dir) }
-	for _, r := range files {
-		p := filepath.Join(dir, path.Base(r.File))
-		if err := writeSecretFile(p, vals[r.Name]); err != nil {
-			release()
-			return func() {}, fmt.Errorf("secret file %s: %w", r.File, err)
-		}
-	}
-	rs.Mounts = append(rs.Mounts, steadrt.Mount{Source: dir, Destination: secretFileDir, ReadOnly: true})
-	return release, nil
+// specRefs is the part of a stored sandbox spec the secrets read (the
+// spec is internal/sandbox's; its JSON is the contract).
+type specRefs struct {
+	SecretRefs []client.SecretRef `json:"secret_refs,omitempty"`
 }
 
-// writeSecretFile writes value to p (on the start's tmpfs), mode 0400,
-// owned by the agent.
-func writeSecretFile(p, value string) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC, 0o400)
-	if err != nil {
-		return err
+// decodeRefs reads the secret references of a stored sandbox spec.
+func decodeRefs(sb store.Sandbox) (specRefs, error) {
+	var sp specRefs
+	if err := json.Unmarshal(sb.Spec, &sp); err != nil {
+		return sp, fmt.Errorf("decode spec of sandbox %s: %w", sb.ID, err)
 	}
-	_, err = f.WriteString(value)
-	if err == nil {
-		err = f.Chown(agentUID, agentUID)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// withSecretEnv returns an exec's environment env with the current values
-// of the sandbox's secret variables ahead of it (env, the request's own,
-// wins a name both set): a rotation reaches the next exec.
-func (s *Service) withSecretEnv(ctx context.Context, sb store.Sandbox, env []string) ([]string, error) {
-	sp, err := decodeSpec(sb)
-	if err != nil {
-		return env, err
-	}
-	var base []string
-	if sp.Warm && len(sp.Env) > 0 {
-		// From the warm pool: it booted without its environment (warm.go).
-		if err := s.openEnv(sb.ID, &sp); err != nil {
-			return nil, err
-		}
-		if base, err = envList(sp.Env); err != nil {
-			return nil, err
-		}
-	}
-	if len(sp.SecretRefs) == 0 {
-		return append(base, env...), nil
-	}
-	senv, err := s.secretEnv(ctx, sb.TenantID, sp.SecretRefs)
-	if err != nil {
-		return nil, err
-	}
-	return append(append(base, senv...), env...), nil
-}
-
-// secretStage is the host directory where the secret files of sandbox id
-// are staged during its start.
-func (s *Service) secretStage(id string) string {
-	return filepath.Join(s.opts.StageDir, id+"-secrets")
-}
-
-// dropSecretStage unmounts the tmpfs (every one stacked) at dir and
-// removes dir; an absent dir is fine.
-func dropSecretStage(dir string) {
-	for range 8 {
-		if unix.Unmount(dir, unix.MNT_DETACH) != nil {
-			break
-		}
-	}
-	os.Remove(dir)
-}
-
-// dropSecretStages drops the secret stages a daemon killed during a start
-// left behind (their tmpfs would hold values in memory until a reboot).
-func (s *Service) dropSecretStages() {
-	dirs, _ := filepath.Glob(s.secretStage("*"))
-	for _, d := range dirs {
-		dropSecretStage(d)
-		s.log.Info("dropped a secret stage left by an interrupted start", "dir", d)
-	}
+	return sp, nil
 }

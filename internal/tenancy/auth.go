@@ -1,4 +1,4 @@
-package sandbox
+package tenancy
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func checkScope(sc store.KeyScope) error {
 			return fmt.Errorf("sandbox %q in a key's scope: give a sandbox id or name: %w", n, errs.ErrInvalid)
 		}
 	}
-	return checkLabels(sc.Labels)
+	return CheckLabels(sc.Labels)
 }
 
 // ListAPIKeys lists p's tenant's keys, without secrets.
@@ -285,15 +285,3 @@ func (s *Service) Bootstrap(ctx context.Context, keep func(secret string) error)
 	}
 	return secret, nil
 }
-
-var (
-	_ api.Backend           = (*Service)(nil)
-	_ api.CheckpointBackend = (*Service)(nil)
-	_ api.SnapshotBackend   = (*Service)(nil)
-	_ api.VolumeBackend     = (*Service)(nil)
-	_ api.AuditBackend      = (*Service)(nil)
-	_ api.SessionBackend    = (*Service)(nil)
-	_ api.OrientBackend     = (*Service)(nil)
-	_ api.TaskBackend       = (*Service)(nil)
-	_ api.TenantBackend     = (*Service)(nil)
-)

@@ -1,10 +1,11 @@
-package sandbox
+package tenancy
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 
@@ -22,15 +23,16 @@ import (
 //   - running_sandboxes: sandboxes running or paused (a paused sandbox
 //     keeps its memory);
 //   - cpus, memory_bytes: the instance sizes of those sandboxes, summed;
-//   - disk_bytes: the disk promised in the pool, as capacity.go counts it:
-//     disk quotas of live sandboxes (not deleted, not archived) and sizes
-//     of live volumes;
+//   - disk_bytes: the disk promised in the pool, as
+//     internal/sandbox/capacity.go counts it: disk quotas of live
+//     sandboxes (not deleted, not archived) and sizes of live volumes;
 //   - volumes: live volumes;
 //   - snapshots: local snapshots, of sandboxes and volumes;
 //   - repository_bytes: what the tenant's pushes keep in the repository,
-//     as the meter counts it (StorageSampler).
+//     as the meter counts it (sandbox.StorageSampler).
 //
-// Every path that raises a usage admits the rise first (admitQuota) and
+// Every path that raises a usage admits the rise first (AdmitQuota, which
+// internal/sandbox calls from its operations: quota_use.go) and
 // is refused, changing nothing, with an *errs.QuotaError (HTTP 429) and a
 // quota.exceeded event: a create (started or not; a fork, a restore or a
 // pull into a new sandbox), a start (a port's wake is a start), a hydrate,
@@ -56,9 +58,11 @@ import (
 // in the store the check reads, so two concurrent starts cannot both take
 // the last slot. (A rise is briefly counted twice, in the store and
 // pending, which only errs on the safe side.) The mutex is held for the
-// store reads only, never across a start or a clone. One daemon owns its
-// tenants' sandboxes; when nodes share a store, pending rises will have
-// to be shared too.
+// store reads only, never across a start or a clone. The pending rises
+// are in this process's memory: on one node that is all of them; in a
+// cluster another node's rises not yet stored are not seen, so creates
+// racing on two nodes can pass a limit together (docs/cluster.md,
+// sections 1 and 8).
 
 var _ api.QuotaBackend = (*Service)(nil)
 
@@ -68,29 +72,51 @@ const quotaNote = "a zero or absent limit is no limit; a limit below the usage i
 	"and paused sandboxes; disk_bytes counts the disk quotas of live sandboxes and the sizes of live volumes; a push is " +
 	"refused once repository_bytes is reached"
 
-// quotaUse is an amount of each quota but the repository's.
-type quotaUse struct {
-	running   int64
-	cpus      float64
-	memory    int64
-	disk      int64
-	volumes   int64
-	snapshots int64
+// Use is an amount of each quota but the repository's and the state's:
+// what a tenant holds, or what an operation adds.
+type Use struct {
+	// Running counts sandboxes running or paused.
+	Running int64
+	// CPUs and Memory are the summed instance sizes of those sandboxes.
+	CPUs   float64
+	Memory int64
+	// Disk is the disk promised in the pool (capacity.go of
+	// internal/sandbox counts it the same way).
+	Disk      int64
+	Volumes   int64
+	Snapshots int64
 }
 
-func (u quotaUse) plus(v quotaUse) quotaUse {
-	return quotaUse{running: u.running + v.running, cpus: u.cpus + v.cpus, memory: addSat(u.memory, v.memory),
-		disk: addSat(u.disk, v.disk), volumes: u.volumes + v.volumes, snapshots: u.snapshots + v.snapshots}
+// Plus returns u and v added (saturating the byte counts).
+func (u Use) Plus(v Use) Use {
+	return Use{Running: u.Running + v.Running, CPUs: u.CPUs + v.CPUs, Memory: addSat(u.Memory, v.Memory),
+		Disk: addSat(u.Disk, v.Disk), Volumes: u.Volumes + v.Volumes, Snapshots: u.Snapshots + v.Snapshots}
 }
 
-func (u quotaUse) minus(v quotaUse) quotaUse {
-	return quotaUse{running: u.running - v.running, cpus: u.cpus - v.cpus, memory: u.memory - v.memory,
-		disk: u.disk - v.disk, volumes: u.volumes - v.volumes, snapshots: u.snapshots - v.snapshots}
+// Minus returns u less v.
+func (u Use) Minus(v Use) Use {
+	return Use{Running: u.Running - v.Running, CPUs: u.CPUs - v.CPUs, Memory: u.Memory - v.Memory,
+		Disk: u.Disk - v.Disk, Volumes: u.Volumes - v.Volumes, Snapshots: u.Snapshots - v.Snapshots}
 }
 
-// runUse is what running sb's limits adds to the running quotas.
-func runUse(l client.Limits) quotaUse {
-	return quotaUse{running: 1, cpus: l.CPUs, memory: l.MemoryBytes}
+// addSat adds b (negative counts as 0) to a, saturating at MaxInt64.
+func addSat(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + max(b, 0)
+}
+
+// RunUse is what running a sandbox of limits l adds to the running
+// quotas.
+func RunUse(l client.Limits) Use {
+	return Use{Running: 1, CPUs: l.CPUs, Memory: l.MemoryBytes}
+}
+
+// specLimits is the part of a stored sandbox spec the quotas read (the
+// spec is internal/sandbox's; its JSON is the contract).
+type specLimits struct {
+	Limits client.Limits `json:"limits"`
 }
 
 // quotaGates holds each tenant's admission state.
@@ -103,7 +129,7 @@ type quotaGates struct {
 // rises.
 type quotaGate struct {
 	mu      sync.Mutex
-	pending quotaUse
+	pending Use
 	// state is the tenant's counted state bytes (statequota.go).
 	state stateUse
 }
@@ -122,23 +148,24 @@ func (g *quotaGates) get(tenant string) *quotaGate {
 	return t
 }
 
-// quotaUsage counts what the tenant holds, from the store.
-func (s *Service) quotaUsage(ctx context.Context, tenant string) (quotaUse, error) {
-	var u quotaUse
+// QuotaUsage counts what the tenant holds, from the store (without the
+// rises admitted and not stored yet).
+func (s *Service) QuotaUsage(ctx context.Context, tenant string) (Use, error) {
+	var u Use
 	sbs, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant})
 	if err != nil {
 		return u, fmt.Errorf("count the tenant's sandboxes: %w", err)
 	}
 	for _, sb := range sbs {
-		sp, err := decodeSpec(sb)
-		if err != nil {
+		var sp specLimits
+		if json.Unmarshal(sb.Spec, &sp) != nil {
 			continue
 		}
 		if sb.State == store.StateRunning || sb.State == store.StatePaused {
-			u = u.plus(runUse(sp.Limits))
+			u = u.Plus(RunUse(sp.Limits))
 		}
 		if sb.State != store.StateArchived && sb.State != store.StateDeleted {
-			u.disk = addSat(u.disk, sp.Limits.DiskBytes)
+			u.Disk = addSat(u.Disk, sp.Limits.DiskBytes)
 		}
 	}
 	vols, err := s.st.ListVolumes(ctx, tenant, false)
@@ -147,25 +174,25 @@ func (s *Service) quotaUsage(ctx context.Context, tenant string) (quotaUse, erro
 	}
 	for _, v := range vols {
 		if v.State != "deleted" {
-			u.volumes++
-			u.disk = addSat(u.disk, v.SizeBytes)
+			u.Volumes++
+			u.Disk = addSat(u.Disk, v.SizeBytes)
 		}
 	}
 	snaps, err := s.st.ListSnapshots(ctx, tenant, "")
 	if err != nil {
 		return u, fmt.Errorf("count the tenant's snapshots: %w", err)
 	}
-	u.snapshots = int64(len(snaps))
+	u.Snapshots = int64(len(snaps))
 	return u, nil
 }
 
-// admitQuota admits a rise of the tenant's usage by more for op (what is
+// AdmitQuota admits a rise of the tenant's usage by more for op (what is
 // refused: "start sandbox web"), or refuses it with an *errs.QuotaError
 // naming the first quota it would exceed (and a quota.exceeded event).
 // The rise is held as pending until release is called, which the caller
 // does once the records that carry it are stored, or the operation has
 // failed. See the atomicity paragraph above.
-func (s *Service) admitQuota(ctx context.Context, tenant, op string, more quotaUse) (release func(), err error) {
+func (s *Service) AdmitQuota(ctx context.Context, tenant, op string, more Use) (release func(), err error) {
 	q, err := s.st.GetTenantQuota(ctx, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read the tenant's quotas: %w", op, err)
@@ -176,29 +203,29 @@ func (s *Service) admitQuota(ctx context.Context, tenant, op string, more quotaU
 	g := s.quota.get(tenant)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	use, err := s.quotaUsage(ctx, tenant)
+	use, err := s.QuotaUsage(ctx, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	use = use.plus(g.pending)
+	use = use.Plus(g.pending)
 	if qe := exceeded(q, use, more); qe != nil {
 		qe.Op = op
 		return nil, s.refuseQuota(ctx, tenant, qe)
 	}
-	g.pending = g.pending.plus(more)
+	g.pending = g.pending.Plus(more)
 	return sync.OnceFunc(func() {
 		g.mu.Lock()
-		g.pending = g.pending.minus(more)
+		g.pending = g.pending.Minus(more)
 		g.mu.Unlock()
 	}), nil
 }
 
-// checkQuota is admitQuota for a check that holds nothing: the operation
+// CheckQuota is AdmitQuota for a check that holds nothing: the operation
 // admits its rises itself later (a fork checks all its sandboxes at once,
 // so that it is all or nothing, before each one is admitted as it is
 // made).
-func (s *Service) checkQuota(ctx context.Context, tenant, op string, more quotaUse) error {
-	release, err := s.admitQuota(ctx, tenant, op, more)
+func (s *Service) CheckQuota(ctx context.Context, tenant, op string, more Use) error {
+	release, err := s.AdmitQuota(ctx, tenant, op, more)
 	if err != nil {
 		return err
 	}
@@ -208,22 +235,22 @@ func (s *Service) checkQuota(ctx context.Context, tenant, op string, more quotaU
 
 // exceeded returns the first quota of q that use plus more would exceed
 // (only quotas that more raises count), or nil.
-func exceeded(q store.TenantQuota, use, more quotaUse) *errs.QuotaError {
+func exceeded(q store.TenantQuota, use, more Use) *errs.QuotaError {
 	ints := []struct {
 		name       string
 		limit      *int64
 		use, asked int64
 	}{
-		{errs.QuotaRunningSandboxes, q.RunningSandboxes, use.running, more.running},
-		{errs.QuotaMemoryBytes, q.MemoryBytes, use.memory, more.memory},
-		{errs.QuotaDiskBytes, q.DiskBytes, use.disk, more.disk},
-		{errs.QuotaVolumes, q.Volumes, use.volumes, more.volumes},
-		{errs.QuotaSnapshots, q.Snapshots, use.snapshots, more.snapshots},
+		{errs.QuotaRunningSandboxes, q.RunningSandboxes, use.Running, more.Running},
+		{errs.QuotaMemoryBytes, q.MemoryBytes, use.Memory, more.Memory},
+		{errs.QuotaDiskBytes, q.DiskBytes, use.Disk, more.Disk},
+		{errs.QuotaVolumes, q.Volumes, use.Volumes, more.Volumes},
+		{errs.QuotaSnapshots, q.Snapshots, use.Snapshots, more.Snapshots},
 	}
 	for i, c := range ints {
-		if i == 1 && q.CPUs != nil && *q.CPUs > 0 && more.cpus > 0 && use.cpus+more.cpus > *q.CPUs+1e-9 {
+		if i == 1 && q.CPUs != nil && *q.CPUs > 0 && more.CPUs > 0 && use.CPUs+more.CPUs > *q.CPUs+1e-9 {
 			// cpus come right after running_sandboxes.
-			return &errs.QuotaError{Quota: errs.QuotaCPUs, Limit: *q.CPUs, Usage: roundCPUs(use.cpus), Requested: more.cpus}
+			return &errs.QuotaError{Quota: errs.QuotaCPUs, Limit: *q.CPUs, Usage: roundCPUs(use.CPUs), Requested: more.CPUs}
 		}
 		if c.limit != nil && *c.limit > 0 && c.asked > 0 && addSat(c.use, c.asked) > *c.limit {
 			return &errs.QuotaError{Quota: c.name, Limit: float64(*c.limit), Usage: float64(c.use), Requested: float64(c.asked)}
@@ -249,19 +276,19 @@ func (s *Service) refuseQuota(ctx context.Context, tenant string, qe *errs.Quota
 	return qe
 }
 
-// checkRunSize refuses limits whose cpus or memory alone exceed the
+// CheckRunSize refuses limits whose cpus or memory alone exceed the
 // tenant's limit: a sandbox of that size could never start (a resize).
-func (s *Service) checkRunSize(ctx context.Context, tenant, op string, l client.Limits) error {
+func (s *Service) CheckRunSize(ctx context.Context, tenant, op string, l client.Limits) error {
 	q, err := s.st.GetTenantQuota(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("%s: read the tenant's quotas: %w", op, err)
 	}
-	if qe := exceeded(q, quotaUse{}, quotaUse{cpus: l.CPUs, memory: l.MemoryBytes}); qe != nil {
-		use, err := s.quotaUsage(ctx, tenant)
+	if qe := exceeded(q, Use{}, Use{CPUs: l.CPUs, Memory: l.MemoryBytes}); qe != nil {
+		use, err := s.QuotaUsage(ctx, tenant)
 		if err == nil {
-			qe.Usage = float64(use.memory)
+			qe.Usage = float64(use.Memory)
 			if qe.Quota == errs.QuotaCPUs {
-				qe.Usage = roundCPUs(use.cpus)
+				qe.Usage = roundCPUs(use.CPUs)
 			}
 		}
 		qe.Op = op
@@ -270,10 +297,10 @@ func (s *Service) checkRunSize(ctx context.Context, tenant, op string, l client.
 	return nil
 }
 
-// checkRepoQuota refuses a push of the tenant once its repository usage
+// CheckRepoQuota refuses a push of the tenant once its repository usage
 // has reached its limit (what a push will add is not known before it
 // runs). The usage is read from the repository, as the meter reads it.
-func (s *Service) checkRepoQuota(ctx context.Context, tenant, op string) error {
+func (s *Service) CheckRepoQuota(ctx context.Context, tenant, op string) error {
 	q, err := s.st.GetTenantQuota(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("%s: read the tenant's quotas: %w", op, err)
@@ -281,11 +308,14 @@ func (s *Service) checkRepoQuota(ctx context.Context, tenant, op string) error {
 	if q.RepositoryBytes == nil || *q.RepositoryBytes <= 0 {
 		return nil
 	}
-	r, err := s.repository(ctx)
+	if s.opts.Repo == nil {
+		return fmt.Errorf("%s: no repository is configured: %w", op, errs.ErrUnsupported)
+	}
+	tenantRepoBytes, err := s.opts.Repo.OpenRepoUsage(ctx)
 	if err != nil {
 		return err
 	}
-	used, err := tenantRepoBytes(ctx, r, tenant)
+	used, err := tenantRepoBytes(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("%s: read the tenant's repository usage: %w", op, err)
 	}
@@ -299,20 +329,20 @@ func (s *Service) checkRepoQuota(ctx context.Context, tenant, op string) error {
 // TenantQuotas returns a tenant's quotas with its usage (the repository's
 // read from the repository when one is configured).
 func (s *Service) TenantQuotas(ctx context.Context, tenant string) (client.TenantQuotas, error) {
-	if _, err := s.getTenant(ctx, tenant); err != nil {
+	if _, err := s.ReadTenant(ctx, tenant); err != nil {
 		return client.TenantQuotas{}, err
 	}
 	q, err := s.st.GetTenantQuota(ctx, tenant)
 	if err != nil {
 		return client.TenantQuotas{}, err
 	}
-	use, err := s.quotaUsage(ctx, tenant)
+	use, err := s.QuotaUsage(ctx, tenant)
 	if err != nil {
 		return client.TenantQuotas{}, err
 	}
 	out := client.TenantQuotas{Tenant: tenant, Limits: limitsView(q), Note: quotaNote,
-		Usage: client.QuotaUsage{RunningSandboxes: use.running, CPUs: roundCPUs(use.cpus), MemoryBytes: use.memory,
-			DiskBytes: use.disk, Volumes: use.volumes, Snapshots: use.snapshots}}
+		Usage: client.QuotaUsage{RunningSandboxes: use.Running, CPUs: roundCPUs(use.CPUs), MemoryBytes: use.Memory,
+			DiskBytes: use.Disk, Volumes: use.Volumes, Snapshots: use.Snapshots}}
 	if out.Usage.StateBytes, err = s.st.StateBytes(ctx, tenant); err != nil {
 		return client.TenantQuotas{}, err
 	}
@@ -320,9 +350,9 @@ func (s *Service) TenantQuotas(ctx context.Context, tenant string) (client.Tenan
 		at := q.UpdatedAt
 		out.UpdatedAt = &at
 	}
-	if s.opts.Repo != nil {
-		if r, err := s.repository(ctx); err == nil {
-			if b, err := tenantRepoBytes(ctx, r, tenant); err == nil {
+	if s.opts.Repo != nil && s.opts.Repo.RepoConfigured() {
+		if tenantRepoBytes, err := s.opts.Repo.OpenRepoUsage(ctx); err == nil {
+			if b, err := tenantRepoBytes(ctx, tenant); err == nil {
 				out.Usage.RepositoryBytes, out.RepositoryKnown = b, true
 			} else {
 				s.log.Warn("read a tenant's repository usage", "tenant", tenant, "err", err)
@@ -339,7 +369,7 @@ func (s *Service) TenantQuotas(ctx context.Context, tenant string) (client.Tenan
 // is errs.ErrInvalid and changes nothing. A limit below the usage is
 // accepted: it refuses further growth only.
 func (s *Service) SetTenantQuotas(ctx context.Context, tenant string, req client.SetQuotasRequest) (client.TenantQuotas, error) {
-	if _, err := s.getTenant(ctx, tenant); err != nil {
+	if _, err := s.ReadTenant(ctx, tenant); err != nil {
 		return client.TenantQuotas{}, err
 	}
 	// One writer per tenant: two partial updates do not lose each other.
@@ -411,75 +441,4 @@ func limitsView(q store.TenantQuota) client.QuotaLimits {
 		l.CPUs = *q.CPUs
 	}
 	return l
-}
-
-// admitStart admits the start of a stopped (or archived, or failed)
-// sandbox: one more running sandbox of its size.
-func (s *Service) admitStart(ctx context.Context, sb store.Sandbox) (release func(), err error) {
-	sp, err := decodeSpec(sb)
-	if err != nil {
-		return nil, err
-	}
-	return s.admitQuota(ctx, sb.TenantID, "start sandbox "+sb.Name, runUse(sp.Limits))
-}
-
-// snapshotCount is how many local snapshots a snapshot of sb makes: one,
-// and one per volume it mounts when they go with it.
-func snapshotCount(sb store.Sandbox, withVolumes bool) int64 {
-	n := int64(1)
-	if sp, err := decodeSpec(sb); err == nil && withVolumes {
-		seen := map[string]bool{}
-		for _, vm := range sp.Volumes {
-			if !seen[vm.Volume] {
-				seen[vm.Volume] = true
-				n++
-			}
-		}
-	}
-	return n
-}
-
-// forkUse is what n forks of limits l add (started unless noStart), with
-// snaps snapshots taken for them.
-func forkUse(n int, l client.Limits, noStart bool, snaps int64) quotaUse {
-	one := quotaUse{disk: l.DiskBytes}
-	if !noStart {
-		one = one.plus(runUse(l))
-	}
-	u := quotaUse{snapshots: snaps}
-	for range n {
-		u = u.plus(one)
-	}
-	return u
-}
-
-// restoreUse is what restoring push m into a new sandbox adds (started
-// unless noStart), with the volumes of pushes restored beside it: checked
-// before any data moves; each part is admitted again as it is made.
-func restoreUse(m *repo.Manifest, pushes map[string]volumePush, noStart bool) quotaUse {
-	var sp spec
-	_ = json.Unmarshal([]byte(m.Labels["spec"]), &sp)
-	l := sp.Limits
-	if l.DiskBytes <= 0 {
-		it, _ := lookupInstanceType("")
-		l.DiskBytes = it.Limits.DiskBytes
-	}
-	u := quotaUse{disk: l.DiskBytes}
-	if !noStart {
-		u = u.plus(runUse(l))
-	}
-	for _, vp := range pushes {
-		u = u.plus(volumeRestoreUse(vp.m))
-	}
-	return u
-}
-
-// volumeRestoreUse is what restoring pushed volume m into a new volume
-// adds.
-func volumeRestoreUse(m *repo.Manifest) quotaUse {
-	size, _ := strconv.ParseInt(m.Labels["size_bytes"], 10, 64)
-	if size <= 0 {
-		size = defaultVolumeBytes
-	}
-	return quotaUse{volumes: 1, disk: size}
 }

@@ -9,13 +9,12 @@ import (
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/tenancy"
 )
 
-// Tenants.
-//
-// A tenant owns sandboxes, volumes, snapshots, templates and keys; the
-// store answers another tenant's ids as absent ones. Who may call these
-// methods (admin keys) is decided by the API (api/authz.go).
+// The node-local half of tenants: what acts on a tenant's sandboxes,
+// volumes, snapshots, templates and pushed data. The tenant records
+// themselves are internal/tenancy's (cluster-wide).
 //
 // Deleting a tenant, in this order (a crash part way leaves a suspended
 // tenant whose delete can simply be run again):
@@ -28,81 +27,6 @@ import (
 //     the objects survive; the audit trail records each erased scope;
 //  4. remove the tenant with its keys from the store.
 
-// tenantView is the API's view of a tenant.
-func tenantView(t store.Tenant) client.Tenant {
-	st := t.State
-	if st == "" {
-		st = store.TenantActive
-	}
-	return client.Tenant{ID: t.ID, Name: t.Name, State: st, CreatedAt: t.CreatedAt, SuspendedAt: t.SuspendedAt}
-}
-
-// getTenant reads a tenant, saying so as a user reads it when absent.
-func (s *Service) getTenant(ctx context.Context, id string) (store.Tenant, error) {
-	t, err := s.st.GetTenant(ctx, id)
-	if errors.Is(err, errs.ErrNotFound) {
-		return t, fmt.Errorf("tenant %s: %w (stead tenant ls shows the tenants)", id, errs.ErrNotFound)
-	}
-	return t, err
-}
-
-// CreateTenant makes a tenant. Its id is a name: 1 to 48 lowercase
-// letters, digits and inner dashes.
-func (s *Service) CreateTenant(ctx context.Context, req client.CreateTenantRequest) (client.Tenant, error) {
-	if !validTenantID(req.ID) {
-		return client.Tenant{}, fmt.Errorf("tenant id %q: use 1 to 48 lowercase letters, digits and inner dashes: %w", req.ID, errs.ErrInvalid)
-	}
-	name := req.Name
-	if name == "" {
-		name = req.ID
-	}
-	t := store.Tenant{ID: req.ID, Name: name, State: store.TenantActive, CreatedAt: s.now()}
-	if err := s.st.CreateTenant(ctx, t); err != nil {
-		if errors.Is(err, errs.ErrConflict) {
-			return client.Tenant{}, fmt.Errorf("tenant %s exists already: %w", req.ID, errs.ErrConflict)
-		}
-		return client.Tenant{}, err
-	}
-	s.log.Info("tenant created", "tenant", t.ID)
-	return tenantView(t), nil
-}
-
-// validTenantID reports whether id is a tenant id: 1 to 48 of a-z 0-9
-// and inner dashes.
-func validTenantID(id string) bool {
-	if id == "" || len(id) > 48 || id[0] == '-' || id[len(id)-1] == '-' {
-		return false
-	}
-	for _, c := range []byte(id) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// ListTenants lists every tenant.
-func (s *Service) ListTenants(ctx context.Context) ([]client.Tenant, error) {
-	list, err := s.st.ListTenants(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]client.Tenant, 0, len(list))
-	for _, t := range list {
-		out = append(out, tenantView(t))
-	}
-	return out, nil
-}
-
-// GetTenant describes one tenant.
-func (s *Service) GetTenant(ctx context.Context, id string) (client.Tenant, error) {
-	t, err := s.getTenant(ctx, id)
-	if err != nil {
-		return client.Tenant{}, err
-	}
-	return tenantView(t), nil
-}
-
 // SuspendTenant refuses the tenant's keys and stops its running and
 // paused sandboxes. The default tenant cannot be suspended (it holds the
 // daemon's admin key).
@@ -110,58 +34,11 @@ func (s *Service) SuspendTenant(ctx context.Context, id string) (client.Tenant, 
 	if id == store.DefaultTenant {
 		return client.Tenant{}, fmt.Errorf("the default tenant holds the daemon's admin key and cannot be suspended: %w", errs.ErrForbidden)
 	}
-	t, err := s.setTenantState(ctx, id, store.TenantSuspended)
+	t, err := s.SetTenantState(ctx, id, store.TenantSuspended)
 	if err != nil {
 		return client.Tenant{}, err
 	}
-	return tenantView(t), s.stopTenant(context.WithoutCancel(ctx), id)
-}
-
-// UnsuspendTenant lets the tenant's keys work again; its sandboxes stay
-// stopped until started.
-func (s *Service) UnsuspendTenant(ctx context.Context, id string) (client.Tenant, error) {
-	t, err := s.setTenantState(ctx, id, store.TenantActive)
-	if err != nil {
-		return client.Tenant{}, err
-	}
-	return tenantView(t), nil
-}
-
-// setTenantState stores the tenant's state (a no-op when it has it).
-func (s *Service) setTenantState(ctx context.Context, id, state string) (store.Tenant, error) {
-	t, err := s.getTenant(ctx, id)
-	if err != nil {
-		return t, err
-	}
-	if t.State == state {
-		return t, nil
-	}
-	t.State, t.SuspendedAt = state, nil
-	if state == store.TenantSuspended {
-		now := s.now()
-		t.SuspendedAt = &now
-	}
-	if err := s.st.UpdateTenant(ctx, t); err != nil {
-		return t, fmt.Errorf("set tenant %s %s: %w", id, state, err)
-	}
-	s.log.Info("tenant state changed", "tenant", id, "state", state)
-	s.record(ctx, id, "tenant."+state, id, nil)
-	return t, nil
-}
-
-// tenantMayRun refuses to start or resume a sandbox of a suspended tenant,
-// whoever asks (a wake on a port request, a schedule, a rollback's
-// restart): errs.ErrForbidden.
-func (s *Service) tenantMayRun(ctx context.Context, tenant string) error {
-	t, err := s.st.GetTenant(ctx, tenant)
-	if err != nil {
-		return fmt.Errorf("tenant %s: %w", tenant, err)
-	}
-	if t.State == store.TenantSuspended {
-		return fmt.Errorf("tenant %s is suspended: its sandboxes stay stopped until an admin runs `stead tenant unsuspend %s`: %w",
-			tenant, tenant, errs.ErrForbidden)
-	}
-	return nil
+	return tenancy.View(t), s.stopTenant(context.WithoutCancel(ctx), id)
 }
 
 // stopTenant stops every running or paused sandbox of the tenant.
@@ -187,7 +64,7 @@ func (s *Service) DeleteTenant(ctx context.Context, id string) (client.TenantDel
 		return client.TenantDeletion{}, fmt.Errorf("the default tenant cannot be deleted: %w", errs.ErrForbidden)
 	}
 	ctx = context.WithoutCancel(ctx) // once begun, it runs to the end
-	if _, err := s.setTenantState(ctx, id, store.TenantSuspended); err != nil {
+	if _, err := s.SetTenantState(ctx, id, store.TenantSuspended); err != nil {
 		return client.TenantDeletion{}, err
 	}
 	d := client.TenantDeletion{Tenant: id}

@@ -1,4 +1,4 @@
-package sandbox
+package tenancy
 
 import (
 	"context"
@@ -12,19 +12,19 @@ import (
 // every kept checkpoint version, task and observation payload, key-value
 // value and session event payload (store.QuotaStore.StateBytes). The
 // state, session and tasks services ask admitState before every write
-// that adds bytes (api.StateAdmitFunc); a refusal is the 429 of the other
+// that adds bytes (api.StateAdmitFunc; internal/sandbox wires it); a refusal is the 429 of the other
 // quotas and changes nothing.
 //
 // Counting every write with a query over all the tenant's state would put
 // a table scan on the agents' hottest path (session appends), so the count
-// is kept per tenant: read from the store at most every stateQuotaTTL,
+// is kept per tenant: read from the store at most every StateQuotaTTL,
 // with each admitted write added to it in between. Deletions, prunes and
 // versions a checkpoint's keep drops show at the next read; until then the
 // count is too high, never too low (a write refused by the store after its
 // admission also counts until then).
 
-// stateQuotaTTL is how long a tenant's counted state bytes are reused.
-const stateQuotaTTL = 10 * time.Second
+// StateQuotaTTL is how long a tenant's counted state bytes are reused.
+const StateQuotaTTL = 10 * time.Second
 
 // stateUse is a tenant's counted state bytes and when they were read.
 type stateUse struct {
@@ -32,9 +32,9 @@ type stateUse struct {
 	bytes int64
 }
 
-// admitState admits a write adding n bytes of the tenant's state, or
+// AdmitState admits a write adding n bytes of the tenant's state, or
 // refuses it with an *errs.QuotaError for state_bytes.
-func (s *Service) admitState(ctx context.Context, tenant string, n int64) error {
+func (s *Service) AdmitState(ctx context.Context, tenant string, n int64) error {
 	q, err := s.st.GetTenantQuota(ctx, tenant)
 	if err != nil {
 		return fmt.Errorf("read the tenant's quotas: %w", err)
@@ -46,7 +46,7 @@ func (s *Service) admitState(ctx context.Context, tenant string, n int64) error 
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := s.now()
-	if g.state.at.IsZero() || now.Sub(g.state.at) >= stateQuotaTTL || now.Before(g.state.at) {
+	if g.state.at.IsZero() || now.Sub(g.state.at) >= StateQuotaTTL || now.Before(g.state.at) {
 		b, err := s.st.StateBytes(ctx, tenant)
 		if err != nil {
 			return fmt.Errorf("count the tenant's state: %w", err)
