@@ -279,7 +279,7 @@ func Run(ctx context.Context, cfg Config) error {
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), SecretsKey: secretsKey, PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
-		Net: netp.opts, Owner: cl.owner(),
+		Net: netp.opts, Owner: cl.owner(), NodeName: nodes.Name(),
 
 		DeleteRetention: cfg.DeleteRetention, RetentionWarnBefore: cfg.RetentionWarnBefore, // tenants' retention defaults
 	})
