@@ -143,3 +143,83 @@ func TestPruneStopsWhenItsScopeLeaseIsTakenOver(t *testing.T) {
 		t.Fatalf("the kept snapshot: %v", err)
 	}
 }
+
+// TestForgetHoldsTheScopeAloneAndStopsWhenItsLeaseGoes: forget takes the
+// scope's lease as a prune does (another node's push holds it up), and
+// when that lease is taken over after its first deletion it deletes no
+// more manifests and names the lost lease.
+func TestForgetHoldsTheScopeAloneAndStopsWhenItsLeaseGoes(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	c := newClock()
+	la := newLeases(t, st, "node-a", c, nil)
+	lb := newLeases(t, st, "node-b", c, nil)
+	inner, err := local.New(filepath.Join(t.TempDir(), "repo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := &onDelete{BlobStore: inner}
+	master, err := seal.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Init(ctx, bs, master); err != nil {
+		t.Fatal(err)
+	}
+	r, err := repo.Open(ctx, bs, master, repo.Options{Guard: NewScopeGuard(st, la, 10*time.Millisecond, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := r.Scope(ctx, "t-acme", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	var ids []seal.ID
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(src, "f"), []byte(fmt.Sprint("version ", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, _, err := a.Push(ctx, src, repo.PushOptions{Source: "sandbox/sb-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	// node-b pushes into the scope: node-a's forget waits for it.
+	gb := NewScopeGuard(st, lb, 10*time.Millisecond, nil)
+	relB, err := gb.Shared(ctx, "t-acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := a.Forget(wctx, ids[0]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("forget while node-b pushes: %v, want it to wait", err)
+	}
+	relB()
+	bs.hook = func(n int) {
+		if n != 1 {
+			return
+		}
+		c.Add(31 * time.Second)
+		if _, err := lb.Acquire(ctx, ScopeKey("t-acme")); err != nil {
+			t.Errorf("node-b takes the scope: %v", err)
+		}
+		la.RenewAll(ctx)
+	}
+	err = a.Forget(ctx, ids...)
+	if err == nil || !strings.Contains(err.Error(), "scope/t-acme") || !strings.Contains(err.Error(), "lost") {
+		t.Fatalf("forget after losing its scope lease: %v, want an error naming the lost lease", err)
+	}
+	bs.mu.Lock()
+	n := len(bs.deleted)
+	bs.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("forget deleted %d manifests, want 1", n)
+	}
+	left, err := a.Snapshots(ctx)
+	if err != nil || len(left) != 2 {
+		t.Fatalf("manifests left: %d, %v", len(left), err)
+	}
+}

@@ -334,7 +334,8 @@ func (s *Service) WatchOperation(ctx context.Context, p api.Principal, id string
 
 func remoteView(m *repo.Manifest) client.RemoteSnapshot {
 	v := client.RemoteSnapshot{ID: m.ID.String(), Scope: m.Scope, Source: m.Source, Time: m.Time,
-		Files: m.Stats.Files, Bytes: m.Stats.Bytes, DataBytes: m.Stats.DataBytes, AddedBytes: m.Stats.AddedBytes, Labels: m.Labels}
+		Files: m.Stats.Files, Bytes: m.Stats.Bytes, DataBytes: m.Stats.DataBytes, AddedBytes: m.Stats.AddedBytes, Labels: m.Labels,
+		WriterNode: m.Writer.Node, WriterEpoch: m.Writer.Epoch}
 	if spec, ok := m.Labels["spec"]; ok {
 		v.Labels = maps.Clone(m.Labels)
 		v.Labels["spec"] = maskedSpecJSON(spec)

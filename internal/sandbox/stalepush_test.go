@@ -119,7 +119,7 @@ func TestStalePushAfterFailoverNeverWins(t *testing.T) {
 		t.Fatalf("the listing ends with %s, want n2's %s", all[3].ID, latest.ID)
 	}
 	list, err := s2.ListRemoteSnapshots(ctx, tn, sb.ID)
-	if err != nil || len(list) != 4 || list[3].ID != p2.RemoteSnapshot.ID {
+	if err != nil || len(list) != 4 || list[3].ID != p2.RemoteSnapshot.ID || list[3].WriterNode != "n2" || list[3].WriterEpoch != 2 {
 		t.Fatalf("remote listing %+v %v", list, err)
 	}
 	if _, drop := (repo.Policy{KeepLast: 1}).Apply(all, time.Now()); len(drop) != 3 || slicesHasID(drop, p2.RemoteSnapshot.ID) {
