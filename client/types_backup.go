@@ -91,6 +91,11 @@ type RemoteSnapshot struct {
 	// Mounts are the volume mounts a pushed sandbox had (label "volumes"):
 	// a restore attaches them again.
 	Mounts []PushedMount `json:"mounts,omitempty" doc:"volume mounts of the pushed sandbox, re-attached by a restore"`
+	// WriterNode and WriterEpoch are who pushed it: the node, and the
+	// epoch of the sandbox's lease it pushed under (empty and 0 for
+	// pushes made before they were recorded; epoch 0 for volumes).
+	WriterNode  string `json:"writer_node,omitempty" doc:"node that pushed it (empty if not recorded)"`
+	WriterEpoch int64  `json:"writer_epoch,omitempty" doc:"epoch of the sandbox's lease the push was made under: of one sandbox's pushes, the highest epoch is the newest (0 if not recorded)"`
 }
 
 // PushedMount is a volume mount as a push records it: the volume's id and

@@ -18,6 +18,12 @@
 //     raising the cap above it, deleting the budget or a new period lifts
 //     the refusal at once: no state is cleared by hand.
 //
+// In a cluster the checks run once per cluster: Options.Leader says
+// whether this node runs them now (the node holding the budget job lease,
+// cluster.Job), and the actions reach the node that holds each sandbox
+// (Options.Sandboxes relays them: cluster.Router.RelayBudget). MayRun and
+// the budget API work on every node.
+//
 // Crash ordering. A crossing (or a warning) is written to the budget's
 // state before its event and audit record: a crash between the two loses
 // that event, never reports it twice; the action on the sandboxes does not
@@ -82,6 +88,11 @@ type Options struct {
 	Audit audit.Recorder
 	// Interval is the tick (default DefaultInterval).
 	Interval time.Duration
+	// Leader, when set (a cluster), is asked before each of Run's ticks
+	// whether this node checks the budgets now; it returns ctx carrying
+	// the fence the enforcer's own store writes (a budget's state) are
+	// made under. Nil: this node always checks (one node).
+	Leader func(ctx context.Context) (fenced context.Context, ok bool)
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -160,7 +171,8 @@ func (e *Enforcer) measure(ctx context.Context, b store.Budget, now time.Time) (
 	return m, nil
 }
 
-// Run ticks every Interval until ctx ends.
+// Run ticks every Interval until ctx ends; with a Leader, only the ticks
+// it leads.
 func (e *Enforcer) Run(ctx context.Context) {
 	t := time.NewTicker(e.opts.Interval)
 	defer t.Stop()
@@ -169,7 +181,14 @@ func (e *Enforcer) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := e.Tick(ctx); err != nil {
+			wctx := ctx
+			if e.opts.Leader != nil {
+				var ok bool
+				if wctx, ok = e.opts.Leader(ctx); !ok {
+					continue
+				}
+			}
+			if err := e.tick(ctx, wctx); err != nil && ctx.Err() == nil {
 				e.log.Error("budget tick", "err", err)
 			}
 		}
@@ -178,7 +197,11 @@ func (e *Enforcer) Run(ctx context.Context) {
 
 // Tick checks every budget once (see the package comment). A budget whose
 // check fails is logged and skipped; the others are checked all the same.
-func (e *Enforcer) Tick(ctx context.Context) error {
+func (e *Enforcer) Tick(ctx context.Context) error { return e.tick(ctx, ctx) }
+
+// tick is Tick with the budgets' state written under wctx (a leader's
+// fence).
+func (e *Enforcer) tick(ctx, wctx context.Context) error {
 	e.tickMu.Lock()
 	defer e.tickMu.Unlock()
 	list, err := e.st.ListBudgets(ctx, "")
@@ -187,7 +210,7 @@ func (e *Enforcer) Tick(ctx context.Context) error {
 	}
 	var errList []error
 	for _, b := range list {
-		if err := e.check(ctx, b); err != nil {
+		if err := e.check(ctx, wctx, b); err != nil {
 			e.log.Error("budget check", "budget", b.ID, "tenant", b.TenantID, "err", err)
 			errList = append(errList, err)
 		}
@@ -207,7 +230,7 @@ func numbers(b store.Budget, m measure) map[string]string {
 	return d
 }
 
-func (e *Enforcer) check(ctx context.Context, b store.Budget) error {
+func (e *Enforcer) check(ctx, wctx context.Context, b store.Budget) error {
 	now := e.now()
 	m, err := e.measure(ctx, b, now)
 	if err != nil {
@@ -223,7 +246,7 @@ func (e *Enforcer) check(ctx context.Context, b store.Budget) error {
 		st.ExceededPeriod, st.ExceededAt, st.ExceededSpendMicros, st.ExceededCapMicros = m.key, &now, m.spend, b.CapMicros
 	}
 	if newWarning || newCrossing {
-		if err := e.st.SetBudgetState(ctx, b.TenantID, b.ID, st); err != nil {
+		if err := e.st.SetBudgetState(wctx, b.TenantID, b.ID, st); err != nil {
 			return fmt.Errorf("record the state of budget %s: %w", b.ID, err)
 		}
 	}

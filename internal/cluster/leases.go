@@ -74,7 +74,13 @@ type Leases struct {
 
 	mu   sync.Mutex
 	held map[string]*heldLease
+	// watches are the contexts Watch handed out, by lease: each ends when
+	// this node stops holding its lease.
+	watches map[string]map[*leaseWatch]struct{}
 }
+
+// leaseWatch is one context handed out by Watch.
+type leaseWatch struct{ cancel context.CancelCauseFunc }
 
 // NewLeases returns the empty lease set of node o.Node.
 func NewLeases(o LeaseOptions) (*Leases, error) {
@@ -99,7 +105,7 @@ func NewLeases(o LeaseOptions) (*Leases, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Leases{o: o, held: map[string]*heldLease{}}, nil
+	return &Leases{o: o, held: map[string]*heldLease{}, watches: map[string]map[*leaseWatch]struct{}{}}, nil
 }
 
 // Acquire takes (or refreshes) the lease of sandbox id for this node and
@@ -123,6 +129,7 @@ func (l *Leases) Release(ctx context.Context, id string) error {
 	l.mu.Lock()
 	h, ok := l.held[id]
 	delete(l.held, id)
+	l.endWatchesLocked(id, fmt.Errorf("lease %s of node %s released", id, l.o.Node))
 	l.mu.Unlock()
 	if !ok {
 		return nil
@@ -140,11 +147,57 @@ func (l *Leases) Release(ctx context.Context, id string) error {
 func (l *Leases) Held(id string) (epoch int64, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.heldLocked(id)
+}
+
+// heldLocked is Held with l.mu held.
+func (l *Leases) heldLocked(id string) (epoch int64, ok bool) {
 	h, found := l.held[id]
 	if !found || h.suspended || !l.o.Clock().Before(h.own.ExpiresAt.Add(-l.o.Margin)) {
 		return 0, false
 	}
 	return h.own.Epoch, true
+}
+
+// Watch returns a context derived from ctx that ends when this node stops
+// holding lease id: it is lost (another node holds or held it since, or
+// it was expired: found by a renew), it comes within Margin of its expiry
+// without a renew (CheckLapse: the store is out of reach), or it is
+// released. context.Cause then names the lease and why. It ends at once
+// when the lease is not held now. A failed renew alone does not end it
+// (the lease still holds until the margin: a later renew may succeed).
+// stop ends the watch and the context; call it when done.
+func (l *Leases) Watch(ctx context.Context, id string) (held context.Context, stop func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	w := &leaseWatch{cancel: cancel}
+	l.mu.Lock()
+	if _, ok := l.heldLocked(id); !ok {
+		l.mu.Unlock()
+		cancel(fmt.Errorf("lease %s is not held by node %s: %w", id, l.o.Node, errs.ErrConflict))
+		return wctx, func() {}
+	}
+	if l.watches[id] == nil {
+		l.watches[id] = map[*leaseWatch]struct{}{}
+	}
+	l.watches[id][w] = struct{}{}
+	l.mu.Unlock()
+	return wctx, func() {
+		l.mu.Lock()
+		delete(l.watches[id], w)
+		if len(l.watches[id]) == 0 {
+			delete(l.watches, id)
+		}
+		l.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// endWatchesLocked ends the watches of lease id with cause (l.mu held).
+func (l *Leases) endWatchesLocked(id string, cause error) {
+	for w := range l.watches[id] {
+		w.cancel(cause)
+	}
+	delete(l.watches, id)
 }
 
 // Fence returns ctx carrying the store fence of sandbox id's lease, for the
@@ -230,6 +283,7 @@ func (l *Leases) RenewAll(ctx context.Context) int {
 			h.own, h.suspended, h.lapsed = renewed, false, false
 		case store.IsFenced(err):
 			delete(l.held, id)
+			l.endWatchesLocked(id, fmt.Errorf("lease %s of node %s lost: %w", id, l.o.Node, err))
 			lost = append(lost, loss{id, err})
 		default:
 			h.suspended = true
@@ -265,6 +319,8 @@ func (l *Leases) CheckLapse() []string {
 		if !h.lapsed && !now.Before(h.own.ExpiresAt.Add(-l.o.Margin)) {
 			h.lapsed, h.suspended = true, true
 			ids = append(ids, id)
+			l.endWatchesLocked(id, fmt.Errorf("lease %s of node %s (epoch %d) lapsing without a renew (the store is out of reach): %w",
+				id, l.o.Node, h.own.Epoch, errs.ErrConflict))
 		}
 	}
 	l.mu.Unlock()

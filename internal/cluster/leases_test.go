@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -339,5 +340,44 @@ func TestNewLeasesRejectsBadOptions(t *testing.T) {
 		if _, err := NewLeases(o); !errors.Is(err, errs.ErrInvalid) {
 			t.Fatalf("NewLeases(%+v): %v, want invalid", o, err)
 		}
+	}
+}
+
+// TestWatchEndsWhenTheLeaseLapsesIsLostOrReleased: a watch of a held
+// lease lasts while it holds and ends, naming the lease, when it lapses
+// without a renew, when it is released, and at once when it is not held.
+func TestWatchEndsWhenTheLeaseLapsesIsLostOrReleased(t *testing.T) {
+	ctx := t.Context()
+	st := openStore(t)
+	c := newClock()
+	l := newLeases(t, st, "node-a", c, nil)
+	if _, err := l.Acquire(ctx, "job/x"); err != nil {
+		t.Fatal(err)
+	}
+	w, stop := l.Watch(ctx, "job/x")
+	defer stop()
+	l.RenewAll(ctx)
+	if w.Err() != nil {
+		t.Fatalf("a renewed lease's watch ended: %v", context.Cause(w))
+	}
+	c.Add(28 * time.Second) // within the 3 s margin of the 30 s TTL
+	l.CheckLapse()
+	if cause := context.Cause(w); cause == nil || !strings.Contains(cause.Error(), "job/x") || !strings.Contains(cause.Error(), "lapsing") {
+		t.Fatalf("watch after the lapse: %v", cause)
+	}
+	if _, err := l.Acquire(ctx, "job/y"); err != nil {
+		t.Fatal(err)
+	}
+	wy, stopY := l.Watch(ctx, "job/y")
+	defer stopY()
+	if err := l.Release(ctx, "job/y"); err != nil {
+		t.Fatal(err)
+	}
+	if cause := context.Cause(wy); cause == nil || !strings.Contains(cause.Error(), "released") {
+		t.Fatalf("watch after the release: %v", cause)
+	}
+	wz, _ := l.Watch(ctx, "job/z")
+	if cause := context.Cause(wz); !errors.Is(cause, errs.ErrConflict) {
+		t.Fatalf("watch of a lease not held: %v", cause)
 	}
 }

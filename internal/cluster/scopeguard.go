@@ -153,10 +153,12 @@ func (g *ScopeGuard) releaser(scope, key string) func() {
 	}
 }
 
-// Exclusive holds scope alone (prune, repair): it takes the scope's lease
-// (waiting while another node holds it) and then waits until no other
-// node's push holds the scope.
-func (g *ScopeGuard) Exclusive(ctx context.Context, scope string) (func(), error) {
+// Exclusive holds scope alone (prune, repair, forget): it takes the
+// scope's lease (waiting while another node holds it) and then waits until
+// no other node's push holds the scope. held ends when the lease does
+// (Leases.Watch: lost to another node, or lapsing without a renew), so the
+// operation stops deleting once another node may hold the scope.
+func (g *ScopeGuard) Exclusive(ctx context.Context, scope string) (held context.Context, release func(), err error) {
 	key := ScopeKey(scope)
 	logged := false
 	for {
@@ -165,17 +167,19 @@ func (g *ScopeGuard) Exclusive(ctx context.Context, scope string) (func(), error
 			break
 		}
 		if !errors.Is(err, errs.ErrConflict) {
-			return nil, fmt.Errorf("hold scope %s alone: %w", scope, err)
+			return nil, nil, fmt.Errorf("hold scope %s alone: %w", scope, err)
 		}
 		if !logged {
 			g.log.Info("prune or repair waits: another node holds the scope alone", "scope", scope)
 			logged = true
 		}
 		if err := g.wait(ctx); err != nil {
-			return nil, fmt.Errorf("hold scope %s alone (another node prunes or repairs it): %w", scope, err)
+			return nil, nil, fmt.Errorf("hold scope %s alone (another node prunes or repairs it): %w", scope, err)
 		}
 	}
-	release := func() {
+	held, stop := g.leases.Watch(ctx, key)
+	release = func() {
+		stop()
 		if err := g.leases.Release(context.Background(), key); err != nil {
 			g.log.Warn("release a scope lease (it lapses on its own)", "scope", scope, "err", err)
 		}
@@ -186,7 +190,7 @@ func (g *ScopeGuard) Exclusive(ctx context.Context, scope string) (func(), error
 		owns, err := g.st.ListOwnerships(ctx, "")
 		if err != nil {
 			release()
-			return nil, fmt.Errorf("hold scope %s alone: list leases: %w", scope, err)
+			return nil, nil, fmt.Errorf("hold scope %s alone: list leases: %w", scope, err)
 		}
 		now := g.clock()
 		var busy []string
@@ -196,7 +200,11 @@ func (g *ScopeGuard) Exclusive(ctx context.Context, scope string) (func(), error
 			}
 		}
 		if len(busy) == 0 {
-			return release, nil
+			if held.Err() != nil {
+				release()
+				return nil, nil, fmt.Errorf("hold scope %s alone: %w", scope, context.Cause(held))
+			}
+			return held, release, nil
 		}
 		if !logged {
 			g.log.Info("prune or repair waits for other nodes' pushes into the scope", "scope", scope, "nodes", busy)
@@ -204,7 +212,7 @@ func (g *ScopeGuard) Exclusive(ctx context.Context, scope string) (func(), error
 		}
 		if err := g.wait(ctx); err != nil {
 			release()
-			return nil, fmt.Errorf("hold scope %s alone (nodes %v push into it): %w", scope, busy, err)
+			return nil, nil, fmt.Errorf("hold scope %s alone (nodes %v push into it): %w", scope, busy, err)
 		}
 	}
 }

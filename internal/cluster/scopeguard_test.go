@@ -45,7 +45,7 @@ func TestScopeGuardPruneWaitsForOtherNodesPushesAndPushesWaitForIt(t *testing.T)
 	}
 	prune := make(chan func(), 1)
 	go func() {
-		rel, err := a.Exclusive(ctx, "t-acme")
+		_, rel, err := a.Exclusive(ctx, "t-acme")
 		if err != nil {
 			t.Error(err)
 		}
@@ -55,7 +55,7 @@ func TestScopeGuardPruneWaitsForOtherNodesPushesAndPushesWaitForIt(t *testing.T)
 		t.Fatal("a's prune began while b pushed into the scope")
 	}
 	// Another scope is free meanwhile, on either node.
-	if rel, err := a.Exclusive(ctx, "t-other"); err != nil {
+	if _, rel, err := a.Exclusive(ctx, "t-other"); err != nil {
 		t.Fatal(err)
 	} else {
 		rel()
@@ -90,7 +90,7 @@ func TestScopeGuardPruneWaitsForOtherNodesPushesAndPushesWaitForIt(t *testing.T)
 	// A second prune elsewhere waits too.
 	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if _, err := b.Exclusive(sctx, "t-acme"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, err := b.Exclusive(sctx, "t-acme"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("b's prune while a prunes: %v, want to wait", err)
 	}
 	relA()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/audit"
+	"github.com/stead-dev/stead/internal/budget"
 	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
@@ -288,6 +289,7 @@ func (c *clusterNode) nodeRoutes(next http.Handler) http.Handler {
 		}
 		answer(w, r, struct{}{}, c.svc.Load().FinishHandOff(r.Context(), r.PathValue("id"), f.HandOff, f.Moved))
 	})
+	cluster.HandleBudget(mux, c.svc.Load())
 	guarded := c.router.Auth().RequireNode(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/") {
@@ -302,6 +304,25 @@ func (c *clusterNode) nodeRoutes(next http.Handler) http.Handler {
 func nodeOf(r *http.Request) string {
 	n, _ := cluster.CallingNode(r.Context())
 	return n
+}
+
+// budgetSandboxes is what the budget enforcer acts through: the service on
+// a single node; in a cluster the service for this node's sandboxes and a
+// node call to the owner for the others' (the checks run on one node).
+func (c *clusterNode) budgetSandboxes(svc *sandbox.Service) budget.Sandboxes {
+	if c == nil {
+		return svc
+	}
+	return c.router.RelayBudget(svc)
+}
+
+// budgetLeader says whether this node runs the budget checks now (nil on a
+// single node: always): the holder of the cluster's budget job lease.
+func (c *clusterNode) budgetLeader() func(context.Context) (context.Context, bool) {
+	if c == nil {
+		return nil
+	}
+	return cluster.NewJob(c.leases, cluster.BudgetJobKey, c.log).Lead
 }
 
 // owner is the sandbox service's Owner: the leases in a cluster, nil (the

@@ -279,7 +279,7 @@ func Run(ctx context.Context, cfg Config) error {
 		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), SecretsKey: secretsKey, PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
-		Net: netp.opts, Owner: cl.owner(),
+		Net: netp.opts, Owner: cl.owner(), NodeName: nodes.Name(),
 
 		DeleteRetention: cfg.DeleteRetention, RetentionWarnBefore: cfg.RetentionWarnBefore, // tenants' retention defaults
 	})
@@ -307,7 +307,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	budgets := budget.New(budget.Options{Store: st, Spend: mt.meter, Sandboxes: svc, Events: &sinks, Audit: auditLog, Interval: cfg.BudgetInterval, Logger: log})
+	// In a cluster the checks run on one node at a time, and act on each
+	// sandbox through the node that holds it.
+	budgets := budget.New(budget.Options{Store: st, Spend: mt.meter, Sandboxes: cl.budgetSandboxes(svc), Leader: cl.budgetLeader(),
+		Events: &sinks, Audit: auditLog, Interval: cfg.BudgetInterval, Logger: log})
 	svc.SetBudgets(budgets)
 	if _, err := nodes.Heartbeat(ctx); err != nil {
 		return fmt.Errorf("register node: %w", err)

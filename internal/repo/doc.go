@@ -67,8 +67,22 @@
 // (check warns, repair and prune clear it). Repair writes no manifest:
 // a damaged snapshot is repaired when every blob it names is readable again.
 //
-// One process writes a scope at a time: push, prune, repair and forget
-// take the scope's lock in the Repository (in-process); check writes only
-// damage marks. Running two daemons against one repository for the same
-// tenant is not supported.
+// Within one process, push, prune, repair and forget take the scope's lock
+// in the Repository; check writes only damage marks. Across processes (the
+// nodes of a cluster) Options.Guard orders them the same way: pushes share
+// a scope, prune, repair and forget hold it alone, and stop before their
+// next deletion (and before prune's or repair's index rewrite) once that
+// hold ends on its own (the node's lease on the scope lapsed or was taken
+// over); where they stop, the crash ordering above holds. Without a guard,
+// running two daemons against one repository for the same tenant is not
+// supported.
+//
+// # Writers
+//
+// A manifest records its writer: the node that pushed it and the epoch of
+// the lease it pushed under (Manifest.Writer; zero in older manifests).
+// Within one source the newest manifest is the one with the highest epoch,
+// then the newest time (CompareManifests): a node that lost a sandbox's
+// lease and still pushes writes at its old epoch, so its manifest never
+// counts as newer than the new owner's, whatever its time.
 package repo

@@ -38,8 +38,9 @@ func (g *recordingGuard) Shared(_ context.Context, scope string) (func(), error)
 	return g.take("shared", scope)
 }
 
-func (g *recordingGuard) Exclusive(_ context.Context, scope string) (func(), error) {
-	return g.take("exclusive", scope)
+func (g *recordingGuard) Exclusive(ctx context.Context, scope string) (context.Context, func(), error) {
+	rel, err := g.take("exclusive", scope)
+	return ctx, rel, err
 }
 
 // TestScopeGuardOrdersPushesPrunesAndRepairs: a push holds its scope

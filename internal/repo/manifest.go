@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,34 @@ type Manifest struct {
 	// Digest is the tree digest of the source taken by the caller (optional).
 	Digest string `json:"digest,omitempty"`
 	Stats  Stats  `json:"stats"`
+	// Writer is who pushed the manifest, and under which lease epoch
+	// (zero in manifests written before it was recorded).
+	Writer Writer `json:"writer,omitzero"`
+}
+
+// Writer is the node that pushed a manifest and the epoch of the lease it
+// pushed under (a sandbox's owner lease; 0 when the source has none, as a
+// volume). Readers that do not know the field ignore it, and manifests
+// without it read as the zero Writer, so the format is unchanged both ways.
+type Writer struct {
+	Node  string `json:"node,omitempty"`
+	Epoch int64  `json:"epoch,omitempty"`
+}
+
+// CompareManifests orders two manifests of one source from older to
+// newer (-1, 0, +1): by the writer's lease epoch first, then by time, then
+// by id. A node that lost a sandbox's lease may still write a manifest
+// after the new owner's, later in time but at a lower epoch: it never
+// counts as the newer one. Manifests without a writer (epoch 0) are older
+// than every one with an epoch, as they were written before.
+func CompareManifests(a, b *Manifest) int {
+	if c := cmp.Compare(a.Writer.Epoch, b.Writer.Epoch); c != 0 {
+		return c
+	}
+	if c := a.Time.Compare(b.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID.String(), b.ID.String())
 }
 
 // writeManifest seals and stores m, setting m.ID.
@@ -130,8 +159,10 @@ func (s *Scope) manifestIDs(ctx context.Context) ([]seal.ID, error) {
 	return ids, nil
 }
 
-// Snapshots lists the scope's manifests, oldest first. A manifest that
-// cannot be read is an error (check reports which).
+// Snapshots lists the scope's manifests, oldest first: by time across
+// sources, and within one source as CompareManifests orders them (a stale
+// writer's manifest goes before the new owner's, whatever its time). A
+// manifest that cannot be read is an error (check reports which).
 func (s *Scope) Snapshots(ctx context.Context) ([]*Manifest, error) {
 	ids, err := s.manifestIDs(ctx)
 	if err != nil {
@@ -154,10 +185,35 @@ func (s *Scope) Snapshots(ctx context.Context) ([]*Manifest, error) {
 		}
 		return strings.Compare(a.ID.String(), b.ID.String())
 	})
+	orderSources(out)
 	return out, nil
 }
 
-// Latest returns the newest manifest of source, or errs.ErrNotFound.
+// orderSources reorders, in place, the manifests of each source among the
+// positions the time order gave that source, as CompareManifests orders
+// them: other sources' manifests keep their places.
+func orderSources(ms []*Manifest) {
+	pos := map[string][]int{}
+	for i, m := range ms {
+		pos[m.Source] = append(pos[m.Source], i)
+	}
+	for _, p := range pos {
+		if len(p) < 2 {
+			continue
+		}
+		group := make([]*Manifest, len(p))
+		for j, i := range p {
+			group[j] = ms[i]
+		}
+		slices.SortFunc(group, CompareManifests)
+		for j, i := range p {
+			ms[i] = group[j]
+		}
+	}
+}
+
+// Latest returns the newest manifest of source (CompareManifests: the
+// highest writer epoch, then the newest time), or errs.ErrNotFound.
 func (s *Scope) Latest(ctx context.Context, source string) (*Manifest, error) {
 	all, err := s.Snapshots(ctx)
 	if err != nil {
@@ -171,11 +227,24 @@ func (s *Scope) Latest(ctx context.Context, source string) (*Manifest, error) {
 	return nil, fmt.Errorf("latest pushed snapshot of %s: %w", source, errs.ErrNotFound)
 }
 
-// Forget deletes manifests (their data stays until Prune).
-func (s *Scope) Forget(ctx context.Context, ids ...seal.ID) error {
+// Forget deletes manifests (their data stays until Prune). It holds the
+// scope alone, as prune does, and stops when that hold ends.
+func (s *Scope) Forget(ctx context.Context, ids ...seal.ID) (err error) {
+	if len(ids) == 0 {
+		return nil
+	}
 	s.lock.Lock()
 	defer s.lock.Unlock()
+	ctx, release, err := s.hold(ctx, true)
+	if err != nil {
+		return fmt.Errorf("forget: %w", err)
+	}
+	defer release()
+	defer func() { err = whyStopped(ctx, err) }()
 	for _, id := range ids {
+		if err := stillHeld(ctx, "forgetting snapshot "+id.String()); err != nil {
+			return fmt.Errorf("forget: %w", err)
+		}
 		if err := s.r.store.Delete(ctx, manifestKey(s.name, id)); err != nil {
 			return fmt.Errorf("forget snapshot %s: %w", id, err)
 		}

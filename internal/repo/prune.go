@@ -44,7 +44,8 @@ func (p Policy) Validate() error {
 }
 
 // Apply splits manifests into those the policy keeps and those it drops,
-// per Source. Both lists are newest first.
+// per Source. Both lists are newest first, as CompareManifests orders a
+// source's manifests (a stale writer's after the new owner's).
 func (p Policy) Apply(ms []*Manifest, now time.Time) (keep, drop []*Manifest) {
 	groups := map[string][]*Manifest{}
 	var order []string
@@ -56,7 +57,8 @@ func (p Policy) Apply(ms []*Manifest, now time.Time) (keep, drop []*Manifest) {
 	}
 	for _, src := range order {
 		g := slices.Clone(groups[src])
-		slices.SortStableFunc(g, func(a, b *Manifest) int { return b.Time.Compare(a.Time) })
+		// Newest first, a stale writer's manifest after the new owner's.
+		slices.SortStableFunc(g, func(a, b *Manifest) int { return CompareManifests(b, a) })
 		if p.Empty() {
 			keep = append(keep, g...)
 			continue
@@ -145,18 +147,18 @@ type PruneStats struct {
 // interrupted pushes) and packs with no used blob are deleted; packs with
 // more than MaxUnused unused bytes are repacked. The crash ordering is in
 // the package documentation.
-func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error) {
-	var st PruneStats
+func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (st PruneStats, err error) {
 	if opts.MaxUnused <= 0 {
 		opts.MaxUnused = 0.25
 	}
 	s.lock.Lock()
 	defer s.lock.Unlock()
-	release, err := s.hold(ctx, true)
+	ctx, release, err := s.hold(ctx, true)
 	if err != nil {
 		return st, fmt.Errorf("prune: %w", err)
 	}
 	defer release()
+	defer func() { err = whyStopped(ctx, err) }()
 	if err := s.loadIndex(ctx); err != nil {
 		return st, err
 	}
@@ -319,6 +321,9 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 		return st, fmt.Errorf("prune: encode index: %w", err)
 	}
 	nid := seal.Hash(data)
+	if err := stillHeld(ctx, "writing the new index"); err != nil {
+		return st, fmt.Errorf("prune: %w", err)
+	}
 	if err := s.r.store.Put(ctx, indexKey(s.name, nid), data); err != nil {
 		return st, fmt.Errorf("prune: write index: %w", err)
 	}
@@ -326,6 +331,9 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 
 	// 3. The old index files, then the packs nothing lists any more.
 	for _, id := range oldIndexes {
+		if err := stillHeld(ctx, "deleting index "+id.String()); err != nil {
+			return st, fmt.Errorf("prune: %w", err)
+		}
 		if err := s.r.store.Delete(ctx, indexKey(s.name, id)); err != nil {
 			return st, fmt.Errorf("prune: delete index %s: %w", id, err)
 		}
@@ -333,6 +341,9 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 	// The new index no longer needs to name what it superseded; a later
 	// prune drops the list. Reload so lookups match the store.
 	for _, id := range remove {
+		if err := stillHeld(ctx, "deleting pack "+id.String()); err != nil {
+			return st, fmt.Errorf("prune: %w", err)
+		}
 		if err := s.r.store.Delete(ctx, packKey(s.name, id)); err != nil {
 			return st, fmt.Errorf("prune: delete pack %s: %w", id, err)
 		}
@@ -340,6 +351,9 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (PruneStats, error
 	// 4. The damage marks of packs now gone.
 	for _, id := range remove {
 		if damaged[id] != nil {
+			if err := stillHeld(ctx, "clearing the damage mark of pack "+id.String()); err != nil {
+				return st, fmt.Errorf("prune: %w", err)
+			}
 			if err := s.clearDamage(ctx, id); err != nil {
 				return st, fmt.Errorf("prune: %w", err)
 			}

@@ -52,6 +52,9 @@ type PushOptions struct {
 	Tenant string
 	Labels map[string]string
 	Digest string
+	// Writer is recorded in the manifest: the pushing node and the epoch
+	// of the lease it pushes under.
+	Writer Writer
 	// Progress is called about every 200 ms and once at the end (optional).
 	Progress func(Progress)
 	// Diff, with Parent, says what changed between the local snapshot
@@ -191,7 +194,7 @@ func (s *Scope) Push(ctx context.Context, src string, opts PushOptions) (*Manife
 	start := time.Now()
 	s.lock.RLock()
 	defer s.lock.RUnlock()
-	release, err := s.hold(ctx, false)
+	_, release, err := s.hold(ctx, false)
 	if err != nil {
 		return nil, PushStats{}, fmt.Errorf("push: %w", err)
 	}
@@ -363,7 +366,7 @@ func (p *pusher) run(ctx context.Context, parentRoot *seal.ID, parent *Manifest)
 	}
 	m := &Manifest{Scope: p.s.name, Time: time.Now().UTC(), Tree: *rootNode.Subtree, Root: *rootNode,
 		Parent: p.opts.Parent, Source: p.opts.Source, Tenant: p.opts.Tenant, Labels: p.opts.Labels,
-		Digest: p.opts.Digest, Stats: st}
+		Digest: p.opts.Digest, Stats: st, Writer: p.opts.Writer}
 	if err := p.s.writeManifest(ctx, m); err != nil {
 		return nil, err
 	}

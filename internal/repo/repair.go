@@ -72,17 +72,18 @@ type RepairResult struct {
 // blobs damaged snapshots still lack, then takes the damaged packs out of
 // the index and deletes them. It lists the snapshots still damaged. The
 // crash ordering is in the package documentation.
-func (s *Scope) Repair(ctx context.Context, opts RepairOptions) (*RepairResult, error) {
+func (s *Scope) Repair(ctx context.Context, opts RepairOptions) (_ *RepairResult, err error) {
 	start := time.Now()
 	res := &RepairResult{Scope: s.name, PacksRemoved: []seal.ID{}, PacksIntact: []seal.ID{},
 		Repaired: []RepairedSnapshot{}, Damaged: []SnapshotDamage{}}
 	s.lock.Lock()
 	defer s.lock.Unlock()
-	release, err := s.hold(ctx, true)
+	ctx, release, err := s.hold(ctx, true)
 	if err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	}
 	defer release()
+	defer func() { err = whyStopped(ctx, err) }()
 	if err := s.loadIndex(ctx); err != nil {
 		return nil, err
 	}
@@ -330,20 +331,32 @@ func (s *Scope) dropPacks(ctx context.Context, drop []seal.ID) error {
 	if err != nil {
 		return fmt.Errorf("repair: encode index: %w", err)
 	}
+	if err := stillHeld(ctx, "writing the index"); err != nil {
+		return fmt.Errorf("repair: %w", err)
+	}
 	if err := s.r.store.Put(ctx, indexKey(s.name, seal.Hash(data)), data); err != nil {
 		return fmt.Errorf("repair: write index: %w", err)
 	}
 	for _, id := range olds {
+		if err := stillHeld(ctx, "deleting index "+id.String()); err != nil {
+			return fmt.Errorf("repair: %w", err)
+		}
 		if err := s.r.store.Delete(ctx, indexKey(s.name, id)); err != nil {
 			return fmt.Errorf("repair: delete index %s: %w", id, err)
 		}
 	}
 	for _, id := range drop {
+		if err := stillHeld(ctx, "deleting pack "+id.String()); err != nil {
+			return fmt.Errorf("repair: %w", err)
+		}
 		if err := s.r.store.Delete(ctx, packKey(s.name, id)); err != nil && !errors.Is(err, errs.ErrNotFound) {
 			return fmt.Errorf("repair: delete pack %s: %w", id, err)
 		}
 	}
 	for _, id := range drop {
+		if err := stillHeld(ctx, "clearing the damage mark of pack "+id.String()); err != nil {
+			return fmt.Errorf("repair: %w", err)
+		}
 		if err := s.clearDamage(ctx, id); err != nil {
 			return err
 		}

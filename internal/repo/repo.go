@@ -111,22 +111,52 @@ type Options struct {
 // content-addressed objects), while prune and repair, which delete and
 // rewrite packs a push elsewhere may be writing or deduplicating against,
 // need it alone. Each method returns once the scope is held that way, or
-// with ctx's error; release ends the hold.
+// with ctx's error; release ends the hold. Exclusive also returns held, a
+// context derived from ctx that ends when the hold ends on its own (the
+// node's lease on the scope lapsed or was taken over), with
+// context.Cause saying why: prune, repair and forget check it before each
+// deletion and stop, so a node that lost the scope deletes nothing more.
 type ScopeGuard interface {
 	Shared(ctx context.Context, scope string) (release func(), err error)
-	Exclusive(ctx context.Context, scope string) (release func(), err error)
+	Exclusive(ctx context.Context, scope string) (held context.Context, release func(), err error)
 }
 
-// hold takes the repository's guard on scope s (a no-op without one).
-func (s *Scope) hold(ctx context.Context, exclusive bool) (func(), error) {
+// hold takes the repository's guard on scope s (a no-op without one) and
+// returns the context to work under: ctx, or for an exclusive hold the
+// guard's held context.
+func (s *Scope) hold(ctx context.Context, exclusive bool) (context.Context, func(), error) {
 	g := s.r.opts.Guard
 	if g == nil {
-		return func() {}, nil
+		return ctx, func() {}, nil
 	}
 	if exclusive {
 		return g.Exclusive(ctx, s.name)
 	}
-	return g.Shared(ctx, s.name)
+	release, err := g.Shared(ctx, s.name)
+	return ctx, release, err
+}
+
+// whyStopped adds to err, the failure of an operation under an exclusive
+// hold, why the hold ended when it has (a store call cut short by it fails
+// with the bare context error).
+func whyStopped(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
+}
+
+// stillHeld returns nil while ctx (an exclusive hold's) lasts, else an
+// error saying that the operation stopped before what, and why (the lost
+// lease, by context.Cause).
+func stillHeld(ctx context.Context, what string) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("stopped before %s: %w", what, context.Cause(ctx))
 }
 
 // Repository is an opened repository. Safe for concurrent use.

@@ -334,7 +334,8 @@ func (s *Service) WatchOperation(ctx context.Context, p api.Principal, id string
 
 func remoteView(m *repo.Manifest) client.RemoteSnapshot {
 	v := client.RemoteSnapshot{ID: m.ID.String(), Scope: m.Scope, Source: m.Source, Time: m.Time,
-		Files: m.Stats.Files, Bytes: m.Stats.Bytes, DataBytes: m.Stats.DataBytes, AddedBytes: m.Stats.AddedBytes, Labels: m.Labels}
+		Files: m.Stats.Files, Bytes: m.Stats.Bytes, DataBytes: m.Stats.DataBytes, AddedBytes: m.Stats.AddedBytes, Labels: m.Labels,
+		WriterNode: m.Writer.Node, WriterEpoch: m.Writer.Epoch}
 	if spec, ok := m.Labels["spec"]; ok {
 		v.Labels = maps.Clone(m.Labels)
 		v.Labels["spec"] = maskedSpecJSON(spec)
@@ -432,7 +433,7 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 	source := "sandbox/" + sbID
 	var parent seal.ID
 	var diff treediff.Diff
-	if last, err := sc.Latest(ctx, source); err == nil {
+	if last, err := s.lastPush(ctx, sc, sb); err == nil {
 		parent = last.ID
 		diff = s.pushDiff(ctx, tenant, sbID, last, sn.ID)
 	} else if !errors.Is(err, errs.ErrNotFound) {
@@ -457,7 +458,7 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 		}
 	}
 	m, st, err := sc.Push(ctx, s.pool.Path(snapshotDataset(sn.ID)), repo.PushOptions{Parent: parent, Source: source,
-		Tenant: tenant, Labels: labels, Progress: op.progress("push"), Diff: diff})
+		Tenant: tenant, Labels: labels, Progress: op.progress("push"), Diff: diff, Writer: s.writer(sbID)})
 	if err != nil {
 		if taken {
 			s.pool.Delete(ctx, snapshotDataset(sn.ID))
@@ -467,7 +468,15 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 	}
 	// Remember the push; keep only the newest push snapshot locally.
 	now := s.now()
-	s.updateBackup(ctx, tenant, sbID, func(b *backupSpec) { b.LastPush, b.LastPushID = &now, m.ID.String() })
+	if err := s.updateBackup(ctx, tenant, sbID, func(b *backupSpec) { b.LastPush, b.LastPushID = &now, m.ID.String() }); err != nil {
+		if store.IsFenced(err) {
+			// Another node owns the sandbox now: its pushes stand, this
+			// one stays unpublished (the restore paths never take it).
+			return client.PushResult{}, nil, fmt.Errorf("push of sandbox %s is not published (manifest %s): this node lost its lease: %w",
+				sbID, m.ID.String()[:12], err)
+		}
+		s.log.Warn("record the push in the sandbox", "sandbox", sbID, "snapshot", m.ID.String(), "err", err)
+	}
 	if taken {
 		if list, err := s.st.ListSnapshots(ctx, tenant, sbID); err == nil {
 			for _, old := range list {
@@ -494,6 +503,41 @@ func (s *Service) push(ctx context.Context, op *operation, tenant, sbID, snapID,
 		res.BytesUploaded += vst.BytesUploaded
 	}
 	return res, m, nil
+}
+
+// lastPush is sandbox sb's latest push: the one the store recorded (a
+// push is published by the fenced write of that record, so a node that
+// lost the sandbox's lease cannot make its own push the latest), else,
+// when none is recorded or it is gone from the repository, the latest by
+// the repository alone (repo.Scope.Latest: highest writer epoch, then
+// newest time).
+func (s *Service) lastPush(ctx context.Context, sc *repo.Scope, sb store.Sandbox) (*repo.Manifest, error) {
+	source := "sandbox/" + sb.ID
+	if id, err := seal.ParseID(backupOf(sb).LastPushID); err == nil {
+		m, err := sc.Manifest(ctx, id)
+		if err == nil && m.Source == source {
+			return m, nil
+		}
+		if err != nil && !errors.Is(err, errs.ErrNotFound) {
+			return nil, err
+		}
+	}
+	return sc.Latest(ctx, source)
+}
+
+// writer is who pushes sandbox id now (repo.Writer): this node and the
+// epoch of the sandbox's lease it holds (a volume, which has no lease of
+// its own, is pushed with epoch 0: its pushes are ordered by time).
+func (s *Service) writer(id string) repo.Writer {
+	node := s.opts.Owner.Node()
+	if node == "" {
+		node = s.opts.NodeName
+	}
+	w := repo.Writer{Node: node}
+	if id != "" {
+		w.Epoch, _ = s.opts.Owner.Held(id)
+	}
+	return w
 }
 
 // pushDiff compares the local snapshot the parent push read (kept as the
@@ -613,11 +657,10 @@ func (s *Service) resolveRemote(ctx context.Context, sc *repo.Scope, tenant, sna
 	case snapshot != "":
 		return sc.ResolveManifest(ctx, snapshot)
 	case sandbox != "":
-		id := sandbox
 		if sb, err := s.get(ctx, tenant, sandbox); err == nil {
-			id = sb.ID
+			return s.lastPush(ctx, sc, sb)
 		}
-		return sc.Latest(ctx, "sandbox/"+id)
+		return sc.Latest(ctx, "sandbox/"+sandbox)
 	}
 	return nil, fmt.Errorf("give a remote snapshot id or a sandbox: %w", errs.ErrInvalid)
 }

@@ -35,10 +35,13 @@ func (s *Service) DrillSandbox(ctx context.Context, tenant, id string, req clien
 		return client.Operation{}, err
 	}
 	sbID := id
-	if sb, err := s.get(ctx, tenant, id); err == nil {
+	var m *repo.Manifest
+	if sb, gerr := s.get(ctx, tenant, id); gerr == nil {
 		sbID = sb.ID
+		m, err = s.lastPush(ctx, sc, sb)
+	} else {
+		m, err = sc.Latest(ctx, "sandbox/"+sbID)
 	}
-	m, err := sc.Latest(ctx, "sandbox/"+sbID)
 	if errors.Is(err, errs.ErrNotFound) {
 		return client.Operation{}, fmt.Errorf("sandbox %s has no pushed snapshot to drill (stead push %s): %w", id, id, errs.ErrNotFound)
 	}

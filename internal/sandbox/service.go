@@ -91,6 +91,9 @@ type Options struct {
 	// reconciliation, expiry purges). API requests are recorded by the API
 	// layer. Nil records nothing.
 	Audit *audit.Log
+	// NodeName names this node in the manifests it pushes (repo.Writer);
+	// in a cluster the Owner's node name is used.
+	NodeName string
 	// Repo is the off-box repository (nil: backup verbs answer that none
 	// is configured).
 	Repo *RepoConfig

@@ -84,7 +84,7 @@ func (s *Service) pushVolumeClone(ctx context.Context, op *operation, r *repo.Re
 		l[k] = val
 	}
 	return sc.Push(ctx, s.pool.Path(clone), repo.PushOptions{Parent: parent.ID, Source: source, Tenant: tenant,
-		Labels: l, Progress: op.progress("push " + v.Name)})
+		Labels: l, Progress: op.progress("push " + v.Name), Writer: s.writer("")})
 }
 
 // volumeManifests returns the tenant's pushed volume snapshots and the
