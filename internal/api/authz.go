@@ -155,7 +155,7 @@ func routeAllows(p Principal, method, path string) error {
 	switch {
 	case path == "/v1/tenants" || strings.HasPrefix(path, "/v1/tenants/"),
 		path == "/v1/nodes" || strings.HasPrefix(path, "/v1/nodes/"), // the cluster's machines
-		path == "/v1/lost-copies", // the nodes' kept copies of lost sandboxes
+		path == "/v1/lost-copies",                                    // the nodes' kept copies of lost sandboxes
 		adminRoutes[route]:
 		if role != client.RoleAdmin || p.Scoped() {
 			return refuse("an admin key")
