@@ -26,6 +26,10 @@ type Node struct {
 	CreatedAt     time.Time `json:"created_at" doc:"When the node first registered"`
 	// Alive is whether the last heartbeat is within the grace period.
 	Alive bool `json:"alive" doc:"Whether the last heartbeat is within the grace period"`
+	// Templates are the dataset ids of the templates in the node's pool
+	// (a template of the default tenant by its id; another tenant's as
+	// t<16 hex digits>-<id>).
+	Templates []string `json:"templates,omitempty" doc:"Dataset ids of the templates in the node's pool, as of its last heartbeat"`
 	// Self marks the node that answered the request.
 	Self bool `json:"self,omitempty" doc:"The node that answered"`
 }

@@ -162,13 +162,18 @@ func (r *Router) Route(ctx context.Context, tenant, idOrName string) (api.Peer, 
 
 // Place picks the node that creates tenant's sandbox req (Pick over the
 // registry, the store's leases and the creates this node placed and has
-// not yet answered): the zero Peer for this node. A create naming an
-// unknown instance type is placed here, where the service refuses it.
+// not yet answered; an imported template only where it is, TemplateNeed):
+// the zero Peer for this node. A create naming an unknown instance type or
+// template is placed here, where the service refuses it. No node with
+// room (and the template) is a *NoRoomError (errs.ErrConflict, 409).
 // done must be called once the create is answered.
 func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSandboxRequest) (api.Peer, func(), error) {
 	need, err := InstanceTypeNeed(r.o.InstanceTypes, r.o.DefaultInstanceType, req.InstanceType, req.DiskBytes)
 	if err != nil {
 		return api.Peer{}, func() {}, nil
+	}
+	if need, err = TemplateNeed(ctx, r.o.Store, tenant, req.Template, need); err != nil {
+		return api.Peer{}, nil, fmt.Errorf("place sandbox: %w", err)
 	}
 	nodes, err := r.o.Store.ListNodes(ctx)
 	if err != nil {

@@ -175,10 +175,18 @@ func (c *clusterNode) apiRouter() api.Router {
 }
 
 // pick places a sandbox that must move (failover, evacuate) on a node with
-// room for it, never on exclude.
+// room for it (the rule of placement: cpus, memory and pool free against
+// what each node runs), never on exclude, and preferably on one that has
+// its template (an adoption restores the whole root from the push and does
+// not read the template, so a node without it still takes the sandbox).
+// Tenant quotas are not checked again: they count a tenant's sandboxes
+// across the cluster, and a move adds none.
 func (c *clusterNode) pick(ctx context.Context, sb store.Sandbox, exclude string) (store.Node, error) {
 	need, err := cluster.SandboxNeed(sb)
 	if err != nil {
+		return store.Node{}, err
+	}
+	if need, err = cluster.TemplateNeed(ctx, c.st, sb.TenantID, sb.TemplateID, need); err != nil {
 		return store.Node{}, err
 	}
 	nodes, err := c.st.ListNodes(ctx)
@@ -189,7 +197,9 @@ func (c *clusterNode) pick(ctx context.Context, sb store.Sandbox, exclude string
 	if err != nil {
 		return store.Node{}, err
 	}
-	return cluster.Pick(nodes, loads, need, c.router.Policy(), exclude)
+	p := c.router.Policy()
+	p.TemplatePreferred = true
+	return cluster.Pick(nodes, loads, need, p, exclude)
 }
 
 // The node-to-node routes: what the failover coordinator and the
