@@ -174,32 +174,9 @@ func (c *clusterNode) apiRouter() api.Router {
 	return c.router
 }
 
-// pick places a sandbox that must move (failover, evacuate) on a node with
-// room for it (the rule of placement: cpus, memory and pool free against
-// what each node runs), never on exclude, and preferably on one that has
-// its template (an adoption restores the whole root from the push and does
-// not read the template, so a node without it still takes the sandbox).
-// Tenant quotas are not checked again: they count a tenant's sandboxes
-// across the cluster, and a move adds none.
+// pick places a sandbox that must move (failover, evacuate): Router.PickMove.
 func (c *clusterNode) pick(ctx context.Context, sb store.Sandbox, exclude string) (store.Node, error) {
-	need, err := cluster.SandboxNeed(sb)
-	if err != nil {
-		return store.Node{}, err
-	}
-	if need, err = cluster.TemplateNeed(ctx, c.st, sb.TenantID, sb.TemplateID, need); err != nil {
-		return store.Node{}, err
-	}
-	nodes, err := c.st.ListNodes(ctx)
-	if err != nil {
-		return store.Node{}, fmt.Errorf("list nodes: %w", err)
-	}
-	loads, err := c.router.Loads(ctx)
-	if err != nil {
-		return store.Node{}, err
-	}
-	p := c.router.Policy()
-	p.TemplatePreferred = true
-	return cluster.Pick(nodes, loads, need, p, exclude)
+	return c.router.PickMove(ctx, sb, exclude)
 }
 
 // The node-to-node routes: what the failover coordinator and the
