@@ -462,6 +462,17 @@ func (c *cluster) recoverLostCopies(sbs []client.Sandbox) {
 	if left := lostOn(c.Nodes[2]); len(left) != 0 {
 		c.t.Fatalf("after discard: %+v", left)
 	}
+	// node3 built the host template for its creates and reports it at its
+	// heartbeats (placement reads it).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		i := slices.IndexFunc(c.nodes(c.Nodes[0]), func(n client.Node) bool { return n.Name == "node3" })
+		if i >= 0 && slices.Contains(c.nodes(c.Nodes[0])[i].Templates, "host") {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node3 does not report its host template: %+v", c.nodes(c.Nodes[0]))
+		}
+	}
 }
 
 // TestClusterEvacuateUnderLoad: `stead node evacuate node3` while a loop
