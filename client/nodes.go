@@ -49,3 +49,26 @@ func (c *Client) EvacuateNode(ctx context.Context, name string, req EvacuateRequ
 	err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(name)+"/evacuate", nil, req, &op)
 	return op, err
 }
+
+// ListLostCopies lists the kept copies of lost sandboxes on node, or on
+// every node when node is "" (admin keys only).
+func (c *Client) ListLostCopies(ctx context.Context, node string) ([]LostCopy, error) {
+	if node == "" {
+		return listAll[LostCopy](ctx, c, "/v1/lost-copies", nil)
+	}
+	return listAll[LostCopy](ctx, c, "/v1/nodes/"+url.PathEscape(node)+"/lost", nil)
+}
+
+// RecoverLostCopy makes a new, stopped sandbox of the copy's tenant on
+// node from the kept copy (admin keys only); the copy stays until it is
+// discarded.
+func (c *Client) RecoverLostCopy(ctx context.Context, node, copy string, req RecoverLostCopyRequest) (Sandbox, error) {
+	var sb Sandbox
+	err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(node)+"/lost/"+url.PathEscape(copy)+"/recover", nil, req, &sb)
+	return sb, err
+}
+
+// DiscardLostCopy deletes a kept copy from node's pool (admin keys only).
+func (c *Client) DiscardLostCopy(ctx context.Context, node, copy string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/nodes/"+url.PathEscape(node)+"/lost/"+url.PathEscape(copy), nil, nil, nil)
+}

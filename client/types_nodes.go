@@ -26,6 +26,10 @@ type Node struct {
 	CreatedAt     time.Time `json:"created_at" doc:"When the node first registered"`
 	// Alive is whether the last heartbeat is within the grace period.
 	Alive bool `json:"alive" doc:"Whether the last heartbeat is within the grace period"`
+	// Templates are the dataset ids of the templates in the node's pool
+	// (a template of the default tenant by its id; another tenant's as
+	// t<16 hex digits>-<id>).
+	Templates []string `json:"templates,omitempty" doc:"Dataset ids of the templates in the node's pool, as of its last heartbeat"`
 	// Self marks the node that answered the request.
 	Self bool `json:"self,omitempty" doc:"The node that answered"`
 }
@@ -53,4 +57,32 @@ type EvacuatedSandbox struct {
 	// before its last delta push until it ran on the target.
 	PauseSeconds float64 `json:"pause_seconds,omitempty" doc:"Seconds the sandbox was paused: its last delta push plus the restore on the target"`
 	Error        string  `json:"error,omitempty" doc:"Why it did not move"`
+}
+
+// LostCopy is the kept root of a sandbox a node ran and then lost the
+// lease of (another node owns the sandbox now): what the agent wrote there
+// after the sandbox's last push, kept until an operator recovers it into
+// a new sandbox or discards it.
+type LostCopy struct {
+	// Node is the node whose pool holds the copy.
+	Node string `json:"node" doc:"Node whose pool holds the copy"`
+	// Copy names the copy on its node: lost-<epoch>-<sandbox id>.
+	Copy string `json:"copy" doc:"Name of the copy on its node (lost-<epoch>-<sandbox id>)"`
+	// Sandbox is the id of the sandbox it is a copy of.
+	Sandbox string `json:"sandbox" doc:"Id of the sandbox it is a copy of"`
+	// SandboxName and Tenant are that sandbox's, from its record ("" when
+	// the record is gone).
+	SandboxName string `json:"sandbox_name,omitempty" doc:"Name of that sandbox (empty when its record is gone)"`
+	Tenant      string `json:"tenant,omitempty" doc:"Tenant of that sandbox (empty when its record is gone)"`
+	// Epoch is the lease epoch the node knew when it kept the copy.
+	Epoch int64 `json:"epoch" doc:"Lease epoch the node knew when it kept the copy"`
+	// KeptAt is when the copy was kept (its root was renamed).
+	KeptAt time.Time `json:"kept_at" doc:"When the node kept the copy"`
+	// SizeBytes is what the copy takes in the node's pool (-1: unknown).
+	SizeBytes int64 `json:"size_bytes" doc:"What the copy takes in the node's pool (-1 when it cannot be read)"`
+}
+
+// RecoverLostCopyRequest makes a new sandbox from a kept copy.
+type RecoverLostCopyRequest struct {
+	Name string `json:"name,omitempty" doc:"Name of the new sandbox (default: its id)"`
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -410,6 +411,66 @@ func TestClusterPartitionedNodeNeverRunsWithNewOwnerAndFencesOnHeal(t *testing.T
 		}
 		if w := c.chk.Where(sb.ID); !slices.Equal(w, []string{newOwner[sb.ID]}) {
 			t.Fatalf("%s runs on %v after the heal; want its new owner %s alone", sb.ID, w, newOwner[sb.ID])
+		}
+	}
+	c.recoverLostCopies(sbs)
+}
+
+// recoverLostCopies: the copies node3 kept of sbs are listed through
+// node1 (a signed call to node3), one is recovered into a new sandbox on
+// node3 holding what its agent wrote after the last push, and both are
+// discarded through node2.
+func (c *cluster) recoverLostCopies(sbs []client.Sandbox) {
+	c.t.Helper()
+	ctx := ctxT(c.t)
+	lostOn := func(via *rig.Node, args ...string) []client.LostCopy {
+		var list []client.LostCopy
+		out := c.cli(via, append([]string{"node", "lost", "ls", "--json"}, args...)...)
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			c.t.Fatalf("node lost ls --json through %s: %v\n%s", via.Name, err, out)
+		}
+		return list
+	}
+	copies := map[string]client.LostCopy{}
+	for _, l := range lostOn(c.Nodes[0]) {
+		copies[l.Sandbox] = l
+	}
+	for _, sb := range sbs {
+		l, ok := copies[sb.ID]
+		if !ok || l.Node != "node3" || l.SandboxName != sb.Name || l.Tenant == "" || l.Epoch < 1 || l.SizeBytes <= 0 {
+			c.t.Fatalf("node lost ls through node1: %+v; want node3's copy of %s", copies, sb.ID)
+		}
+	}
+	if len(lostOn(c.Nodes[0], "--node", "node1")) != 0 {
+		c.t.Fatalf("node1 lists lost copies it never kept")
+	}
+	l := copies[sbs[0].ID]
+	out := c.cli(c.Nodes[0], "node", "lost", "recover", "node3", l.Copy, "--name", "salvage", "--json")
+	var rec client.Sandbox
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.ID == sbs[0].ID || rec.State != "stopped" {
+		c.t.Fatalf("recover through node1: %q %v", out, err)
+	}
+	if _, err := c.Nodes[1].Client.StartSandbox(ctx, rec.ID); err != nil {
+		c.t.Fatalf("start the recovered sandbox through node2: %v", err)
+	}
+	if got, err := c.exec(c.Nodes[1], rec.ID, "agent", "cat /workspace/after-push"); err != nil || strings.TrimSpace(got) != "too-late" {
+		c.t.Fatalf("the recovered sandbox (on %v) holds %q %v; want what the agent wrote after the last push", c.chk.Where(rec.ID), got, err)
+	}
+	for _, l := range copies {
+		c.cli(c.Nodes[1], "node", "lost", "discard", l.Node, l.Copy)
+	}
+	if left := lostOn(c.Nodes[2]); len(left) != 0 {
+		c.t.Fatalf("after discard: %+v", left)
+	}
+	// node3 built the host template for its creates and reports it at its
+	// heartbeats (placement reads it).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		i := slices.IndexFunc(c.nodes(c.Nodes[0]), func(n client.Node) bool { return n.Name == "node3" })
+		if i >= 0 && slices.Contains(c.nodes(c.Nodes[0])[i].Templates, "host") {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node3 does not report its host template: %+v", c.nodes(c.Nodes[0]))
 		}
 	}
 }

@@ -29,16 +29,19 @@ A node is alive while its last heartbeat is within the grace period
 place no new sandboxes on it; drain it to also mark it to be emptied;
 uncordon makes it take sandboxes again. A cordon or drain outlives the
 node's restarts. Evacuate drains a node and moves its sandboxes to the
-others. These commands need an admin key.`,
+others. A node that lost a sandbox to another node keeps its copy of the
+sandbox's root; stead node lost lists, recovers and discards those copies.
+These commands need an admin key.`,
 		Example: `  stead node ls
   stead node cordon node-2
   stead node drain node-2
   stead node uncordon node-2
-  stead node evacuate node-2`,
+  stead node evacuate node-2
+  stead node lost ls`,
 	}
 	group(cmd)
 	cmd.AddCommand(newNodeLsCmd(g), newNodeShowCmd(g),
-		newNodeStateCmd(g, "cordon"), newNodeStateCmd(g, "drain"), newNodeStateCmd(g, "uncordon"), newNodeEvacuateCmd(g))
+		newNodeStateCmd(g, "cordon"), newNodeStateCmd(g, "drain"), newNodeStateCmd(g, "uncordon"), newNodeEvacuateCmd(g), newNodeLostCmd(g))
 	return cmd
 }
 

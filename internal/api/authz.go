@@ -22,7 +22,7 @@ import (
 // and path template, so a new route falls under the rules of its place in
 // the tree, never under none) and the principal's role and scope:
 //
-//   - /v1/tenants/..., /v1/nodes/... and the daemon-wide routes in adminRoutes (the
+//   - /v1/tenants/..., /v1/nodes/..., /v1/lost-copies and the daemon-wide routes in adminRoutes (the
 //     repository's init; a template import, which reads the daemon's host)
 //     need role admin;
 //   - /v1/keys/... and /v1/audit/... need role tenant-admin or admin and an
@@ -155,6 +155,7 @@ func routeAllows(p Principal, method, path string) error {
 	switch {
 	case path == "/v1/tenants" || strings.HasPrefix(path, "/v1/tenants/"),
 		path == "/v1/nodes" || strings.HasPrefix(path, "/v1/nodes/"), // the cluster's machines
+		path == "/v1/lost-copies",                                    // the nodes' kept copies of lost sandboxes
 		adminRoutes[route]:
 		if role != client.RoleAdmin || p.Scoped() {
 			return refuse("an admin key")

@@ -50,4 +50,7 @@ func (s *server) registerNodes(b NodeBackend) {
 	if eb, ok := b.(EvacuateBackend); ok {
 		s.registerEvacuate(eb) // routes_evacuate.go
 	}
+	if lb, ok := b.(LostCopyBackend); ok {
+		s.registerLostCopies(lb) // routes_lost.go
+	}
 }

@@ -37,7 +37,10 @@ import (
 //     which is asked to adopt it (Adopt): the target takes the lease
 //     (epoch + 1), restores the push and writes the record. A failure is
 //     logged, recorded as an event and an audit entry, and retried by a
-//     later pass after a backoff that doubles per attempt.
+//     later pass after a backoff that doubles per attempt. When no node
+//     has room (Pick's *NoRoomError) nothing is tried: the sandbox stays
+//     lost, a failover.no_room event says why (once per reason), and the
+//     next pass looks again.
 
 // FailoverJobKey is the owner-lease key of the failover coordinator's job.
 const FailoverJobKey = "job/failover"
@@ -173,7 +176,8 @@ type FailoverOptions struct {
 	// on that node: a signed node-to-node call). It returns when the
 	// adoption ended. Required.
 	Adopt func(ctx context.Context, node store.Node, sandboxID string) error
-	// Events hears sandbox.lost and failover.failed (nil: nothing).
+	// Events hears sandbox.lost, failover.failed and failover.no_room
+	// (nil: nothing).
 	Events events.Sink
 	// Audit records the coordinator's actions (nil: nothing).
 	Audit audit.Recorder
@@ -187,6 +191,9 @@ type Failover struct {
 
 	mu      sync.Mutex
 	retries map[string]*retryState
+	// noRoom is, per sandbox that had no target at its last try, why
+	// (a failover.no_room event is written when it changes).
+	noRoom map[string]string
 }
 
 // retryState is a sandbox's failed adoptions, for the backoff.
@@ -209,6 +216,9 @@ type PassResult struct {
 	Failed []string
 	// Waiting are lost sandboxes left for a later pass (backoff).
 	Waiting []string
+	// NoRoom are lost sandboxes no node has room for now: they stay lost,
+	// and the next pass tries again (no backoff).
+	NoRoom []string
 }
 
 // NewFailover returns node o.Node's coordinator.
@@ -243,7 +253,7 @@ func NewFailover(o FailoverOptions) (*Failover, error) {
 	if o.Audit == nil {
 		o.Audit = audit.Nop{}
 	}
-	return &Failover{o: o, retries: map[string]*retryState{}}, nil
+	return &Failover{o: o, retries: map[string]*retryState{}, noRoom: map[string]string{}}, nil
 }
 
 // Run makes a pass every Every until ctx ends; a failed pass is logged
@@ -400,6 +410,14 @@ func (f *Failover) restoreLost(ctx context.Context, job store.Ownership, res *Pa
 		}
 		mark, _ := LostMarkOf(sb)
 		target, err := f.o.Pick(ctx, sb, mark.Node)
+		var nr *NoRoomError
+		if errors.As(err, &nr) {
+			// Not a failed adoption: nothing was tried. It stays lost, and
+			// the next pass looks again (room frees, a node joins).
+			f.noTarget(ctx, sb, err)
+			res.NoRoom = append(res.NoRoom, sb.ID)
+			continue
+		}
 		if err == nil {
 			err = f.o.Adopt(ctx, target, sb.ID)
 		}
@@ -410,12 +428,30 @@ func (f *Failover) restoreLost(ctx context.Context, job store.Ownership, res *Pa
 		}
 		f.mu.Lock()
 		delete(f.retries, sb.ID)
+		delete(f.noRoom, sb.ID)
 		f.mu.Unlock()
 		f.o.Logger.Info("lost sandbox adopted", "sandbox", sb.ID, "node", target.Name, "from", mark.Node)
 		f.record(ctx, sb.TenantID, "sandbox.failover", sb.ID+" -> "+target.Name, nil)
 		res.Adopted = append(res.Adopted, sb.ID)
 	}
 	return nil
+}
+
+// noTarget records that no node has room for lost sandbox sb: logged and
+// written as a failover.no_room event when the reason is new for it (a
+// pass every heartbeat would otherwise repeat it).
+func (f *Failover) noTarget(ctx context.Context, sb store.Sandbox, err error) {
+	why := err.Error()
+	f.mu.Lock()
+	same := f.noRoom[sb.ID] == why
+	f.noRoom[sb.ID] = why
+	f.mu.Unlock()
+	if same {
+		return
+	}
+	f.o.Logger.Warn("lost sandbox stays lost: no node has room for it; tried again at the next pass", "sandbox", sb.ID, "tenant", sb.TenantID, "err", err)
+	f.emit(ctx, events.Event{Type: events.FailoverNoRoom, Tenant: sb.TenantID, Sandbox: sb.ID, State: string(sb.State),
+		Data: map[string]string{"reason": why}})
 }
 
 // due reports whether a sandbox's backoff has passed.

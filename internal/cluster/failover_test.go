@@ -412,3 +412,82 @@ func TestFailoverPassThatDiesHalfWayIsFinishedByTheNext(t *testing.T) {
 		}
 	}
 }
+
+// TestFailoverWaitsForANodeWithRoomAndPrefersTheTemplate: the target of an
+// adoption is picked by placement's rule (room on the live nodes, never the
+// lost one). With no room anywhere the sandbox stays lost with one
+// failover.no_room event, no backoff, and is adopted at the first pass
+// after room appears, on the node that has its template.
+func TestFailoverWaitsForANodeWithRoomAndPrefersTheTemplate(t *testing.T) {
+	w := newFailoverWorld(t)
+	ctx := t.Context()
+	if err := w.st.CreateTemplate(ctx, store.Template{ID: "alpine", TenantID: store.DefaultTenant, Kind: "oci", Source: "alpine", CreatedAt: w.c.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	w.sandbox("sb-a", "n1", store.StateRunning, "", true)
+	sb := w.get("sb-a")
+	sb.TemplateID = "alpine"
+	sb.Spec = []byte(`{"instance_type":"small","limits":{"cpus":2,"memory_bytes":4294967296,"disk_bytes":1073741824},` +
+		`"backup":{"last_push_id":"` + fmt.Sprintf("%064x", 4) + `"}}`)
+	if _, err := w.st.UpdateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRouter(RouterOptions{Store: w.st, Node: "n3", Secret: testSecret, Grace: 30 * time.Second, Clock: w.c.Now,
+		InstanceTypes: testTypes, DefaultInstanceType: "small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	f := w.coordinator("n3", w.st, nil)
+	var targets []string
+	adopt := f.o.Adopt
+	f.o.Pick = r.PickMove
+	f.o.Adopt = func(ctx context.Context, n store.Node, id string) error {
+		targets = append(targets, n.Name)
+		return adopt(ctx, n, id)
+	}
+	beat := func(name string, cpus float64, tmpls ...string) {
+		t.Helper()
+		if _, err := w.st.HeartbeatNode(ctx, store.Node{Name: name, Address: "127.0.0.1:1", CPUs: cpus, MemoryBytes: 64 << 30,
+			PoolFreeBytes: 100 << 30, Templates: tmpls, StartedAt: w.c.Now(), HeartbeatAt: w.c.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// n1 lapses; n2 and n3 have 0.25 cpus each (x4: 1 cpu), the sandbox
+	// needs 2.
+	w.c.Add(40 * time.Second)
+	beat("n2", 0.25)
+	beat("n3", 0.25, "alpine")
+	noRoom := func() int {
+		n := 0
+		for _, e := range w.evs {
+			if e.Type == events.FailoverNoRoom && e.Sandbox == "sb-a" && e.Data["reason"] != "" {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 3 {
+		res, err := f.Pass(ctx)
+		if err != nil || !slices.Equal(res.NoRoom, []string{"sb-a"}) || len(res.Failed) != 0 || len(res.Waiting) != 0 {
+			t.Fatalf("pass %d without room: %+v %v", i, res, err)
+		}
+		if st := w.get("sb-a").State; st != store.StateLost {
+			t.Fatalf("pass %d: state %s, want lost", i, st)
+		}
+	}
+	if n := noRoom(); n != 1 {
+		t.Fatalf("%d failover.no_room events over three passes, want 1 (once per reason)", n)
+	}
+	if len(targets) != 0 {
+		t.Fatalf("adoptions asked without room: %v", targets)
+	}
+	// Room on both; n3 has the template: the very next pass adopts there.
+	w.c.Add(5 * time.Second)
+	beat("n2", 8)
+	beat("n3", 8, "alpine")
+	res, err := f.Pass(ctx)
+	if err != nil || !slices.Equal(res.Adopted, []string{"sb-a"}) || !slices.Equal(targets, []string{"n3"}) {
+		t.Fatalf("pass with room: %+v %v, targets %v", res, err, targets)
+	}
+}

@@ -178,7 +178,7 @@ func newNode(t *testing.T, st store.Store, name string, c Capacity) *testNode {
 func heartbeat(t *testing.T, st store.NodeStore, name, addr string, c Capacity, at time.Time) {
 	t.Helper()
 	if _, err := st.HeartbeatNode(t.Context(), store.Node{Name: name, Address: addr, CPUs: c.CPUs, MemoryBytes: c.MemoryBytes,
-		PoolFreeBytes: c.PoolFreeBytes, StartedAt: at, HeartbeatAt: at}); err != nil {
+		PoolFreeBytes: c.PoolFreeBytes, Templates: c.Templates, StartedAt: at, HeartbeatAt: at}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -810,5 +810,32 @@ func TestForwardReachesANodeOnAUnixSocket(t *testing.T) {
 	sb, err := c.nodes["node-a"].client(t).GetSandbox(testCtx(t), "one")
 	if err != nil || sb.Labels["served-by"] != "node-u" {
 		t.Fatalf("get via node-a: %+v, %v; want it served by node-u", sb, err)
+	}
+}
+
+func TestCreateWithAnImportedTemplateGoesWhereTheTemplateIs(t *testing.T) {
+	st := openStore(t)
+	if err := st.CreateTemplate(t.Context(), store.Template{ID: "alpine", TenantID: store.DefaultTenant, Kind: "oci",
+		Source: "docker.io/library/alpine", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	a := newNode(t, st, "node-a", roomy)
+	small := roomy
+	small.MemoryBytes, small.Templates = 1<<30, []string{"alpine"}
+	newNode(t, st, "node-b", small)
+	sb, err := a.client(t).CreateSandbox(testCtx(t), client.CreateSandboxRequest{Name: "on-b", InstanceType: "micro", Template: "alpine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Labels["served-by"] != "node-b" {
+		t.Fatalf("created on %s, want node-b (the only node with the template)", sb.Labels["served-by"])
+	}
+	// A small does not fit in node-b's memory, and node-a, with room,
+	// lacks the template: a 409 naming it.
+	_, err = a.client(t).CreateSandbox(testCtx(t), client.CreateSandboxRequest{Name: "nowhere", InstanceType: "small", Template: "alpine"})
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict || !strings.Contains(ae.Detail, "no node with room has template alpine") ||
+		!strings.Contains(ae.Detail, "node-a: template alpine is not in its pool") {
+		t.Fatalf("create with the template's node full: %v", err)
 	}
 }

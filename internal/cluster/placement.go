@@ -1,7 +1,11 @@
 package cluster
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -49,11 +53,62 @@ type Need struct {
 	CPUs        float64
 	MemoryBytes int64
 	DiskBytes   int64
+	// Template is the sandbox's template when only a node that has it in
+	// its pool can take the sandbox (TemplateNeed sets it): "" when any
+	// node can, as for the host template, which each node builds from its
+	// own host. TemplateDataset is its dataset id, as nodes report their
+	// templates (store.Node.Templates).
+	Template, TemplateDataset string
 }
 
-// String reads "2 cpus, 4.0 GiB memory, 20.0 GiB disk".
+// String reads "2 cpus, 4.0 GiB memory, 20.0 GiB disk" (and ", template
+// alpine" when it needs one).
 func (n Need) String() string {
-	return fmt.Sprintf("%g cpus, %s memory, %s disk", n.CPUs, formatBytes(n.MemoryBytes), formatBytes(n.DiskBytes))
+	s := fmt.Sprintf("%g cpus, %s memory, %s disk", n.CPUs, formatBytes(n.MemoryBytes), formatBytes(n.DiskBytes))
+	if n.Template != "" {
+		s += ", template " + n.Template
+	}
+	return s
+}
+
+// TemplateDataset is the dataset id, in a node's pool, of tenant's
+// template id: the id itself for the default tenant's, t<16 hex digits of
+// the tenant's hash>-<id> for another tenant's (the sandbox service names
+// template datasets with it).
+func TemplateDataset(tenant, id string) string {
+	if tenant == store.DefaultTenant {
+		return id
+	}
+	h := sha256.Sum256([]byte(tenant))
+	return "t" + hex.EncodeToString(h[:8]) + "-" + id
+}
+
+// TemplateGetter reads a template record (store.Store does).
+type TemplateGetter interface {
+	GetTemplate(ctx context.Context, tenant, id string) (store.Template, error)
+}
+
+// TemplateNeed returns need with tenant's template id ("" is "host") set
+// when only a node that has it can take the sandbox: an imported template
+// is on the nodes that imported it, while the host template is built by
+// each node from its own host, and a template the store does not know
+// leaves need as it is (the node the create lands on refuses it).
+func TemplateNeed(ctx context.Context, st TemplateGetter, tenant, id string, need Need) (Need, error) {
+	if id == "" {
+		id = "host"
+	}
+	t, err := st.GetTemplate(ctx, tenant, id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return need, nil
+	}
+	if err != nil {
+		return need, fmt.Errorf("read template %s: %w", id, err)
+	}
+	if t.Kind == "host" {
+		return need, nil
+	}
+	need.Template, need.TemplateDataset = t.ID, TemplateDataset(t.TenantID, t.ID)
+	return need, nil
 }
 
 // Load is what a node's sandboxes take already.
@@ -75,6 +130,12 @@ type Policy struct {
 	// CPUOvercommit, MemoryOvercommit and DiskOvercommit are the ratios
 	// above (0: the defaults).
 	CPUOvercommit, MemoryOvercommit, DiskOvercommit float64
+	// TemplatePreferred makes a Need's template a preference, not a
+	// requirement: a node with room that has it goes first, and one
+	// without it takes the sandbox when no such node has room. For
+	// failover and evacuate: an adoption restores the whole root from a
+	// push and never reads the template's files.
+	TemplatePreferred bool
 }
 
 // ratio returns r, or def for an unset or unusable r.
@@ -92,12 +153,18 @@ type NoRoomError struct {
 	Need Need
 	// Reasons say, per node considered, why it does not fit (by name).
 	Reasons []string
+	// NoTemplate is set when a node had room but not the template.
+	NoTemplate bool
 }
 
 // Error says what is short on each node.
 func (e *NoRoomError) Error() string {
 	if len(e.Reasons) == 0 {
 		return fmt.Sprintf("no node to place a sandbox of %s on: no node is registered", e.Need)
+	}
+	if e.NoTemplate {
+		return fmt.Sprintf("no node with room has template %s for a sandbox of %s: %s; import the template on a node with room (stead template create, there), free room, or add a node",
+			e.Need.Template, e.Need, strings.Join(e.Reasons, "; "))
 	}
 	return fmt.Sprintf("no node has room for a sandbox of %s: %s; free room (stop or delete sandboxes), uncordon a node, or add one",
 		e.Need, strings.Join(e.Reasons, "; "))
@@ -107,9 +174,10 @@ func (e *NoRoomError) Error() string {
 func (e *NoRoomError) Unwrap() error { return errs.ErrConflict }
 
 // Pick returns the node that takes a sandbox of need: among nodes that are
-// active, alive at p.Now within p.Grace, not excluded, and with room given
-// their load (by node name; a node without one runs nothing), the least
-// loaded (see above). No such node is a *NoRoomError naming, for each
+// active, alive at p.Now within p.Grace, not excluded, with room given
+// their load (by node name; a node without one runs nothing) and with
+// need's template in their pools (unless p.TemplatePreferred: then those
+// with it first), the least loaded (see above). No such node is a *NoRoomError naming, for each
 // node, what it lacks.
 func Pick(nodes []store.Node, load map[string]Load, need Need, p Policy, exclude ...string) (store.Node, error) {
 	cpuR := ratio(p.CPUOvercommit, DefaultCPUOvercommit)
@@ -119,10 +187,12 @@ func Pick(nodes []store.Node, load map[string]Load, need Need, p Policy, exclude
 		n     store.Node
 		share float64
 		count int
+		tmpl  bool
 	}
 	var (
-		best    *cand
-		reasons []string
+		best       *cand
+		reasons    []string
+		noTemplate bool
 	)
 	for _, n := range nodes {
 		if slices.Contains(exclude, n.Name) {
@@ -151,17 +221,24 @@ func Pick(nodes []store.Node, load map[string]Load, need Need, p Policy, exclude
 		if diskNeed > float64(n.PoolFreeBytes) {
 			short = append(short, fmt.Sprintf("%s pool free, %s needed", formatBytes(n.PoolFreeBytes), formatBytes(int64(diskNeed))))
 		}
+		hasTmpl := need.TemplateDataset == "" || slices.Contains(n.Templates, need.TemplateDataset)
+		if !hasTmpl && !p.TemplatePreferred {
+			if len(short) == 0 {
+				noTemplate = true
+			}
+			short = append(short, "template "+need.Template+" is not in its pool")
+		}
 		if len(short) > 0 {
 			reasons = append(reasons, n.Name+": "+strings.Join(short, ", "))
 			continue
 		}
-		c := cand{n: n, share: math.Max(share(l.CPUs+need.CPUs, cpuCap), share(float64(l.MemoryBytes+need.MemoryBytes), memCap)), count: l.Sandboxes}
-		if best == nil || less(c.share, c.count, c.n, best.share, best.count, best.n) {
+		c := cand{n: n, share: math.Max(share(l.CPUs+need.CPUs, cpuCap), share(float64(l.MemoryBytes+need.MemoryBytes), memCap)), count: l.Sandboxes, tmpl: hasTmpl}
+		if best == nil || (c.tmpl && !best.tmpl) || (c.tmpl == best.tmpl && less(c.share, c.count, c.n, best.share, best.count, best.n)) {
 			best = &c
 		}
 	}
 	if best == nil {
-		return store.Node{}, &NoRoomError{Need: need, Reasons: reasons}
+		return store.Node{}, &NoRoomError{Need: need, Reasons: reasons, NoTemplate: noTemplate}
 	}
 	return best.n, nil
 }

@@ -143,13 +143,84 @@ func TestInstanceTypeNeedTakesTheDiskOverride(t *testing.T) {
 		{Name: "small", Limits: client.Limits{CPUs: 1, MemoryBytes: 2 * gib, DiskBytes: 10 * gib}},
 		{Name: "large", Limits: client.Limits{CPUs: 4, MemoryBytes: 8 * gib, DiskBytes: 40 * gib}},
 	}
-	if n, err := InstanceTypeNeed(types, "small", "", 0); err != nil || n != (Need{1, 2 * gib, 10 * gib}) {
+	if n, err := InstanceTypeNeed(types, "small", "", 0); err != nil || n != (Need{CPUs: 1, MemoryBytes: 2 * gib, DiskBytes: 10 * gib}) {
 		t.Fatalf("default: %+v, %v", n, err)
 	}
-	if n, err := InstanceTypeNeed(types, "small", "large", 3*gib); err != nil || n != (Need{4, 8 * gib, 3 * gib}) {
+	if n, err := InstanceTypeNeed(types, "small", "large", 3*gib); err != nil || n != (Need{CPUs: 4, MemoryBytes: 8 * gib, DiskBytes: 3 * gib}) {
 		t.Fatalf("large with 3 GiB disk: %+v, %v", n, err)
 	}
 	if _, err := InstanceTypeNeed(types, "small", "huge", 0); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("unknown type: %v", err)
+	}
+}
+
+func TestPickSendsASandboxOnlyWhereItsTemplateIs(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	node := func(name string, cpus float64, tmpls ...string) store.Node {
+		return store.Node{Name: name, CPUs: cpus, MemoryBytes: 64 * gib, PoolFreeBytes: 1000 * gib,
+			State: store.NodeActive, HeartbeatAt: now, Templates: tmpls}
+	}
+	need := Need{CPUs: 2, MemoryBytes: gib, DiskBytes: gib, Template: "alpine", TemplateDataset: "t0123456789abcdef-alpine"}
+	p := Policy{Now: now, Grace: time.Minute, CPUOvercommit: 1}
+	// The emptiest node lacks it: the one that has it takes the sandbox.
+	nodes := []store.Node{node("a", 64, "host"), node("b", 4, "host", "t0123456789abcdef-alpine"), node("c", 64, "alpine")}
+	if got, err := Pick(nodes, nil, need, p); err != nil || got.Name != "b" {
+		t.Fatalf("Pick = %q, %v; want b, the only node with the template", got.Name, err)
+	}
+	// The host template (no Template in the need) goes anywhere.
+	if got, err := Pick(nodes, nil, Need{CPUs: 2, MemoryBytes: gib}, p); err != nil || got.Name != "a" {
+		t.Fatalf("Pick without a template = %q, %v; want a", got.Name, err)
+	}
+	// The node with the template is full: a 409 naming the template and
+	// what each node lacks.
+	load := map[string]Load{"b": {Sandboxes: 2, CPUs: 3}}
+	_, err := Pick(nodes, load, need, p)
+	var nr *NoRoomError
+	if !errors.As(err, &nr) || !errors.Is(err, errs.ErrConflict) || !nr.NoTemplate {
+		t.Fatalf("Pick with the template's node full = %v; want a NoRoomError for the template", err)
+	}
+	for _, want := range []string{"no node with room has template alpine", "a: template alpine is not in its pool",
+		"b: 1 of 4 cpus free", "c: template alpine is not in its pool", "stead template create"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	// Short of room everywhere: the message is about room, as before.
+	_, err = Pick([]store.Node{node("b", 4, "t0123456789abcdef-alpine")}, load, need, p)
+	if !errors.As(err, &nr) || nr.NoTemplate || !strings.Contains(err.Error(), "no node has room") {
+		t.Fatalf("Pick with no room = %v", err)
+	}
+
+	// Failover and evacuate prefer the template and do without it.
+	pref := p
+	pref.TemplatePreferred = true
+	if got, err := Pick(nodes, nil, need, pref); err != nil || got.Name != "b" {
+		t.Fatalf("preferred: Pick = %q, %v; want b", got.Name, err)
+	}
+	if got, err := Pick(nodes, load, need, pref); err != nil || got.Name != "a" {
+		t.Fatalf("preferred with b full: Pick = %q, %v; want a", got.Name, err)
+	}
+}
+
+func TestTemplateNeedOnlyConstrainsImportedTemplates(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	for _, tm := range []store.Template{
+		{ID: "host", TenantID: store.DefaultTenant, Kind: "host", Source: "host", CreatedAt: time.Now()},
+		{ID: "alpine", TenantID: store.DefaultTenant, Kind: "oci", Source: "docker.io/library/alpine", CreatedAt: time.Now()},
+	} {
+		if err := st.CreateTemplate(ctx, tm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := Need{CPUs: 1}
+	for _, tc := range []struct{ id, want, ds string }{{"", "", ""}, {"host", "", ""}, {"alpine", "alpine", "alpine"}, {"nope", "", ""}} {
+		got, err := TemplateNeed(ctx, st, store.DefaultTenant, tc.id, base)
+		if err != nil || got.Template != tc.want || got.TemplateDataset != tc.ds || got.CPUs != 1 {
+			t.Errorf("TemplateNeed(%q) = %+v, %v; want template %q", tc.id, got, err, tc.want)
+		}
+	}
+	if ds := TemplateDataset("acme", "alpine"); !strings.HasPrefix(ds, "t") || !strings.HasSuffix(ds, "-alpine") || len(ds) != len("t0123456789abcdef-alpine") {
+		t.Errorf("TemplateDataset of another tenant = %q", ds)
 	}
 }

@@ -32,6 +32,10 @@ type Capacity struct {
 	CPUs          float64
 	MemoryBytes   int64
 	PoolFreeBytes int64
+	// Templates are the dataset ids of the templates in the node's pool
+	// (placement sends a sandbox only where its template is; see
+	// TemplateDataset).
+	Templates []string
 }
 
 // Options configure a Registry.
@@ -91,7 +95,7 @@ func (r *Registry) Heartbeat(ctx context.Context) (store.Node, error) {
 		}
 	}
 	n, err := r.o.Store.HeartbeatNode(ctx, store.Node{Name: r.o.Name, Address: r.o.Address, Version: r.o.Version,
-		CPUs: c.CPUs, MemoryBytes: c.MemoryBytes, PoolFreeBytes: c.PoolFreeBytes, StartedAt: r.started})
+		CPUs: c.CPUs, MemoryBytes: c.MemoryBytes, PoolFreeBytes: c.PoolFreeBytes, Templates: c.Templates, StartedAt: r.started})
 	if err != nil {
 		return store.Node{}, fmt.Errorf("heartbeat node %s: %w", r.o.Name, err)
 	}
@@ -181,5 +185,5 @@ func (r *Registry) SetNodeState(ctx context.Context, name, state string) (client
 func (r *Registry) view(n store.Node, now time.Time) client.Node {
 	return client.Node{Name: n.Name, Address: n.Address, CPUs: n.CPUs, MemoryBytes: n.MemoryBytes, PoolFreeBytes: n.PoolFreeBytes,
 		Version: n.Version, State: n.State, StartedAt: n.StartedAt, HeartbeatAt: n.HeartbeatAt, CreatedAt: n.CreatedAt,
-		Alive: now.Sub(n.HeartbeatAt) <= r.o.Grace, Self: n.Name == r.o.Name}
+		Alive: now.Sub(n.HeartbeatAt) <= r.o.Grace, Self: n.Name == r.o.Name, Templates: n.Templates}
 }

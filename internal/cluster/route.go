@@ -162,13 +162,18 @@ func (r *Router) Route(ctx context.Context, tenant, idOrName string) (api.Peer, 
 
 // Place picks the node that creates tenant's sandbox req (Pick over the
 // registry, the store's leases and the creates this node placed and has
-// not yet answered): the zero Peer for this node. A create naming an
-// unknown instance type is placed here, where the service refuses it.
+// not yet answered; an imported template only where it is, TemplateNeed):
+// the zero Peer for this node. A create naming an unknown instance type or
+// template is placed here, where the service refuses it. No node with
+// room (and the template) is a *NoRoomError (errs.ErrConflict, 409).
 // done must be called once the create is answered.
 func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSandboxRequest) (api.Peer, func(), error) {
 	need, err := InstanceTypeNeed(r.o.InstanceTypes, r.o.DefaultInstanceType, req.InstanceType, req.DiskBytes)
 	if err != nil {
 		return api.Peer{}, func() {}, nil
+	}
+	if need, err = TemplateNeed(ctx, r.o.Store, tenant, req.Template, need); err != nil {
+		return api.Peer{}, nil, fmt.Errorf("place sandbox: %w", err)
 	}
 	nodes, err := r.o.Store.ListNodes(ctx)
 	if err != nil {
@@ -180,15 +185,7 @@ func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSand
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for node, needs := range r.pending {
-		l := load[node]
-		for _, n := range needs {
-			l.Sandboxes++
-			l.CPUs += n.CPUs
-			l.MemoryBytes += n.MemoryBytes
-		}
-		load[node] = l
-	}
+	r.addPending(load)
 	n, err := Pick(nodes, load, need, r.Policy())
 	if err != nil {
 		return api.Peer{}, nil, fmt.Errorf("place sandbox for tenant %s: %w", tenant, err)
@@ -201,6 +198,53 @@ func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSand
 		return api.Peer{}, done, nil
 	}
 	return api.Peer{Node: n.Name, Address: n.Address}, done, nil
+}
+
+// PickMove picks the node a sandbox that must move goes to (failover's
+// adoption, evacuate): a node with room for it by the rule of placement
+// (cpus, memory and pool free against what each node runs, creates in
+// flight included), never exclude, and preferably one that has its
+// template (an adoption restores the whole root from the push and never
+// reads the template's files, so a node without it still takes the
+// sandbox). No node with room is a *NoRoomError. Tenant quotas are not
+// checked again: they count a tenant's sandboxes across the cluster, and
+// a move adds none.
+func (r *Router) PickMove(ctx context.Context, sb store.Sandbox, exclude string) (store.Node, error) {
+	need, err := SandboxNeed(sb)
+	if err != nil {
+		return store.Node{}, err
+	}
+	if need, err = TemplateNeed(ctx, r.o.Store, sb.TenantID, sb.TemplateID, need); err != nil {
+		return store.Node{}, fmt.Errorf("place sandbox %s: %w", sb.ID, err)
+	}
+	nodes, err := r.o.Store.ListNodes(ctx)
+	if err != nil {
+		return store.Node{}, fmt.Errorf("place sandbox %s: list nodes: %w", sb.ID, err)
+	}
+	load, err := r.Loads(ctx)
+	if err != nil {
+		return store.Node{}, fmt.Errorf("place sandbox %s: %w", sb.ID, err)
+	}
+	r.mu.Lock()
+	r.addPending(load)
+	r.mu.Unlock()
+	p := r.Policy()
+	p.TemplatePreferred = true
+	return Pick(nodes, load, need, p, exclude)
+}
+
+// addPending adds the creates placed and not yet answered to load (r.mu
+// held).
+func (r *Router) addPending(load map[string]Load) {
+	for node, needs := range r.pending {
+		l := load[node]
+		for _, n := range needs {
+			l.Sandboxes++
+			l.CPUs += n.CPUs
+			l.MemoryBytes += n.MemoryBytes
+		}
+		load[node] = l
+	}
 }
 
 // unpend removes one pending need of node.

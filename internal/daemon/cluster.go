@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/budget"
@@ -140,16 +141,21 @@ func (c *clusterNode) run(ctx context.Context) {
 	c.failover.Run(ctx)
 }
 
-// nodes is the API's node backend: the registry, and in a cluster the
-// evacuate route.
+// nodes is the API's node backend: the registry, the kept copies of lost
+// sandboxes, and in a cluster the evacuate route.
 func (c *clusterNode) nodes(reg *cluster.Registry, svc *sandbox.Service) api.NodeBackend {
+	lost := lostCopies{self: reg.Name(), svc: svc, c: c}
 	if c == nil {
-		return reg
+		return struct {
+			*cluster.Registry
+			lostCopies
+		}{reg, lost}
 	}
 	return struct {
 		*cluster.Registry
 		sandbox.NodeEvacuation
-	}{reg, sandbox.NodeEvacuation{Service: svc, Evacuate: c.evac.Evacuate}}
+		lostCopies
+	}{reg, sandbox.NodeEvacuation{Service: svc, Evacuate: c.evac.Evacuate}, lost}
 }
 
 // forwardPaths sends the port proxy's path routes to a sandbox's owner
@@ -169,22 +175,9 @@ func (c *clusterNode) apiRouter() api.Router {
 	return c.router
 }
 
-// pick places a sandbox that must move (failover, evacuate) on a node with
-// room for it, never on exclude.
+// pick places a sandbox that must move (failover, evacuate): Router.PickMove.
 func (c *clusterNode) pick(ctx context.Context, sb store.Sandbox, exclude string) (store.Node, error) {
-	need, err := cluster.SandboxNeed(sb)
-	if err != nil {
-		return store.Node{}, err
-	}
-	nodes, err := c.st.ListNodes(ctx)
-	if err != nil {
-		return store.Node{}, fmt.Errorf("list nodes: %w", err)
-	}
-	loads, err := c.router.Loads(ctx)
-	if err != nil {
-		return store.Node{}, err
-	}
-	return cluster.Pick(nodes, loads, need, c.router.Policy(), exclude)
+	return c.router.PickMove(ctx, sb, exclude)
 }
 
 // The node-to-node routes: what the failover coordinator and the
@@ -194,9 +187,22 @@ const (
 	nodeRoutePrefix = "/internal/v1/sandboxes/"
 )
 
-// call makes the node call verb on sandbox id at node n (here when n is
-// this node) and decodes its JSON answer into out (nil: none).
+// call makes the node call verb on sandbox id at node n and decodes its
+// JSON answer into out (nil: none).
 func (c *clusterNode) call(ctx context.Context, n store.Node, id, verb string, in, out any) error {
+	err := c.nodeDo(ctx, n, http.MethodPost, nodeRoutePrefix+url.PathEscape(id)+"/"+verb, in, out)
+	if err != nil {
+		return fmt.Errorf("node %s: %s sandbox %s: %w", n.Name, verb, id, err)
+	}
+	return nil
+}
+
+// nodeDo makes a signed node call method path at node n with in as its
+// JSON body (nil: none) and decodes its JSON answer into out (nil: none).
+// A problem answer is an error of the class its status says (404
+// errs.ErrNotFound, 409 errs.ErrConflict, 400 errs.ErrInvalid), with its
+// detail.
+func (c *clusterNode) nodeDo(ctx context.Context, n store.Node, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -205,7 +211,7 @@ func (c *clusterNode) call(ctx context.Context, n store.Node, id, verb string, i
 		}
 		body = bytes.NewReader(b)
 	}
-	res, err := c.router.Client().Do(ctx, n.Address, http.MethodPost, nodeRoutePrefix+url.PathEscape(id)+"/"+verb, body)
+	res, err := c.router.Client().Do(ctx, n.Address, method, path, body)
 	if err != nil {
 		return err
 	}
@@ -217,12 +223,39 @@ func (c *clusterNode) call(ctx context.Context, n store.Node, id, verb string, i
 		if p.Detail == "" {
 			p.Detail = strings.TrimSpace(string(raw))
 		}
-		return fmt.Errorf("node %s: %s sandbox %s: %s (HTTP %d)", n.Name, verb, id, p.Detail, res.StatusCode)
+		if class := statusClass(res.StatusCode); class != nil {
+			return fmt.Errorf("%s (HTTP %d)%w", p.Detail, res.StatusCode, class)
+		}
+		return fmt.Errorf("%s (HTTP %d)", p.Detail, res.StatusCode)
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return fmt.Errorf("node %s: %s sandbox %s: decode the answer: %w", n.Name, verb, id, err)
+			return fmt.Errorf("decode the answer of node %s: %w", n.Name, err)
 		}
+	}
+	return nil
+}
+
+// classError tags an error with a class for errors.Is and prints nothing
+// (errs.Message already leaves class names out; this leaves the text
+// alone too).
+type classError struct{ class error }
+
+func (e classError) Error() string        { return "" }
+func (e classError) Is(target error) bool { return target == e.class }
+
+// statusClass is the errs class of a node call's problem status, as an
+// error that reads as nothing (nil for a status without one).
+func statusClass(status int) error {
+	switch status {
+	case http.StatusNotFound:
+		return classError{errs.ErrNotFound}
+	case http.StatusConflict:
+		return classError{errs.ErrConflict}
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return classError{errs.ErrInvalid}
+	case http.StatusTooManyRequests, http.StatusInsufficientStorage:
+		return classError{errs.ErrQuota}
 	}
 	return nil
 }
@@ -290,6 +323,22 @@ func (c *clusterNode) nodeRoutes(next http.Handler) http.Handler {
 		answer(w, r, struct{}{}, c.svc.Load().FinishHandOff(r.Context(), r.PathValue("id"), f.HandOff, f.Moved))
 	})
 	cluster.HandleBudget(mux, c.svc.Load())
+	mux.HandleFunc("GET "+nodeLostPrefix, func(w http.ResponseWriter, r *http.Request) {
+		list, err := c.svc.Load().LostCopies(r.Context())
+		answer(w, r, list, err)
+	})
+	mux.HandleFunc("POST "+nodeLostPrefix+"/{copy}/recover", func(w http.ResponseWriter, r *http.Request) {
+		var req client.RecoverLostCopyRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			answer(w, r, nil, fmt.Errorf("recover lost copy: body: %v: %w", err, errs.ErrInvalid))
+			return
+		}
+		sb, err := c.svc.Load().RecoverLostCopy(r.Context(), r.PathValue("copy"), req.Name)
+		answer(w, r, sb, err)
+	})
+	mux.HandleFunc("DELETE "+nodeLostPrefix+"/{copy}", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, r, struct{}{}, c.svc.Load().DiscardLostCopy(r.Context(), r.PathValue("copy")))
+	})
 	guarded := c.router.Auth().RequireNode(mux)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/internal/") {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/cluster"
+	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -50,6 +52,17 @@ func newNodeRegistry(cfg Config, st store.NodeStore, log *slog.Logger) (*cluster
 				return c, fmt.Errorf("statfs %s: %w", poolDir, err)
 			}
 			c.PoolFreeBytes = int64(fs.Bavail) * fs.Bsize
+			// Both pool implementations keep a dataset at <pool>/<kind>/<id>;
+			// a template being built is under a hidden name, not a valid id.
+			ents, err := os.ReadDir(filepath.Join(poolDir, pool.KindTemplate))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return c, fmt.Errorf("list the pool's templates: %w", err)
+			}
+			for _, e := range ents {
+				if e.IsDir() && pool.ValidID(e.Name()) {
+					c.Templates = append(c.Templates, e.Name())
+				}
+			}
 			return c, nil
 		}})
 }

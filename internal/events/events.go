@@ -60,6 +60,12 @@ const (
 	// SandboxLostCopy: a node lost a sandbox's lease (another node owns it
 	// now) and kept its local copy's root as a dataset, data["dataset"].
 	SandboxLostCopy = "sandbox.lost_copy_kept"
+	// SandboxLostCopyRecovered: an operator made a new sandbox from a kept
+	// copy (data: "copy", "sandbox" the new id, "node").
+	SandboxLostCopyRecovered = "sandbox.lost_copy_recovered"
+	// SandboxLostCopyDiscarded: an operator deleted a kept copy (data:
+	// "copy", "node").
+	SandboxLostCopyDiscarded = "sandbox.lost_copy_discarded"
 )
 
 // Event types of failover (internal/cluster's coordinator and a node's
@@ -69,6 +75,10 @@ const (
 	SandboxLost    = "sandbox.lost"
 	SandboxAdopted = "sandbox.adopted"
 	FailoverFailed = "failover.failed"
+	// FailoverNoRoom: a lost sandbox stays lost because no node has room
+	// for it or its template (data: "reason"); the coordinator tries again
+	// at its next pass.
+	FailoverNoRoom = "failover.no_room"
 )
 
 // Event types of the tenant policies (emitted by their owners through the

@@ -9,7 +9,6 @@ import (
 	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
-	"github.com/stead-dev/stead/internal/pool"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -310,7 +309,7 @@ func (s *Service) keepLostCopy(ctx context.Context, sb store.Sandbox, epoch int6
 	if err != nil || !ok {
 		return
 	}
-	dst := pool.KindSandbox + "/" + lostPrefix + strconv.FormatInt(epoch, 10) + "-" + sb.ID
+	dst := lostCopyDataset(epoch, sb.ID)
 	if err := s.pool.Rename(ctx, datasetName(sb.ID), dst); err != nil {
 		s.log.Error("keep the lost sandbox's copy", "sandbox", sb.ID, "dataset", dst, "err", err)
 		return

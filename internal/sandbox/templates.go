@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/names"
 	"github.com/stead-dev/stead/internal/pool"
@@ -27,11 +26,7 @@ func templateView(t store.Template) client.Template {
 // tenant keep their plain id; others get a fixed-length prefix derived
 // from the tenant, so two tenants' names can never collide.
 func templateDataset(tenant, id string) string {
-	if tenant == store.DefaultTenant {
-		return pool.KindTemplate + "/" + id
-	}
-	h := sha256.Sum256([]byte(tenant))
-	return pool.KindTemplate + "/t" + hex.EncodeToString(h[:8]) + "-" + id
+	return pool.KindTemplate + "/" + cluster.TemplateDataset(tenant, id)
 }
 
 // tenantTemplatePrefix reports whether id starts like the dataset id of

@@ -44,14 +44,18 @@ type Node struct {
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 	// CreatedAt is when the node first registered.
 	CreatedAt time.Time `json:"created_at"`
+	// Templates are the dataset ids of the templates in the node's pool
+	// (pool.KindTemplate), sorted, as of its last heartbeat; never nil
+	// when read from the store.
+	Templates []string `json:"templates"`
 }
 
 // NodeStore is the registry of the cluster's nodes.
 //
 // Contract, checked by storetest:
 //   - HeartbeatNode registers n.Name or refreshes it: Address, capacity,
-//     Version, StartedAt and HeartbeatAt (zero: now) replace the stored
-//     ones. A new node is NodeActive with CreatedAt = HeartbeatAt; an
+//     Version, Templates (stored sorted, without duplicates), StartedAt
+//     and HeartbeatAt (zero: now) replace the stored ones. A new node is NodeActive with CreatedAt = HeartbeatAt; an
 //     existing one keeps its State and CreatedAt (n.State is ignored), so
 //     a cordon outlives the node's restarts. It returns the stored node.
 //     An empty name or address, or a negative capacity, is errs.ErrInvalid

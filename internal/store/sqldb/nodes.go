@@ -3,14 +3,16 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
 )
 
-const nodeCols = "name, address, cpus, memory_bytes, pool_free_bytes, version, state, started_at, heartbeat_at, created_at"
+const nodeCols = "name, address, cpus, memory_bytes, pool_free_bytes, version, state, started_at, heartbeat_at, created_at, templates"
 
 // HeartbeatNode registers or refreshes the node n.Name; see store.NodeStore.
 func (s *Store) HeartbeatNode(ctx context.Context, n store.Node) (store.Node, error) {
@@ -34,13 +36,23 @@ func (s *Store) HeartbeatNode(ctx context.Context, n store.Node) (store.Node, er
 	if err != nil {
 		return store.Node{}, fmt.Errorf("heartbeat node %s: started_at: %w", n.Name, err)
 	}
+	tmpls := slices.Clone(n.Templates)
+	slices.Sort(tmpls)
+	tmpls = slices.Compact(tmpls)
+	if tmpls == nil {
+		tmpls = []string{}
+	}
+	tj, err := json.Marshal(tmpls)
+	if err != nil {
+		return store.Node{}, fmt.Errorf("heartbeat node %s: templates: %w", n.Name, err)
+	}
 	var out store.Node
 	err = s.writeTx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, "INSERT INTO nodes ("+nodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"+
+		if _, err := tx.ExecContext(ctx, "INSERT INTO nodes ("+nodeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"+
 			" ON CONFLICT (name) DO UPDATE SET address = excluded.address, cpus = excluded.cpus, memory_bytes = excluded.memory_bytes,"+
 			" pool_free_bytes = excluded.pool_free_bytes, version = excluded.version, started_at = excluded.started_at,"+
-			" heartbeat_at = excluded.heartbeat_at",
-			n.Name, n.Address, n.CPUs, n.MemoryBytes, n.PoolFreeBytes, n.Version, store.NodeActive, started, beat, beat); err != nil {
+			" heartbeat_at = excluded.heartbeat_at, templates = excluded.templates",
+			n.Name, n.Address, n.CPUs, n.MemoryBytes, n.PoolFreeBytes, n.Version, store.NodeActive, started, beat, beat, string(tj)); err != nil {
 			return err
 		}
 		var err error
@@ -85,10 +97,16 @@ func (s *Store) SetNodeState(ctx context.Context, name, state string) (store.Nod
 
 func scanNode(sc scanner) (store.Node, error) {
 	var n store.Node
-	var started, beat, created string
+	var started, beat, created, tmpls string
 	if err := sc.Scan(&n.Name, &n.Address, &n.CPUs, &n.MemoryBytes, &n.PoolFreeBytes, &n.Version, &n.State,
-		&started, &beat, &created); err != nil {
+		&started, &beat, &created, &tmpls); err != nil {
 		return store.Node{}, err
+	}
+	if err := json.Unmarshal([]byte(tmpls), &n.Templates); err != nil {
+		return store.Node{}, fmt.Errorf("node %s: templates: %w", n.Name, err)
+	}
+	if n.Templates == nil {
+		n.Templates = []string{}
 	}
 	var err error
 	if n.StartedAt, err = parseTime(started); err != nil {

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,11 +18,13 @@ func testNodesRegisterRefreshAndKeepState(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 2, 4, 5, 6, 789000000, time.UTC)
 	got, err := s.HeartbeatNode(ctx, store.Node{Name: "node-b", Address: "10.0.0.2:7879", CPUs: 2, MemoryBytes: 8 << 30,
-		PoolFreeBytes: 100 << 30, Version: "v1", State: store.NodeDraining, StartedAt: t0, HeartbeatAt: t0})
+		PoolFreeBytes: 100 << 30, Version: "v1", State: store.NodeDraining, StartedAt: t0, HeartbeatAt: t0,
+		Templates: []string{"host", "alpine", "host"}})
 	noErr(t, err, "register node-b")
 	if got.State != store.NodeActive || !got.CreatedAt.Equal(t0) || !got.HeartbeatAt.Equal(t0) || !got.StartedAt.Equal(t0) ||
-		got.Address != "10.0.0.2:7879" || got.CPUs != 2 || got.MemoryBytes != 8<<30 || got.PoolFreeBytes != 100<<30 || got.Version != "v1" {
-		t.Fatalf("registered node %+v", got)
+		got.Address != "10.0.0.2:7879" || got.CPUs != 2 || got.MemoryBytes != 8<<30 || got.PoolFreeBytes != 100<<30 || got.Version != "v1" ||
+		!slices.Equal(got.Templates, []string{"alpine", "host"}) {
+		t.Fatalf("registered node %+v (templates sorted, once each)", got)
 	}
 	_, err = s.HeartbeatNode(ctx, store.Node{Name: "node-a", Address: "10.0.0.1:7879", CPUs: 4, StartedAt: t0, HeartbeatAt: t0})
 	noErr(t, err, "register node-a")
@@ -35,20 +39,21 @@ func testNodesRegisterRefreshAndKeepState(t *testing.T, s store.Store) {
 
 	t1 := t0.Add(time.Minute)
 	got, err = s.HeartbeatNode(ctx, store.Node{Name: "node-b", Address: "10.0.0.9:7879", CPUs: 8, MemoryBytes: 16 << 30,
-		PoolFreeBytes: 50 << 30, Version: "v2", State: store.NodeActive, StartedAt: t1, HeartbeatAt: t1})
+		PoolFreeBytes: 50 << 30, Version: "v2", State: store.NodeActive, StartedAt: t1, HeartbeatAt: t1, Templates: []string{"host"}})
 	noErr(t, err, "heartbeat node-b")
 	if got.State != store.NodeCordoned || !got.CreatedAt.Equal(t0) || !got.HeartbeatAt.Equal(t1) || !got.StartedAt.Equal(t1) ||
-		got.Address != "10.0.0.9:7879" || got.CPUs != 8 || got.MemoryBytes != 16<<30 || got.PoolFreeBytes != 50<<30 || got.Version != "v2" {
+		got.Address != "10.0.0.9:7879" || got.CPUs != 8 || got.MemoryBytes != 16<<30 || got.PoolFreeBytes != 50<<30 || got.Version != "v2" ||
+		!slices.Equal(got.Templates, []string{"host"}) {
 		t.Fatalf("node after heartbeat %+v (want the new address, capacity and times, the cordon and the first CreatedAt)", got)
 	}
 	again, err := s.GetNode(ctx, "node-b")
 	noErr(t, err, "get node-b")
-	if again != got {
+	if !reflect.DeepEqual(again, got) {
 		t.Fatalf("get %+v, heartbeat returned %+v", again, got)
 	}
 	list, err := s.ListNodes(ctx)
 	noErr(t, err, "list")
-	if len(list) != 2 || list[0].Name != "node-a" || list[1].Name != "node-b" || list[1] != got {
+	if len(list) != 2 || list[0].Name != "node-a" || list[1].Name != "node-b" || !reflect.DeepEqual(list[1], got) || list[0].Templates == nil {
 		t.Fatalf("list %+v, want node-a then node-b", list)
 	}
 	d, err := s.SetNodeState(ctx, "node-b", store.NodeDraining)
