@@ -120,9 +120,13 @@ func newClusterNode(cfg Config, st store.Store, node string, log *slog.Logger) (
 
 // start makes the cluster's coordinators once the service exists: the
 // failover coordinator (run by Run) and the evacuator (called by the
-// evacuate route).
+// evacuate route); and it sends the service's tenant stops and purges of
+// other nodes' sandboxes to their owners.
 func (c *clusterNode) start(svc *sandbox.Service, sink events.Sink, rec audit.Recorder) error {
 	c.svc.Store(svc)
+	// A tenant's suspension or deletion stops or purges each sandbox on
+	// the node that holds it.
+	svc.SetTenantRelay(c.router.RelayTenant(svc))
 	var err error
 	// A pass every heartbeat (a third of the grace): failover starts
 	// within one heartbeat of a lease lapsing.
@@ -323,6 +327,7 @@ func (c *clusterNode) nodeRoutes(next http.Handler) http.Handler {
 		answer(w, r, struct{}{}, c.svc.Load().FinishHandOff(r.Context(), r.PathValue("id"), f.HandOff, f.Moved))
 	})
 	cluster.HandleBudget(mux, c.svc.Load())
+	cluster.HandleTenant(mux, c.svc.Load())
 	mux.HandleFunc("GET "+nodeLostPrefix, func(w http.ResponseWriter, r *http.Request) {
 		list, err := c.svc.Load().LostCopies(r.Context())
 		answer(w, r, list, err)

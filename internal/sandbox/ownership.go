@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
+	"github.com/stead-dev/stead/internal/pool"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -177,6 +179,40 @@ func (s *Service) claim(ctx context.Context, list []store.Sandbox) []store.Sandb
 		mine = append(mine, sb)
 	}
 	return mine
+}
+
+// keepPurgedRoots keeps, at start-up in a cluster, the roots in this
+// node's pool of sandboxes whose record is gone and whose lease another
+// node took: a node that purged them while this node was away (a tenant's
+// deletion, which purges a dead node's sandboxes under their lapsed
+// lease). Each becomes a lost copy (keepLostCopy), never run, for an
+// operator to discard. records are all the sandbox records; a root whose
+// lease is this node's, or that has none (a warm sandbox, a crashed
+// create), is left to the rest of Reconcile.
+func (s *Service) keepPurgedRoots(ctx context.Context, records []store.Sandbox) {
+	if !s.clustered() {
+		return
+	}
+	ids, err := s.pool.List(ctx, pool.KindSandbox)
+	if err != nil {
+		s.log.Error("reconcile: list the pool's sandbox roots", "err", err)
+		return
+	}
+	known := make(map[string]bool, len(records))
+	for _, sb := range records {
+		known[sb.ID] = true
+	}
+	self := s.opts.Owner.Node()
+	for _, id := range ids {
+		if known[id] || strings.HasPrefix(id, lostPrefix) || strings.HasPrefix(id, rollbackPrefix) {
+			continue
+		}
+		own, err := s.st.GetOwnership(ctx, id)
+		if err != nil || own.Node == self {
+			continue
+		}
+		s.keepLostCopy(ctx, store.Sandbox{ID: id}, own.Epoch, "node "+own.Node+" purged it while this node was away")
+	}
 }
 
 // takeBack resumes ownership of a sandbox failover marked lost from this

@@ -19,6 +19,8 @@ import (
 //     cgroup or mount is orphaned;
 //   - the warm sandboxes of an earlier daemon (marked, without a record)
 //     are removed (warm.go);
+//   - in a cluster, the root of a sandbox another node purged while this
+//     node was away is kept as a lost copy (keepPurgedRoots);
 //   - an environment stored in plaintext by an earlier stead is sealed.
 func (s *Service) Reconcile(ctx context.Context) error {
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
@@ -28,6 +30,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	s.dropSecretStages()
 	all := list
 	list = s.claim(ctx, list) // in a cluster: the sandboxes this node owns
+	s.keepPurgedRoots(ctx, all)
 	wanted := map[string]bool{}
 	for _, sb := range list {
 		unlock := s.lock(sb.ID)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/audit"
+	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/guest"
@@ -159,6 +160,10 @@ type Service struct {
 	limits    limitWatch
 	sched     schedState
 	warm      warmPool // warm.go
+
+	// tenantRelay sends a tenant's stop or purge of a sandbox to the node
+	// that holds it (tenant_purge.go; nil: this service acts).
+	tenantRelay cluster.TenantActions
 
 	// lapsed are the sandboxes frozen because their lease lapsed with
 	// the store out of reach (ownership.go).

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/store"
@@ -41,20 +43,75 @@ func (s *Service) SuspendTenant(ctx context.Context, id string) (client.Tenant, 
 	return tenancy.View(t), s.stopTenant(context.WithoutCancel(ctx), id)
 }
 
-// stopTenant stops every running or paused sandbox of the tenant.
+// stopTenant stops every running or paused sandbox of the tenant, each
+// through the node that holds it (tenantActs).
 func (s *Service) stopTenant(ctx context.Context, tenant string) error {
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: tenant,
 		States: []store.SandboxState{store.StateRunning, store.StatePaused, store.StateError}})
 	if err != nil {
 		return fmt.Errorf("list sandboxes of tenant %s: %w", tenant, err)
 	}
+	acts := s.tenantActs()
 	var errList []error
 	for _, sb := range list {
-		if _, err := s.stop(ctx, tenant, sb.ID, "tenant_suspended"); err != nil && !isAlready(err) && !errors.Is(err, errs.ErrNotFound) {
+		if err := acts.TenantStop(ctx, tenant, sb.ID); err != nil && !errors.Is(err, errs.ErrNotFound) {
 			errList = append(errList, fmt.Errorf("stop sandbox %s: %w", sb.Name, err))
 		}
 	}
 	return errors.Join(errList...)
+}
+
+// SetTenantRelay sets what a tenant's suspension and deletion act on each
+// sandbox through: in a cluster, cluster.Router.RelayTenant of this
+// service, which sends the stop or purge of a sandbox another live node
+// holds to that node. Unset (a single node), the service acts itself.
+// Call it before serving.
+func (s *Service) SetTenantRelay(r cluster.TenantActions) { s.tenantRelay = r }
+
+// tenantActs is what a tenant's suspension and deletion act through.
+func (s *Service) tenantActs() cluster.TenantActions {
+	if s.tenantRelay != nil {
+		return s.tenantRelay
+	}
+	return s
+}
+
+// TenantStop stops a running or paused sandbox of a suspended tenant on
+// this node (cluster.TenantActions; a node call from the node suspending
+// the tenant reaches it through cluster.HandleTenant). A sandbox already
+// stopped or gone is no error. One this node serves without holding its
+// lease has a dead owner: nothing of it runs on a live node, and while
+// its lease is in force nothing may be done (errs.ErrConflict: run the
+// suspension again once it lapsed); once it lapsed, failover marks it
+// lost, and an adoption leaves it stopped while the tenant is suspended.
+func (s *Service) TenantStop(ctx context.Context, tenant, id string) error {
+	if s.clustered() && !s.holds(id) {
+		own, err := s.st.GetOwnership(ctx, id)
+		if err == nil && own.Node != s.opts.Owner.Node() && s.now().Before(own.ExpiresAt) {
+			return fmt.Errorf("stop sandbox %s: its node %s is not alive, and its lease is in force until %s; run the suspension again once it lapsed: %w",
+				id, own.Node, own.ExpiresAt.UTC().Format(time.RFC3339), errs.ErrConflict)
+		}
+		s.log.Info("tenant suspended: a sandbox of a dead node is not stopped here (failover adopts it stopped)", "sandbox", id, "tenant", tenant)
+		return nil
+	}
+	if _, err := s.stop(ctx, tenant, id, "tenant_suspended"); err != nil && !isAlready(err) && !errors.Is(err, errs.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// TenantPurge destroys one sandbox of a tenant being deleted, from any
+// state (cluster.TenantActions; cluster.HandleTenant serves the node call
+// of the node deleting the tenant). A sandbox already gone is no error.
+func (s *Service) TenantPurge(ctx context.Context, tenant, id string) error {
+	sb, err := s.st.GetSandbox(ctx, tenant, id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.purgeForTenant(ctx, sb)
 }
 
 // DeleteTenant purges everything the tenant owns and erases its pushed
@@ -75,12 +132,13 @@ func (s *Service) DeleteTenant(ctx context.Context, id string) (client.TenantDel
 
 	sbs, err := s.st.ListSandboxes(ctx, store.SandboxFilter{TenantID: id, IncludeDeleted: true,
 		States: []store.SandboxState{store.StateCreating, store.StateRunning, store.StatePaused, store.StateStopped,
-			store.StateDeleted, store.StateError, store.StateArchived}})
+			store.StateDeleted, store.StateError, store.StateArchived, store.StateLost}})
 	if err != nil {
 		return fail(err)
 	}
+	acts := s.tenantActs()
 	for _, sb := range sbs {
-		if err := s.purgeForTenant(ctx, sb); err != nil {
+		if err := acts.TenantPurge(ctx, id, sb.ID); err != nil && !errors.Is(err, errs.ErrNotFound) {
 			return fail(fmt.Errorf("purge sandbox %s: %w", sb.Name, err))
 		}
 		d.Sandboxes++
@@ -154,7 +212,13 @@ func (s *Service) DeleteTenant(ctx context.Context, id string) (client.TenantDel
 }
 
 // purgeForTenant destroys one sandbox of a tenant being deleted, from any
-// state, through the sandbox's own purge path.
+// state, through the sandbox's own purge path. A sandbox this node serves
+// without holding its lease (its owner is dead, or it never had one) is
+// purged here as a stopped sandbox: its lease is taken (once lapsed; in
+// force, it is errs.ErrConflict: run the delete again later) and its
+// record purged under it; nothing of it runs here. Its root on the dead
+// node becomes a lost copy there when that node returns (Reconcile:
+// keepPurgedRoots).
 func (s *Service) purgeForTenant(ctx context.Context, sb store.Sandbox) error {
 	unlock := s.lock(sb.ID)
 	defer unlock()
@@ -164,6 +228,12 @@ func (s *Service) purgeForTenant(ctx context.Context, sb store.Sandbox) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !s.holds(cur.ID) {
+		if _, err := s.opts.Owner.Acquire(ctx, cur.ID); err != nil {
+			return fmt.Errorf("its owner node is not alive and still holds its lease; run the delete again once the lease lapsed: %w", err)
+		}
+		return s.purgeLocked(ctx, cur)
 	}
 	switch cur.State {
 	case store.StateRunning, store.StatePaused, store.StateError:
