@@ -62,3 +62,48 @@ type QuotaStore interface {
 	SetTenantQuota(ctx context.Context, q TenantQuota) (TenantQuota, error)
 	StateBytes(ctx context.Context, tenantID string) (int64, error)
 }
+
+// QuotaRise is a rise of a tenant's usage that quota admission admitted
+// and that is not stored yet (the record that carries it is being made),
+// held in the store so that every node of a cluster counts it.
+type QuotaRise struct {
+	// ID names the rise (the admitting node makes it up).
+	ID       string `json:"id"`
+	TenantID string `json:"tenant_id"`
+	// Node is the node that admitted it.
+	Node string `json:"node"`
+	// Running, CPUs, MemoryBytes, DiskBytes, Volumes and Snapshots are
+	// what it adds (tenancy.Use).
+	Running     int64   `json:"running"`
+	CPUs        float64 `json:"cpus"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	DiskBytes   int64   `json:"disk_bytes"`
+	Volumes     int64   `json:"volumes"`
+	Snapshots   int64   `json:"snapshots"`
+	// ExpiresAt is when it stops counting, if its node never deleted it
+	// (the node died before the record was stored).
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// QuotaAdmissionStore holds the quota rises admitted and not yet stored,
+// for admission that holds across the nodes of a cluster.
+//
+// Contract, checked by storetest:
+//   - AdmitQuotaRise takes the tenant's admission lock, which one caller
+//     at a time holds across every process on the store, and calls check
+//     with the tenant's rises that have not expired at now (expired ones
+//     are deleted). When check returns nil, r is stored before the lock
+//     is released; when it returns an error, nothing is stored and that
+//     error is returned as it is. So of callers racing for the last of a
+//     limit whose check counts the rises, exactly one is admitted. check
+//     may read the store but must not write to it. A holder whose process
+//     dies gives the lock up without storing r (the engine ends its
+//     transaction). errs.ErrInvalid for an empty id or tenant, a negative
+//     or non-finite amount, or a zero ExpiresAt; errs.ErrConflict for an
+//     id stored already. Rises belong to one tenant: another tenant's
+//     never reach check.
+//   - DeleteQuotaRise removes rise id; an absent one is no error.
+type QuotaAdmissionStore interface {
+	AdmitQuotaRise(ctx context.Context, r QuotaRise, now time.Time, check func(ctx context.Context, pending []QuotaRise) error) error
+	DeleteQuotaRise(ctx context.Context, id string) error
+}

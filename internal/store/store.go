@@ -221,6 +221,7 @@ type Store interface {
 	MeterStore
 	EventStore
 	QuotaStore
+	QuotaAdmissionStore
 	RetentionStore
 	ScheduleStore
 	BudgetStore

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,10 @@ var _ store.Store = (*Store)(nil)
 // transaction takes first (see the package comment: writers are serialised,
 // as SQLite's single writer serialises them).
 const writeLockKey int64 = 0x5374656164_5731 // "Stead" "W1"
+
+// keyLockClass is the first key of every key lock (sqldb.Dialect.TryKeyLock):
+// the second is the hash of the key's name.
+const keyLockClass int32 = 0x5354
 
 // migrateLockKey is the advisory lock migrations hold, so two daemons
 // opening one database at once apply each migration exactly once.
@@ -141,6 +146,22 @@ func dialect(db *sql.DB) sqldb.Dialect {
 				return fmt.Errorf("take write lock: %w", err)
 			}
 			return nil
+		},
+		// A key lock (quota admission's, per tenant) is a two-int advisory
+		// lock, apart from writeLockKey's space; the transaction that holds
+		// it is ended by the server if its process stops talking (it died
+		// holding it), so the lock never outlives its holder by long.
+		TryKeyLock: func(ctx context.Context, tx *sql.Tx, key string) (bool, error) {
+			if _, err := tx.ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '30s'"); err != nil {
+				return false, fmt.Errorf("key lock %s: %w", key, err)
+			}
+			h := fnv.New32a()
+			h.Write([]byte(key))
+			var got bool
+			if err := tx.QueryRowContext(ctx, "SELECT pg_try_advisory_xact_lock($1, $2)", keyLockClass, int32(h.Sum32())).Scan(&got); err != nil {
+				return false, fmt.Errorf("key lock %s: %w", key, err)
+			}
+			return got, nil
 		},
 		ReadOptions:  sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
 		IsUnique:     isUnique,

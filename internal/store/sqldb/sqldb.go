@@ -51,6 +51,13 @@ type Dialect struct {
 	// PostgreSQL).
 	PrefixFunc string
 
+	// TryKeyLock, if set, tries to take a lock on key in tx, held until tx
+	// ends, which keeps every other process on the database from taking
+	// it (PostgreSQL: a transaction-level advisory lock): false when
+	// another holds it now. Without it, a transaction begun on Writer
+	// holds every key (SerialWriter). Quota admission takes it per tenant.
+	TryKeyLock func(ctx context.Context, tx *sql.Tx, key string) (bool, error)
+
 	// PrepareRepeated says a statement run many times in one transaction
 	// is prepared once first (the driver does not cache statements).
 	PrepareRepeated bool

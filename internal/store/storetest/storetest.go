@@ -168,6 +168,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"BudgetStateAndSettingsAreWrittenApart", testBudgetStateAndSettingsApart},
 		{"BudgetsGoWithTheirSandboxAndTenant", testBudgetsGoWithSandboxAndTenant},
 
+		{"QuotaRisesAdmitPendingAndExpire", testQuotaRisesAdmitPendingAndExpire},
+		{"QuotaRisesRacingForTheLastSlotHaveOneWinner", testQuotaRisesRacingForTheLastSlotHaveOneWinner},
+
 		{"NodesRegisterRefreshAndKeepTheirState", testNodesRegisterRefreshAndKeepState},
 		{"NodesHeartbeatWithoutTimesIsNow", testNodesHeartbeatZeroTimesMeanNow},
 		{"NodesRejectBadInputAndStoreNothing", testNodesRejectBadInputAndStoreNothing},
