@@ -137,4 +137,3 @@ func (s *Store) DeleteQuotaRise(ctx context.Context, id string) error {
 	}
 	return nil
 }
-
