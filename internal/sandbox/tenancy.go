@@ -26,7 +26,12 @@ type Tenancy = tenancy.Service
 // the audit recorder and the event sink through the service, so that a
 // test moving the clock or replacing the recorder moves both halves.
 func (s *Service) wireTenancy() {
+	node := "" // a single node admits quota rises in memory; a cluster in the store
+	if s.clustered() {
+		node = s.opts.Owner.Node()
+	}
 	s.Tenancy = tenancy.New(tenancy.Options{
+		Node:     node,
 		Store:    s.opts.Store,
 		Logger:   s.log,
 		Now:      func() time.Time { return s.opts.Now() },

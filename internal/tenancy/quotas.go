@@ -2,6 +2,8 @@ package tenancy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,19 +52,26 @@ import (
 // A lower limit than the usage is accepted: it refuses growth and takes
 // nothing away.
 //
-// Atomicity. An admitted rise is held as pending, in memory, from the
-// check until the record that carries it is stored (then released). The
-// check reads the tenant's usage from the store and adds what is pending,
-// under the tenant's mutex, and a release takes that mutex too: a rise
-// released during a check is therefore either still pending or already
-// in the store the check reads, so two concurrent starts cannot both take
-// the last slot. (A rise is briefly counted twice, in the store and
-// pending, which only errs on the safe side.) The mutex is held for the
-// store reads only, never across a start or a clone. The pending rises
-// are in this process's memory: on one node that is all of them; in a
-// cluster another node's rises not yet stored are not seen, so creates
-// racing on two nodes can pass a limit together (docs/cluster.md,
-// sections 1 and 8).
+// Atomicity. An admitted rise is held as pending from the check until the
+// record that carries it is stored (then released). The check reads the
+// tenant's usage from the store and adds what is pending, and no other
+// check of the tenant runs meanwhile; a release is ordered with the checks
+// the same way: a rise released during a check is therefore either still
+// pending or already in the store the check reads, so two concurrent
+// starts cannot both take the last slot. (A rise is briefly counted
+// twice, in the store and pending, which only errs on the safe side.)
+// Nothing is held across a start or a clone, only across the store reads.
+//
+//   - On a single node (Options.Node ""), the pending rises are in this
+//     process's memory and the tenant's mutex orders the checks.
+//   - In a cluster, they are in the store (store.QuotaRise), each with its
+//     node and an expiry (Options.RiseTTL), and the checks run under the
+//     tenant's admission lock in the store (AdmitQuotaRise: on PostgreSQL
+//     a transaction-level advisory lock, which the server drops with the
+//     transaction of a node that dies holding it), so creates racing on
+//     several nodes cannot pass a limit together. A rise whose node died
+//     before releasing it counts until its expiry (refusing growth, the
+//     safe side).
 
 var _ api.QuotaBackend = (*Service)(nil)
 
@@ -200,6 +209,9 @@ func (s *Service) AdmitQuota(ctx context.Context, tenant, op string, more Use) (
 	if q.IsZero() {
 		return func() {}, nil
 	}
+	if s.opts.Node != "" {
+		return s.admitShared(ctx, tenant, op, q, more)
+	}
 	g := s.quota.get(tenant)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -217,6 +229,50 @@ func (s *Service) AdmitQuota(ctx context.Context, tenant, op string, more Use) (
 		g.mu.Lock()
 		g.pending = g.pending.Minus(more)
 		g.mu.Unlock()
+	}), nil
+}
+
+// admitShared is AdmitQuota in a cluster: the rise is admitted under the
+// tenant's admission lock in the store and held there, as a
+// store.QuotaRise, until release deletes it.
+func (s *Service) admitShared(ctx context.Context, tenant, op string, q store.TenantQuota, more Use) (func(), error) {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	now := s.now()
+	r := store.QuotaRise{ID: "qr-" + hex.EncodeToString(b[:]), TenantID: tenant, Node: s.opts.Node,
+		Running: max(more.Running, 0), CPUs: max(more.CPUs, 0), MemoryBytes: max(more.Memory, 0),
+		DiskBytes: max(more.Disk, 0), Volumes: max(more.Volumes, 0), Snapshots: max(more.Snapshots, 0),
+		ExpiresAt: now.Add(s.opts.RiseTTL)}
+	var refused *errs.QuotaError
+	err := s.st.AdmitQuotaRise(ctx, r, now, func(ctx context.Context, pending []store.QuotaRise) error {
+		use, err := s.QuotaUsage(ctx, tenant)
+		if err != nil {
+			return err
+		}
+		for _, p := range pending {
+			use = use.Plus(Use{Running: p.Running, CPUs: p.CPUs, Memory: p.MemoryBytes, Disk: p.DiskBytes,
+				Volumes: p.Volumes, Snapshots: p.Snapshots})
+		}
+		refused = exceeded(q, use, more)
+		if refused != nil {
+			return refused
+		}
+		return nil
+	})
+	if refused != nil {
+		refused.Op = op
+		return nil, s.refuseQuota(ctx, tenant, refused)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return sync.OnceFunc(func() {
+		if err := s.st.DeleteQuotaRise(context.WithoutCancel(ctx), r.ID); err != nil {
+			s.log.Warn("release an admitted quota rise (it counts until its expiry)", "tenant", tenant, "rise", r.ID,
+				"expires_at", r.ExpiresAt, "err", err)
+		}
 	}), nil
 }
 

@@ -34,7 +34,22 @@ type Options struct {
 	// Repo reads a tenant's bytes in the repository for the
 	// repository_bytes quota (nil: no repository is configured).
 	Repo RepoUsage
+	// Node, in a cluster, is this node's name: quota admission then holds
+	// its pending rises in the store, under the tenant's admission lock,
+	// so that they hold across the nodes (quotas.go). "" (a single node):
+	// in this process's memory.
+	Node string
+	// RiseTTL is how long a rise admitted in a cluster counts if its node
+	// never releases it (it died before storing the record): 0 is
+	// DefaultRiseTTL.
+	RiseTTL time.Duration
 }
+
+// DefaultRiseTTL is how long a rise admitted in a cluster counts at most:
+// longer than any operation between its admission and its record's store
+// (a create, a restore), so a rise stops counting early only when its node
+// died.
+const DefaultRiseTTL = 30 * time.Minute
 
 // RepoUsage is what the quotas read of the off-box repository. The node's
 // sandbox service implements it (it opens the repository).
@@ -70,6 +85,9 @@ func New(opts Options) *Service {
 	}
 	if opts.Keys == nil {
 		opts.Keys = NewSecretKey("", nil)
+	}
+	if opts.RiseTTL <= 0 {
+		opts.RiseTTL = DefaultRiseTTL
 	}
 	s := &Service{opts: opts, st: opts.Store, log: opts.Logger, rec: audit.Nop{}, secrets: opts.Keys}
 	if opts.Audit != nil {

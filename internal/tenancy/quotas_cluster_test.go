@@ -1,0 +1,98 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/store"
+	"github.com/stead-dev/stead/internal/store/postgres"
+	"github.com/stead-dev/stead/internal/store/postgres/pgtest"
+)
+
+// TestQuotaAdmissionHoldsAcrossNodes: two nodes' tenancy services on one
+// real PostgreSQL store race, many times, for a tenant's last running
+// slot (two racers on each node): exactly one is admitted each time, the
+// others refused with a quota error. Once the winner's record is stored
+// and its rise released, neither node admits another.
+func TestQuotaAdmissionHoldsAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	st, err := postgres.Open(ctx, srv.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	log := slog.New(slog.DiscardHandler)
+	a := New(Options{Store: st, Node: "a", Logger: log})
+	if _, err := a.Bootstrap(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := New(Options{Store: st, Node: "b", Logger: log})
+	if _, err := a.CreateTenant(ctx, client.CreateTenantRequest{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetTenantQuotas(ctx, "acme", client.SetQuotasRequest{RunningSandboxes: qi(2)}); err != nil {
+		t.Fatal(err)
+	}
+	putSandbox(t, a, "acme", "one", store.StateRunning, client.Limits{CPUs: 1, MemoryBytes: 1 << 30})
+	one := Use{Running: 1, CPUs: 1, Memory: 1 << 30}
+
+	const rounds = 40
+	for round := range rounds {
+		var won atomic.Int64
+		var mu sync.Mutex
+		var releases []func()
+		var wg sync.WaitGroup
+		for i, s := range []*Service{a, b, a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				release, err := s.AdmitQuota(ctx, "acme", "start sandbox", one)
+				var qe *errs.QuotaError
+				switch {
+				case err == nil:
+					won.Add(1)
+					mu.Lock()
+					releases = append(releases, release)
+					mu.Unlock()
+				case errors.As(err, &qe) && qe.Quota == errs.QuotaRunningSandboxes:
+				default:
+					t.Errorf("round %d racer %d: %v", round, i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Fatalf("round %d: %d admissions for the last slot across two nodes, want 1", round, n)
+		}
+		if round == rounds-1 {
+			// The winner stores its record, then releases its rise.
+			putSandbox(t, a, "acme", "two", store.StateRunning, client.Limits{CPUs: 1, MemoryBytes: 1 << 30})
+		}
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, s := range []*Service{a, b} {
+		var qe *errs.QuotaError
+		if _, err := s.AdmitQuota(ctx, "acme", "start sandbox", one); !errors.As(err, &qe) {
+			t.Fatalf("node %s admitted past the limit once the winner's record was stored: %v", s.opts.Node, err)
+		}
+	}
+	// A rise released leaves no row behind.
+	if err := st.AdmitQuotaRise(ctx, store.QuotaRise{ID: "probe", TenantID: "acme", ExpiresAt: a.now().Add(DefaultRiseTTL)}, a.now(),
+		func(_ context.Context, p []store.QuotaRise) error {
+			if len(p) != 0 {
+				t.Errorf("rises left after their release: %+v", p)
+			}
+			return errs.ErrQuota
+		}); !errors.Is(err, errs.ErrQuota) {
+		t.Fatal(err)
+	}
+}
