@@ -30,8 +30,8 @@ type tenantNode struct {
 }
 
 // newTenantNodes makes one node per name on st, each registered with a
-// fresh heartbeat (dead: an old one, and its leases not renewed).
-func newTenantNodes(t *testing.T, st store.Store, ttl time.Duration, dead map[string]bool, names ...string) []*tenantNode {
+// fresh heartbeat and renewing its leases.
+func newTenantNodes(t *testing.T, st store.Store, ttl time.Duration, names ...string) []*tenantNode {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
@@ -57,18 +57,13 @@ func newTenantNodes(t *testing.T, st store.Store, ttl time.Duration, dead map[st
 		hs := httptest.NewServer(router.Auth().RequireNode(mux))
 		t.Cleanup(hs.Close)
 		hb := time.Now()
-		if dead[name] {
-			hb = hb.Add(-time.Hour)
-		}
 		if _, err := st.HeartbeatNode(ctx, store.Node{Name: name, Address: hs.Listener.Addr().String(), HeartbeatAt: hb, StartedAt: hb}); err != nil {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		n.stop = cancel
 		t.Cleanup(cancel)
-		if !dead[name] {
-			go n.leases.Run(rctx)
-		}
+		go n.leases.Run(rctx)
 		out = append(out, n)
 	}
 	return out
@@ -89,7 +84,7 @@ func TestTenantSuspendAndDeleteReachEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	nodes := newTenantNodes(t, st, time.Minute, nil, "a", "b")
+	nodes := newTenantNodes(t, st, time.Minute, "a", "b")
 	a, b := nodes[0], nodes[1]
 	const tn = "acme"
 	if _, err := a.svc.CreateTenant(ctx, client.CreateTenantRequest{ID: tn}); err != nil {
@@ -152,13 +147,14 @@ func TestTenantSuspendAndDeleteReachEveryNode(t *testing.T) {
 	}
 }
 
-// TestTenantDeletePurgesADeadNodesSandbox: a tenant's stopped sandbox on
-// node c, which then dies (its heartbeat is old and its lease lapses), is
-// purged by the deletion through node a as a stopped sandbox a does not
-// hold: a takes its lapsed lease and purges the record under it. The
-// suspension before it refuses (409) while the dead node's lease of a
-// running sandbox is in force, naming it. When c returns, its Reconcile
-// keeps the root it still has as a lost copy.
+// TestTenantDeletePurgesADeadNodesSandbox: a tenant's sandboxes on node
+// c, one running and one stopped; c dies (its heartbeat is old, its leases
+// are no longer renewed). The suspension through node a refuses (409)
+// while c's lease of the running one is in force, naming the node. Once
+// the leases lapsed, the deletion through a purges both as stopped
+// sandboxes a does not hold: a takes each lapsed lease and purges the
+// record under it. When c returns, its Reconcile keeps the roots it still
+// has as lost copies (and kills what still ran there).
 func TestTenantDeletePurgesADeadNodesSandbox(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
@@ -168,54 +164,75 @@ func TestTenantDeletePurgesADeadNodesSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	const ttl = 2 * time.Second
-	nodes := newTenantNodes(t, st, ttl, map[string]bool{"c": true}, "a", "c")
+	const ttl = 6 * time.Second
+	nodes := newTenantNodes(t, st, ttl, "a", "c")
 	a, c := nodes[0], nodes[1]
 	const tn = "acme"
 	if _, err := a.svc.CreateTenant(ctx, client.CreateTenantRequest{ID: tn}); err != nil {
 		t.Fatal(err)
 	}
-	onC, err := c.svc.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "on-c"})
+	running, err := c.svc.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "busy-c"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// c is dead (old heartbeat) but its lease of the running sandbox is in
-	// force: the suspension cannot stop it yet, and says so.
+	stopped, err := c.svc.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "idle-c", NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// c dies.
+	c.stop()
+	old := time.Now().Add(-time.Hour)
+	if _, err := st.HeartbeatNode(ctx, store.Node{Name: "c", Address: "127.0.0.1:1", HeartbeatAt: old, StartedAt: old}); err != nil {
+		t.Fatal(err)
+	}
 	_, err = a.svc.SuspendTenant(ctx, tn)
 	if !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "node c is not alive") {
 		t.Fatalf("suspend with a dead node's lease in force: %v", err)
 	}
-	// What the dead node still runs is gone with it; its record says stopped.
-	if _, err := c.svc.StopSandbox(ctx, tn, onC.ID); err != nil {
-		t.Fatal(err)
-	}
-	waitWithin(t, ttl+3*time.Second, "c's lease lapses", func() bool {
-		own, err := st.GetOwnership(ctx, onC.ID)
-		return err == nil && time.Now().After(own.ExpiresAt)
+	waitWithin(t, ttl+3*time.Second, "c's leases lapse", func() bool {
+		for _, id := range []string{running.ID, stopped.ID} {
+			own, err := st.GetOwnership(ctx, id)
+			if err != nil || !time.Now().After(own.ExpiresAt) {
+				return false
+			}
+		}
+		return true
 	})
+	// Nothing of c runs on a live node: the suspension has nothing to do.
+	if _, err := a.svc.SuspendTenant(ctx, tn); err != nil {
+		t.Fatalf("suspend once c's leases lapsed: %v", err)
+	}
 
-	if _, err := a.svc.DeleteTenant(ctx, tn); err != nil {
-		t.Fatalf("delete through a: %v", err)
+	d, err := a.svc.DeleteTenant(ctx, tn)
+	if err != nil || d.Sandboxes != 2 {
+		t.Fatalf("delete through a: %+v %v", d, err)
 	}
-	if _, err := st.GetSandbox(ctx, "", onC.ID); !errors.Is(err, errs.ErrNotFound) {
-		t.Fatalf("the dead node's sandbox record: %v", err)
-	}
-	own, err := st.GetOwnership(ctx, onC.ID)
-	if err != nil || own.Node != "a" {
-		t.Fatalf("lease after the purge: %+v %v (want a's, released)", own, err)
-	}
-	// c still has the root; when it returns, the root is kept as a lost copy.
-	if ok, _ := c.svc.pool.Exists(ctx, datasetName(onC.ID)); !ok {
-		t.Fatal("the dead node's root went before it returned")
+	for _, sb := range []client.Sandbox{running, stopped} {
+		if _, err := st.GetSandbox(ctx, "", sb.ID); !errors.Is(err, errs.ErrNotFound) {
+			t.Fatalf("the dead node's sandbox %s: %v", sb.Name, err)
+		}
+		own, err := st.GetOwnership(ctx, sb.ID)
+		if err != nil || own.Node != "a" {
+			t.Fatalf("lease of %s after the purge: %+v %v (want a's, released)", sb.Name, own, err)
+		}
+		// c still has the root until it returns.
+		if ok, _ := c.svc.pool.Exists(ctx, datasetName(sb.ID)); !ok {
+			t.Fatalf("the dead node's root of %s went before it returned", sb.Name)
+		}
 	}
 	if err := c.svc.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := c.svc.pool.Exists(ctx, datasetName(onC.ID)); ok {
-		t.Fatal("the returning node kept the purged sandbox's root as its own")
-	}
 	copies, err := c.svc.LostCopies(ctx)
-	if err != nil || len(copies) != 1 || copies[0].Sandbox != onC.ID {
+	if err != nil || len(copies) != 2 {
 		t.Fatalf("lost copies on the returning node: %+v %v", copies, err)
+	}
+	for _, sb := range []client.Sandbox{running, stopped} {
+		if ok, _ := c.svc.pool.Exists(ctx, datasetName(sb.ID)); ok {
+			t.Fatalf("the returning node kept the purged %s's root as its own", sb.Name)
+		}
+	}
+	if ids, _ := c.svc.rt.List(ctx); len(ids) != 0 {
+		t.Fatalf("the returning node still runs %v", ids)
 	}
 }
