@@ -87,11 +87,16 @@ func (s *Service) tenantActs() cluster.TenantActions {
 func (s *Service) TenantStop(ctx context.Context, tenant, id string) error {
 	if s.clustered() && !s.holds(id) {
 		own, err := s.st.GetOwnership(ctx, id)
-		if err == nil && own.Node != s.opts.Owner.Node() && s.now().Before(own.ExpiresAt) {
+		switch {
+		case errors.Is(err, errs.ErrNotFound):
+			return nil // it never had a lease: nothing of it runs anywhere
+		case err != nil:
+			return fmt.Errorf("stop sandbox %s: %w", id, err)
+		case s.now().Before(own.ExpiresAt):
 			return fmt.Errorf("stop sandbox %s: its node %s is not alive, and its lease is in force until %s; run the suspension again once it lapsed: %w",
 				id, own.Node, own.ExpiresAt.UTC().Format(time.RFC3339), errs.ErrConflict)
 		}
-		s.log.Info("tenant suspended: a sandbox of a dead node is not stopped here (failover adopts it stopped)", "sandbox", id, "tenant", tenant)
+		s.log.Info("tenant suspended: a sandbox of a dead node is not stopped here (failover adopts it stopped)", "sandbox", id, "tenant", tenant, "node", own.Node)
 		return nil
 	}
 	if _, err := s.stop(ctx, tenant, id, "tenant_suspended"); err != nil && !isAlready(err) && !errors.Is(err, errs.ErrNotFound) {
@@ -231,7 +236,7 @@ func (s *Service) purgeForTenant(ctx context.Context, sb store.Sandbox) error {
 	}
 	if !s.holds(cur.ID) {
 		if _, err := s.opts.Owner.Acquire(ctx, cur.ID); err != nil {
-			return fmt.Errorf("its owner node is not alive and still holds its lease; run the delete again once the lease lapsed: %w", err)
+			return fmt.Errorf("take its lease (its node is not alive; run the delete again once the lease lapsed): %w", err)
 		}
 		return s.purgeLocked(ctx, cur)
 	}
