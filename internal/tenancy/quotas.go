@@ -55,23 +55,26 @@ import (
 // Atomicity. An admitted rise is held as pending from the check until the
 // record that carries it is stored (then released). The check reads the
 // tenant's usage from the store and adds what is pending, and no other
-// check of the tenant runs meanwhile; a release is ordered with the checks
-// the same way: a rise released during a check is therefore either still
-// pending or already in the store the check reads, so two concurrent
-// starts cannot both take the last slot. (A rise is briefly counted
-// twice, in the store and pending, which only errs on the safe side.)
-// Nothing is held across a start or a clone, only across the store reads.
+// check of the tenant runs meanwhile; a rise released during a check is
+// either still pending or already in the store the check reads, so two
+// concurrent starts cannot both take the last slot. (A rise is briefly
+// counted twice, in the store and pending, which only errs on the safe
+// side.) Nothing is held across a start or a clone, only across the store
+// reads.
 //
 //   - On a single node (Options.Node ""), the pending rises are in this
-//     process's memory and the tenant's mutex orders the checks.
+//     process's memory; the tenant's mutex orders the checks, and a
+//     release takes it too.
 //   - In a cluster, they are in the store (store.QuotaRise), each with its
 //     node and an expiry (Options.RiseTTL), and the checks run under the
 //     tenant's admission lock in the store (AdmitQuotaRise: on PostgreSQL
 //     a transaction-level advisory lock, which the server drops with the
 //     transaction of a node that dies holding it), so creates racing on
-//     several nodes cannot pass a limit together. A rise whose node died
-//     before releasing it counts until its expiry (refusing growth, the
-//     safe side).
+//     several nodes cannot pass a limit together. A check reads the rises
+//     before the usage, and a rise is deleted only after its record is
+//     stored, so a release needs no lock: the check sees the rise, its
+//     record, or both. A rise whose node died before releasing it counts
+//     until its expiry (refusing growth, the safe side).
 
 var _ api.QuotaBackend = (*Service)(nil)
 
