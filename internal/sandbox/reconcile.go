@@ -21,6 +21,8 @@ import (
 //     are removed (warm.go);
 //   - in a cluster, the root of a sandbox another node purged while this
 //     node was away is kept as a lost copy (keepPurgedRoots);
+//   - in a cluster, the quota rises this node admitted before it started
+//     are forgotten (tenancy.ForgetNodeRises);
 //   - an environment stored in plaintext by an earlier stead is sealed.
 func (s *Service) Reconcile(ctx context.Context) error {
 	list, err := s.st.ListSandboxes(ctx, store.SandboxFilter{IncludeDeleted: true})
@@ -28,6 +30,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		return fmt.Errorf("reconcile: list sandboxes: %w", err)
 	}
 	s.dropSecretStages()
+	if err := s.ForgetNodeRises(ctx); err != nil { // tenancy: this node's quota rises from before
+		s.log.Error("reconcile: forget this node's quota rises from before it started (they count until they expire)", "err", err)
+	}
 	all := list
 	list = s.claim(ctx, list) // in a cluster: the sandboxes this node owns
 	s.keepPurgedRoots(ctx, all)

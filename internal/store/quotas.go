@@ -103,7 +103,12 @@ type QuotaRise struct {
 //     id stored already. Rises belong to one tenant: another tenant's
 //     never reach check.
 //   - DeleteQuotaRise removes rise id; an absent one is no error.
+//   - DeleteNodeQuotaRises removes every rise node admitted, of every
+//     tenant (a node starting: what its earlier process admitted can no
+//     longer be released); other nodes' stay. errs.ErrInvalid for an
+//     empty node.
 type QuotaAdmissionStore interface {
 	AdmitQuotaRise(ctx context.Context, r QuotaRise, now time.Time, check func(ctx context.Context, pending []QuotaRise) error) error
 	DeleteQuotaRise(ctx context.Context, id string) error
+	DeleteNodeQuotaRises(ctx context.Context, node string) error
 }

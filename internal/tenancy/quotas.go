@@ -74,7 +74,8 @@ import (
 //     before the usage, and a rise is deleted only after its record is
 //     stored, so a release needs no lock: the check sees the rise, its
 //     record, or both. A rise whose node died before releasing it counts
-//     until its expiry (refusing growth, the safe side).
+//     until the node starts again (ForgetNodeRises) or the rise expires
+//     (refusing growth meanwhile, the safe side).
 
 var _ api.QuotaBackend = (*Service)(nil)
 
@@ -277,6 +278,18 @@ func (s *Service) admitShared(ctx context.Context, tenant, op string, q store.Te
 				"expires_at", r.ExpiresAt, "err", err)
 		}
 	}), nil
+}
+
+// ForgetNodeRises deletes, in a cluster, the rises this node admitted
+// before it (re)started: their operations ended with the process, and no
+// release will come for them (otherwise they would count until their
+// expiry). Call it at start-up, before serving; on a single node it does
+// nothing.
+func (s *Service) ForgetNodeRises(ctx context.Context) error {
+	if s.opts.Node == "" {
+		return nil
+	}
+	return s.st.DeleteNodeQuotaRises(ctx, s.opts.Node)
 }
 
 // CheckQuota is AdmitQuota for a check that holds nothing: the operation

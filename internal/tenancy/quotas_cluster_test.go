@@ -111,3 +111,51 @@ func TestQuotaAdmissionHoldsAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestARestartedNodeForgetsItsUnreleasedRises: a rise node a admitted and
+// never released (a died mid-create) keeps the tenant's last slot from
+// node b; once a starts again (ForgetNodeRises), the slot is free.
+func TestARestartedNodeForgetsItsUnreleasedRises(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	st, err := postgres.Open(ctx, srv.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	log := slog.New(slog.DiscardHandler)
+	a := New(Options{Store: st, Node: "a", Logger: log})
+	if _, err := a.Bootstrap(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := New(Options{Store: st, Node: "b", Logger: log})
+	if _, err := a.CreateTenant(ctx, client.CreateTenantRequest{ID: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetTenantQuotas(ctx, "acme", client.SetQuotasRequest{RunningSandboxes: qi(1)}); err != nil {
+		t.Fatal(err)
+	}
+	one := Use{Running: 1}
+	if _, err := a.AdmitQuota(ctx, "acme", "start sandbox", one); err != nil { // never released: a dies
+		t.Fatal(err)
+	}
+	var qe *errs.QuotaError
+	if _, err := b.AdmitQuota(ctx, "acme", "start sandbox", one); !errors.As(err, &qe) {
+		t.Fatalf("b admitted while a's rise was pending: %v", err)
+	}
+	if err := b.ForgetNodeRises(ctx); err != nil { // b's own: none
+		t.Fatal(err)
+	}
+	if _, err := b.AdmitQuota(ctx, "acme", "start sandbox", one); !errors.As(err, &qe) {
+		t.Fatalf("b forgot a's rise: %v", err)
+	}
+	a2 := New(Options{Store: st, Node: "a", Logger: log}) // a starts again
+	if err := a2.ForgetNodeRises(ctx); err != nil {
+		t.Fatal(err)
+	}
+	release, err := b.AdmitQuota(ctx, "acme", "start sandbox", one)
+	if err != nil {
+		t.Fatalf("the slot of a's rise from before its restart: %v", err)
+	}
+	release()
+}

@@ -137,3 +137,14 @@ func (s *Store) DeleteQuotaRise(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// DeleteNodeQuotaRises removes every rise node admitted.
+func (s *Store) DeleteNodeQuotaRises(ctx context.Context, node string) error {
+	if node == "" {
+		return fmt.Errorf("delete a node's quota rises: no node: %w", errs.ErrInvalid)
+	}
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM quota_rises WHERE node = ?`, node); err != nil {
+		return fmt.Errorf("delete the quota rises of node %s: %w", node, err)
+	}
+	return nil
+}

@@ -129,3 +129,31 @@ func testQuotaRisesRacingForTheLastSlotHaveOneWinner(t *testing.T, s store.Store
 		}
 	}
 }
+
+// testQuotaRisesOfANodeAreDeletedTogether: DeleteNodeQuotaRises removes
+// every rise of one node, in every tenant, and no other node's.
+func testQuotaRisesOfANodeAreDeletedTogether(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	now := at(0)
+	for _, r := range []struct{ id, tenant, node string }{{"a1", "acme", "a"}, {"a2", "other", "a"}, {"b1", "acme", "b"}} {
+		noErr(t, s.AdmitQuotaRise(ctx, store.QuotaRise{ID: r.id, TenantID: r.tenant, Node: r.node, Running: 1, ExpiresAt: now.Add(time.Hour)}, now,
+			func(context.Context, []store.QuotaRise) error { return nil }), "admit "+r.id)
+	}
+	if err := s.DeleteNodeQuotaRises(ctx, ""); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("no node: %v, want ErrInvalid", err)
+	}
+	noErr(t, s.DeleteNodeQuotaRises(ctx, "a"), "delete node a's rises")
+	for tenant, want := range map[string]string{"acme": "[b1]", "other": "[]"} {
+		var ids []string
+		noErr(t, s.AdmitQuotaRise(ctx, store.QuotaRise{ID: "probe-" + tenant, TenantID: tenant, Node: "c", ExpiresAt: now.Add(time.Hour)}, now,
+			func(_ context.Context, p []store.QuotaRise) error {
+				for _, r := range p {
+					ids = append(ids, r.ID)
+				}
+				return nil
+			}), "probe "+tenant)
+		if got := fmt.Sprint(ids); got != want && !(want == "[]" && len(ids) == 0) {
+			t.Fatalf("tenant %s's rises after node a's were deleted: %s, want %s", tenant, got, want)
+		}
+	}
+}

@@ -170,6 +170,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 
 		{"QuotaRisesAdmitPendingAndExpire", testQuotaRisesAdmitPendingAndExpire},
 		{"QuotaRisesRacingForTheLastSlotHaveOneWinner", testQuotaRisesRacingForTheLastSlotHaveOneWinner},
+		{"QuotaRisesOfANodeAreDeletedTogether", testQuotaRisesOfANodeAreDeletedTogether},
 
 		{"NodesRegisterRefreshAndKeepTheirState", testNodesRegisterRefreshAndKeepState},
 		{"NodesHeartbeatWithoutTimesIsNow", testNodesHeartbeatZeroTimesMeanNow},
