@@ -142,22 +142,69 @@ func (r *Router) Route(ctx context.Context, tenant, idOrName string) (api.Peer, 
 	if err != nil {
 		return api.Peer{}, fmt.Errorf("route sandbox %s: %w", sb.ID, err)
 	}
-	if own.Node == r.o.Node {
+	return r.peer(ctx, own.Node, "sandbox", sb.ID)
+}
+
+// peer is the Peer of node, which serves what (kind id): the zero Peer
+// when node is this node or "", when it is not registered, and when its
+// heartbeat is older than the grace (it is dead: served here).
+func (r *Router) peer(ctx context.Context, node, kind, id string) (api.Peer, error) {
+	if node == "" || node == r.o.Node {
 		return api.Peer{}, nil
 	}
-	n, err := r.o.Store.GetNode(ctx, own.Node)
+	n, err := r.o.Store.GetNode(ctx, node)
 	if errors.Is(err, errs.ErrNotFound) {
-		r.o.Logger.WarnContext(ctx, "sandbox owner is not a registered node; serving here", "sandbox", sb.ID, "node", own.Node)
+		r.o.Logger.WarnContext(ctx, kind+"'s node is not a registered node; serving here", kind, id, "node", node)
 		return api.Peer{}, nil
 	}
 	if err != nil {
-		return api.Peer{}, fmt.Errorf("route sandbox %s: node %s: %w", sb.ID, own.Node, err)
+		return api.Peer{}, fmt.Errorf("route %s %s: node %s: %w", kind, id, node, err)
 	}
 	if age := r.o.Clock().Sub(n.HeartbeatAt); age > r.o.Grace {
-		r.o.Logger.DebugContext(ctx, "sandbox owner is dead; serving here", "sandbox", sb.ID, "node", n.Name, "heartbeat_age", age)
+		r.o.Logger.DebugContext(ctx, kind+"'s node is dead; serving here", kind, id, "node", n.Name, "heartbeat_age", age)
 		return api.Peer{}, nil
 	}
 	return api.Peer{Node: n.Name, Address: n.Address}, nil
+}
+
+// RouteVolume returns the node that serves tenant's requests for the
+// volume idOrName: the node its record names (the one whose pool holds
+// its data), unless that is this node, "" (a single node's volume, or one
+// made before nodes were recorded), unregistered or dead, or the volume
+// is not found (the route answers its 404): then the zero Peer (here).
+func (r *Router) RouteVolume(ctx context.Context, tenant, idOrName string) (api.Peer, error) {
+	if tenant == "" {
+		return api.Peer{}, nil
+	}
+	v, err := r.o.Store.GetVolume(ctx, tenant, idOrName)
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route volume %s: %w", idOrName, err)
+	}
+	return r.peer(ctx, v.Node, "volume", v.ID)
+}
+
+// RouteOperation returns the node that runs operation id, the registered
+// node whose api.NodeTag the id carries (api.OperationNodeTag): the zero
+// Peer (here) for this node's tag, an id without a tag (a single node's),
+// a tag of no registered node and a dead node.
+func (r *Router) RouteOperation(ctx context.Context, id string) (api.Peer, error) {
+	tag, ok := api.OperationNodeTag(id)
+	if !ok || tag == api.NodeTag(r.o.Node) {
+		return api.Peer{}, nil
+	}
+	nodes, err := r.o.Store.ListNodes(ctx)
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route operation %s: list nodes: %w", id, err)
+	}
+	for _, n := range nodes {
+		if api.NodeTag(n.Name) == tag {
+			return r.peer(ctx, n.Name, "operation", id)
+		}
+	}
+	return api.Peer{}, nil
 }
 
 // Place picks the node that creates tenant's sandbox req (Pick over the
@@ -294,45 +341,62 @@ func (r *Router) RouteID(ctx context.Context, id string) (api.Peer, error) {
 // ForwardSandboxPaths wraps the handlers the daemon mounts ahead of the
 // API for /v1/sandboxes/{id}/... (the port proxy's path routes
 // /v1/sandboxes/{id}/ports/{port}/ and /v1/sandboxes/{id}/port-forward/{port},
-// which authenticate by themselves): a request for a sandbox another live
-// node owns is forwarded to it, streaming (websockets included), signed;
-// one this node serves, and every verified node call, goes to next. A
+// which authenticate by themselves): ForwardSandbox with the path's {id}.
+func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
+	return r.ForwardSandbox(func(req *http.Request) (string, bool) { return sandboxPathID(req.URL.EscapedPath()) })(next)
+}
+
+// ForwardSandbox returns a wrapper of handlers that serve requests naming
+// a sandbox by id in a way of their own and authenticate by themselves
+// (the port proxy's routes by path and by Host, the E2B API's control and
+// data planes): idOf says which sandbox a request is for (false: none;
+// the request goes to next untouched). A request for a sandbox another
+// live node owns (RouteID) is forwarded to it, streaming (websockets
+// included), signed; the owner authenticates the client's credentials
+// itself and records the call. One this node serves, and every verified
+// node call, goes to next: a node call is never forwarded again. A
 // request with node-call headers that do not verify is refused with 401;
 // an owner that cannot be reached is a 503 (502) problem naming it.
-func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		node, err := r.auth.Verify(req)
-		if err != nil {
-			WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
-			return
-		}
-		id, ok := sandboxPathID(req.URL.EscapedPath())
-		if node != "" || !ok {
-			next.ServeHTTP(w, req)
-			return
-		}
-		to, err := r.RouteID(req.Context(), id)
-		if err != nil {
-			r.o.Logger.ErrorContext(req.Context(), "route a sandbox path", "sandbox", id, "err", err)
-			WriteProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
-			return
-		}
-		if to.Here() {
-			next.ServeHTTP(w, req)
-			return
-		}
-		if err := r.client.Forward(w, req, to); err != nil {
-			var fe *ForwardError
-			status := http.StatusBadGateway
-			if errors.As(err, &fe) {
-				status = fe.Status
+func (r *Router) ForwardSandbox(idOf func(*http.Request) (string, bool)) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			id, ok := idOf(req)
+			if !ok {
+				next.ServeHTTP(w, req)
+				return
 			}
-			if status == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", "5")
+			node, err := r.auth.Verify(req)
+			if err != nil {
+				WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
+				return
 			}
-			WriteProblem(w, status, errs.Message(err))
-		}
-	})
+			if node != "" {
+				next.ServeHTTP(w, req.WithContext(WithCallingNode(req.Context(), node)))
+				return
+			}
+			to, err := r.RouteID(req.Context(), id)
+			if err != nil {
+				r.o.Logger.ErrorContext(req.Context(), "route a sandbox request", "sandbox", id, "err", err)
+				WriteProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
+				return
+			}
+			if to.Here() {
+				next.ServeHTTP(w, req)
+				return
+			}
+			if err := r.client.Forward(w, req, to); err != nil {
+				var fe *ForwardError
+				status := http.StatusBadGateway
+				if errors.As(err, &fe) {
+					status = fe.Status
+				}
+				if status == http.StatusServiceUnavailable {
+					w.Header().Set("Retry-After", "5")
+				}
+				WriteProblem(w, status, errs.Message(err))
+			}
+		})
+	}
 }
 
 // sandboxPathID returns the {id} of an escaped /v1/sandboxes/{id}/... path.

@@ -151,13 +151,14 @@ func (c *clusterNode) nodes(reg *cluster.Registry, svc *sandbox.Service) api.Nod
 	}{reg, sandbox.NodeEvacuation{Service: svc, Evacuate: c.evac.Evacuate}}
 }
 
-// forwardPaths sends the port proxy's path routes to a sandbox's owner
-// (nil on a single node).
-func (c *clusterNode) forwardPaths() func(http.Handler) http.Handler {
+// forwardSandbox sends the port proxy's requests for a sandbox another
+// node owns to that node (cluster.Router.ForwardSandbox; nil on a single
+// node).
+func (c *clusterNode) forwardSandbox() func(idOf func(*http.Request) (string, bool)) func(http.Handler) http.Handler {
 	if c == nil {
 		return nil
 	}
-	return c.router.ForwardSandboxPaths
+	return c.router.ForwardSandbox
 }
 
 // apiRouter is the API's Router (nil on a single node).

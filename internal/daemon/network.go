@@ -14,6 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/egress"
 	"github.com/stead-dev/stead/internal/network/resolver"
@@ -168,14 +169,23 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 // serveProxy starts the port proxy on its listener (if any) and returns
 // the API handler with the proxy's path and port-forward routes in front.
 //
-// In a cluster, fwd sends the proxy's path routes for a sandbox another
-// node owns to that node (cluster.Router.ForwardSandboxPaths); the API
+// In a cluster, fwd (cluster.Router.ForwardSandbox) sends a request for a
+// sandbox another node owns to that node: the proxy's path routes on the
+// API listener, and every request of the proxy's own listener (by Host
+// and by path). The owner gets a forwarded host-routed request on its API
+// listener, where, as a verified node call with a "<port>-<id>.<domain>"
+// Host, it is served by the proxy's Host routing (a client's request with
+// such a Host still goes to the API, as on a single node). The API
 // forwards its own routes itself.
-func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger, fwd func(http.Handler) http.Handler) http.Handler {
-	if fwd == nil {
-		fwd = func(h http.Handler) http.Handler { return h }
+func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger,
+	fwd func(idOf func(*http.Request) (string, bool)) func(http.Handler) http.Handler) http.Handler {
+	var front func(http.Handler) http.Handler
+	pathFwd := func(h http.Handler) http.Handler { return h }
+	if fwd != nil {
+		front = fwd(func(r *http.Request) (string, bool) { return portproxy.SandboxOf(r, nc.ProxyDomain) })
+		pathFwd = fwd(func(r *http.Request) (string, bool) { return portproxy.SandboxOf(r, "") })
 	}
-	p.proxy = portproxy.New(portproxy.Options{Backend: svc.PortBackend(), Domain: nc.ProxyDomain, Logger: log})
+	p.proxy = portproxy.New(portproxy.Options{Backend: svc.PortBackend(), Domain: nc.ProxyDomain, Logger: log, Front: front})
 	if p.ln != nil {
 		go func() {
 			err := p.proxy.Serve(ctx, p.ln, nc.ProxyTLSCert, nc.ProxyTLSKey)
@@ -186,13 +196,24 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 		log.Info("port proxy listening", "addr", p.ln.Addr().String(), "domain", nc.ProxyDomain)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", fwd(p.proxy.PathHandler()))
-	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", fwd(p.proxy.ForwardHandler()))
+	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", pathFwd(p.proxy.PathHandler()))
+	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", pathFwd(p.proxy.ForwardHandler()))
 	// The bare path is the API's (expose, unexpose): without this exact
 	// pattern the mux would redirect it into the proxy's subtree.
 	mux.Handle("/v1/sandboxes/{id}/ports/{port}", apiHandler)
 	mux.Handle("/", apiHandler)
-	return mux
+	if fwd == nil || nc.ProxyDomain == "" {
+		return mux
+	}
+	// Verified (else refused) by fwd, and never forwarded again.
+	hostRouted := fwd(func(r *http.Request) (string, bool) { return portproxy.HostSandbox(r, nc.ProxyDomain) })(p.proxy.Handler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := portproxy.HostSandbox(r, nc.ProxyDomain); ok && r.Header.Get(cluster.HeaderNode) != "" {
+			hostRouted.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // DefaultSubnet6 is the sandboxes' IPv6 subnet when the host has IPv6.

@@ -167,6 +167,25 @@ func (h *Handler) serveLogged(w http.ResponseWriter, r *http.Request, plane stri
 		"sandbox", h.envdSandbox(r), "status", sw.Status(), "dur", h.opts.Now().Sub(start))
 }
 
+// SandboxOf returns the sandbox an E2B request acts on, for a cluster
+// that sends it to the sandbox's node: the data plane's sandbox (the
+// E2b-Sandbox-Id header, or the Host 49983-<id>.<domain>), or the {id} of
+// a control-plane route /sandboxes/{id}[/...] or /v2/sandboxes/{id}/...;
+// false for every other request (creates and lists among them, and
+// anything not E2B's).
+func (h *Handler) SandboxOf(r *http.Request) (string, bool) {
+	if id := h.envdSandbox(r); id != "" {
+		return id, true
+	}
+	for _, prefix := range []string{"/sandboxes/", "/v2/sandboxes/"} {
+		if rest, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			return id, id != ""
+		}
+	}
+	return "", false
+}
+
 // isControlPath reports whether path belongs to the E2B control plane.
 func isControlPath(path string) bool {
 	for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"} {

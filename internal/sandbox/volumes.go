@@ -106,7 +106,8 @@ func (s *Service) createVolume(ctx context.Context, tenant string, req client.Cr
 	}
 	defer release() // once the record carries the promise, or there is none
 	ctx = context.WithoutCancel(ctx)
-	v := store.Volume{ID: newVolumeID(), TenantID: tenant, Name: req.Name, SizeBytes: size, State: "available", CreatedAt: s.now(), Origin: origin}
+	v := store.Volume{ID: newVolumeID(), TenantID: tenant, Name: req.Name, SizeBytes: size, State: "available", CreatedAt: s.now(), Origin: origin,
+		Node: s.opts.Owner.Node()}
 	ds := volumeDataset(v.ID)
 	if err := s.pool.Create(ctx, ds); err != nil {
 		return client.Volume{}, fmt.Errorf("create volume %s: %w", req.Name, err)

@@ -1,0 +1,4 @@
+-- 0029: the node whose pool holds a volume's data (as SQLite's 0029). ''
+-- for a single node's volumes and for volumes made before this migration.
+
+ALTER TABLE volumes ADD COLUMN node TEXT COLLATE "C" NOT NULL DEFAULT '';
