@@ -399,6 +399,24 @@ func (r *Router) ForwardSandbox(idOf func(*http.Request) (string, bool)) func(ht
 	}
 }
 
+// NodeHostRoutes serves the host-routed requests other nodes forward here
+// (ForwardSandbox on their port proxy's listener sends them to this
+// node's API address with the client's Host): a request that carries
+// node-call headers and whose Host hostOf maps to a sandbox goes to host
+// (the port proxy's Host routing), once verified; a bad node call is
+// refused with 401. Everything else, a client's request with such a Host
+// included, goes to next.
+func (r *Router) NodeHostRoutes(hostOf func(*http.Request) (string, bool), host, next http.Handler) http.Handler {
+	verified := r.ForwardSandbox(hostOf)(host)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if _, ok := hostOf(req); ok && len(req.Header.Values(HeaderNode)) > 0 {
+			verified.ServeHTTP(w, req)
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
 // sandboxPathID returns the {id} of an escaped /v1/sandboxes/{id}/... path.
 func sandboxPathID(escaped string) (string, bool) {
 	rest, ok := strings.CutPrefix(escaped, "/v1/sandboxes/")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/egress"
 	"github.com/stead-dev/stead/internal/network/resolver"
@@ -173,9 +172,8 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 // sandbox another node owns to that node: the proxy's path routes on the
 // API listener, and every request of the proxy's own listener (by Host
 // and by path). The owner gets a forwarded host-routed request on its API
-// listener, where, as a verified node call with a "<port>-<id>.<domain>"
-// Host, it is served by the proxy's Host routing (a client's request with
-// such a Host still goes to the API, as on a single node). The API
+// listener, where clusterNode.hostRoutes has the proxy's Host routing
+// serve it. The API
 // forwards its own routes itself.
 func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger,
 	fwd func(idOf func(*http.Request) (string, bool)) func(http.Handler) http.Handler) http.Handler {
@@ -202,18 +200,7 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 	// pattern the mux would redirect it into the proxy's subtree.
 	mux.Handle("/v1/sandboxes/{id}/ports/{port}", apiHandler)
 	mux.Handle("/", apiHandler)
-	if fwd == nil || nc.ProxyDomain == "" {
-		return mux
-	}
-	// Verified (else refused) by fwd, and never forwarded again.
-	hostRouted := fwd(func(r *http.Request) (string, bool) { return portproxy.HostSandbox(r, nc.ProxyDomain) })(p.proxy.Handler())
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := portproxy.HostSandbox(r, nc.ProxyDomain); ok && r.Header.Get(cluster.HeaderNode) != "" {
-			hostRouted.ServeHTTP(w, r)
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	return mux
 }
 
 // DefaultSubnet6 is the sandboxes' IPv6 subnet when the host has IPv6.

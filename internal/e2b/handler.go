@@ -203,22 +203,29 @@ func (h *Handler) envdSandbox(r *http.Request) string {
 	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
 		return id
 	}
-	if h.opts.Domain == "" {
-		return ""
+	id, _ := EnvdHostSandbox(r.Host, h.opts.Domain)
+	return id
+}
+
+// EnvdHostSandbox returns the sandbox of a data-plane Host
+// "49983-<id>.<domain>[:port]" (domain as Options.Domain), false for any
+// other host and when domain is "".
+func EnvdHostSandbox(host, domain string) (string, bool) {
+	if domain == "" {
+		return "", false
 	}
-	host := r.Host
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
 		host = host[:i]
 	}
-	label, ok := strings.CutSuffix(host, "."+h.opts.Domain)
+	label, ok := strings.CutSuffix(host, "."+domain)
 	if !ok {
-		return ""
+		return "", false
 	}
 	port, id, ok := strings.Cut(label, "-")
 	if !ok || port != EnvdPort || id == "" {
-		return ""
+		return "", false
 	}
-	return id
+	return id, true
 }
 
 // apiError is the body of every control-plane and /files error.
