@@ -27,14 +27,14 @@ type faultRouter struct {
 	forwarded []Peer
 	done      int
 
-	VerifyFunc  func(r *http.Request) (string, error)
-	RouteFunc   func(tenant, ref string) (Peer, error)
+	VerifyFunc func(r *http.Request) (string, error)
+	RouteFunc  func(tenant, ref string) (Peer, error)
 	// RouteVolumeFunc and RouteOperationFunc answer RouteVolume and
 	// RouteOperation (nil: here).
 	RouteVolumeFunc    func(tenant, ref string) (Peer, error)
 	RouteOperationFunc func(id string) (Peer, error)
-	PlaceFunc   func(req client.CreateSandboxRequest) (Peer, error)
-	ForwardFunc func(w http.ResponseWriter, r *http.Request, to Peer) error
+	PlaceFunc          func(req client.CreateSandboxRequest) (Peer, error)
+	ForwardFunc        func(w http.ResponseWriter, r *http.Request, to Peer) error
 }
 
 func (f *faultRouter) Verify(r *http.Request) (string, error) {
