@@ -209,7 +209,8 @@ func (r *Router) RouteOperation(ctx context.Context, id string) (api.Peer, error
 
 // Place picks the node that creates tenant's sandbox req (Pick over the
 // registry, the store's leases and the creates this node placed and has
-// not yet answered): the zero Peer for this node. A create naming an
+// not yet answered; only the node of its volumes' data when it mounts
+// volumes that name one): the zero Peer for this node. A create naming an
 // unknown instance type is placed here, where the service refuses it.
 // done must be called once the create is answered.
 func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSandboxRequest) (api.Peer, func(), error) {
@@ -236,7 +237,11 @@ func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSand
 		}
 		load[node] = l
 	}
-	n, err := Pick(nodes, load, need, r.Policy())
+	candidates, err := r.volumeNodes(ctx, tenant, req.Volumes, nodes)
+	if err != nil {
+		return api.Peer{}, nil, err
+	}
+	n, err := Pick(candidates, load, need, r.Policy())
 	if err != nil {
 		return api.Peer{}, nil, fmt.Errorf("place sandbox for tenant %s: %w", tenant, err)
 	}
@@ -248,6 +253,42 @@ func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSand
 		return api.Peer{}, done, nil
 	}
 	return api.Peer{Node: n.Name, Address: n.Address}, done, nil
+}
+
+// volumeNodes narrows the candidates of a create that mounts volumes to
+// the node whose pool holds their data (a volume's data is on one node:
+// the sandbox must run there). Volumes that name no node (a single
+// node's, or made before nodes were recorded) or that are not found (the
+// create refuses them) leave nodes as they are; volumes on two nodes
+// cannot be mounted together (errs.ErrConflict).
+func (r *Router) volumeNodes(ctx context.Context, tenant string, mounts []client.VolumeMount, nodes []store.Node) ([]store.Node, error) {
+	on := ""
+	for _, m := range mounts {
+		v, err := r.o.Store.GetVolume(ctx, tenant, m.Volume)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("place sandbox: volume %s: %w", m.Volume, err)
+		}
+		switch {
+		case v.Node == "" || v.Node == on:
+		case on == "":
+			on = v.Node
+		default:
+			return nil, fmt.Errorf("place sandbox: its volumes are on nodes %s and %s, and a sandbox mounts only volumes of the node it runs on: %w",
+				on, v.Node, errs.ErrConflict)
+		}
+	}
+	if on == "" {
+		return nodes, nil
+	}
+	for _, n := range nodes {
+		if n.Name == on {
+			return []store.Node{n}, nil
+		}
+	}
+	return nil, fmt.Errorf("place sandbox: its volumes are on node %s, which is not registered: %w", on, errs.ErrConflict)
 }
 
 // unpend removes one pending need of node.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,38 @@ func TestOperationRoutesGoToTheNodeTheIDNames(t *testing.T) {
 	// A forged node call for it is refused, not served.
 	res := rawCall(t, nodes["node-b"], http.MethodGet, "/v1/operations/"+id, func(r *http.Request) { newAuth(t, "node-a", otherSecret, time.Now()).Sign(r) })
 	wantProblem(t, res, http.StatusUnauthorized, "bad signature")
+}
+
+func TestCreateMountingAVolumeIsPlacedOnTheVolumesNode(t *testing.T) {
+	c := newCluster(t, "node-a", "node-b", "node-c")
+	ctx := testCtx(t)
+	for _, v := range []store.Volume{
+		{ID: "vol-c", TenantID: store.DefaultTenant, Name: "on-c", State: "available", Node: "node-c"},
+		{ID: "vol-b", TenantID: store.DefaultTenant, Name: "on-b", State: "available", Node: "node-b"},
+		{ID: "vol-old", TenantID: store.DefaultTenant, Name: "old", State: "available"},
+	} {
+		if err := c.st.CreateVolume(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		sb, err := c.nodes["node-a"].client(t).CreateSandbox(ctx, client.CreateSandboxRequest{Name: "v" + string(rune('0'+i)),
+			Volumes: []client.VolumeMount{{Volume: "on-c", Path: "/data"}, {Volume: "old", Path: "/old"}}})
+		if err != nil || sb.Labels["served-by"] != "node-c" {
+			t.Fatalf("create mounting a volume of node-c via node-a: %+v, %v", sb, err)
+		}
+	}
+	if _, err := c.nodes["node-a"].client(t).CreateSandbox(ctx, client.CreateSandboxRequest{Name: "two",
+		Volumes: []client.VolumeMount{{Volume: "on-c", Path: "/c"}, {Volume: "on-b", Path: "/b"}}}); err == nil ||
+		!strings.Contains(err.Error(), "on nodes node-c and node-b") {
+		t.Fatalf("create mounting volumes of two nodes: %v", err)
+	}
+	// The volume's node cordoned: no other node will do.
+	if _, err := c.st.SetNodeState(ctx, "node-c", store.NodeCordoned); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := c.nodes["node-a"].client(t).CreateSandbox(ctx, client.CreateSandboxRequest{Name: "cordoned",
+		Volumes: []client.VolumeMount{{Volume: "vol-c", Path: "/data"}}}); err == nil {
+		t.Fatalf("create mounting a volume of a cordoned node: %+v", sb)
+	}
 }
