@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stead-dev/stead/bench/cluster/rig"
+	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/api"
+	"github.com/stead-dev/stead/internal/e2b"
+	"github.com/stead-dev/stead/internal/e2b/envd"
+)
+
+// TestClusterE2BPortsVolumesOperationsThroughAnyNode: through nodes that
+// do not hold them, (a) the E2B API works for a sandbox (its control plane,
+// and its data plane by Host 49983-<id>.<e2b domain> and by the
+// E2b-Sandbox-Id header: a process started through one node, a file
+// uploaded through another and read back); (b) a host-routed port proxy
+// request ("8080-<id>.<proxy domain>" on a node's own proxy listener)
+// reaches a server in the sandbox; (c) a volume made through node1 lives on
+// node1, a sandbox mounting it created through another node is placed
+// there, and the volume's routes (snapshots, disk usage) work through the
+// others while a file written into it through one is read through
+// another; (d) operations started on the owner (a sandbox push, a volume
+// push) are followed to their end through the other nodes.
+func TestClusterE2BPortsVolumesOperationsThroughAnyNode(t *testing.T) {
+	const proxyDomain, e2bDomain = "proxy.test", "e2b.test"
+	c := newCluster(t, rig.Options{Serve: []string{"--proxy-domain", proxyDomain, "--e2b-domain", e2bDomain}})
+	ctx := ctxT(t)
+
+	// (c) The volume lives where it was made; the sandbox follows it.
+	vol, err := c.Nodes[0].Client.CreateVolume(ctx, client.CreateVolumeRequest{Name: "fwd-data", SizeBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, on := c.create(c.Nodes[1], client.CreateSandboxRequest{Name: "fwd",
+		Volumes: []client.VolumeMount{{Volume: vol.ID, Path: "/vol"}}})
+	if on != c.Nodes[0].Name {
+		t.Fatalf("a sandbox mounting volume %s (made through %s) runs on %s: placement does not follow the volume's data", vol.ID, c.Nodes[0].Name, on)
+	}
+	owner, others := c.node(on), c.others(on)
+	a, b := others[0], others[1]
+	mark := fmt.Sprintf("vol-%d", time.Now().UnixNano())
+	c.sh(a, sb.ID, "agent", "echo "+mark+" > /vol/note && cp /vol/note /workspace/note")
+	if got, err := c.readFile(b, sb.ID, "/workspace/note"); err != nil || strings.TrimSpace(got) != mark {
+		t.Fatalf("read through %s what was written into the volume through %s: %q %v", b.Name, a.Name, got, err)
+	}
+	for _, via := range others {
+		snap, err := via.Client.CreateVolumeSnapshot(ctx, vol.ID, client.CreateSnapshotRequest{Label: "through-" + via.Name})
+		if err != nil {
+			t.Fatalf("volume snapshot of %s (data on %s) through %s: %v: volume routes are not forwarded to the volume's node", vol.ID, owner.Name, via.Name, err)
+		}
+		snaps, err := via.Client.ListVolumeSnapshots(ctx, vol.ID)
+		if err != nil || !hasSnapshot(snaps, snap.ID) {
+			t.Fatalf("volume snapshots of %s through %s: %+v %v; want %s", vol.ID, via.Name, snaps, err, snap.ID)
+		}
+		du, err := via.Client.VolumeDiskUsage(ctx, vol.ID, "/", 5)
+		if err != nil || du.Files < 1 {
+			t.Fatalf("disk usage of volume %s through %s: %+v %v", vol.ID, via.Name, du, err)
+		}
+	}
+
+	// (d) A push started through a (forwarded to the owner, which runs it)
+	// is followed to its end through b; so is a volume push.
+	tag := api.NodeTag(owner.Name)
+	for _, start := range []func() (client.Operation, error){
+		func() (client.Operation, error) { return a.Client.Push(ctx, sb.ID, client.PushRequest{}) },
+		func() (client.Operation, error) {
+			return a.Client.PushVolume(ctx, vol.ID, client.PushVolumeRequest{})
+		},
+	} {
+		op, err := start()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := api.OperationNodeTag(op.ID); !ok || got != tag {
+			t.Fatalf("operation %s does not name its node %s (tag %s)", op.ID, owner.Name, tag)
+		}
+		done, err := b.Client.WaitOperation(ctx, op, nil)
+		if err != nil || done.State != client.OperationSucceeded {
+			t.Fatalf("%s operation %s (on %s) followed through %s: %+v %v", op.Kind, op.ID, owner.Name, b.Name, done, err)
+		}
+		if got, err := a.Client.GetOperation(ctx, op.ID); err != nil || got.State != client.OperationSucceeded {
+			t.Fatalf("operation %s through %s: %+v %v", op.ID, a.Name, got, err)
+		}
+	}
+
+	// (b) A server in the sandbox, on an exposed public port, reached by
+	// Host through every node's own proxy listener.
+	f, err := os.Open(netsrvBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Client.WriteFile(ctx, sb.ID, "/workspace/netsrv", 0o755, f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"/workspace/netsrv", "serve", "8080"}, Background: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Client.ExposePort(ctx, sb.ID, 8080, client.ExposePortRequest{Public: true}); err != nil {
+		t.Fatal(err)
+	}
+	host := "8080-" + sb.ID + "." + proxyDomain
+	for _, via := range c.Nodes {
+		out := proxyGet(t, via, host, "/through-"+via.Name)
+		if !strings.Contains(out, "path=/through-"+via.Name) {
+			t.Fatalf("GET http://%s/ on %s's proxy listener (the sandbox runs on %s): %q", host, via.Name, owner.Name, out)
+		}
+	}
+
+	// (a) The E2B API through the nodes that do not own the sandbox.
+	key := e2b.EncodeKey(c.Nodes[0].Key)
+	var detail struct {
+		SandboxID, EnvdAccessToken, State string
+	}
+	for _, via := range others {
+		status, body := e2bCall(t, ctx, via, http.MethodGet, "/sandboxes/"+sb.ID, map[string]string{"X-API-Key": key}, "", nil)
+		if status != http.StatusOK || json.Unmarshal(body, &detail) != nil || detail.SandboxID != sb.ID || detail.EnvdAccessToken == "" {
+			t.Fatalf("E2B GET /sandboxes/%s through %s: %d %s", sb.ID, via.Name, status, body)
+		}
+	}
+	envdHost := map[string]string{"Host": e2b.EnvdPort + "-" + sb.ID + "." + e2bDomain, "X-Access-Token": detail.EnvdAccessToken}
+	envdHeader := map[string]string{"E2b-Sandbox-Id": sb.ID, "X-Access-Token": detail.EnvdAccessToken}
+	// A process, by Host, through a: its output streams back.
+	start, _ := json.Marshal(envd.StartRequest{Process: &envd.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "printf e2b-fwd-$((6*7))"}}})
+	var frame bytes.Buffer
+	if err := envd.WriteFrame(&frame, 0, start); err != nil {
+		t.Fatal(err)
+	}
+	status, body := e2bCall(t, ctx, a, http.MethodPost, "/process.Process/Start",
+		withHeader(envdHost, "Content-Type", envd.ContentTypeStream), "", frame.Bytes())
+	if want := base64.StdEncoding.EncodeToString([]byte("e2b-fwd-42")); status != http.StatusOK || !bytes.Contains(body, []byte(want)) {
+		t.Fatalf("envd process.Process/Start by Host through %s: %d %q; want the output %s", a.Name, status, body, want)
+	}
+	// A file uploaded through b (by header), read back through a (by Host).
+	var form bytes.Buffer
+	mw := multipart.NewWriter(&form)
+	fw, _ := mw.CreateFormFile("file", "e2b.txt")
+	fmt.Fprint(fw, "uploaded through "+b.Name)
+	mw.Close()
+	status, body = e2bCall(t, ctx, b, http.MethodPost, "/files?path=/home/user/e2b.txt",
+		withHeader(envdHeader, "Content-Type", mw.FormDataContentType()), "", form.Bytes())
+	if status != http.StatusOK {
+		t.Fatalf("envd POST /files through %s: %d %s", b.Name, status, body)
+	}
+	status, body = e2bCall(t, ctx, a, http.MethodGet, "/files?path=/home/user/e2b.txt", envdHost, "", nil)
+	if status != http.StatusOK || string(body) != "uploaded through "+b.Name {
+		t.Fatalf("envd GET /files by Host through %s: %d %q", a.Name, status, body)
+	}
+	if got := c.sh(owner, sb.ID, "agent", "cat /home/agent/e2b.txt"); got != "uploaded through "+b.Name {
+		t.Fatalf("the owner reads %q from the file uploaded through %s", got, b.Name)
+	}
+}
+
+func hasSnapshot(snaps []client.Snapshot, id string) bool {
+	for _, s := range snaps {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func withHeader(h map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for hk, hv := range h {
+		out[hk] = hv
+	}
+	return out
+}
+
+// e2bCall makes one E2B call to node n's API listener ("Host" in hdr sets
+// the request's Host) and returns its status and body.
+func e2bCall(t *testing.T, ctx context.Context, n *rig.Node, method, path string, hdr map[string]string, _ string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+n.API+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("E2B %s %s through %s: %v", method, path, n.Name, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, b
+}
+
+// proxyGet fetches path by Host from node n's own port proxy listener
+// (127.0.0.1:7879 in the node's network namespace), retrying for up to
+// 30 s while the sandbox's server starts, and returns the last body.
+func proxyGet(t *testing.T, n *rig.Node, host, path string) string {
+	t.Helper()
+	var out []byte
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		out, err = exec.Command("nsenter", "--net=/run/netns/"+n.NS, "--", "curl", "-sS", "--max-time", "10",
+			"-H", "Host: "+host, "http://127.0.0.1:7879"+path).CombinedOutput()
+		if err == nil && strings.Contains(string(out), "hello from") || time.Now().After(deadline) {
+			return string(out)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
