@@ -39,130 +39,150 @@ func TestClusterE2BPortsVolumesOperationsThroughAnyNode(t *testing.T) {
 	c := newCluster(t, rig.Options{Serve: []string{"--proxy-domain", proxyDomain, "--e2b-domain", e2bDomain}})
 	ctx := ctxT(t)
 
-	// (c) The volume lives where it was made; the sandbox follows it.
+	// The volume lives where it was made (node1); a sandbox mounting it,
+	// created through node2, is placed there. The sandbox the rest uses is
+	// made on node1 (the others cordoned), so that each part below fails
+	// alone when its forwarding is missing.
 	vol, err := c.Nodes[0].Client.CreateVolume(ctx, client.CreateVolumeRequest{Name: "fwd-data", SizeBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, on := c.create(c.Nodes[1], client.CreateSandboxRequest{Name: "fwd",
-		Volumes: []client.VolumeMount{{Volume: vol.ID, Path: "/vol"}}})
-	if on != c.Nodes[0].Name {
-		t.Fatalf("a sandbox mounting volume %s (made through %s) runs on %s: placement does not follow the volume's data", vol.ID, c.Nodes[0].Name, on)
-	}
-	owner, others := c.node(on), c.others(on)
+	mounts := []client.VolumeMount{{Volume: vol.ID, Path: "/vol"}}
+	t.Run("placement", func(t *testing.T) {
+		for i := range 2 {
+			sb, err := c.Nodes[1].Client.CreateSandbox(ctx, client.CreateSandboxRequest{Name: fmt.Sprintf("follows-%d", i), InstanceType: "micro", Volumes: mounts})
+			if err != nil {
+				t.Fatalf("create mounting volume %s through %s: %v", vol.ID, c.Nodes[1].Name, err)
+			}
+			if on := c.chk.WaitRunning(ctx, sb.ID, 30*time.Second); on != c.Nodes[0].Name {
+				t.Fatalf("a sandbox mounting volume %s (made through %s) runs on %q: placement does not follow the volume's data", vol.ID, c.Nodes[0].Name, on)
+			}
+		}
+	})
+	sb := c.createOn(c.Nodes[0].Name, client.CreateSandboxRequest{Name: "fwd", Volumes: mounts})[0]
+	owner, others := c.Nodes[0], c.others(c.Nodes[0].Name)
 	a, b := others[0], others[1]
-	mark := fmt.Sprintf("vol-%d", time.Now().UnixNano())
-	c.sh(a, sb.ID, "agent", "echo "+mark+" > /vol/note && cp /vol/note /workspace/note")
-	if got, err := c.readFile(b, sb.ID, "/workspace/note"); err != nil || strings.TrimSpace(got) != mark {
-		t.Fatalf("read through %s what was written into the volume through %s: %q %v", b.Name, a.Name, got, err)
-	}
-	for _, via := range others {
-		snap, err := via.Client.CreateVolumeSnapshot(ctx, vol.ID, client.CreateSnapshotRequest{Label: "through-" + via.Name})
-		if err != nil {
-			t.Fatalf("volume snapshot of %s (data on %s) through %s: %v: volume routes are not forwarded to the volume's node", vol.ID, owner.Name, via.Name, err)
-		}
-		snaps, err := via.Client.ListVolumeSnapshots(ctx, vol.ID)
-		if err != nil || !hasSnapshot(snaps, snap.ID) {
-			t.Fatalf("volume snapshots of %s through %s: %+v %v; want %s", vol.ID, via.Name, snaps, err, snap.ID)
-		}
-		du, err := via.Client.VolumeDiskUsage(ctx, vol.ID, "/", 5)
-		if err != nil || du.Files < 1 {
-			t.Fatalf("disk usage of volume %s through %s: %+v %v", vol.ID, via.Name, du, err)
-		}
-	}
 
-	// (d) A push started through a (forwarded to the owner, which runs it)
-	// is followed to its end through b; so is a volume push.
-	tag := api.NodeTag(owner.Name)
-	for _, start := range []func() (client.Operation, error){
-		func() (client.Operation, error) { return a.Client.Push(ctx, sb.ID, client.PushRequest{}) },
-		func() (client.Operation, error) {
-			return a.Client.PushVolume(ctx, vol.ID, client.PushVolumeRequest{})
-		},
-	} {
-		op, err := start()
+	t.Run("volume", func(t *testing.T) {
+		mark := fmt.Sprintf("vol-%d", time.Now().UnixNano())
+		c.sh(a, sb.ID, "agent", "echo "+mark+" > /vol/note && cp /vol/note /workspace/note")
+		if got, err := c.readFile(b, sb.ID, "/workspace/note"); err != nil || strings.TrimSpace(got) != mark {
+			t.Fatalf("read through %s what was written into the volume through %s: %q %v", b.Name, a.Name, got, err)
+		}
+		for _, via := range others {
+			snap, err := via.Client.CreateVolumeSnapshot(ctx, vol.ID, client.CreateSnapshotRequest{Label: "through-" + via.Name})
+			if err != nil {
+				t.Fatalf("volume snapshot of %s (data on %s) through %s: %v: volume routes are not forwarded to the volume's node", vol.ID, owner.Name, via.Name, err)
+			}
+			snaps, err := via.Client.ListVolumeSnapshots(ctx, vol.ID)
+			if err != nil || !hasSnapshot(snaps, snap.ID) {
+				t.Fatalf("volume snapshots of %s through %s: %+v %v; want %s", vol.ID, via.Name, snaps, err, snap.ID)
+			}
+			du, err := via.Client.VolumeDiskUsage(ctx, vol.ID, "/", 5)
+			if err != nil || du.Files < 1 {
+				t.Fatalf("disk usage of volume %s through %s: %+v %v", vol.ID, via.Name, du, err)
+			}
+		}
+	})
+
+	// A push started through a (forwarded to the owner, which runs it) is
+	// followed to its end through b; so is a volume push.
+	t.Run("operations", func(t *testing.T) {
+		tag := api.NodeTag(owner.Name)
+		for _, start := range []func() (client.Operation, error){
+			func() (client.Operation, error) { return a.Client.Push(ctx, sb.ID, client.PushRequest{}) },
+			func() (client.Operation, error) {
+				return a.Client.PushVolume(ctx, vol.ID, client.PushVolumeRequest{})
+			},
+		} {
+			op, err := start()
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, err := b.Client.WaitOperation(ctx, op, nil)
+			if err != nil || done.State != client.OperationSucceeded {
+				t.Fatalf("%s operation %s (on %s) followed through %s: %+v %v", op.Kind, op.ID, owner.Name, b.Name, done, err)
+			}
+			if got, err := a.Client.GetOperation(ctx, op.ID); err != nil || got.State != client.OperationSucceeded {
+				t.Fatalf("operation %s through %s: %+v %v", op.ID, a.Name, got, err)
+			}
+			if got, ok := api.OperationNodeTag(op.ID); !ok || got != tag {
+				t.Fatalf("operation %s does not name its node %s (tag %s)", op.ID, owner.Name, tag)
+			}
+		}
+	})
+
+	// A server in the sandbox, on an exposed public port, reached by Host
+	// through every node's own proxy listener.
+	t.Run("port-by-host", func(t *testing.T) {
+		f, err := os.Open(netsrvBinary(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, ok := api.OperationNodeTag(op.ID); !ok || got != tag {
-			t.Fatalf("operation %s does not name its node %s (tag %s)", op.ID, owner.Name, tag)
+		_, err = a.Client.WriteFile(ctx, sb.ID, "/workspace/netsrv", 0o755, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
 		}
-		done, err := b.Client.WaitOperation(ctx, op, nil)
-		if err != nil || done.State != client.OperationSucceeded {
-			t.Fatalf("%s operation %s (on %s) followed through %s: %+v %v", op.Kind, op.ID, owner.Name, b.Name, done, err)
+		if _, err := a.Client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"/workspace/netsrv", "serve", "8080"}, Background: true}); err != nil {
+			t.Fatal(err)
 		}
-		if got, err := a.Client.GetOperation(ctx, op.ID); err != nil || got.State != client.OperationSucceeded {
-			t.Fatalf("operation %s through %s: %+v %v", op.ID, a.Name, got, err)
+		if _, err := b.Client.ExposePort(ctx, sb.ID, 8080, client.ExposePortRequest{Public: true}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		host := "8080-" + sb.ID + "." + proxyDomain
+		for _, via := range c.Nodes {
+			out := proxyGet(t, via, host, "/through-"+via.Name)
+			if !strings.Contains(out, "path=/through-"+via.Name) {
+				t.Fatalf("GET http://%s/ on %s's proxy listener (the sandbox runs on %s): %q", host, via.Name, owner.Name, out)
+			}
+		}
+	})
 
-	// (b) A server in the sandbox, on an exposed public port, reached by
-	// Host through every node's own proxy listener.
-	f, err := os.Open(netsrvBinary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = a.Client.WriteFile(ctx, sb.ID, "/workspace/netsrv", 0o755, f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Client.Exec(ctx, sb.ID, client.ExecRequest{Command: []string{"/workspace/netsrv", "serve", "8080"}, Background: true}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Client.ExposePort(ctx, sb.ID, 8080, client.ExposePortRequest{Public: true}); err != nil {
-		t.Fatal(err)
-	}
-	host := "8080-" + sb.ID + "." + proxyDomain
-	for _, via := range c.Nodes {
-		out := proxyGet(t, via, host, "/through-"+via.Name)
-		if !strings.Contains(out, "path=/through-"+via.Name) {
-			t.Fatalf("GET http://%s/ on %s's proxy listener (the sandbox runs on %s): %q", host, via.Name, owner.Name, out)
+	// The E2B API through the nodes that do not own the sandbox.
+	t.Run("e2b", func(t *testing.T) {
+		key := e2b.EncodeKey(c.Nodes[0].Key)
+		var detail struct {
+			SandboxID, EnvdAccessToken, State string
 		}
-	}
-
-	// (a) The E2B API through the nodes that do not own the sandbox.
-	key := e2b.EncodeKey(c.Nodes[0].Key)
-	var detail struct {
-		SandboxID, EnvdAccessToken, State string
-	}
-	for _, via := range others {
-		status, body := e2bCall(t, ctx, via, http.MethodGet, "/sandboxes/"+sb.ID, map[string]string{"X-API-Key": key}, "", nil)
-		if status != http.StatusOK || json.Unmarshal(body, &detail) != nil || detail.SandboxID != sb.ID || detail.EnvdAccessToken == "" {
-			t.Fatalf("E2B GET /sandboxes/%s through %s: %d %s", sb.ID, via.Name, status, body)
+		for _, via := range others {
+			status, body := e2bCall(t, ctx, via, http.MethodGet, "/sandboxes/"+sb.ID, map[string]string{"X-API-Key": key}, "", nil)
+			if status != http.StatusOK || json.Unmarshal(body, &detail) != nil || detail.SandboxID != sb.ID || detail.EnvdAccessToken == "" {
+				t.Fatalf("E2B GET /sandboxes/%s through %s: %d %s", sb.ID, via.Name, status, body)
+			}
 		}
-	}
-	envdHost := map[string]string{"Host": e2b.EnvdPort + "-" + sb.ID + "." + e2bDomain, "X-Access-Token": detail.EnvdAccessToken}
-	envdHeader := map[string]string{"E2b-Sandbox-Id": sb.ID, "X-Access-Token": detail.EnvdAccessToken}
-	// A process, by Host, through a: its output streams back.
-	start, _ := json.Marshal(envd.StartRequest{Process: &envd.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "printf e2b-fwd-$((6*7))"}}})
-	var frame bytes.Buffer
-	if err := envd.WriteFrame(&frame, 0, start); err != nil {
-		t.Fatal(err)
-	}
-	status, body := e2bCall(t, ctx, a, http.MethodPost, "/process.Process/Start",
-		withHeader(envdHost, "Content-Type", envd.ContentTypeStream), "", frame.Bytes())
-	if want := base64.StdEncoding.EncodeToString([]byte("e2b-fwd-42")); status != http.StatusOK || !bytes.Contains(body, []byte(want)) {
-		t.Fatalf("envd process.Process/Start by Host through %s: %d %q; want the output %s", a.Name, status, body, want)
-	}
-	// A file uploaded through b (by header), read back through a (by Host).
-	var form bytes.Buffer
-	mw := multipart.NewWriter(&form)
-	fw, _ := mw.CreateFormFile("file", "e2b.txt")
-	fmt.Fprint(fw, "uploaded through "+b.Name)
-	mw.Close()
-	status, body = e2bCall(t, ctx, b, http.MethodPost, "/files?path=/home/user/e2b.txt",
-		withHeader(envdHeader, "Content-Type", mw.FormDataContentType()), "", form.Bytes())
-	if status != http.StatusOK {
-		t.Fatalf("envd POST /files through %s: %d %s", b.Name, status, body)
-	}
-	status, body = e2bCall(t, ctx, a, http.MethodGet, "/files?path=/home/user/e2b.txt", envdHost, "", nil)
-	if status != http.StatusOK || string(body) != "uploaded through "+b.Name {
-		t.Fatalf("envd GET /files by Host through %s: %d %q", a.Name, status, body)
-	}
-	if got := c.sh(owner, sb.ID, "agent", "cat /home/agent/e2b.txt"); got != "uploaded through "+b.Name {
-		t.Fatalf("the owner reads %q from the file uploaded through %s", got, b.Name)
-	}
+		envdHost := map[string]string{"Host": e2b.EnvdPort + "-" + sb.ID + "." + e2bDomain, "X-Access-Token": detail.EnvdAccessToken}
+		envdHeader := map[string]string{"E2b-Sandbox-Id": sb.ID, "X-Access-Token": detail.EnvdAccessToken}
+		// A process, by Host, through a: its output streams back.
+		start, _ := json.Marshal(envd.StartRequest{Process: &envd.ProcessConfig{Cmd: "/bin/sh", Args: []string{"-c", "printf e2b-fwd-$((6*7))"}}})
+		var frame bytes.Buffer
+		if err := envd.WriteFrame(&frame, 0, start); err != nil {
+			t.Fatal(err)
+		}
+		status, body := e2bCall(t, ctx, a, http.MethodPost, "/process.Process/Start",
+			withHeader(envdHost, "Content-Type", envd.ContentTypeStream), "", frame.Bytes())
+		if want := base64.StdEncoding.EncodeToString([]byte("e2b-fwd-42")); status != http.StatusOK || !bytes.Contains(body, []byte(want)) {
+			t.Fatalf("envd process.Process/Start by Host through %s: %d %q; want the output %s", a.Name, status, body, want)
+		}
+		// A file uploaded through b (by header), read back through a (by Host).
+		var form bytes.Buffer
+		mw := multipart.NewWriter(&form)
+		fw, _ := mw.CreateFormFile("file", "e2b.txt")
+		fmt.Fprint(fw, "uploaded through "+b.Name)
+		mw.Close()
+		status, body = e2bCall(t, ctx, b, http.MethodPost, "/files?path=/home/user/e2b.txt",
+			withHeader(envdHeader, "Content-Type", mw.FormDataContentType()), "", form.Bytes())
+		if status != http.StatusOK {
+			t.Fatalf("envd POST /files through %s: %d %s", b.Name, status, body)
+		}
+		status, body = e2bCall(t, ctx, a, http.MethodGet, "/files?path=/home/user/e2b.txt", envdHost, "", nil)
+		if status != http.StatusOK || string(body) != "uploaded through "+b.Name {
+			t.Fatalf("envd GET /files by Host through %s: %d %q", a.Name, status, body)
+		}
+		if got := c.sh(owner, sb.ID, "agent", "cat /home/agent/e2b.txt"); got != "uploaded through "+b.Name {
+			t.Fatalf("the owner reads %q from the file uploaded through %s", got, b.Name)
+		}
+	})
 }
 
 func hasSnapshot(snaps []client.Snapshot, id string) bool {
