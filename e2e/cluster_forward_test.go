@@ -48,6 +48,7 @@ func TestClusterE2BPortsVolumesOperationsThroughAnyNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	mounts := []client.VolumeMount{{Volume: vol.ID, Path: "/vol"}}
+	key := e2b.EncodeKey(c.Nodes[0].Key)
 	t.Run("placement", func(t *testing.T) {
 		for i := range 2 {
 			sb, err := c.Nodes[1].Client.CreateSandbox(ctx, client.CreateSandboxRequest{Name: fmt.Sprintf("follows-%d", i), InstanceType: "micro", Volumes: mounts})
@@ -181,6 +182,43 @@ func TestClusterE2BPortsVolumesOperationsThroughAnyNode(t *testing.T) {
 		}
 		if got := c.sh(owner, sb.ID, "agent", "cat /home/agent/e2b.txt"); got != "uploaded through "+b.Name {
 			t.Fatalf("the owner reads %q from the file uploaded through %s", got, b.Name)
+		}
+	})
+
+	// The official E2B SDK, configured with a node that does not own the
+	// sandbox (E2B_SANDBOX_URL mode: the data plane by header).
+	t.Run("e2b-sdk", func(t *testing.T) {
+		sctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		defer cancel()
+		dir := installE2BSDK(t, sctx, e2bSDKVersion)
+		node, err := exec.LookPath("node")
+		if err != nil {
+			t.Fatalf("node not found on PATH: %v", err)
+		}
+		cmd := exec.CommandContext(sctx, node, "e2b_cluster.mjs")
+		cmd.Dir = dir
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "E2B_") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = append(env, "E2B_API_URL=http://"+b.API, "E2B_SANDBOX_URL=http://"+b.API, "E2B_API_KEY="+key,
+			"E2B_SANDBOX_ID="+sb.ID, "VIA="+b.Name)
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("the E2B SDK through %s (the sandbox runs on %s): %v\n%s\n%s", b.Name, owner.Name, err, stderr, out)
+		}
+		var res struct{ Out string }
+		if err := json.Unmarshal(out, &res); err != nil || res.Out != sb.ID {
+			t.Fatalf("the E2B SDK's command through %s: %q %v; want %s", b.Name, out, err, sb.ID)
+		}
+		if got := c.sh(owner, sb.ID, "agent", "cat /home/agent/sdk.txt"); got != "written by the SDK through "+b.Name {
+			t.Fatalf("the owner reads %q from the file the SDK wrote through %s", got, b.Name)
 		}
 	})
 }
