@@ -26,7 +26,8 @@ import (
 // do not hold them, (a) the E2B API works for a sandbox (its control plane,
 // and its data plane by Host 49983-<id>.<e2b domain> and by the
 // E2b-Sandbox-Id header: a process started through one node, a file
-// uploaded through another and read back); (b) a host-routed port proxy
+// uploaded through another and read back; a create through a cordoned
+// node placed on another; the official SDK); (b) a host-routed port proxy
 // request ("8080-<id>.<proxy domain>" on a node's own proxy listener)
 // reaches a server in the sandbox; (c) a volume made through node1 lives on
 // node1, a sandbox mounting it created through another node is placed
@@ -182,6 +183,18 @@ func TestClusterE2BPortsVolumesOperationsThroughAnyNode(t *testing.T) {
 		}
 		if got := c.sh(owner, sb.ID, "agent", "cat /home/agent/e2b.txt"); got != "uploaded through "+b.Name {
 			t.Fatalf("the owner reads %q from the file uploaded through %s", got, b.Name)
+		}
+		// A create through a cordoned node is placed on another.
+		c.cli(owner, "node", "cordon", a.Name)
+		defer c.cli(owner, "node", "uncordon", a.Name)
+		status, body = e2bCall(t, ctx, a, http.MethodPost, "/v2/sandboxes", map[string]string{"X-API-Key": key, "Content-Type": "application/json"},
+			"", []byte(`{"templateID":"base","timeout":300}`))
+		var made struct{ SandboxID string }
+		if status != http.StatusCreated || json.Unmarshal(body, &made) != nil || made.SandboxID == "" {
+			t.Fatalf("E2B POST /v2/sandboxes through %s: %d %s", a.Name, status, body)
+		}
+		if on := c.chk.WaitRunning(ctx, made.SandboxID, 30*time.Second); on == "" || on == a.Name {
+			t.Fatalf("an E2B create through %s, cordoned, runs on %q: E2B creates are not placed", a.Name, on)
 		}
 	})
 

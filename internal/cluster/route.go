@@ -440,6 +440,59 @@ func (r *Router) ForwardSandbox(idOf func(*http.Request) (string, bool)) func(ht
 	}
 }
 
+// PlaceCreates returns a wrapper of a handler that creates sandboxes by
+// routes of its own and authenticates by itself (the E2B API's POST
+// /sandboxes and /v2/sandboxes): a request isCreate matches, from a
+// client, is placed as a create of the default instance type mounting no
+// volume (Place; the tenant is not known before the handler
+// authenticates, and placement needs none for such a create) and, for
+// another node, forwarded there, streaming, signed; the node serves it
+// (authenticating the client) and records it. One placed here, every
+// verified node call and every other request go to next (a bad node call
+// is refused with 401). When placement fails (no node has room) the
+// create is served here, where the node's own admission answers it.
+func (r *Router) PlaceCreates(isCreate func(*http.Request) bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if !isCreate(req) {
+				next.ServeHTTP(w, req)
+				return
+			}
+			node, err := r.auth.Verify(req)
+			if err != nil {
+				WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
+				return
+			}
+			if node != "" {
+				next.ServeHTTP(w, req.WithContext(WithCallingNode(req.Context(), node)))
+				return
+			}
+			to, done, err := r.Place(req.Context(), "(not yet authenticated)", client.CreateSandboxRequest{})
+			if err != nil {
+				r.o.Logger.DebugContext(req.Context(), "place a create: none; serving it here", "path", req.URL.Path, "err", err)
+				next.ServeHTTP(w, req)
+				return
+			}
+			defer done()
+			if to.Here() {
+				next.ServeHTTP(w, req)
+				return
+			}
+			if err := r.client.Forward(w, req, to); err != nil {
+				var fe *ForwardError
+				status := http.StatusBadGateway
+				if errors.As(err, &fe) {
+					status = fe.Status
+				}
+				if status == http.StatusServiceUnavailable {
+					w.Header().Set("Retry-After", "5")
+				}
+				WriteProblem(w, status, errs.Message(err))
+			}
+		})
+	}
+}
+
 // NodeHostRoutes serves the host-routed requests other nodes forward here
 // (ForwardSandbox on their port proxy's listener sends them to this
 // node's API address with the client's Host): a request that carries

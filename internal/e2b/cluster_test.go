@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,16 @@ import (
 type nodeBackend struct {
 	Backend // nil: the methods the test does not call
 	node    string
+	creates *atomic.Int64
+}
+
+func (b nodeBackend) CreateSandbox(_ context.Context, tenant string, _ client.CreateSandboxRequest) (client.Sandbox, error) {
+	b.creates.Add(1)
+	return client.Sandbox{ID: "sb-new", Tenant: tenant, State: "running"}, nil
+}
+
+func (b nodeBackend) StatFile(_ context.Context, _, _, path string) (client.FileInfo, error) {
+	return client.FileInfo{Path: path, Type: "directory"}, nil
 }
 
 const clusterKey = "key-alice"
@@ -52,8 +63,9 @@ func (b nodeBackend) ReadFile(_ context.Context, _, _, path string) (io.ReadClos
 // them: through the node that does not own the sandbox, the control plane
 // (GET /sandboxes/{id}) and the data plane (a file read, by the
 // E2b-Sandbox-Id header and by Host 49983-<id>.<domain>) are served by the
-// owner; creates and lists, which name no sandbox, are served where they
-// land; a forged node call is refused.
+// owner; what names no sandbox is served where it lands, but creates are
+// placed (through a cordoned node: on the other);
+// a forged node call is refused.
 func TestClusterSendsE2BCallsToTheSandboxsOwner(t *testing.T) {
 	const domain = "e2b.test"
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "stead.db"))
@@ -63,17 +75,19 @@ func TestClusterSendsE2BCallsToTheSandboxsOwner(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	secret := []byte(strings.Repeat("s", cluster.MinSecretBytes))
 	key := []byte("0123456789abcdef0123456789abcdef") // shared: derived from the cluster secret in a daemon
+	creates := map[string]*atomic.Int64{}
 	start := func(name string) *httptest.Server {
+		creates[name] = new(atomic.Int64)
 		r, err := cluster.NewRouter(cluster.RouterOptions{Store: st, Node: name, Secret: secret, Grace: 30 * time.Second,
 			InstanceTypes: sandbox.InstanceTypes(), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Close)
-		h := New(Options{Backend: nodeBackend{node: name}, Key: key, Domain: domain, Logger: slog.New(slog.DiscardHandler)})
-		srv := httptest.NewServer(r.ForwardSandbox(h.SandboxOf)(h.Mount(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := New(Options{Backend: nodeBackend{node: name, creates: creates[name]}, Key: key, Domain: domain, Logger: slog.New(slog.DiscardHandler)})
+		srv := httptest.NewServer(r.PlaceCreates(IsCreate)(r.ForwardSandbox(h.SandboxOf)(h.Mount(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "stead API of "+name, http.StatusTeapot)
-		}))))
+		})))))
 		t.Cleanup(srv.Close)
 		now := time.Now()
 		if _, err := st.HeartbeatNode(t.Context(), store.Node{Name: name, Address: srv.Listener.Addr().String(), CPUs: 8,
@@ -93,7 +107,7 @@ func TestClusterSendsE2BCallsToTheSandboxsOwner(t *testing.T) {
 	}
 	call := func(method, path string, hdr map[string]string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), method, a.URL+path, nil)
+		req, _ := http.NewRequestWithContext(t.Context(), method, a.URL+path, strings.NewReader("{}"))
 		for k, v := range hdr {
 			if k == "Host" {
 				req.Host = v
@@ -125,6 +139,18 @@ func TestClusterSendsE2BCallsToTheSandboxsOwner(t *testing.T) {
 	// What names no sandbox is served here; the stead API is not E2B's.
 	if status, body := call(http.MethodGet, "/v1/sandboxes/sb-1", nil); status != http.StatusTeapot || !strings.Contains(body, "node-a") {
 		t.Fatalf("a stead API call via node-a: %d %q", status, body)
+	}
+	// A create through node-a, cordoned, is placed on node-b.
+	if _, err := st.SetNodeState(t.Context(), "node-a", store.NodeCordoned); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/sandboxes", "/v2/sandboxes"} {
+		if status, body := call(http.MethodPost, path, map[string]string{"X-API-Key": EncodeKey(clusterKey), "Content-Type": "application/json"}); status != http.StatusCreated {
+			t.Fatalf("POST %s via node-a: %d %s", path, status, body)
+		}
+	}
+	if a, b := creates["node-a"].Load(), creates["node-b"].Load(); a != 0 || b != 2 {
+		t.Fatalf("creates through node-a (cordoned): %d on node-a, %d on node-b; want all on node-b", a, b)
 	}
 	// A forged node call is refused, not served nor forwarded.
 	forged, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, a.URL+"/sandboxes/sb-1", nil)

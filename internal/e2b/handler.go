@@ -186,6 +186,12 @@ func (h *Handler) SandboxOf(r *http.Request) (string, bool) {
 	return "", false
 }
 
+// IsCreate reports whether r is an E2B create (POST /sandboxes or
+// /v2/sandboxes), for a cluster that places it.
+func IsCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && (r.URL.Path == "/sandboxes" || r.URL.Path == "/v2/sandboxes")
+}
+
 // isControlPath reports whether path belongs to the E2B control plane.
 func isControlPath(path string) bool {
 	for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"} {
