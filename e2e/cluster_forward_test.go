@@ -37,7 +37,8 @@ import (
 // push) are followed to their end through the other nodes.
 func TestClusterE2BPortsVolumesOperationsThroughAnyNode(t *testing.T) {
 	const proxyDomain, e2bDomain = "proxy.test", "e2b.test"
-	c := newCluster(t, rig.Options{Serve: []string{"--proxy-domain", proxyDomain, "--e2b-domain", e2bDomain}})
+	// A pool room enough for an E2B create (the default instance type: 10 GiB).
+	c := newCluster(t, rig.Options{PoolGiB: 16, Serve: []string{"--proxy-domain", proxyDomain, "--e2b-domain", e2bDomain}})
 	ctx := ctxT(t)
 
 	// The volume lives where it was made (node1); a sandbox mounting it,
