@@ -245,6 +245,14 @@ func (s *Service) UndeleteVolume(ctx context.Context, tenant, id string) (client
 	return s.volumeView(ctx, v), nil
 }
 
+// volumeHere reports whether v's data is in this node's pool as its record
+// says: it names this node, or none (a single node's volume, or one made
+// before nodes were recorded). The node-local loops that act on volumes'
+// datasets (disk admission, growth warnings, retention) see only these.
+func (s *Service) volumeHere(v store.Volume) bool {
+	return v.Node == "" || v.Node == s.opts.Owner.Node()
+}
+
 // cleanVolumeLeftovers deletes volume datasets without a record.
 func (s *Service) cleanVolumeLeftovers(ctx context.Context) error {
 	list, err := s.st.ListVolumes(ctx, "", true)
