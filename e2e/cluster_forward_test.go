@@ -85,6 +85,30 @@ func TestClusterE2BPortsVolumesOperationsThroughAnyNode(t *testing.T) {
 			if err != nil || du.Files < 1 {
 				t.Fatalf("disk usage of volume %s through %s: %+v %v", vol.ID, via.Name, du, err)
 			}
+			// A new volume from the local snapshot: made where the snapshot is.
+			op, err := via.Client.RestoreVolume(ctx, client.RestoreVolumeRequest{Snapshot: snap.ID, Name: "from-" + via.Name, Wait: true})
+			if err != nil || op.State != client.OperationSucceeded {
+				t.Fatalf("restore volume snapshot %s (on %s) through %s: %+v %v", snap.ID, owner.Name, via.Name, op, err)
+			}
+		}
+	})
+
+	// A local snapshot of the sandbox, forked through another node: the
+	// fork is made where the snapshot is.
+	t.Run("snapshots", func(t *testing.T) {
+		snap, err := a.Client.CreateSnapshot(ctx, sb.ID, client.CreateSnapshotRequest{Label: "to-fork"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		forks, err := b.Client.Fork(ctx, snap.ID, client.ForkRequest{Name: "forked"})
+		if err != nil || len(forks) != 1 {
+			t.Fatalf("fork snapshot %s (on %s) through %s: %+v %v", snap.ID, owner.Name, b.Name, forks, err)
+		}
+		if on := c.chk.WaitRunning(ctx, forks[0].ID, 30*time.Second); on != owner.Name {
+			t.Fatalf("the fork of a snapshot on %s runs on %q", owner.Name, on)
+		}
+		if got := strings.TrimSpace(c.sh(b, forks[0].ID, "agent", "cat /workspace/note")); got == "" {
+			t.Fatalf("the fork has no /workspace/note")
 		}
 	})
 

@@ -37,6 +37,9 @@ import (
 //     Router.RouteVolume names, the one whose pool holds the volume's
 //     data (POST /v1/volumes creates the volume here, and records this
 //     node as its node);
+//   - every route under /v1/snapshots/{id} (delete, fork), and POST
+//     /v1/volume-snapshots/restore of a local snapshot: to the node
+//     Router.RouteSnapshot names, whose pool holds the snapshot;
 //   - every route under /v1/operations/{id}: to the node
 //     Router.RouteOperation names, the one that runs the operation and
 //     keeps its record (a cluster node's operation ids name it, see
@@ -94,6 +97,11 @@ type Router interface {
 	// unknown, names no node (a single node's, or made before nodes were
 	// recorded) or its node is dead.
 	RouteVolume(ctx context.Context, tenant, idOrName string) (Peer, error)
+	// RouteSnapshot returns the node whose pool holds tenant's local
+	// snapshot id: its volume's node (RouteVolume) for a volume's
+	// snapshot, its sandbox's owner (Route) otherwise; the zero Peer for
+	// this node and when the snapshot is unknown.
+	RouteSnapshot(ctx context.Context, tenant, id string) (Peer, error)
 	// RouteOperation returns the node that runs operation id and keeps its
 	// record (named by the id, see OperationID): the zero Peer for this
 	// node, and when the id names no node or one that is not a live node.
@@ -148,6 +156,13 @@ func (s *server) forward(next http.Handler) http.Handler {
 			to, err = s.router.RouteVolume(r.Context(), p.TenantID, ref)
 		} else if ref, ok := pathRef(r, "/v1/operations/"); ok {
 			to, err = s.router.RouteOperation(r.Context(), ref)
+		} else if ref, ok := pathRef(r, "/v1/snapshots/"); ok {
+			to, err = s.router.RouteSnapshot(r.Context(), p.TenantID, ref)
+		} else if r.Method == http.MethodPost && r.URL.Path == "/v1/volume-snapshots/restore" {
+			var req client.RestoreVolumeRequest
+			if readJSON(r, &req) && strings.HasPrefix(req.Snapshot, "snap-") { // a local snapshot's id
+				to, err = s.router.RouteSnapshot(r.Context(), p.TenantID, req.Snapshot)
+			}
 		}
 		if err != nil {
 			s.answerHere(w, r, "route request", err)
@@ -202,6 +217,18 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request, p Principal
 	if err := s.router.Forward(w, r, to); err != nil {
 		s.answerHere(w, r, "forward create", err)
 	}
+}
+
+// readJSON reads r's JSON body (at most MaxJSONBodyBytes) into v and puts
+// the body back for whoever serves r; false (v untouched or partial) when
+// it is larger, unreadable or not JSON (the route refuses it).
+func readJSON(r *http.Request, v any) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxJSONBodyBytes+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	return err == nil && len(body) <= MaxJSONBodyBytes && json.Unmarshal(body, v) == nil
 }
 
 // answerHere answers err on this node as a problem document, recorded in

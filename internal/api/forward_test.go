@@ -64,6 +64,16 @@ func (f *faultRouter) RouteVolume(_ context.Context, tenant, ref string) (Peer, 
 	return Peer{}, nil
 }
 
+func (f *faultRouter) RouteSnapshot(_ context.Context, tenant, ref string) (Peer, error) {
+	f.mu.Lock()
+	f.routed = append(f.routed, "snapshot:"+tenant+"/"+ref)
+	f.mu.Unlock()
+	if f.RouteVolumeFunc != nil { // snapshots go as volumes do here
+		return f.RouteVolumeFunc(tenant, ref)
+	}
+	return Peer{}, nil
+}
+
 func (f *faultRouter) RouteOperation(_ context.Context, id string) (Peer, error) {
 	f.mu.Lock()
 	f.routed = append(f.routed, "operation:"+id)
@@ -186,11 +196,27 @@ func TestSandboxRoutesGoWhereTheRouterSaysAndOthersStayHere(t *testing.T) {
 			t.Errorf("%s %s: forwarded %v (status %d), want %v", tc.method, tc.path, got, res.StatusCode, tc.forwarded)
 		}
 	}
+	for _, tc := range []struct {
+		method, path, body string
+		forwarded          bool
+	}{
+		{http.MethodPost, "/v1/snapshots/snap-remote/fork", `{"name":"f"}`, true},
+		{http.MethodDelete, "/v1/snapshots/snap-remote", "", true},
+		{http.MethodDelete, "/v1/snapshots/snap-local", "", false},
+		{http.MethodPost, "/v1/volume-snapshots/restore", `{"snapshot":"snap-remote","name":"r"}`, true},
+		{http.MethodPost, "/v1/volume-snapshots/restore", `{"volume":"vol-remote","name":"r"}`, false},
+	} {
+		res, _ := do(t, srv, tc.method, tc.path, tc.body, nil)
+		if got := res.Header.Get("X-Forwarded-To") == "node-b"; got != tc.forwarded {
+			t.Errorf("%s %s %s: forwarded %v (status %d), want %v", tc.method, tc.path, tc.body, got, res.StatusCode, tc.forwarded)
+		}
+	}
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	want := "t-alice/remote t-alice/remote t-alice/remote t-alice/remote t-alice/a/b t-alice/local" +
 		" volume:t-alice/vol-remote volume:t-alice/vol-remote volume:t-alice/vol-remote volume:t-alice/vol-local" +
-		" operation:op-remote-x operation:op-local"
+		" operation:op-remote-x operation:op-local" +
+		" snapshot:t-alice/snap-remote snapshot:t-alice/snap-remote snapshot:t-alice/snap-local snapshot:t-alice/snap-remote"
 	if got := strings.Join(fr.routed, " "); got != want {
 		t.Errorf("routed %q, want %q", got, want)
 	}
@@ -370,6 +396,20 @@ func TestOperationIDsNameTheirNode(t *testing.T) {
 	for _, single := range []string{"op-abcdefghijklm", "op-", "op-short-x", "sb-1", "op-abcdefgh-"} {
 		if tag, ok := OperationNodeTag(single); ok {
 			t.Errorf("OperationNodeTag(%q) = %q, want none", single, tag)
+		}
+	}
+}
+
+func TestReadJSONPutsTheBodyBack(t *testing.T) {
+	for _, body := range []string{`{"snapshot":"snap-1","name":"r"}`, `not json`, strings.Repeat("x", MaxJSONBodyBytes+10)} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/volume-snapshots/restore", strings.NewReader(body))
+		var req client.RestoreVolumeRequest
+		ok := readJSON(r, &req)
+		if want := strings.HasPrefix(body, "{"); ok != want || (ok && req.Snapshot != "snap-1") {
+			t.Errorf("readJSON(%.20q) = %v, %+v", body, ok, req)
+		}
+		if got, _ := io.ReadAll(r.Body); string(got) != body {
+			t.Errorf("the body after readJSON(%.20q) is %d bytes, want %d", body, len(got), len(body))
 		}
 	}
 }

@@ -186,6 +186,27 @@ func (r *Router) RouteVolume(ctx context.Context, tenant, idOrName string) (api.
 	return r.peer(ctx, v.Node, "volume", v.ID)
 }
 
+// RouteSnapshot returns the node whose pool holds tenant's local snapshot
+// id: the node of its volume (RouteVolume) for a volume's snapshot, the
+// owner of its sandbox (Route) otherwise; the zero Peer (here) when the
+// snapshot is not found (the route answers its 404) and as those say.
+func (r *Router) RouteSnapshot(ctx context.Context, tenant, id string) (api.Peer, error) {
+	if tenant == "" {
+		return api.Peer{}, nil
+	}
+	sn, err := r.o.Store.GetSnapshot(ctx, tenant, id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route snapshot %s: %w", id, err)
+	}
+	if sn.Kind == "volume" {
+		return r.RouteVolume(ctx, tenant, sn.SandboxID)
+	}
+	return r.Route(ctx, tenant, sn.SandboxID)
+}
+
 // RouteOperation returns the node that runs operation id, the registered
 // node whose api.NodeTag the id carries (api.OperationNodeTag): the zero
 // Peer (here) for this node's tag, an id without a tag (a single node's),

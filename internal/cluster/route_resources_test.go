@@ -144,3 +144,30 @@ func TestCreateMountingAVolumeIsPlacedOnTheVolumesNode(t *testing.T) {
 		t.Fatalf("create mounting a volume of a cordoned node: %+v", sb)
 	}
 }
+
+func TestRouteSnapshotFindsThePoolThatHoldsIt(t *testing.T) {
+	c := newCluster(t, "node-a", "node-b")
+	ctx := testCtx(t)
+	addSandbox(t, c.st, "sb-1", "one", "node-b")
+	if err := c.st.CreateVolume(ctx, store.Volume{ID: "vol-b", TenantID: store.DefaultTenant, Name: "on-b", State: "available", Node: "node-b"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sn := range []store.Snapshot{
+		{ID: "snap-sb", TenantID: store.DefaultTenant, SandboxID: "sb-1", Kind: "user", TemplateID: "host", CreatedAt: time.Now()},
+		{ID: "snap-vol", TenantID: store.DefaultTenant, SandboxID: "vol-b", Kind: "volume", CreatedAt: time.Now()},
+	} {
+		if err := c.st.CreateSnapshot(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ra := c.nodes["node-a"].router
+	for id, want := range map[string]string{"snap-sb": "node-b", "snap-vol": "node-b", "snap-none": ""} {
+		to, err := ra.RouteSnapshot(ctx, store.DefaultTenant, id)
+		if err != nil || to.Node != want {
+			t.Fatalf("RouteSnapshot(%s) via node-a: %+v, %v; want %q", id, to, err, want)
+		}
+	}
+	if to, err := c.nodes["node-b"].router.RouteSnapshot(ctx, store.DefaultTenant, "snap-vol"); err != nil || !to.Here() {
+		t.Fatalf("RouteSnapshot on node-b itself: %+v, %v", to, err)
+	}
+}
