@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/blobstore/local"
@@ -33,6 +35,10 @@ type steadRepo struct {
 	// keeps it), instead of walking the tree.
 	diff     bool
 	lastSnap string // dataset of the previous push's snapshot
+	// profile, when set, is where each O(changes) push writes its CPU
+	// profile (profile.1, profile.2 ...).
+	profile string
+	pushes  int
 }
 
 // snapshotter takes read-only snapshots of the corpus subvolume.
@@ -113,6 +119,14 @@ func (s *steadRepo) push(ctx context.Context, src string) (repo.PushStats, error
 			defer d.Close()
 		}
 	}
+	if s.profile != "" && d != nil {
+		s.pushes++
+		stop, err := startProfile(fmt.Sprintf("%s.%d", s.profile, s.pushes))
+		if err != nil {
+			return repo.PushStats{}, err
+		}
+		defer stop()
+	}
 	m, st, err := sc.Push(ctx, src, repo.PushOptions{Parent: s.last, Source: "bench/corpus", Diff: d})
 	if err != nil {
 		return st, err
@@ -175,4 +189,17 @@ func emptyBucket(ctx context.Context, cfg s3.Config) error {
 		}
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile into path and returns its stop.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
