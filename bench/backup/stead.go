@@ -39,6 +39,7 @@ type steadRepo struct {
 	// profile (profile.1, profile.2 ...).
 	profile string
 	pushes  int
+	open    *repo.Scope // kept open across pushes (diff only)
 }
 
 // snapshotter takes read-only snapshots of the corpus subvolume.
@@ -88,13 +89,22 @@ func initStead(ctx context.Context, st blobstore.BlobStore, cache string) (*stea
 }
 
 // scope opens the repository and the bench scope, as a fresh `stead push`
-// process would.
+// process would; the O(changes) repository's stays open from one push to
+// the next, as the daemon keeps its repository (its index is loaded once
+// and then only what other writers add).
 func (s *steadRepo) scope(ctx context.Context) (*repo.Scope, error) {
+	if s.open != nil {
+		return s.open, nil
+	}
 	r, err := repo.Open(ctx, s.store, s.master, repo.Options{CacheDir: s.cache})
 	if err != nil {
 		return nil, err
 	}
-	return r.Scope(ctx, benchScope, true)
+	sc, err := r.Scope(ctx, benchScope, true)
+	if err == nil && s.diff {
+		s.open = sc
+	}
+	return sc, err
 }
 
 // push backs up src, incremental to the previous push if there was one:
