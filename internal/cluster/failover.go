@@ -42,8 +42,10 @@ import (
 //     source lapsed too, the sandbox is marked lost with the source
 //     (when step 1 has not already: a failed adoption's target released
 //     the lease last), and step 3 adopts it from the hand-over's delta
-//     push, which holds every write (the sandbox was paused before it).
-//     A failed Finish backs off as a failed adoption does;
+//     push, which holds every write (the sandbox was paused before it);
+//     so is one whose source answers that it has no copy left
+//     (errs.ErrNotFound: a restart kept it as a lost copy). Another
+//     failed Finish backs off as a failed adoption does;
 //  3. every lost sandbox whose policy is restore, that has a push recorded
 //     in the store, whose lease no node holds in force, and whose backoff
 //     has passed is given to a target node (Pick, never the lost node),
@@ -467,7 +469,22 @@ func (f *Failover) finishHandOffs(ctx context.Context, fenced func() context.Con
 		if f.o.Finish == nil {
 			continue
 		}
-		if err := f.o.Finish(ctx, src, sb.ID, m.Result(), false); err != nil {
+		err = f.o.Finish(ctx, src, sb.ID, m.Result(), false)
+		if errors.Is(err, errs.ErrNotFound) {
+			// The source has no copy left (a restart kept it as a lost
+			// copy): adopted elsewhere from the delta push, as if the
+			// source were gone.
+			f.o.Logger.Warn("orphaned hand-over: its source has no copy left; adopted elsewhere", "sandbox", sb.ID, "node", src.Name, "err", err)
+			marked, err := f.markLost(ctx, fenced, m.Node, store.Ownership{SandboxID: sb.ID, Node: m.Node, Epoch: own.Epoch})
+			if err != nil {
+				return err
+			}
+			if marked {
+				res.Marked = append(res.Marked, sb.ID)
+			}
+			continue
+		}
+		if err != nil {
 			f.failed(ctx, sb, src.Name, fmt.Errorf("give the orphaned hand-over back to its source: %w", err))
 			res.Failed = append(res.Failed, sb.ID)
 			continue

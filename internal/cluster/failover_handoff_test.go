@@ -3,11 +3,13 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
 )
 
@@ -85,8 +87,10 @@ func TestFailoverGivesAnOrphanedHandOffBackToItsLiveSource(t *testing.T) {
 	w.sandbox("sb-retry", "n1", store.StateRunning, "", true)
 	w.sandbox("sb-adopting", "n1", store.StateRunning, "", true)
 	w.sandbox("sb-plain", "n1", store.StateRunning, "", true)
+	w.sandbox("sb-nocopy", "n1", store.StateRunning, "", true)
 	mark := w.handOff("sb-h", "n1")
 	w.handOff("sb-retry", "n1")
+	w.handOff("sb-nocopy", "n1")
 	w.handOff("sb-adopting", "n1")
 	// A target adopts sb-adopting: it holds the lease (epoch 2).
 	if _, err := w.st.AcquireOwnership(ctx, "sb-adopting", "n2", sbLeaseTTL, w.c.Now()); err != nil {
@@ -95,6 +99,13 @@ func TestFailoverGivesAnOrphanedHandOffBackToItsLiveSource(t *testing.T) {
 	f := w.coordinator("n3", w.st, nil)
 	var calls []finishCall
 	w.takeBack(f, &calls, map[string]int{"sb-retry": 1})
+	takeBack := f.o.Finish
+	f.o.Finish = func(ctx context.Context, source store.Node, id string, h HandOffResult, moved bool) error {
+		if id == "sb-nocopy" {
+			return fmt.Errorf("no copy here any more: %w", errs.ErrNotFound)
+		}
+		return takeBack(ctx, source, id, h, moved)
+	}
 
 	// renew plays the holders of sb-adopting and sb-plain renewing.
 	renew := func() {
@@ -124,10 +135,14 @@ func TestFailoverGivesAnOrphanedHandOffBackToItsLiveSource(t *testing.T) {
 		w.heartbeat(n)
 	}
 	renew()
+	// The source without a copy: adopted elsewhere from the push.
 	res, err := f.Pass(ctx)
 	if err != nil || !slices.Equal(res.TakenBack, []string{"sb-h"}) || !slices.Equal(res.Failed, []string{"sb-retry"}) ||
-		len(res.Marked)+len(res.Adopted) != 0 {
+		!slices.Equal(res.Marked, []string{"sb-nocopy"}) || !slices.Equal(res.Adopted, []string{"sb-nocopy"}) {
 		t.Fatalf("pass past the grace: %+v %v", res, err)
+	}
+	if own, _ := w.st.GetOwnership(ctx, "sb-nocopy"); own.Node != "n2" || own.Epoch != 2 || w.adoptCount("sb-nocopy") != 1 {
+		t.Fatalf("sb-nocopy's lease: %+v, adopted %d times", own, w.adoptCount("sb-nocopy"))
 	}
 	if len(calls) != 2 || !slices.Contains(calls, finishCall{"n1", "sb-h", mark.Result(), false}) {
 		t.Fatalf("finish calls: %+v, want sb-h's first with %+v", calls, mark.Result())

@@ -153,7 +153,10 @@ func (s *Service) FinishHandOff(ctx context.Context, id string, h cluster.HandOf
 // dropped: it is what the delta push holds, but nothing here can tell
 // that the push, or the adopted sandbox, still exists. A lease another
 // node holds in force (an adoption running) refuses the take-back and
-// changes nothing. Taking back twice is nil.
+// changes nothing. Without a root here (a restart kept it as a lost copy)
+// it is an errs.ErrNotFound, and changes nothing: the coordinator then has
+// the sandbox adopted elsewhere from the hand-over's push. Taking back
+// twice is nil.
 func (s *Service) takeBackHandOffLocked(ctx context.Context, id string, h cluster.HandOffResult) error {
 	sb, err := s.st.GetSandbox(ctx, "", id)
 	if err != nil {
@@ -175,6 +178,14 @@ func (s *Service) takeBackHandOffLocked(ctx context.Context, id string, h cluste
 			epoch = own.Epoch
 		}
 		return adoptedElsewhere(epoch)
+	}
+	if ok, err := s.pool.Exists(ctx, datasetName(id)); err != nil {
+		return fmt.Errorf("take sandbox %s back: %w", id, err)
+	} else if !ok {
+		// Kept as a lost copy by a restart meanwhile (Reconcile found the
+		// lease another's: a target adopting, or one whose adoption failed).
+		return fmt.Errorf("take sandbox %s back: this node has no copy of it any more (its root is gone; it can be adopted from the hand-over's push %s): %w",
+			id, m.Push, errs.ErrNotFound)
 	}
 	own, err := s.opts.Owner.Acquire(ctx, id)
 	if err != nil {

@@ -28,7 +28,9 @@ import (
 // The second was adopted by n2 before the evacuator died: the coordinator
 // leaves it, and a late take-back on n1 is refused and keeps n1's frozen
 // copy as a lost copy, never resumed, while n2 runs the sandbox; so does
-// a third's whose adopter lost the lease since.
+// a third's whose adopter lost the lease since. A fourth, whose copy n1
+// no longer has (a restart kept it as a lost one), is adopted on n2 from
+// the hand-over's push instead.
 func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
@@ -47,7 +49,7 @@ func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *t
 	}
 	tn := store.DefaultTenant
 	var ids []string
-	for _, name := range []string{"back", "adopted", "adopted-then-lost"} {
+	for _, name := range []string{"back", "adopted", "adopted-then-lost", "no-copy"} {
 		sb, err := s1.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: name})
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +63,7 @@ func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *t
 		}
 		ids = append(ids, sb.ID)
 	}
-	back, adopted, lapsed := ids[0], ids[1], ids[2]
+	back, adopted, lapsed, noCopy := ids[0], ids[1], ids[2], ids[3]
 	hs := map[string]cluster.HandOffResult{}
 	for _, id := range ids {
 		h, err := s1.HandOff(ctx, id)
@@ -85,6 +87,14 @@ func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *t
 		}
 	}
 
+	// n1 restarted meanwhile and kept its copy of the fourth as a lost one
+	// (as Reconcile does when a target's adoption held the lease then).
+	if sb, err := st.GetSandbox(ctx, "", noCopy); err != nil {
+		t.Fatal(err)
+	} else {
+		s1.keepLostCopy(ctx, sb, 1, "a restart while a target held the lease")
+	}
+
 	// The coordinator, on n2, past the grace (its clock ahead; leases last
 	// a minute).
 	ahead := func() time.Time { return time.Now().Add(45 * time.Second) }
@@ -98,7 +108,11 @@ func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *t
 	f, err := cluster.NewFailover(cluster.FailoverOptions{Store: st, Node: "n2", Grace: 30 * time.Second, Every: 10 * time.Second, Clock: ahead,
 		Pick: func(ctx context.Context, _ store.Sandbox, _ string) (store.Node, error) { return st.GetNode(ctx, "n2") },
 		Adopt: func(ctx context.Context, n store.Node, id string) error {
-			return fmt.Errorf("no adoption expected (of %s)", id)
+			if id != noCopy {
+				return fmt.Errorf("no adoption expected (of %s)", id)
+			}
+			_, err := nodes[n.Name].Adopt(ctx, id)
+			return err
 		},
 		Finish: func(ctx context.Context, n store.Node, id string, h cluster.HandOffResult, moved bool) error {
 			finished = append(finished, n.Name+" "+id)
@@ -108,8 +122,11 @@ func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *t
 		t.Fatal(err)
 	}
 	res, err := f.Pass(ctx)
-	if err != nil || !slices.Equal(res.TakenBack, []string{back}) || len(res.Failed)+len(res.Marked)+len(res.Adopted) != 0 ||
-		!slices.Equal(finished, []string{"n1 " + back}) {
+	slices.Sort(finished)
+	wantFinished := []string{"n1 " + back, "n1 " + noCopy}
+	slices.Sort(wantFinished)
+	if err != nil || !slices.Equal(res.TakenBack, []string{back}) || len(res.Failed) != 0 || !slices.Equal(res.Marked, []string{noCopy}) ||
+		!slices.Equal(res.Adopted, []string{noCopy}) || !slices.Equal(finished, wantFinished) {
 		t.Fatalf("coordinator's pass: %+v %v, finish calls %q", res, err, finished)
 	}
 	got, err := s1.GetSandbox(ctx, tn, back)
@@ -126,6 +143,17 @@ func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *t
 	if err != nil || r.ExitCode != 0 || !strings.Contains(string(r.Stdout), "written before the hand-over") {
 		t.Fatalf("the sandbox taken back: %+v %v", r, err)
 	}
+	// The one n1 had no copy of left runs on n2 from the hand-over's push.
+	if sb, err := s2.GetSandbox(ctx, tn, noCopy); err != nil || sb.State != "running" {
+		t.Fatalf("the hand-over without a copy on its source: %+v %v", sb, err)
+	}
+	if got := s2.testRead(t, noCopy, "/workspace/last.md"); got != "written before the hand-over" {
+		t.Fatalf("last write on n2 = %q", got)
+	}
+	if epoch, ok := l2.Held(noCopy); !ok || epoch != 2 {
+		t.Fatalf("n2's lease of the sandbox without a copy on n1: %d %v", epoch, ok)
+	}
+
 	// Taking back twice changes nothing.
 	if err := s1.FinishHandOff(ctx, back, hs[back], false); err != nil {
 		t.Fatalf("a second take-back: %v", err)
