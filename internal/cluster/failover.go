@@ -415,7 +415,9 @@ func (f *Failover) markLost(ctx context.Context, fenced func() context.Context, 
 // this file).
 func (f *Failover) finishHandOffs(ctx context.Context, fenced func() context.Context, job store.Ownership, res *PassResult) error {
 	st := f.o.Store
-	list, err := st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StateRunning, store.StatePaused, store.StateStopped}})
+	// A hand-over leaves its sandbox paused (it paused a running one) or
+	// stopped; a running one was taken back or adopted.
+	list, err := st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StatePaused, store.StateStopped}})
 	if err != nil {
 		return fmt.Errorf("failover: list sandboxes: %w", err)
 	}
