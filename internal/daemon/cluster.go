@@ -129,7 +129,7 @@ func (c *clusterNode) start(svc *sandbox.Service, sink events.Sink, rec audit.Re
 	// A pass every heartbeat (a third of the grace): failover starts
 	// within one heartbeat of a lease lapsing.
 	c.failover, err = cluster.NewFailover(cluster.FailoverOptions{Store: c.st, Node: c.self, Grace: c.grace, Every: c.grace / 3,
-		Pick: c.pick, Adopt: c.adopt, Events: sink, Audit: rec, Logger: c.log})
+		Pick: c.pick, Adopt: c.adopt, Finish: c.finish, Events: sink, Audit: rec, Logger: c.log})
 	if err != nil {
 		return err
 	}

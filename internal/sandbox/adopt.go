@@ -40,10 +40,10 @@ import (
 //     adoption before anything is restored;
 //  3. the root: any leftover of an earlier attempt (runtime state, dataset)
 //     is removed, and the push is restored into the dataset of the same id;
-//  4. the record, under the lease's fence: the lost mark cleared, an
-//     "adopted" mark with the epoch, stopped; then, if the sandbox was
-//     running or paused, it is started (a start failure leaves it stopped
-//     and adopted: the adoption itself is done).
+//  4. the record, under the lease's fence: the lost mark and a hand-over's
+//     mark cleared, an "adopted" mark with the epoch, stopped; then, if
+//     the sandbox was running or paused, it is started (a start failure
+//     leaves it stopped and adopted: the adoption itself is done).
 //
 // The record (name, spec with network policy, exposed ports, volumes,
 // labels), the address lease and the agent state (checkpoints, session
@@ -186,7 +186,12 @@ func (s *Service) adoptLocked(ctx context.Context, id string) (client.Sandbox, e
 		return client.Sandbox{}, err
 	}
 	// The record, fenced by the new lease.
+	// Both marks go: the lost one, and a hand-over's (so its source never
+	// takes the sandbox back: FinishHandOff).
 	spec, err := cluster.ClearLostMark(sb.Spec)
+	if err == nil {
+		spec, err = cluster.ClearHandOffMark(spec)
+	}
 	if err == nil {
 		spec, err = setSpecJSON(spec, "adopted", adoptedMark{Epoch: own.Epoch, Node: own.Node, Push: pushID, At: s.now()})
 	}
