@@ -362,6 +362,10 @@ func (s *Service) makeWarm(ctx context.Context, key warmKey) (string, error) {
 	return id, nil
 }
 
+// warmRefillDelay is how long after a take the pool starts making its
+// replacement.
+const warmRefillDelay = 100 * time.Millisecond
+
 // warmUpCommand is what warmUp runs in a new warm sandbox.
 var warmUpCommand = []string{"/bin/true"}
 
@@ -526,7 +530,14 @@ func (s *Service) takeWarm(ctx context.Context, tenant, name string, tmpl store.
 		w.ready[key] = append([]string{id}, w.ready[key]...)
 		w.mu.Unlock()
 	}
+	taken := false
 	defer func() {
+		if taken {
+			// The replacement boots a little later: the taker's next
+			// calls (its first exec) do not wait behind it for the CPU.
+			time.AfterFunc(warmRefillDelay, s.wakeWarm)
+			return
+		}
 		select {
 		case w.wake <- struct{}{}:
 		default:
@@ -613,6 +624,7 @@ func (s *Service) takeWarm(ctx context.Context, tenant, name string, tmpl store.
 		return client.Sandbox{}, true, err
 	}
 	tStore := time.Now()
+	taken = true
 	s.unmarkWarm(id) // its record owns it now
 	s.act.started(id, now)
 	w.taken.Add(1)
