@@ -78,6 +78,7 @@ func main() {
 	flag.StringVar(&o.restic, "restic", "restic", "restic binary")
 	flag.IntVar(&o.files, "files", 0, "with a number: a corpus of about that many files (more, smaller source files; the same real data), e.g. 230000")
 	flag.BoolVar(&o.incremental, "incremental", false, "only the pushes (full, nothing changed, 1 MiB changed), beside restic: no tar, no restores but the O(changes) one's check")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of each O(changes) push to FILE.1, FILE.2 ...")
 	flag.BoolVar(&o.keep, "keep", false, "keep the corpus, repositories and restored trees")
 	flag.BoolVar(&o.btrfs, "btrfs", true, "put the corpus on a btrfs pool (loop image under -dir) and add the O(changes) push rows")
 	flag.BoolVar(&o.full, "full", false, "only the full push and the restore (local), beside restic and the disk's dd write rate")
@@ -112,6 +113,7 @@ type options struct {
 	small, keep, btrfs      bool
 	files                   int
 	incremental             bool
+	cpuprofile              string
 	full                    bool
 	reps                    int
 }
@@ -229,7 +231,7 @@ func run(ctx context.Context, o options) error {
 		if loc.steadDiff, err = newSteadLocal(ctx, loc.steadDiffDir, filepath.Join(o.dir, "cache", "stead-diff-local")); err != nil {
 			return err
 		}
-		loc.steadDiff.snaps, loc.steadDiff.diff = snaps, true
+		loc.steadDiff.snaps, loc.steadDiff.diff, loc.steadDiff.profile = snaps, true, o.cpuprofile
 	}
 	loc.restic = &resticRepo{bin: o.restic, url: filepath.Join(o.dir, "repo-restic"), cache: filepath.Join(o.dir, "cache", "restic-local")}
 	targets = append(targets, loc)

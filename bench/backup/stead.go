@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/blobstore/local"
@@ -33,6 +35,11 @@ type steadRepo struct {
 	// keeps it), instead of walking the tree.
 	diff     bool
 	lastSnap string // dataset of the previous push's snapshot
+	// profile, when set, is where each O(changes) push writes its CPU
+	// profile (profile.1, profile.2 ...).
+	profile string
+	pushes  int
+	open    *repo.Scope // kept open across pushes (diff only)
 }
 
 // snapshotter takes read-only snapshots of the corpus subvolume.
@@ -82,13 +89,22 @@ func initStead(ctx context.Context, st blobstore.BlobStore, cache string) (*stea
 }
 
 // scope opens the repository and the bench scope, as a fresh `stead push`
-// process would.
+// process would; the O(changes) repository's stays open from one push to
+// the next, as the daemon keeps its repository (its index is loaded once
+// and then only what other writers add).
 func (s *steadRepo) scope(ctx context.Context) (*repo.Scope, error) {
+	if s.open != nil {
+		return s.open, nil
+	}
 	r, err := repo.Open(ctx, s.store, s.master, repo.Options{CacheDir: s.cache})
 	if err != nil {
 		return nil, err
 	}
-	return r.Scope(ctx, benchScope, true)
+	sc, err := r.Scope(ctx, benchScope, true)
+	if err == nil && s.diff {
+		s.open = sc
+	}
+	return sc, err
 }
 
 // push backs up src, incremental to the previous push if there was one:
@@ -112,6 +128,14 @@ func (s *steadRepo) push(ctx context.Context, src string) (repo.PushStats, error
 			}
 			defer d.Close()
 		}
+	}
+	if s.profile != "" && d != nil {
+		s.pushes++
+		stop, err := startProfile(fmt.Sprintf("%s.%d", s.profile, s.pushes))
+		if err != nil {
+			return repo.PushStats{}, err
+		}
+		defer stop()
 	}
 	m, st, err := sc.Push(ctx, src, repo.PushOptions{Parent: s.last, Source: "bench/corpus", Diff: d})
 	if err != nil {
@@ -175,4 +199,17 @@ func emptyBucket(ctx context.Context, cfg s3.Config) error {
 		}
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile into path and returns its stop.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -68,6 +68,7 @@ func run(n int, bin, poolKind string) error {
 
 	var results []benchd.Series
 	var created []string
+	cpu0 := d.CPU()
 	ds, err := benchd.Time(n, func(int) error {
 		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
@@ -80,6 +81,7 @@ func run(n int, bin, poolKind string) error {
 	if err != nil {
 		return fmt.Errorf("create+exec: %w", err)
 	}
+	createCPU := (d.CPU() - cpu0) / time.Duration(n)
 	results = append(results, benchd.Series{Name: "stead create → first exec exits", D: ds})
 	for _, id := range created {
 		c.DeleteSandbox(ctx, id, true)
@@ -127,7 +129,7 @@ func run(n int, bin, poolKind string) error {
 		return err
 	}
 	results = append(results, pairs...)
-	warmRows, err := warmPairs(ctx, n, bin, poolKind)
+	warmRows, steps, err := warmPairs(ctx, n, bin, poolKind)
 	if err != nil {
 		return fmt.Errorf("warm pool: %w", err)
 	}
@@ -235,7 +237,9 @@ func run(n int, bin, poolKind string) error {
 	}
 	fmt.Printf("\ncreate → first exec from the warm pool / cold, paired: %.2fx\n",
 		float64(warmRows[0].Pct(0.5))/float64(warmRows[1].Pct(0.5)))
+	printWarmSteps(steps)
 	printPhases(netTotal, phases)
+	fmt.Printf("\nstead daemon CPU (its own user+sys, all threads) per create → first exec, first row: %s\n", benchd.Ms(createCPU))
 	fmt.Printf("\nstead daemon RSS with one idle sandbox: %.1f MiB\n", float64(idleRSS)/(1<<20))
 	return nil
 }

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"io"
@@ -29,10 +31,22 @@ import (
 //     route answers its own 404), or when its owner is dead (the record is
 //     read here; actions fail in the service, which holds no lease);
 //   - POST /v1/sandboxes: to the node Router.Place picks, with the JSON
-//     body read here (at most MaxJSONBodyBytes) and replayed to it.
+//     body read here (at most MaxJSONBodyBytes) and replayed to it;
+//   - every route under /v1/volumes/{id} (the volume, its push, local
+//     snapshots, disk usage, delete and undelete): to the node
+//     Router.RouteVolume names, the one whose pool holds the volume's
+//     data (POST /v1/volumes creates the volume here, and records this
+//     node as its node);
+//   - every route under /v1/snapshots/{id} (delete, fork), and POST
+//     /v1/volume-snapshots/restore of a local snapshot: to the node
+//     Router.RouteSnapshot names, whose pool holds the snapshot;
+//   - every route under /v1/operations/{id}: to the node
+//     Router.RouteOperation names, the one that runs the operation and
+//     keeps its record (a cluster node's operation ids name it, see
+//     OperationID).
 //
-// Everything else (GET /v1/sandboxes, templates, tenants, usage, nodes,
-// audit ...) is cluster-wide and served here.
+// Everything else (GET /v1/sandboxes, GET /v1/volumes, templates,
+// tenants, usage, nodes, audit ...) is cluster-wide and served here.
 //
 // A request that carries node-call headers is checked first
 // (Router.Verify): a bad or stale signature is refused with 401 and never
@@ -77,6 +91,21 @@ type Router interface {
 	// No node with room is an error wrapping errs.ErrConflict that says
 	// what is short.
 	Place(ctx context.Context, tenant string, req client.CreateSandboxRequest) (to Peer, done func(), err error)
+	// RouteVolume returns the node that serves tenant's requests for the
+	// volume idOrName: the one whose pool holds its data, as its record
+	// names it; the zero Peer for this node, and when the volume is
+	// unknown, names no node (a single node's, or made before nodes were
+	// recorded) or its node is dead.
+	RouteVolume(ctx context.Context, tenant, idOrName string) (Peer, error)
+	// RouteSnapshot returns the node whose pool holds tenant's local
+	// snapshot id: its volume's node (RouteVolume) for a volume's
+	// snapshot, its sandbox's owner (Route) otherwise; the zero Peer for
+	// this node and when the snapshot is unknown.
+	RouteSnapshot(ctx context.Context, tenant, id string) (Peer, error)
+	// RouteOperation returns the node that runs operation id and keeps its
+	// record (named by the id, see OperationID): the zero Peer for this
+	// node, and when the id names no node or one that is not a live node.
+	RouteOperation(ctx context.Context, id string) (Peer, error)
 	// Forward proxies r to the node to, streaming, signed as this node's
 	// call. It returns an error, having written nothing, when the node
 	// gave no answer (its HTTP status is what huma.StatusError's
@@ -120,12 +149,21 @@ func (s *server) forward(next http.Handler) http.Handler {
 			s.placeCreate(w, r, p, next)
 			return
 		}
-		ref, ok := sandboxRef(r)
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
+		var to Peer
+		if ref, ok := sandboxRef(r); ok {
+			to, err = s.router.Route(r.Context(), p.TenantID, ref)
+		} else if ref, ok := pathRef(r, "/v1/volumes/"); ok {
+			to, err = s.router.RouteVolume(r.Context(), p.TenantID, ref)
+		} else if ref, ok := pathRef(r, "/v1/operations/"); ok {
+			to, err = s.router.RouteOperation(r.Context(), ref)
+		} else if ref, ok := pathRef(r, "/v1/snapshots/"); ok {
+			to, err = s.router.RouteSnapshot(r.Context(), p.TenantID, ref)
+		} else if r.Method == http.MethodPost && r.URL.Path == "/v1/volume-snapshots/restore" {
+			var req client.RestoreVolumeRequest
+			if readJSON(r, &req) && strings.HasPrefix(req.Snapshot, "snap-") { // a local snapshot's id
+				to, err = s.router.RouteSnapshot(r.Context(), p.TenantID, req.Snapshot)
+			}
 		}
-		to, err := s.router.Route(r.Context(), p.TenantID, ref)
 		if err != nil {
 			s.answerHere(w, r, "route request", err)
 			return
@@ -181,6 +219,18 @@ func (s *server) placeCreate(w http.ResponseWriter, r *http.Request, p Principal
 	}
 }
 
+// readJSON reads r's JSON body (at most MaxJSONBodyBytes) into v and puts
+// the body back for whoever serves r; false (v untouched or partial) when
+// it is larger, unreadable or not JSON (the route refuses it).
+func readJSON(r *http.Request, v any) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxJSONBodyBytes+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	return err == nil && len(body) <= MaxJSONBodyBytes && json.Unmarshal(body, v) == nil
+}
+
 // answerHere answers err on this node as a problem document, recorded in
 // the audit trail as the route would have been (the request was served by
 // no other node).
@@ -207,8 +257,12 @@ func (s *server) answerHere(w http.ResponseWriter, r *http.Request, op string, e
 
 // sandboxRef returns the sandbox id or name of a /v1/sandboxes/{id}[/...]
 // path (its escaped first segment, unescaped).
-func sandboxRef(r *http.Request) (string, bool) {
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/sandboxes/")
+func sandboxRef(r *http.Request) (string, bool) { return pathRef(r, "/v1/sandboxes/") }
+
+// pathRef returns the {id} of a prefix{id}[/...] path (its escaped first
+// segment after prefix, unescaped).
+func pathRef(r *http.Request, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), prefix)
 	if !ok {
 		return "", false
 	}
@@ -218,4 +272,40 @@ func sandboxRef(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return ref, true
+}
+
+// Operation ids in a cluster.
+//
+// A single node's operation ids are "op-<random>". A cluster node's are
+// "op-<tag>-<random>", tag being NodeTag of the node that runs the
+// operation and keeps its record in memory: any node finds that node among
+// the registered ones by its tag and forwards the request there. Random
+// parts are lower-case base32, without dashes.
+
+// nodeTagLen is the length of a node tag.
+const nodeTagLen = 8
+
+// NodeTag is the short tag of node in its operation ids: the first
+// nodeTagLen characters of the lower-case base32 SHA-256 of its name.
+func NodeTag(node string) string {
+	sum := sha256.Sum256([]byte(node))
+	return strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:nodeTagLen]
+}
+
+// OperationID is the id of an operation of node with random part rnd
+// ("op-<tag>-<rnd>").
+func OperationID(node, rnd string) string { return "op-" + NodeTag(node) + "-" + rnd }
+
+// OperationNodeTag returns the node tag of a cluster node's operation id,
+// false for a single node's id and anything else.
+func OperationNodeTag(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "op-")
+	if !ok {
+		return "", false
+	}
+	tag, rnd, ok := strings.Cut(rest, "-")
+	if !ok || len(tag) != nodeTagLen || rnd == "" {
+		return "", false
+	}
+	return tag, true
 }

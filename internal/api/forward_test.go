@@ -27,10 +27,14 @@ type faultRouter struct {
 	forwarded []Peer
 	done      int
 
-	VerifyFunc  func(r *http.Request) (string, error)
-	RouteFunc   func(tenant, ref string) (Peer, error)
-	PlaceFunc   func(req client.CreateSandboxRequest) (Peer, error)
-	ForwardFunc func(w http.ResponseWriter, r *http.Request, to Peer) error
+	VerifyFunc func(r *http.Request) (string, error)
+	RouteFunc  func(tenant, ref string) (Peer, error)
+	// RouteVolumeFunc and RouteOperationFunc answer RouteVolume and
+	// RouteOperation (nil: here).
+	RouteVolumeFunc    func(tenant, ref string) (Peer, error)
+	RouteOperationFunc func(id string) (Peer, error)
+	PlaceFunc          func(req client.CreateSandboxRequest) (Peer, error)
+	ForwardFunc        func(w http.ResponseWriter, r *http.Request, to Peer) error
 }
 
 func (f *faultRouter) Verify(r *http.Request) (string, error) {
@@ -46,6 +50,36 @@ func (f *faultRouter) Route(_ context.Context, tenant, ref string) (Peer, error)
 	f.mu.Unlock()
 	if f.RouteFunc != nil {
 		return f.RouteFunc(tenant, ref)
+	}
+	return Peer{}, nil
+}
+
+func (f *faultRouter) RouteVolume(_ context.Context, tenant, ref string) (Peer, error) {
+	f.mu.Lock()
+	f.routed = append(f.routed, "volume:"+tenant+"/"+ref)
+	f.mu.Unlock()
+	if f.RouteVolumeFunc != nil {
+		return f.RouteVolumeFunc(tenant, ref)
+	}
+	return Peer{}, nil
+}
+
+func (f *faultRouter) RouteSnapshot(_ context.Context, tenant, ref string) (Peer, error) {
+	f.mu.Lock()
+	f.routed = append(f.routed, "snapshot:"+tenant+"/"+ref)
+	f.mu.Unlock()
+	if f.RouteVolumeFunc != nil { // snapshots go as volumes do here
+		return f.RouteVolumeFunc(tenant, ref)
+	}
+	return Peer{}, nil
+}
+
+func (f *faultRouter) RouteOperation(_ context.Context, id string) (Peer, error) {
+	f.mu.Lock()
+	f.routed = append(f.routed, "operation:"+id)
+	f.mu.Unlock()
+	if f.RouteOperationFunc != nil {
+		return f.RouteOperationFunc(id)
 	}
 	return Peer{}, nil
 }
@@ -127,6 +161,14 @@ func TestSandboxRoutesGoWhereTheRouterSaysAndOthersStayHere(t *testing.T) {
 		}
 		return Peer{}, nil
 	}}
+	remote := func(ref string) (Peer, error) {
+		if strings.Contains(ref, "remote") {
+			return Peer{Node: "node-b", Address: "10.0.0.2:7879"}, nil
+		}
+		return Peer{}, nil
+	}
+	fr.RouteVolumeFunc = func(_, ref string) (Peer, error) { return remote(ref) }
+	fr.RouteOperationFunc = remote
 	fb, srv := newRoutedServer(t, fr)
 	for _, tc := range []struct {
 		method, path string
@@ -141,15 +183,40 @@ func TestSandboxRoutesGoWhereTheRouterSaysAndOthersStayHere(t *testing.T) {
 		{http.MethodGet, "/v1/sandboxes", false},
 		{http.MethodGet, "/v1/templates", false},
 		{http.MethodGet, "/healthz", false},
+		{http.MethodPost, "/v1/volumes/vol-remote/push", true},
+		{http.MethodGet, "/v1/volumes/vol-remote/snapshots", true},
+		{http.MethodDelete, "/v1/volumes/vol-remote", true},
+		{http.MethodGet, "/v1/volumes/vol-local", false},
+		{http.MethodGet, "/v1/volumes", false},
+		{http.MethodGet, "/v1/operations/op-remote-x/events", true},
+		{http.MethodGet, "/v1/operations/op-local", false},
 	} {
 		res, _ := do(t, srv, tc.method, tc.path, "", nil)
 		if got := res.Header.Get("X-Forwarded-To") == "node-b"; got != tc.forwarded {
 			t.Errorf("%s %s: forwarded %v (status %d), want %v", tc.method, tc.path, got, res.StatusCode, tc.forwarded)
 		}
 	}
+	for _, tc := range []struct {
+		method, path, body string
+		forwarded          bool
+	}{
+		{http.MethodPost, "/v1/snapshots/snap-remote/fork", `{"name":"f"}`, true},
+		{http.MethodDelete, "/v1/snapshots/snap-remote", "", true},
+		{http.MethodDelete, "/v1/snapshots/snap-local", "", false},
+		{http.MethodPost, "/v1/volume-snapshots/restore", `{"snapshot":"snap-remote","name":"r"}`, true},
+		{http.MethodPost, "/v1/volume-snapshots/restore", `{"volume":"vol-remote","name":"r"}`, false},
+	} {
+		res, _ := do(t, srv, tc.method, tc.path, tc.body, nil)
+		if got := res.Header.Get("X-Forwarded-To") == "node-b"; got != tc.forwarded {
+			t.Errorf("%s %s %s: forwarded %v (status %d), want %v", tc.method, tc.path, tc.body, got, res.StatusCode, tc.forwarded)
+		}
+	}
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
-	want := "t-alice/remote t-alice/remote t-alice/remote t-alice/remote t-alice/a/b t-alice/local"
+	want := "t-alice/remote t-alice/remote t-alice/remote t-alice/remote t-alice/a/b t-alice/local" +
+		" volume:t-alice/vol-remote volume:t-alice/vol-remote volume:t-alice/vol-remote volume:t-alice/vol-local" +
+		" operation:op-remote-x operation:op-local" +
+		" snapshot:t-alice/snap-remote snapshot:t-alice/snap-remote snapshot:t-alice/snap-local snapshot:t-alice/snap-remote"
 	if got := strings.Join(fr.routed, " "); got != want {
 		t.Errorf("routed %q, want %q", got, want)
 	}
@@ -316,6 +383,33 @@ func TestSandboxRefTakesTheFirstSegment(t *testing.T) {
 		got, ok := sandboxRef(r)
 		if got != want || ok != (want != "") {
 			t.Errorf("sandboxRef(%q) = %q, %v; want %q", path, got, ok, want)
+		}
+	}
+}
+
+func TestOperationIDsNameTheirNode(t *testing.T) {
+	id := OperationID("node-a", "abcdefgh")
+	tag, ok := OperationNodeTag(id)
+	if !ok || tag != NodeTag("node-a") || tag == NodeTag("node-b") || len(tag) != nodeTagLen {
+		t.Fatalf("OperationNodeTag(%q) = %q, %v", id, tag, ok)
+	}
+	for _, single := range []string{"op-abcdefghijklm", "op-", "op-short-x", "sb-1", "op-abcdefgh-"} {
+		if tag, ok := OperationNodeTag(single); ok {
+			t.Errorf("OperationNodeTag(%q) = %q, want none", single, tag)
+		}
+	}
+}
+
+func TestReadJSONPutsTheBodyBack(t *testing.T) {
+	for _, body := range []string{`{"snapshot":"snap-1","name":"r"}`, `not json`, strings.Repeat("x", MaxJSONBodyBytes+10)} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/volume-snapshots/restore", strings.NewReader(body))
+		var req client.RestoreVolumeRequest
+		ok := readJSON(r, &req)
+		if want := strings.HasPrefix(body, "{"); ok != want || (ok && req.Snapshot != "snap-1") {
+			t.Errorf("readJSON(%.20q) = %v, %+v", body, ok, req)
+		}
+		if got, _ := io.ReadAll(r.Body); string(got) != body {
+			t.Errorf("the body after readJSON(%.20q) is %d bytes, want %d", body, len(got), len(body))
 		}
 	}
 }

@@ -247,10 +247,13 @@ func (s *server) recordRequest(ab AuditBackend, r *http.Request, aw *auditWriter
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), auditRecordTimeout)
 	defer cancel()
+	t0 := time.Now()
 	if err := ab.RecordAPIRequest(ctx, ev); err != nil {
 		s.log.ErrorContext(ctx, "record request in the audit trail", "action", ev.Action, "target", ev.Target,
 			"status", ev.Status, "tenant", ev.Tenant, "err", err)
+		return
 	}
+	s.log.DebugContext(ctx, "request audited", "action", ev.Action, "target", ev.Target, "dur", time.Since(t0))
 }
 
 // maxCreatedBody is how much of a 201 response auditWriter keeps to find

@@ -31,7 +31,22 @@ import (
 //     LostMark in its spec: the node, the lease's epoch and the state it
 //     was in) unless it is deleted, archived (its root is in the
 //     repository; any node hydrates it) or already lost;
-//  2. every lost sandbox whose policy is restore, that has a push recorded
+//  2. every orphaned hand-over is finished: a sandbox with a HandOffMark
+//     (an evacuation released its lease) whose lease no node holds in
+//     force, and has not for the grace since the mark and since the lease
+//     ended (an evacuation in progress finishes within it: a target
+//     adopting holds the lease, a failed adoption is followed by the
+//     finish at once). If its source node is alive, the source is asked
+//     to take it back (Finish, moved false: it acquires the lease at
+//     epoch + 1, clears the mark and resumes its frozen copy); if the
+//     source lapsed too, the sandbox is marked lost with the source
+//     (when step 1 has not already: a failed adoption's target released
+//     the lease last), and step 3 adopts it from the hand-over's delta
+//     push, which holds every write (the sandbox was paused before it);
+//     so is one whose source answers that it has no copy left
+//     (errs.ErrNotFound: a restart kept it as a lost copy). Another
+//     failed Finish backs off as a failed adoption does;
+//  3. every lost sandbox whose policy is restore, that has a push recorded
 //     in the store, whose lease no node holds in force, and whose backoff
 //     has passed is given to a target node (Pick, never the lost node),
 //     which is asked to adopt it (Adopt): the target takes the lease
@@ -73,8 +88,9 @@ type LostMark struct {
 // specKeys are the keys of a sandbox's spec (JSON owned by
 // internal/sandbox) that failover reads and writes.
 type specKeys struct {
-	Failover string    `json:"failover"`
-	Lost     *LostMark `json:"lost"`
+	Failover string       `json:"failover"`
+	Lost     *LostMark    `json:"lost"`
+	HandOff  *HandOffMark `json:"handoff"`
 	Backup   struct {
 		LastPush   *time.Time `json:"last_push"`
 		LastPushID string     `json:"last_push_id"`
@@ -176,6 +192,12 @@ type FailoverOptions struct {
 	// on that node: a signed node-to-node call). It returns when the
 	// adoption ended. Required.
 	Adopt func(ctx context.Context, node store.Node, sandboxID string) error
+	// Finish asks source to finish the hand-over of sandbox sandboxID
+	// (sandbox.Service.FinishHandOff there: a signed node call), with
+	// moved false: the source takes it back. nil: an orphaned hand-over
+	// whose source is alive is left as it is (one whose source lapsed is
+	// still adopted elsewhere).
+	Finish func(ctx context.Context, source store.Node, sandboxID string, h HandOffResult, moved bool) error
 	// Events hears sandbox.lost, failover.failed and failover.no_room
 	// (nil: nothing).
 	Events events.Sink
@@ -214,7 +236,11 @@ type PassResult struct {
 	Adopted []string
 	// Failed are the sandboxes whose adoption failed in this pass.
 	Failed []string
-	// Waiting are lost sandboxes left for a later pass (backoff).
+	// TakenBack are the orphaned hand-overs whose source took the sandbox
+	// back in this pass.
+	TakenBack []string
+	// Waiting are lost sandboxes (and orphaned hand-overs) left for a
+	// later pass (backoff).
 	Waiting []string
 	// NoRoom are lost sandboxes no node has room for now: they stay lost,
 	// and the next pass tries again (no backoff).
@@ -294,6 +320,9 @@ func (f *Failover) Pass(ctx context.Context) (PassResult, error) {
 		return store.WithFence(ctx, store.Fence{SandboxID: FailoverJobKey, Node: f.o.Node, Epoch: job.Epoch, At: f.o.Clock()})
 	}
 	if err := f.markLapsed(ctx, fenced, &res); err != nil {
+		return res, err
+	}
+	if err := f.finishHandOffs(ctx, fenced, job, &res); err != nil {
 		return res, err
 	}
 	return res, f.restoreLost(ctx, job, &res)
@@ -380,6 +409,97 @@ func (f *Failover) markLost(ctx context.Context, fenced func() context.Context, 
 		Reason: StopReasonNodeLost, Data: data})
 	f.record(ctx, sb.TenantID, "sandbox.lost", sb.ID, nil)
 	return true, nil
+}
+
+// finishHandOffs finishes the orphaned hand-overs (step 2 at the top of
+// this file).
+func (f *Failover) finishHandOffs(ctx context.Context, fenced func() context.Context, job store.Ownership, res *PassResult) error {
+	st := f.o.Store
+	// A hand-over leaves its sandbox paused (it paused a running one) or
+	// stopped; a running one was taken back or adopted.
+	list, err := st.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{store.StatePaused, store.StateStopped}})
+	if err != nil {
+		return fmt.Errorf("failover: list sandboxes: %w", err)
+	}
+	var nodes map[string]store.Node
+	for _, sb := range list {
+		m, ok := HandOffMarkOf(sb)
+		if !ok {
+			continue
+		}
+		now := f.o.Clock()
+		own, err := st.GetOwnership(ctx, sb.ID)
+		if err != nil && !errors.Is(err, errs.ErrNotFound) {
+			return fmt.Errorf("failover: read the lease of sandbox %s: %w", sb.ID, err)
+		}
+		if own.ValidAt(now) {
+			continue // a target adopts it, or the source took it back
+		}
+		if now.Sub(m.At) <= f.o.Grace || now.Sub(own.ExpiresAt) <= f.o.Grace {
+			continue // the evacuation may still finish it
+		}
+		if !f.due(sb.ID, now) {
+			res.Waiting = append(res.Waiting, sb.ID)
+			continue
+		}
+		if _, err := st.RenewOwnership(ctx, FailoverJobKey, f.o.Node, job.Epoch, f.o.JobTTL, now); err != nil {
+			return fmt.Errorf("failover: renew the job lease: %w", err)
+		}
+		if nodes == nil {
+			ns, err := st.ListNodes(ctx)
+			if err != nil {
+				return fmt.Errorf("failover: list nodes: %w", err)
+			}
+			nodes = map[string]store.Node{}
+			for _, n := range ns {
+				nodes[n.Name] = n
+			}
+		}
+		src, known := nodes[m.Node]
+		if !known || now.Sub(src.HeartbeatAt) > f.o.Grace {
+			// The source is gone too: adopted elsewhere from the delta
+			// push (restoreLost, in this pass).
+			marked, err := f.markLost(ctx, fenced, m.Node, store.Ownership{SandboxID: sb.ID, Node: m.Node, Epoch: own.Epoch})
+			if err != nil {
+				return err
+			}
+			if marked {
+				res.Marked = append(res.Marked, sb.ID)
+			}
+			continue
+		}
+		if f.o.Finish == nil {
+			continue
+		}
+		err = f.o.Finish(ctx, src, sb.ID, m.Result(), false)
+		if errors.Is(err, errs.ErrNotFound) {
+			// The source has no copy left (a restart kept it as a lost
+			// copy): adopted elsewhere from the delta push, as if the
+			// source were gone.
+			f.o.Logger.Warn("orphaned hand-over: its source has no copy left; adopted elsewhere", "sandbox", sb.ID, "node", src.Name, "err", err)
+			marked, err := f.markLost(ctx, fenced, m.Node, store.Ownership{SandboxID: sb.ID, Node: m.Node, Epoch: own.Epoch})
+			if err != nil {
+				return err
+			}
+			if marked {
+				res.Marked = append(res.Marked, sb.ID)
+			}
+			continue
+		}
+		if err != nil {
+			f.failed(ctx, sb, src.Name, fmt.Errorf("give the orphaned hand-over back to its source: %w", err))
+			res.Failed = append(res.Failed, sb.ID)
+			continue
+		}
+		f.mu.Lock()
+		delete(f.retries, sb.ID)
+		f.mu.Unlock()
+		f.o.Logger.Warn("orphaned hand-over finished: its source took the sandbox back", "sandbox", sb.ID, "node", src.Name, "push", m.Push,
+			"released_at", m.At)
+		f.record(ctx, sb.TenantID, "sandbox.hand_off_taken_back", sb.ID+" -> "+src.Name, nil)
+		res.TakenBack = append(res.TakenBack, sb.ID)
+	}
+	return nil
 }
 
 // restoreLost asks a target to adopt each restorable lost sandbox.

@@ -27,6 +27,11 @@ import (
 //     lease back and resumes the copy it kept frozen, so a sandbox is never
 //     lost to a failed move, and never runs on two nodes.
 //
+// HandOff records a HandOffMark before the release; if the node running
+// the evacuation dies between the release and the finish, the failover
+// coordinator finishes the hand-over once the grace has passed with no
+// lease holder (failover.go, step 2).
+//
 // The pause of a running sandbox is bounded by its delta push plus the
 // restore on the target; it is reported per sandbox.
 
@@ -39,6 +44,46 @@ type HandOffResult struct {
 	// PausedAt is when the source paused it (zero if it was not running).
 	PausedAt time.Time `json:"paused_at"`
 }
+
+// HandOffMark is what a hand-over records in its sandbox's spec (key
+// "handoff") just before the source releases the lease: the source, the
+// epoch it released, the delta push the target restores, and what
+// FinishHandOff needs to give the sandbox back. An adoption clears it (in
+// its record write, under the new lease), and so does the source taking
+// the sandbox back; a mark whose lease nobody holds in force long after it
+// was written is an orphaned hand-over (the node running the evacuation
+// died between the release and the finish), which the failover
+// coordinator finishes (failover.go).
+type HandOffMark struct {
+	Node     string             `json:"node"`
+	Epoch    int64              `json:"epoch"`
+	Push     string             `json:"push"`
+	Was      store.SandboxState `json:"was"`
+	PausedAt time.Time          `json:"paused_at,omitzero"`
+	At       time.Time          `json:"at"`
+}
+
+// Result is the HandOffResult the mark records.
+func (m HandOffMark) Result() HandOffResult {
+	return HandOffResult{Push: m.Push, Was: m.Was, PausedAt: m.PausedAt}
+}
+
+// HandOffMarkOf returns the hand-over mark of a sandbox, if it has one.
+func HandOffMarkOf(sb store.Sandbox) (HandOffMark, bool) {
+	k := keysOf(sb)
+	if k.HandOff == nil {
+		return HandOffMark{}, false
+	}
+	return *k.HandOff, true
+}
+
+// SetHandOffMark returns spec with hand-over mark m.
+func SetHandOffMark(spec []byte, m HandOffMark) ([]byte, error) {
+	return setSpecKey(spec, "handoff", m)
+}
+
+// ClearHandOffMark returns spec without its hand-over mark.
+func ClearHandOffMark(spec []byte) ([]byte, error) { return setSpecKey(spec, "handoff", nil) }
 
 // EvacuateOptions configure an Evacuator.
 type EvacuateOptions struct {

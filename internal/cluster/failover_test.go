@@ -125,6 +125,9 @@ func (w *failoverWorld) coordinator(node string, st store.Store, during func(id 
 			if sb.Spec, err = ClearLostMark(sb.Spec); err != nil {
 				return err
 			}
+			if sb.Spec, err = ClearHandOffMark(sb.Spec); err != nil {
+				return err
+			}
 			sb.State = mark.State
 			fenced := store.WithFence(ctx, store.Fence{SandboxID: id, Node: target.Name, Epoch: own.Epoch, At: w.c.Now()})
 			_, err = w.st.UpdateSandbox(fenced, sb)

@@ -157,6 +157,13 @@ type testCluster struct {
 // newNode starts node name's API on st and registers it with capacity.
 func newNode(t *testing.T, st store.Store, name string, c Capacity) *testNode {
 	t.Helper()
+	return newNodeWith(t, st, name, c, nil)
+}
+
+// newNodeWith is newNode with the API served by wrap(the node's backend)
+// (nil: the node's backend itself).
+func newNodeWith(t *testing.T, st store.Store, name string, c Capacity, wrap func(*nodeBackend) api.Backend) *testNode {
+	t.Helper()
 	r, err := NewRouter(RouterOptions{Store: st, Node: name, Secret: testSecret, Grace: 30 * time.Second,
 		InstanceTypes: testTypes, DefaultInstanceType: "small", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -164,7 +171,11 @@ func newNode(t *testing.T, st store.Store, name string, c Capacity) *testNode {
 	}
 	t.Cleanup(r.Close)
 	n := &testNode{name: name, router: r, b: &nodeBackend{node: name}}
-	h := api.NewHandler(n.b, api.Options{Logger: slog.New(slog.DiscardHandler), Version: "test", Router: r})
+	var b api.Backend = n.b
+	if wrap != nil {
+		b = wrap(n.b)
+	}
+	h := api.NewHandler(b, api.Options{Logger: slog.New(slog.DiscardHandler), Version: "test", Router: r})
 	n.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		n.hits.Add(1)
 		h.ServeHTTP(w, req)

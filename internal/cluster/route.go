@@ -142,30 +142,99 @@ func (r *Router) Route(ctx context.Context, tenant, idOrName string) (api.Peer, 
 	if err != nil {
 		return api.Peer{}, fmt.Errorf("route sandbox %s: %w", sb.ID, err)
 	}
-	if own.Node == r.o.Node {
+	return r.peer(ctx, own.Node, "sandbox", sb.ID)
+}
+
+// peer is the Peer of node, which serves what (kind id): the zero Peer
+// when node is this node or "", when it is not registered, and when its
+// heartbeat is older than the grace (it is dead: served here).
+func (r *Router) peer(ctx context.Context, node, kind, id string) (api.Peer, error) {
+	if node == "" || node == r.o.Node {
 		return api.Peer{}, nil
 	}
-	n, err := r.o.Store.GetNode(ctx, own.Node)
+	n, err := r.o.Store.GetNode(ctx, node)
 	if errors.Is(err, errs.ErrNotFound) {
-		r.o.Logger.WarnContext(ctx, "sandbox owner is not a registered node; serving here", "sandbox", sb.ID, "node", own.Node)
+		r.o.Logger.WarnContext(ctx, kind+"'s node is not a registered node; serving here", kind, id, "node", node)
 		return api.Peer{}, nil
 	}
 	if err != nil {
-		return api.Peer{}, fmt.Errorf("route sandbox %s: node %s: %w", sb.ID, own.Node, err)
+		return api.Peer{}, fmt.Errorf("route %s %s: node %s: %w", kind, id, node, err)
 	}
 	if age := r.o.Clock().Sub(n.HeartbeatAt); age > r.o.Grace {
-		r.o.Logger.DebugContext(ctx, "sandbox owner is dead; serving here", "sandbox", sb.ID, "node", n.Name, "heartbeat_age", age)
+		r.o.Logger.DebugContext(ctx, kind+"'s node is dead; serving here", kind, id, "node", n.Name, "heartbeat_age", age)
 		return api.Peer{}, nil
 	}
 	return api.Peer{Node: n.Name, Address: n.Address}, nil
 }
 
+// RouteVolume returns the node that serves tenant's requests for the
+// volume idOrName: the node its record names (the one whose pool holds
+// its data), unless that is this node, "" (a single node's volume, or one
+// made before nodes were recorded), unregistered or dead, or the volume
+// is not found (the route answers its 404): then the zero Peer (here).
+func (r *Router) RouteVolume(ctx context.Context, tenant, idOrName string) (api.Peer, error) {
+	if tenant == "" {
+		return api.Peer{}, nil
+	}
+	v, err := r.o.Store.GetVolume(ctx, tenant, idOrName)
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route volume %s: %w", idOrName, err)
+	}
+	return r.peer(ctx, v.Node, "volume", v.ID)
+}
+
+// RouteSnapshot returns the node whose pool holds tenant's local snapshot
+// id: the node of its volume (RouteVolume) for a volume's snapshot, the
+// owner of its sandbox (Route) otherwise; the zero Peer (here) when the
+// snapshot is not found (the route answers its 404) and as those say.
+func (r *Router) RouteSnapshot(ctx context.Context, tenant, id string) (api.Peer, error) {
+	if tenant == "" {
+		return api.Peer{}, nil
+	}
+	sn, err := r.o.Store.GetSnapshot(ctx, tenant, id)
+	if errors.Is(err, errs.ErrNotFound) {
+		return api.Peer{}, nil
+	}
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route snapshot %s: %w", id, err)
+	}
+	if sn.Kind == "volume" {
+		return r.RouteVolume(ctx, tenant, sn.SandboxID)
+	}
+	return r.Route(ctx, tenant, sn.SandboxID)
+}
+
+// RouteOperation returns the node that runs operation id, the registered
+// node whose api.NodeTag the id carries (api.OperationNodeTag): the zero
+// Peer (here) for this node's tag, an id without a tag (a single node's),
+// a tag of no registered node and a dead node.
+func (r *Router) RouteOperation(ctx context.Context, id string) (api.Peer, error) {
+	tag, ok := api.OperationNodeTag(id)
+	if !ok || tag == api.NodeTag(r.o.Node) {
+		return api.Peer{}, nil
+	}
+	nodes, err := r.o.Store.ListNodes(ctx)
+	if err != nil {
+		return api.Peer{}, fmt.Errorf("route operation %s: list nodes: %w", id, err)
+	}
+	for _, n := range nodes {
+		if api.NodeTag(n.Name) == tag {
+			return r.peer(ctx, n.Name, "operation", id)
+		}
+	}
+	return api.Peer{}, nil
+}
+
 // Place picks the node that creates tenant's sandbox req (Pick over the
 // registry, the store's leases and the creates this node placed and has
-// not yet answered; an imported template only where it is, TemplateNeed):
-// the zero Peer for this node. A create naming an unknown instance type or
-// template is placed here, where the service refuses it. No node with
-// room (and the template) is a *NoRoomError (errs.ErrConflict, 409).
+// not yet answered; an imported template only where it is, TemplateNeed;
+// only the node of its volumes' data when it mounts volumes that name
+// one): the zero Peer for this node. A create naming an unknown instance
+// type or template is placed here, where the service refuses it. No node
+// with room (and the template) is a *NoRoomError (errs.ErrConflict, 409).
 // done must be called once the create is answered.
 func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSandboxRequest) (api.Peer, func(), error) {
 	need, err := InstanceTypeNeed(r.o.InstanceTypes, r.o.DefaultInstanceType, req.InstanceType, req.DiskBytes)
@@ -186,7 +255,11 @@ func (r *Router) Place(ctx context.Context, tenant string, req client.CreateSand
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.addPending(load)
-	n, err := Pick(nodes, load, need, r.Policy())
+	candidates, err := r.volumeNodes(ctx, tenant, req.Volumes, nodes)
+	if err != nil {
+		return api.Peer{}, nil, err
+	}
+	n, err := Pick(candidates, load, need, r.Policy())
 	if err != nil {
 		return api.Peer{}, nil, fmt.Errorf("place sandbox for tenant %s: %w", tenant, err)
 	}
@@ -245,6 +318,42 @@ func (r *Router) addPending(load map[string]Load) {
 		}
 		load[node] = l
 	}
+}
+
+// volumeNodes narrows the candidates of a create that mounts volumes to
+// the node whose pool holds their data (a volume's data is on one node:
+// the sandbox must run there). Volumes that name no node (a single
+// node's, or made before nodes were recorded) or that are not found (the
+// create refuses them) leave nodes as they are; volumes on two nodes
+// cannot be mounted together (errs.ErrConflict).
+func (r *Router) volumeNodes(ctx context.Context, tenant string, mounts []client.VolumeMount, nodes []store.Node) ([]store.Node, error) {
+	on := ""
+	for _, m := range mounts {
+		v, err := r.o.Store.GetVolume(ctx, tenant, m.Volume)
+		if errors.Is(err, errs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("place sandbox: volume %s: %w", m.Volume, err)
+		}
+		switch {
+		case v.Node == "" || v.Node == on:
+		case on == "":
+			on = v.Node
+		default:
+			return nil, fmt.Errorf("place sandbox: its volumes are on nodes %s and %s, and a sandbox mounts only volumes of the node it runs on: %w",
+				on, v.Node, errs.ErrConflict)
+		}
+	}
+	if on == "" {
+		return nodes, nil
+	}
+	for _, n := range nodes {
+		if n.Name == on {
+			return []store.Node{n}, nil
+		}
+	}
+	return nil, fmt.Errorf("place sandbox: its volumes are on node %s, which is not registered: %w", on, errs.ErrConflict)
 }
 
 // unpend removes one pending need of node.
@@ -338,44 +447,132 @@ func (r *Router) RouteID(ctx context.Context, id string) (api.Peer, error) {
 // ForwardSandboxPaths wraps the handlers the daemon mounts ahead of the
 // API for /v1/sandboxes/{id}/... (the port proxy's path routes
 // /v1/sandboxes/{id}/ports/{port}/ and /v1/sandboxes/{id}/port-forward/{port},
-// which authenticate by themselves): a request for a sandbox another live
-// node owns is forwarded to it, streaming (websockets included), signed;
-// one this node serves, and every verified node call, goes to next. A
+// which authenticate by themselves): ForwardSandbox with the path's {id}.
+func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
+	return r.ForwardSandbox(func(req *http.Request) (string, bool) { return sandboxPathID(req.URL.EscapedPath()) })(next)
+}
+
+// ForwardSandbox returns a wrapper of handlers that serve requests naming
+// a sandbox by id in a way of their own and authenticate by themselves
+// (the port proxy's routes by path and by Host, the E2B API's control and
+// data planes): idOf says which sandbox a request is for (false: none;
+// the request goes to next untouched). A request for a sandbox another
+// live node owns (RouteID) is forwarded to it, streaming (websockets
+// included), signed; the owner authenticates the client's credentials
+// itself and records the call. One this node serves, and every verified
+// node call, goes to next: a node call is never forwarded again. A
 // request with node-call headers that do not verify is refused with 401;
 // an owner that cannot be reached is a 503 (502) problem naming it.
-func (r *Router) ForwardSandboxPaths(next http.Handler) http.Handler {
+func (r *Router) ForwardSandbox(idOf func(*http.Request) (string, bool)) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			id, ok := idOf(req)
+			if !ok {
+				next.ServeHTTP(w, req)
+				return
+			}
+			node, err := r.auth.Verify(req)
+			if err != nil {
+				WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
+				return
+			}
+			if node != "" {
+				next.ServeHTTP(w, req.WithContext(WithCallingNode(req.Context(), node)))
+				return
+			}
+			to, err := r.RouteID(req.Context(), id)
+			if err != nil {
+				r.o.Logger.ErrorContext(req.Context(), "route a sandbox request", "sandbox", id, "err", err)
+				WriteProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
+				return
+			}
+			if to.Here() {
+				next.ServeHTTP(w, req)
+				return
+			}
+			if err := r.client.Forward(w, req, to); err != nil {
+				var fe *ForwardError
+				status := http.StatusBadGateway
+				if errors.As(err, &fe) {
+					status = fe.Status
+				}
+				if status == http.StatusServiceUnavailable {
+					w.Header().Set("Retry-After", "5")
+				}
+				WriteProblem(w, status, errs.Message(err))
+			}
+		})
+	}
+}
+
+// PlaceCreates returns a wrapper of a handler that creates sandboxes by
+// routes of its own and authenticates by itself (the E2B API's POST
+// /sandboxes and /v2/sandboxes): a request isCreate matches, from a
+// client, is placed as a create of the default instance type mounting no
+// volume (Place; the tenant is not known before the handler
+// authenticates, and placement needs none for such a create) and, for
+// another node, forwarded there, streaming, signed; the node serves it
+// (authenticating the client) and records it. One placed here, every
+// verified node call and every other request go to next (a bad node call
+// is refused with 401). When placement fails (no node has room) the
+// create is served here, where the node's own admission answers it.
+func (r *Router) PlaceCreates(isCreate func(*http.Request) bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if !isCreate(req) {
+				next.ServeHTTP(w, req)
+				return
+			}
+			node, err := r.auth.Verify(req)
+			if err != nil {
+				WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
+				return
+			}
+			if node != "" {
+				next.ServeHTTP(w, req.WithContext(WithCallingNode(req.Context(), node)))
+				return
+			}
+			to, done, err := r.Place(req.Context(), "(not yet authenticated)", client.CreateSandboxRequest{})
+			if err != nil {
+				r.o.Logger.DebugContext(req.Context(), "place a create: none; serving it here", "path", req.URL.Path, "err", err)
+				next.ServeHTTP(w, req)
+				return
+			}
+			defer done()
+			if to.Here() {
+				next.ServeHTTP(w, req)
+				return
+			}
+			if err := r.client.Forward(w, req, to); err != nil {
+				var fe *ForwardError
+				status := http.StatusBadGateway
+				if errors.As(err, &fe) {
+					status = fe.Status
+				}
+				if status == http.StatusServiceUnavailable {
+					w.Header().Set("Retry-After", "5")
+				}
+				WriteProblem(w, status, errs.Message(err))
+			}
+		})
+	}
+}
+
+// NodeHostRoutes serves the host-routed requests other nodes forward here
+// (ForwardSandbox on their port proxy's listener sends them to this
+// node's API address with the client's Host): a request that carries
+// node-call headers and whose Host hostOf maps to a sandbox goes to host
+// (the port proxy's Host routing), once verified; a bad node call is
+// refused with 401. Everything else, a client's request with such a Host
+// included, goes to next.
+func (r *Router) NodeHostRoutes(hostOf func(*http.Request) (string, bool), host, next http.Handler) http.Handler {
+	verified := r.ForwardSandbox(hostOf)(host)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		node, err := r.auth.Verify(req)
-		if err != nil {
-			WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
+		if _, ok := hostOf(req); ok && len(req.Header.Values(HeaderNode)) > 0 {
+			verified.ServeHTTP(w, req)
 			return
 		}
-		id, ok := sandboxPathID(req.URL.EscapedPath())
-		if node != "" || !ok {
-			next.ServeHTTP(w, req)
-			return
-		}
-		to, err := r.RouteID(req.Context(), id)
-		if err != nil {
-			r.o.Logger.ErrorContext(req.Context(), "route a sandbox path", "sandbox", id, "err", err)
-			WriteProblem(w, http.StatusBadGateway, "cannot look up the sandbox's node now; try again")
-			return
-		}
-		if to.Here() {
-			next.ServeHTTP(w, req)
-			return
-		}
-		if err := r.client.Forward(w, req, to); err != nil {
-			var fe *ForwardError
-			status := http.StatusBadGateway
-			if errors.As(err, &fe) {
-				status = fe.Status
-			}
-			if status == http.StatusServiceUnavailable {
-				w.Header().Set("Retry-After", "5")
-			}
-			WriteProblem(w, status, errs.Message(err))
-		}
+		next.ServeHTTP(w, req)
 	})
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -162,5 +163,119 @@ func TestForwardIsFullDuplex(t *testing.T) {
 	body, err := io.ReadAll(res.Body)
 	if err != nil || string(body) != "read 65536 bytes, err <nil>" {
 		t.Fatalf("answer %q, %v", body, err)
+	}
+}
+
+func TestPortProxyHostRouteIsForwardedToTheOwnerWebsocketsIncluded(t *testing.T) {
+	st := openStore(t)
+	const domain = "proxy.test"
+	// The app in sb-1, on node-b's side: it names what it saw, and echoes
+	// bytes back on an upgraded connection.
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "echo" {
+			w.Header().Set("Connection", "Upgrade")
+			w.Header().Set("Upgrade", "echo")
+			w.WriteHeader(http.StatusSwitchingProtocols)
+			conn, rw, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			_ = rw.Flush()
+			_, _ = io.Copy(conn, rw)
+			return
+		}
+		fmt.Fprintf(w, "app saw %s host %s\n", r.URL.Path, r.Header.Get("X-Forwarded-Host"))
+	}))
+	t.Cleanup(app.Close)
+	_, port, _ := net.SplitHostPort(app.Listener.Addr().String())
+	host := port + "-sb-1." + domain
+	// Each node: its API listener (registered; it takes the host-routed
+	// node calls) and its port proxy's own listener (forwarding in front).
+	start := func(name string, runs map[string]bool) *httptest.Server {
+		r, err := NewRouter(RouterOptions{Store: st, Node: name, Secret: testSecret, Grace: 30 * time.Second,
+			InstanceTypes: testTypes, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		p := portproxy.New(portproxy.Options{Backend: portBackend{node: name, runs: runs}, Domain: domain, Logger: slog.New(slog.DiscardHandler),
+			Front: r.ForwardSandbox(func(req *http.Request) (string, bool) { return portproxy.SandboxOf(req, domain) })})
+		hostOf := func(req *http.Request) (string, bool) { return portproxy.HostSandbox(req, domain) }
+		mux := http.NewServeMux() // the API listener's, as the daemon's
+		mux.Handle("/v1/sandboxes/{id}/ports/{port}/", r.ForwardSandboxPaths(p.PathHandler()))
+		mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "the API of "+name, http.StatusNotFound) })
+		apiSrv := httptest.NewServer(r.NodeHostRoutes(hostOf, p.Handler(), mux))
+		t.Cleanup(apiSrv.Close)
+		proxySrv := httptest.NewServer(p.Server().Handler)
+		t.Cleanup(proxySrv.Close)
+		heartbeat(t, st, name, apiSrv.Listener.Addr().String(), roomy, time.Now())
+		return proxySrv
+	}
+	a := start("node-a", nil)
+	b := start("node-b", map[string]bool{"sb-1": true})
+	addSandbox(t, st, "sb-1", "one", "node-b")
+	get := func(srv *httptest.Server, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodGet, srv.URL+path, nil)
+		if !strings.HasPrefix(path, "/v1/") {
+			req.Host = host
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	want := "app saw /hello host " + host + "\n"
+	for _, srv := range []*httptest.Server{a, b} {
+		if code, body := get(srv, "/hello"); code != http.StatusOK || body != want {
+			t.Fatalf("via %s: %d %q, want %q", srv.URL, code, body, want)
+		}
+	}
+	// The path form on the proxy's own listener is forwarded too.
+	if code, body := get(a, "/v1/sandboxes/sb-1/ports/"+port+"/p"); code != http.StatusOK || !strings.HasPrefix(body, "app saw /p host "+a.Listener.Addr().String()) {
+		t.Fatalf("path form via node-a's proxy listener: %d %q", code, body)
+	}
+	// On node-b's API listener, a client's request with such a Host is the
+	// API's; a forged node call is refused.
+	apiB, _ := st.GetNode(t.Context(), "node-b")
+	for _, forge := range []bool{false, true} {
+		req, _ := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+apiB.Address+"/hello", nil)
+		req.Host = host
+		if forge {
+			newAuth(t, "node-a", otherSecret, time.Now()).Sign(req)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if want := map[bool]int{false: http.StatusNotFound, true: http.StatusUnauthorized}[forge]; res.StatusCode != want ||
+			(!forge && !strings.Contains(string(body), "the API of node-b")) {
+			t.Fatalf("node-b's API listener, forged %v: %d %s", forge, res.StatusCode, body)
+		}
+	}
+	// An upgrade through node-a's proxy listener reaches the app on node-b.
+	conn, err := net.DialTimeout("tcp", a.Listener.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", host)
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade via node-a: %v, %v", res, err)
+	}
+	if _, err := conn.Write([]byte("ping\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Fatalf("echo over the upgraded connection: %q, %v", line, err)
 	}
 }

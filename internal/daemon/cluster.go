@@ -21,8 +21,10 @@ import (
 	"github.com/stead-dev/stead/internal/audit"
 	"github.com/stead-dev/stead/internal/budget"
 	"github.com/stead-dev/stead/internal/cluster"
+	"github.com/stead-dev/stead/internal/e2b"
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
+	"github.com/stead-dev/stead/internal/portproxy"
 	"github.com/stead-dev/stead/internal/sandbox"
 	"github.com/stead-dev/stead/internal/store"
 )
@@ -131,7 +133,7 @@ func (c *clusterNode) start(svc *sandbox.Service, sink events.Sink, rec audit.Re
 	// A pass every heartbeat (a third of the grace): failover starts
 	// within one heartbeat of a lease lapsing.
 	c.failover, err = cluster.NewFailover(cluster.FailoverOptions{Store: c.st, Node: c.self, Grace: c.grace, Every: c.grace / 3,
-		Pick: c.pick, Adopt: c.adopt, Events: sink, Audit: rec, Logger: c.log})
+		Pick: c.pick, Adopt: c.adopt, Finish: c.finish, Events: sink, Audit: rec, Logger: c.log})
 	if err != nil {
 		return err
 	}
@@ -162,13 +164,37 @@ func (c *clusterNode) nodes(reg *cluster.Registry, svc *sandbox.Service) api.Nod
 	}{reg, sandbox.NodeEvacuation{Service: svc, Evacuate: c.evac.Evacuate}, lost}
 }
 
-// forwardPaths sends the port proxy's path routes to a sandbox's owner
-// (nil on a single node).
-func (c *clusterNode) forwardPaths() func(http.Handler) http.Handler {
+// forwardSandbox sends the port proxy's requests for a sandbox another
+// node owns to that node (cluster.Router.ForwardSandbox; nil on a single
+// node).
+func (c *clusterNode) forwardSandbox() func(idOf func(*http.Request) (string, bool)) func(http.Handler) http.Handler {
 	if c == nil {
 		return nil
 	}
-	return c.router.ForwardSandboxPaths
+	return c.router.ForwardSandbox
+}
+
+// hostRoutes serves, on the API listener, the host-routed port proxy
+// requests other nodes forward here (cluster.Router.NodeHostRoutes): a
+// verified node call whose Host is "<port>-<id>.<proxy domain>" goes to
+// the port proxy's Host routing, except the E2B data plane's
+// "49983-<id>.<e2b domain>", which stays the E2B API's as on the API
+// listener of a single node. A client's request with such a Host goes to
+// next (the API), as on a single node. next itself on a single node or
+// without a proxy domain.
+func (c *clusterNode) hostRoutes(cfg Config, proxy *portproxy.Proxy, next http.Handler) http.Handler {
+	if c == nil || proxy == nil || cfg.Network.ProxyDomain == "" {
+		return next
+	}
+	hostOf := func(r *http.Request) (string, bool) {
+		if !cfg.E2B.Disabled {
+			if _, ok := e2b.EnvdHostSandbox(r.Host, cfg.E2B.Domain); ok {
+				return "", false
+			}
+		}
+		return portproxy.HostSandbox(r, cfg.Network.ProxyDomain)
+	}
+	return c.router.NodeHostRoutes(hostOf, proxy.Handler(), next)
 }
 
 // apiRouter is the API's Router (nil on a single node).

@@ -320,7 +320,8 @@ func Run(ctx context.Context, cfg Config) error {
 	errc := make(chan error, 4)
 	apiHandler := api.NewHandler(timedService{svc, mt.met}, api.Options{Logger: log, Version: cfg.Version, Metrics: mt.met, Usage: mt.meter, Events: hub,
 		Nodes: cl.nodes(nodes, svc), Router: cl.apiRouter(), AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})
-	handler := cl.nodeRoutes(netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, apiHandler), cfg.Network, errc, log, cl.forwardPaths()))
+	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, cl, apiHandler), cfg.Network, errc, log, cl.forwardSandbox())
+	handler = cl.nodeRoutes(cl.hostRoutes(cfg, netp.proxy, handler))
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")

@@ -24,12 +24,20 @@ type E2BConfig struct {
 	Domain string
 }
 
-// mountE2B puts the E2B API in front of the stead API handler.
-func mountE2B(cfg E2BConfig, svc *sandbox.Service, key []byte, log *slog.Logger, next http.Handler) http.Handler {
+// mountE2B puts the E2B API in front of the stead API handler. In a
+// cluster (cl not nil) an E2B request for a sandbox another node owns (a
+// control-plane route naming it, or its data plane) is forwarded to that
+// node, where its envd processes and watchers live, and a create is
+// placed as the stead API's are.
+func mountE2B(cfg E2BConfig, svc *sandbox.Service, key []byte, log *slog.Logger, cl *clusterNode, next http.Handler) http.Handler {
 	if cfg.Disabled {
 		return next
 	}
 	tmpl := map[string]string{"base": cfg.BaseTemplate}
-	return e2b.New(e2b.Options{Backend: svc, Key: key, Templates: tmpl, OnTimeout: cfg.OnTimeout,
-		Domain: cfg.Domain, Logger: log}).Mount(next)
+	h := e2b.New(e2b.Options{Backend: svc, Key: key, Templates: tmpl, OnTimeout: cfg.OnTimeout,
+		Domain: cfg.Domain, Logger: log})
+	if cl == nil {
+		return h.Mount(next)
+	}
+	return cl.router.PlaceCreates(e2b.IsCreate)(cl.router.ForwardSandbox(h.SandboxOf)(h.Mount(next)))
 }

@@ -168,14 +168,22 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 // serveProxy starts the port proxy on its listener (if any) and returns
 // the API handler with the proxy's path and port-forward routes in front.
 //
-// In a cluster, fwd sends the proxy's path routes for a sandbox another
-// node owns to that node (cluster.Router.ForwardSandboxPaths); the API
+// In a cluster, fwd (cluster.Router.ForwardSandbox) sends a request for a
+// sandbox another node owns to that node: the proxy's path routes on the
+// API listener, and every request of the proxy's own listener (by Host
+// and by path). The owner gets a forwarded host-routed request on its API
+// listener, where clusterNode.hostRoutes has the proxy's Host routing
+// serve it. The API
 // forwards its own routes itself.
-func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger, fwd func(http.Handler) http.Handler) http.Handler {
-	if fwd == nil {
-		fwd = func(h http.Handler) http.Handler { return h }
+func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHandler http.Handler, nc NetworkConfig, errc chan<- error, log *slog.Logger,
+	fwd func(idOf func(*http.Request) (string, bool)) func(http.Handler) http.Handler) http.Handler {
+	var front func(http.Handler) http.Handler
+	pathFwd := func(h http.Handler) http.Handler { return h }
+	if fwd != nil {
+		front = fwd(func(r *http.Request) (string, bool) { return portproxy.SandboxOf(r, nc.ProxyDomain) })
+		pathFwd = fwd(func(r *http.Request) (string, bool) { return portproxy.SandboxOf(r, "") })
 	}
-	p.proxy = portproxy.New(portproxy.Options{Backend: svc.PortBackend(), Domain: nc.ProxyDomain, Logger: log})
+	p.proxy = portproxy.New(portproxy.Options{Backend: svc.PortBackend(), Domain: nc.ProxyDomain, Logger: log, Front: front})
 	if p.ln != nil {
 		go func() {
 			err := p.proxy.Serve(ctx, p.ln, nc.ProxyTLSCert, nc.ProxyTLSKey)
@@ -186,8 +194,8 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 		log.Info("port proxy listening", "addr", p.ln.Addr().String(), "domain", nc.ProxyDomain)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", fwd(p.proxy.PathHandler()))
-	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", fwd(p.proxy.ForwardHandler()))
+	mux.Handle("/v1/sandboxes/{id}/ports/{port}/", pathFwd(p.proxy.PathHandler()))
+	mux.Handle("GET /v1/sandboxes/{id}/port-forward/{port}", pathFwd(p.proxy.ForwardHandler()))
 	// The bare path is the API's (expose, unexpose): without this exact
 	// pattern the mux would redirect it into the proxy's subtree.
 	mux.Handle("/v1/sandboxes/{id}/ports/{port}", apiHandler)

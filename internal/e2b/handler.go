@@ -167,6 +167,31 @@ func (h *Handler) serveLogged(w http.ResponseWriter, r *http.Request, plane stri
 		"sandbox", h.envdSandbox(r), "status", sw.Status(), "dur", h.opts.Now().Sub(start))
 }
 
+// SandboxOf returns the sandbox an E2B request acts on, for a cluster
+// that sends it to the sandbox's node: the data plane's sandbox (the
+// E2b-Sandbox-Id header, or the Host 49983-<id>.<domain>), or the {id} of
+// a control-plane route /sandboxes/{id}[/...] or /v2/sandboxes/{id}/...;
+// false for every other request (creates and lists among them, and
+// anything not E2B's).
+func (h *Handler) SandboxOf(r *http.Request) (string, bool) {
+	if id := h.envdSandbox(r); id != "" {
+		return id, true
+	}
+	for _, prefix := range []string{"/sandboxes/", "/v2/sandboxes/"} {
+		if rest, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			return id, id != ""
+		}
+	}
+	return "", false
+}
+
+// IsCreate reports whether r is an E2B create (POST /sandboxes or
+// /v2/sandboxes), for a cluster that places it.
+func IsCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && (r.URL.Path == "/sandboxes" || r.URL.Path == "/v2/sandboxes")
+}
+
 // isControlPath reports whether path belongs to the E2B control plane.
 func isControlPath(path string) bool {
 	for _, p := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots", "/templates"} {
@@ -184,22 +209,29 @@ func (h *Handler) envdSandbox(r *http.Request) string {
 	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
 		return id
 	}
-	if h.opts.Domain == "" {
-		return ""
+	id, _ := EnvdHostSandbox(r.Host, h.opts.Domain)
+	return id
+}
+
+// EnvdHostSandbox returns the sandbox of a data-plane Host
+// "49983-<id>.<domain>[:port]" (domain as Options.Domain), false for any
+// other host and when domain is "".
+func EnvdHostSandbox(host, domain string) (string, bool) {
+	if domain == "" {
+		return "", false
 	}
-	host := r.Host
 	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.Contains(host[i:], "]") {
 		host = host[:i]
 	}
-	label, ok := strings.CutSuffix(host, "."+h.opts.Domain)
+	label, ok := strings.CutSuffix(host, "."+domain)
 	if !ok {
-		return ""
+		return "", false
 	}
 	port, id, ok := strings.Cut(label, "-")
 	if !ok || port != EnvdPort || id == "" {
-		return ""
+		return "", false
 	}
-	return id
+	return id, true
 }
 
 // apiError is the body of every control-plane and /files error.

@@ -22,6 +22,7 @@ package events
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"time"
 
@@ -165,21 +166,58 @@ type observed struct {
 }
 
 func (o *observed) CreateSandbox(ctx context.Context, s store.Sandbox) (store.Sandbox, error) {
+	e := Event{Type: SandboxCreated, Tenant: s.TenantID, Sandbox: s.ID, State: string(s.State)}
+	if w, h, rest := o.together(e); w != nil {
+		e.Time = o.now().UTC()
+		out, _, err := w.CreateSandboxEvent(ctx, s, h.row(e))
+		if err == nil {
+			h.notify()
+			rest.Emit(ctx, e)
+		}
+		return out, err
+	}
 	out, err := o.Store.CreateSandbox(ctx, s)
 	if err == nil {
-		o.sink.Emit(ctx, Event{Time: o.now().UTC(), Type: SandboxCreated, Tenant: out.TenantID, Sandbox: out.ID, State: string(out.State)})
+		e.Time, e.Tenant, e.State = o.now().UTC(), out.TenantID, string(out.State)
+		o.sink.Emit(ctx, e)
 	}
 	return out, err
 }
 
 func (o *observed) UpdateSandbox(ctx context.Context, s store.Sandbox) (store.Sandbox, error) {
 	prev, perr := o.Store.GetSandbox(ctx, s.TenantID, s.ID)
+	if perr == nil {
+		if e, ok := transitionEvent(prev, s); ok {
+			if w, h, rest := o.together(e); w != nil {
+				e.Time = o.now().UTC()
+				out, _, err := w.UpdateSandboxEvent(ctx, s, h.row(e))
+				if err == nil {
+					h.notify()
+					rest.Emit(ctx, e)
+				}
+				return out, err
+			}
+		}
+	}
 	out, err := o.Store.UpdateSandbox(ctx, s)
-	if err != nil || perr != nil || prev.State == out.State {
+	if err != nil || perr != nil {
 		return out, err
 	}
-	e := Event{Time: o.now().UTC(), Tenant: out.TenantID, Sandbox: out.ID, State: string(out.State), Reason: out.StopReason}
-	switch out.State {
+	if e, ok := transitionEvent(prev, out); ok {
+		e.Time = o.now().UTC()
+		o.sink.Emit(ctx, e)
+	}
+	return out, err
+}
+
+// transitionEvent is the event of a sandbox record going from prev to
+// next, if the change is one that has an event (a change of state).
+func transitionEvent(prev, next store.Sandbox) (Event, bool) {
+	if prev.State == next.State {
+		return Event{}, false
+	}
+	e := Event{Tenant: next.TenantID, Sandbox: next.ID, State: string(next.State), Reason: next.StopReason}
+	switch next.State {
 	case store.StateRunning:
 		e.Type, e.Reason = SandboxStarted, ""
 		if prev.State == store.StatePaused {
@@ -193,7 +231,7 @@ func (o *observed) UpdateSandbox(ctx context.Context, s store.Sandbox) (store.Sa
 			e.Type = SandboxRestored
 		}
 		if prev.State == store.StateCreating {
-			return out, err // made stopped: "created" said it
+			return Event{}, false // made stopped: "created" said it
 		}
 	case store.StateArchived:
 		e.Type = SandboxArchived
@@ -202,10 +240,54 @@ func (o *observed) UpdateSandbox(ctx context.Context, s store.Sandbox) (store.Sa
 	case store.StateError:
 		e.Type = SandboxError
 	default:
-		return out, err
+		return Event{}, false
 	}
-	o.sink.Emit(ctx, e)
-	return out, err
+	return e, true
+}
+
+// together returns, when the sinks begin with a Hub that keeps its log in
+// the observed store and that store writes a sandbox record and an event
+// in one transaction (store.SandboxEventWriter), the store, the Hub and
+// the sinks after it: the change and its event then commit together (one
+// durable write instead of two), and the Hub only wakes its followers.
+// Otherwise (or for an internal event, which the Hub does not keep) the
+// store is nil.
+func (o *observed) together(e Event) (store.SandboxEventWriter, *Hub, Multi) {
+	if Internal(e.Type) {
+		return nil, nil, nil
+	}
+	w, ok := o.Store.(store.SandboxEventWriter)
+	if !ok {
+		return nil, nil, nil
+	}
+	var m Multi
+	switch s := o.sink.(type) {
+	case *Multi:
+		m = *s
+	case Multi:
+		m = s
+	case *Hub:
+		m = Multi{s}
+	default:
+		return nil, nil, nil
+	}
+	if len(m) == 0 {
+		return nil, nil, nil
+	}
+	h, ok := m[0].(*Hub)
+	if !ok || !sameStore(h.st, o.Store) {
+		return nil, nil, nil
+	}
+	return w, h, m[1:]
+}
+
+// sameStore reports whether a and b are the same store value.
+func sameStore(a store.EventStore, b store.Store) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta == nil || ta != tb || !ta.Comparable() {
+		return false
+	}
+	return any(a) == any(b)
 }
 
 func (o *observed) DeleteSandbox(ctx context.Context, tenantID, id string) error {

@@ -119,13 +119,21 @@ func (h *Hub) Emit(ctx context.Context, e Event) {
 	if e.Time.IsZero() {
 		e.Time = h.opts.Now()
 	}
-	_, err := h.st.AppendDaemonEvent(context.WithoutCancel(ctx), store.DaemonEvent{Time: e.Time, Type: e.Type, Tenant: e.Tenant,
-		Sandbox: e.Sandbox, State: e.State, Reason: e.Reason, Data: e.Data})
+	_, err := h.st.AppendDaemonEvent(context.WithoutCancel(ctx), h.row(e))
 	if err != nil {
 		h.log.Error("store an event: it is lost", "type", e.Type, "tenant", e.Tenant, "sandbox", e.Sandbox, "err", err)
 		return
 	}
 	h.notify()
+}
+
+// row is e as the store keeps it (its Time set; its ID is the store's).
+func (h *Hub) row(e Event) store.DaemonEvent {
+	if e.Time.IsZero() {
+		e.Time = h.opts.Now()
+	}
+	return store.DaemonEvent{Time: e.Time, Type: e.Type, Tenant: e.Tenant,
+		Sandbox: e.Sandbox, State: e.State, Reason: e.Reason, Data: e.Data}
 }
 
 // notify closes the current change channel and makes a new one.

@@ -147,6 +147,15 @@ func (m *Meter) Emit(ctx context.Context, e events.Event) {
 		at = m.now()
 	}
 	switch e.Type {
+	case events.SandboxCreated:
+		// A create from the warm pool makes its record running: it
+		// starts no sandbox, and runs from its create on.
+		if e.State != string(store.StateRunning) {
+			break
+		}
+		if err := m.open(ctx, e.Tenant, e.Sandbox, at); err != nil {
+			m.log.Error("meter: open a running interval", "sandbox", e.Sandbox, "err", err)
+		}
 	case events.SandboxStarted, events.SandboxResumed:
 		if err := m.open(ctx, e.Tenant, e.Sandbox, at); err != nil {
 			m.log.Error("meter: open a running interval", "sandbox", e.Sandbox, "err", err)

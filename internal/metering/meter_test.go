@@ -190,6 +190,33 @@ func TestMeterBillsExactlyTheRunningSeconds(t *testing.T) {
 	}
 }
 
+// TestMeterBillsASandboxCreatedRunning: a create from the warm pool
+// stores its record running (no start event follows); it is billed from
+// its create to its stop.
+func TestMeterBillsASandboxCreatedRunning(t *testing.T) {
+	c := &clock{t: t0}
+	st := openStore(t, filepath.Join(t.TempDir(), "stead.db"))
+	defer st.Close()
+	r := newRig(t, st, c)
+	if err := r.m.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(map[string]any{"instance_type": "small", "limits": client.Limits{CPUs: 1, MemoryBytes: 1 << 30}})
+	now := c.now()
+	sb, err := r.obs.CreateSandbox(t.Context(), store.Sandbox{ID: "sb-warm", TenantID: store.DefaultTenant, Name: "warm", TemplateID: "host",
+		State: store.StateRunning, Spec: spec, CreatedAt: now, UpdatedAt: now, StartedAt: &now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.add(90 * time.Second)
+	r.tick()
+	c.add(30 * time.Second)
+	r.to(sb.ID, store.StateStopped)
+	if rep := r.report(client.UsageQuery{Since: t0.Add(-time.Hour)}); rep.Total.RunningSeconds != 120 {
+		t.Fatalf("running seconds = %v, want 120 (created running, stopped 2 min later)", rep.Total.RunningSeconds)
+	}
+}
+
 // TestMeterCrashLosesAtMostOneInterval: the daemon is killed (the meter
 // and the store dropped without any flush) 50 s after a checkpoint. A
 // sandbox that died with it is closed at its last checkpoint when the next

@@ -79,6 +79,11 @@ type Options struct {
 	// DialTimeout bounds connecting to a sandbox's port (default
 	// DefaultDialTimeout).
 	DialTimeout time.Duration
+	// Front, when set, wraps the handler of the proxy's own listener
+	// (Server, Serve): a cluster forwards there the requests for
+	// sandboxes other nodes run (see SandboxOf). Handler and PathHandler
+	// are not wrapped.
+	Front func(http.Handler) http.Handler
 }
 
 // Proxy forwards requests and tunnels to sandbox ports. It is safe for
@@ -93,6 +98,7 @@ type Proxy struct {
 	transport   *http.Transport
 	dialer      *net.Dialer
 	wakes       singleflight.Group
+	front       func(http.Handler) http.Handler
 }
 
 // New returns a proxy for opts. It panics if opts.Backend is nil.
@@ -107,6 +113,7 @@ func New(opts Options) *Proxy {
 		wakeTimeout: opts.WakeTimeout,
 		dialTimeout: opts.DialTimeout,
 		actEvery:    activityInterval,
+		front:       opts.Front,
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -150,6 +157,32 @@ func (p *Proxy) Handler() http.Handler {
 		}
 		p.servePath(w, r)
 	})
+}
+
+// SandboxOf returns the sandbox (id, or name for a path route) a request
+// of the proxy's listener is for: by Host "<port>-<sandbox>.<domain>" when
+// domain (as Options.Domain) is set, else by path
+// ("/v1/sandboxes/{id}/ports/{port}/..." or
+// "/v1/sandboxes/{id}/port-forward/{port}"); false for any other request.
+func SandboxOf(r *http.Request, domain string) (string, bool) {
+	if id, ok := HostSandbox(r, domain); ok {
+		return id, true
+	}
+	if rt, ok := parsePath(r.URL.EscapedPath()); ok {
+		return rt.id, true
+	}
+	if id, _, ok := parseForwardPath(r.URL.EscapedPath()); ok {
+		return id, true
+	}
+	return "", false
+}
+
+// HostSandbox returns the sandbox of a host-routed request
+// ("<port>-<sandbox>.<domain>", domain as Options.Domain), false for any
+// other request and when domain is "".
+func HostSandbox(r *http.Request, domain string) (string, bool) {
+	_, id, ok := parseHost(r.Host, strings.Trim(strings.ToLower(domain), "."))
+	return id, ok
 }
 
 // PathHandler serves path routing only, for the daemon's API listener. It
@@ -324,7 +357,8 @@ func (p *Proxy) reverseProxy(t Target, addr netip.AddrPort, rt route, log *slog.
 	}
 }
 
-// Server returns an http.Server around Handler that speaks HTTP/1.1,
+// Server returns an http.Server around Handler (wrapped by Options.Front)
+// that speaks HTTP/1.1,
 // HTTP/2 over TLS (ALPN h2) and cleartext HTTP/2 with prior knowledge
 // (h2c). It has no WriteTimeout, since streams and websockets last.
 func (p *Proxy) Server() *http.Server {
@@ -332,8 +366,12 @@ func (p *Proxy) Server() *http.Server {
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
 	protos.SetUnencryptedHTTP2(true)
+	h := p.Handler()
+	if p.front != nil {
+		h = p.front(h)
+	}
 	return &http.Server{
-		Handler:           p.Handler(),
+		Handler:           h,
 		Protocols:         &protos,
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       idleTimeout,

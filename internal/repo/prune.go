@@ -192,7 +192,9 @@ func (s *Scope) Prune(ctx context.Context, opts PruneOptions) (st PruneStats, er
 		oldIndexes = append(oldIndexes, id)
 	}
 	live := s.liveIndexes()
-	blobs := s.blobs
+	// A copy: a reload by a restore running beside the prune adds to the
+	// scope's maps in place (addFresh).
+	blobs := maps.Clone(s.blobs)
 	damaged := maps.Clone(s.damaged)
 	s.mu.Unlock()
 

@@ -449,6 +449,7 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 		return fmt.Errorf("list index files of %s: %w", s.name, err)
 	}
 	files := map[seal.ID]pack.IndexFile{}
+	var fresh []seal.ID // loaded now, not by an earlier load
 	var bad []string
 	for _, in := range infos {
 		id, err := seal.ParseID(in.Key[strings.LastIndexByte(in.Key, '/')+1:])
@@ -477,6 +478,7 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("load index %s: %w", id, err)
 			}
+			fresh = append(fresh, id)
 		}
 		files[id] = f
 	}
@@ -485,6 +487,9 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 		return err
 	}
 	bad = append(bad, badMarks...)
+	if s.addFresh(files, fresh, damaged, bad) {
+		return nil
+	}
 	superseded := map[seal.ID]bool{}
 	for _, f := range files {
 		for _, old := range f.Supersedes {
@@ -517,6 +522,56 @@ func (s *Scope) loadIndex(ctx context.Context) error {
 	s.loadedIdx = true
 	s.mu.Unlock()
 	return nil
+}
+
+// addFresh makes a reload that only found new index files cost what they
+// hold, not what the scope holds (a push of a large tree with little
+// changed reloads the index of millions of blobs): when every index file
+// of the last load is still listed, no new file supersedes or is
+// superseded by another, and the damage marks name the same packs, the
+// new files' blobs are added to the loaded maps as a full load would
+// resolve them (addIndex's rule) and it returns true. Otherwise it changes
+// nothing and returns false: the caller rebuilds the maps.
+func (s *Scope) addFresh(files map[seal.ID]pack.IndexFile, fresh []seal.ID, damaged map[seal.ID]*PackDamage, bad []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.loadedIdx || len(damaged) != len(s.damaged) {
+		return false
+	}
+	for id := range damaged {
+		if _, ok := s.damaged[id]; !ok {
+			return false
+		}
+	}
+	superseded := map[seal.ID]bool{}
+	for id, f := range s.indexes {
+		if _, ok := files[id]; !ok {
+			return false // removed (a prune or repair): rebuild
+		}
+		for _, old := range f.Supersedes {
+			superseded[old] = true
+		}
+	}
+	for _, id := range fresh {
+		if superseded[id] || len(files[id].Supersedes) > 0 {
+			return false
+		}
+	}
+	for _, id := range fresh {
+		s.indexes[id] = files[id]
+		for _, pk := range files[id].Packs {
+			s.packs[pk.ID] = pk.Size
+			for _, b := range pk.Blobs {
+				if old, ok := s.blobs[b.ID]; ok && s.damaged[old.pack] == nil {
+					continue // an intact copy stays the one read
+				}
+				s.blobs[b.ID] = blobLoc{pack: pk.ID, blob: b}
+			}
+		}
+	}
+	s.badIndexes = bad
+	s.damaged = damaged
+	return true
 }
 
 // ensureIndex loads the index once; lookups of many paths (file history)

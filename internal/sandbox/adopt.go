@@ -40,10 +40,10 @@ import (
 //     adoption before anything is restored;
 //  3. the root: any leftover of an earlier attempt (runtime state, dataset)
 //     is removed, and the push is restored into the dataset of the same id;
-//  4. the record, under the lease's fence: the lost mark cleared, an
-//     "adopted" mark with the epoch, stopped; then, if the sandbox was
-//     running or paused, it is started (a start failure leaves it stopped
-//     and adopted: the adoption itself is done).
+//  4. the record, under the lease's fence: the lost mark and a hand-over's
+//     mark cleared, an "adopted" mark with the epoch, stopped; then, if
+//     the sandbox was running or paused, it is started (a start failure
+//     leaves it stopped and adopted: the adoption itself is done).
 //
 // The record (name, spec with network policy, exposed ports, volumes,
 // labels), the address lease and the agent state (checkpoints, session
@@ -178,7 +178,7 @@ func (s *Service) adoptLocked(ctx context.Context, id string) (client.Sandbox, e
 		return client.Sandbox{}, err
 	}
 	t0 := time.Now()
-	if err := s.restoreAdoptedVolumes(ctx, vols); err != nil {
+	if err := s.restoreAdoptedVolumes(ctx, sb.TenantID, vols); err != nil {
 		return client.Sandbox{}, err
 	}
 	rs, err := s.restoreAdoptedRoot(ctx, sb, sp, sc, mid)
@@ -186,7 +186,12 @@ func (s *Service) adoptLocked(ctx context.Context, id string) (client.Sandbox, e
 		return client.Sandbox{}, err
 	}
 	// The record, fenced by the new lease.
+	// Both marks go: the lost one, and a hand-over's (so its source never
+	// takes the sandbox back: FinishHandOff).
 	spec, err := cluster.ClearLostMark(sb.Spec)
+	if err == nil {
+		spec, err = cluster.ClearHandOffMark(spec)
+	}
 	if err == nil {
 		spec, err = setSpecJSON(spec, "adopted", adoptedMark{Epoch: own.Epoch, Node: own.Node, Push: pushID, At: s.now()})
 	}
@@ -285,7 +290,7 @@ func adoptTempVolume(id string) string {
 
 // restoreAdoptedVolumes restores each volume of vols into a temporary
 // dataset and renames it into place once whole.
-func (s *Service) restoreAdoptedVolumes(ctx context.Context, vols []volumeRestore) error {
+func (s *Service) restoreAdoptedVolumes(ctx context.Context, tenant string, vols []volumeRestore) error {
 	for _, v := range vols {
 		tmp := adoptTempVolume(v.id)
 		if ok, _ := s.pool.Exists(ctx, tmp); ok {
@@ -307,13 +312,25 @@ func (s *Service) restoreAdoptedVolumes(ctx context.Context, vols []volumeRestor
 		if _, err := v.sc.Restore(ctx, v.m.ID, s.pool.Path(tmp), repo.RestoreOptions{}); err != nil {
 			return fail(err)
 		}
-		if vr, err := s.st.GetVolume(ctx, "", v.id); err == nil && s.pool.Caps().Quota && vr.SizeBytes > 0 {
+		vr, err := s.st.GetVolume(ctx, tenant, v.id)
+		if err != nil {
+			return fail(err)
+		}
+		if s.pool.Caps().Quota && vr.SizeBytes > 0 {
 			if err := s.pool.SetQuota(ctx, tmp, vr.SizeBytes); err != nil {
 				return fail(err)
 			}
 		}
 		if err := s.pool.Rename(ctx, tmp, volumeDataset(v.id)); err != nil {
 			return fail(err)
+		}
+		// The volume's data is here now: its routes and the placement of
+		// creates that mount it follow it.
+		if vr.Node != s.opts.Owner.Node() {
+			vr.Node = s.opts.Owner.Node()
+			if err := s.st.UpdateVolume(ctx, vr); err != nil {
+				return fmt.Errorf("record volume %s on node %s: %w", v.id, vr.Node, err)
+			}
 		}
 	}
 	return nil

@@ -183,6 +183,9 @@ func TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(s2.pool.Path(volumeDataset(vol.ID)), "kept.txt")); err != nil || string(b) != "volume data" {
 		t.Fatalf("the volume on n2: %q %v", b, err)
 	}
+	if v, err := st.GetVolume(ctx, tn, vol.ID); err != nil || v.Node != "n2" {
+		t.Fatalf("the adopted volume's record names node %q (%v), want n2, where its data now is", v.Node, err)
+	}
 	if _, err := s2.Exec(ctx, tn, sb.ID, client.ExecRequest{Command: []string{"/bin/true"}}, nil); err != nil {
 		t.Fatalf("exec in the adopted sandbox: %v", err)
 	}

@@ -99,7 +99,7 @@ func (s *Service) committedDisk(ctx context.Context) (sandboxes, volumes int64, 
 		return 0, 0, fmt.Errorf("list volumes: %w", err)
 	}
 	for _, v := range vols {
-		if v.State != "deleted" {
+		if v.State != "deleted" && s.volumeHere(v) {
 			volumes = addSat(volumes, v.SizeBytes)
 		}
 	}

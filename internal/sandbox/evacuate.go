@@ -85,7 +85,18 @@ func (s *Service) HandOff(ctx context.Context, id string) (cluster.HandOffResult
 	if recorded, _ := cluster.LastPushOf(cur); recorded != h.Push {
 		return undo(fmt.Errorf("the store records push %q, not the delta push %s: %w", recorded, h.Push, errs.ErrConflict))
 	}
+	// The mark lets the failover coordinator finish the hand-over if the
+	// node running the evacuation dies before it does.
+	epoch, _ := s.opts.Owner.Held(id)
+	mark := cluster.HandOffMark{Node: s.opts.Owner.Node(), Epoch: epoch, Push: h.Push, Was: h.Was, PausedAt: h.PausedAt, At: s.now()}
+	if cur.Spec, err = cluster.SetHandOffMark(cur.Spec, mark); err != nil {
+		return undo(err)
+	}
+	if _, err := s.st.UpdateSandbox(ctx, cur); err != nil {
+		return undo(fmt.Errorf("record the hand-over: %w", err))
+	}
 	if err := s.opts.Owner.Release(ctx, id); err != nil {
+		s.clearHandOffMark(context.WithoutCancel(ctx), id)
 		return undo(fmt.Errorf("release the lease: %w", err))
 	}
 	s.log.Info("sandbox handed over", "sandbox", id, "push", h.Push[:12], "was", h.Was)
@@ -96,21 +107,14 @@ func (s *Service) HandOff(ctx context.Context, id string) (cluster.HandOffResult
 // adopted it) the frozen copy here goes (its processes, its network, its
 // root, and the volumes it mounts that no other sandbox of this node
 // does); otherwise this node takes the lease back and resumes it if the
-// hand-over paused it.
+// hand-over paused it (takeBack). The evacuator calls it after the
+// adoption; the failover coordinator calls it (not moved) for an orphaned
+// hand-over.
 func (s *Service) FinishHandOff(ctx context.Context, id string, h cluster.HandOffResult, moved bool) error {
 	unlock := s.lock(id)
 	defer unlock()
 	if !moved {
-		if _, err := s.opts.Owner.Acquire(ctx, id); err != nil {
-			return fmt.Errorf("take sandbox %s back: %w", id, err)
-		}
-		if !h.PausedAt.IsZero() {
-			if err := s.resumeHandedOffLocked(ctx, id); err != nil {
-				return fmt.Errorf("take sandbox %s back: resume: %w", id, err)
-			}
-		}
-		s.log.Info("sandbox taken back after a failed move", "sandbox", id)
-		return nil
+		return s.takeBackHandOffLocked(ctx, id, h)
 	}
 	s.rt.Kill(ctx, id)
 	s.closeAgentSocket(id)
@@ -137,6 +141,108 @@ func (s *Service) FinishHandOff(ctx context.Context, id string, h cluster.HandOf
 	}
 	s.log.Info("moved sandbox dropped from this node", "sandbox", id)
 	return nil
+}
+
+// takeBackHandOffLocked takes sandbox id back after a hand-over nobody
+// finished with an adoption: only while its record still carries this
+// node's hand-over mark, which an adoption clears in its record write, so
+// a copy frozen here never runs again once another node adopted the
+// sandbox (whatever became of that node since). Such a copy is kept as a
+// lost copy (sandboxes/lost-<epoch>-<id>, as a returning node's: never
+// run, listed by stead node lost ls, discarded by an operator) rather than
+// dropped: it is what the delta push holds, but nothing here can tell
+// that the push, or the adopted sandbox, still exists. A lease another
+// node holds in force (an adoption running) refuses the take-back and
+// changes nothing. Without a root here (a restart kept it as a lost copy)
+// it is an errs.ErrNotFound, and changes nothing: the coordinator then has
+// the sandbox adopted elsewhere from the hand-over's push. Taking back
+// twice is nil.
+func (s *Service) takeBackHandOffLocked(ctx context.Context, id string, h cluster.HandOffResult) error {
+	sb, err := s.st.GetSandbox(ctx, "", id)
+	if err != nil {
+		return fmt.Errorf("take sandbox %s back: %w", id, err)
+	}
+	self := s.opts.Owner.Node()
+	m, marked := cluster.HandOffMarkOf(sb)
+	marked = marked && m.Node == self
+	if _, held := s.opts.Owner.Held(id); held && !marked {
+		return nil // taken back already
+	}
+	adoptedElsewhere := func(epoch int64) error {
+		s.keepLostCopy(ctx, sb, epoch, "adopted by another node after its hand-over")
+		return fmt.Errorf("take sandbox %s back: another node adopted it after this node handed it over; the copy here is kept as a lost copy, never run: %w", id, errs.ErrConflict)
+	}
+	if !marked {
+		epoch := int64(0)
+		if own, err := s.st.GetOwnership(ctx, id); err == nil {
+			epoch = own.Epoch
+		}
+		return adoptedElsewhere(epoch)
+	}
+	if ok, err := s.pool.Exists(ctx, datasetName(id)); err != nil {
+		return fmt.Errorf("take sandbox %s back: %w", id, err)
+	} else if !ok {
+		// Kept as a lost copy by a restart meanwhile (Reconcile found the
+		// lease another's: a target adopting, or one whose adoption failed).
+		return fmt.Errorf("take sandbox %s back: this node has no copy of it any more (its root is gone; it can be adopted from the hand-over's push %s): %w",
+			id, m.Push, errs.ErrNotFound)
+	}
+	own, err := s.opts.Owner.Acquire(ctx, id)
+	if err != nil {
+		return fmt.Errorf("take sandbox %s back: %w", id, err)
+	}
+	// Under the lease now: nobody else writes the record. Is the mark
+	// still this hand-over's?
+	if sb, err = s.st.GetSandbox(ctx, "", id); err != nil {
+		return fmt.Errorf("take sandbox %s back: %w", id, err)
+	}
+	if cur, ok := cluster.HandOffMarkOf(sb); !ok || cur.Node != self || cur.Epoch != m.Epoch || cur.Push != m.Push {
+		if rerr := s.opts.Owner.Release(context.WithoutCancel(ctx), id); rerr != nil {
+			s.log.Error("release the lease of a sandbox adopted elsewhere", "sandbox", id, "err", rerr)
+		}
+		return adoptedElsewhere(own.Epoch)
+	}
+	spec, err := cluster.ClearHandOffMark(sb.Spec)
+	if err != nil {
+		return fmt.Errorf("take sandbox %s back: %w", id, err)
+	}
+	if lm, lost := cluster.LostMarkOf(sb); lost {
+		// Marked lost while this node was away, and nobody adopted it:
+		// its state before the loss (the hand-over's pause).
+		if spec, err = cluster.ClearLostMark(spec); err != nil {
+			return fmt.Errorf("take sandbox %s back: %w", id, err)
+		}
+		sb.State, sb.StopReason = lm.State, ""
+		if lm.State == store.StatePaused && !m.PausedAt.IsZero() {
+			sb.StopReason = StopReasonEvacuate
+		}
+	}
+	sb.Spec, sb.UpdatedAt = spec, s.now()
+	if _, err := s.st.UpdateSandbox(ctx, sb); err != nil {
+		return fmt.Errorf("take sandbox %s back: %w", id, err)
+	}
+	if !m.PausedAt.IsZero() || !h.PausedAt.IsZero() {
+		if err := s.resumeHandedOffLocked(ctx, id); err != nil {
+			return fmt.Errorf("take sandbox %s back: resume: %w", id, err)
+		}
+	}
+	s.log.Info("sandbox taken back after a hand-over that did not move it", "sandbox", id, "epoch", own.Epoch)
+	return nil
+}
+
+// clearHandOffMark removes the hand-over mark of sandbox id, which this
+// node holds (a hand-over that failed before its release); a failure is
+// logged: the coordinator ignores a mark whose lease is held.
+func (s *Service) clearHandOffMark(ctx context.Context, id string) {
+	sb, err := s.st.GetSandbox(ctx, "", id)
+	if err == nil {
+		if sb.Spec, err = cluster.ClearHandOffMark(sb.Spec); err == nil {
+			_, err = s.st.UpdateSandbox(ctx, sb)
+		}
+	}
+	if err != nil {
+		s.log.Error("clear the mark of a failed hand-over", "sandbox", id, "err", err)
+	}
 }
 
 // volumeUsedHere reports whether a sandbox other than except that this

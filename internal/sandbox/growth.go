@@ -308,7 +308,7 @@ func (s *Service) limitSamples(ctx context.Context) []limitSample {
 	}
 	var sized []store.Volume
 	for _, v := range vols {
-		if v.DeletedAt != nil || v.SizeBytes <= 0 {
+		if v.DeletedAt != nil || v.SizeBytes <= 0 || !s.volumeHere(v) {
 			continue
 		}
 		sized = append(sized, v)

@@ -18,7 +18,10 @@ import (
 
 // Operations: long work (push, restore, drill ...) runs in the background
 // and is followed through an Operation record kept in memory. A record
-// lives until the daemon exits or an hour after it ended.
+// lives until the daemon exits or an hour after it ended. In a cluster the
+// record is on the node that runs the operation, and its id names that
+// node (opID), so that a request reaching any other node is forwarded
+// there.
 
 const opRetention = time.Hour
 
@@ -56,6 +59,18 @@ func newOpID() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return "op-" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// opID is the id of a new operation of this node: "op-<random>" on a
+// single node; in a cluster "op-<node tag>-<random>" (api.OperationID), so
+// that any node forwards a request for it to this one, where it runs and
+// where its record is kept.
+func (s *Service) opID() string {
+	id := newOpID()
+	if !s.clustered() {
+		return id
+	}
+	return api.OperationID(s.opts.Owner.Node(), strings.TrimPrefix(id, "op-"))
 }
 
 func (o *operation) snapshot() client.Operation {
@@ -99,7 +114,7 @@ func (o *operation) phase(name string) {
 // the operation's Result. The work is detached from the request's context.
 func (s *Service) startOp(ctx context.Context, tenant, kind, target string, wait bool, fn func(ctx context.Context, op *operation) (any, error)) (client.Operation, error) {
 	op := &operation{tenant: tenant, sandbox: opSandbox(kind, target), changed: make(chan struct{}),
-		v: client.Operation{ID: newOpID(), Kind: kind, Target: target, State: "running", StartedAt: s.now()}}
+		v: client.Operation{ID: s.opID(), Kind: kind, Target: target, State: "running", StartedAt: s.now()}}
 	s.ops.mu.Lock()
 	if s.ops.m == nil {
 		s.ops.m = map[string]*operation{}

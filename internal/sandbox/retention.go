@@ -433,7 +433,7 @@ func (s *Service) sweepRetention(ctx context.Context, tenant string, act bool) {
 		return
 	}
 	for _, v := range vols {
-		if v.State != "deleted" {
+		if v.State != "deleted" || !s.volumeHere(v) {
 			continue
 		}
 		if r := policy(v.TenantID); r != nil {

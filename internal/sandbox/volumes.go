@@ -106,7 +106,8 @@ func (s *Service) createVolume(ctx context.Context, tenant string, req client.Cr
 	}
 	defer release() // once the record carries the promise, or there is none
 	ctx = context.WithoutCancel(ctx)
-	v := store.Volume{ID: newVolumeID(), TenantID: tenant, Name: req.Name, SizeBytes: size, State: "available", CreatedAt: s.now(), Origin: origin}
+	v := store.Volume{ID: newVolumeID(), TenantID: tenant, Name: req.Name, SizeBytes: size, State: "available", CreatedAt: s.now(), Origin: origin,
+		Node: s.opts.Owner.Node()}
 	ds := volumeDataset(v.ID)
 	if err := s.pool.Create(ctx, ds); err != nil {
 		return client.Volume{}, fmt.Errorf("create volume %s: %w", req.Name, err)
@@ -242,6 +243,14 @@ func (s *Service) UndeleteVolume(ctx context.Context, tenant, id string) (client
 		return client.Volume{}, err
 	}
 	return s.volumeView(ctx, v), nil
+}
+
+// volumeHere reports whether v's data is in this node's pool as its record
+// says: it names this node, or none (a single node's volume, or one made
+// before nodes were recorded). The node-local loops that act on volumes'
+// datasets (disk admission, growth warnings, retention) see only these.
+func (s *Service) volumeHere(v store.Volume) bool {
+	return v.Node == "" || v.Node == s.opts.Owner.Node()
 }
 
 // cleanVolumeLeftovers deletes volume datasets without a record.

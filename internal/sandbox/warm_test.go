@@ -93,6 +93,10 @@ func TestWarmCreateTakesAPooledSandboxAndRefills(t *testing.T) {
 	runWarm(t, s, 2, WarmSpec{Template: "host", Size: 2})
 	warm := s.warmIDs()
 	checkInvisible(t, s, warm, nil)
+	// Each was warmed up (one exec) before it was offered.
+	if n := s.warm.warmedUp.Load(); n != 2 {
+		t.Fatalf("%d of 2 warm sandboxes were warmed up", n)
+	}
 
 	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "quick", Env: map[string]string{"GREETING": "hello"},
 		Labels: map[string]string{"team": "a"}, Network: &client.NetworkPolicy{Internet: new(false)}})

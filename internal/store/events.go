@@ -76,6 +76,18 @@ type WebhookDelivery struct {
 	OK bool
 }
 
+// SandboxEventWriter is implemented by a store that writes a sandbox
+// record and the daemon event that tells of it in one transaction: both
+// commit together, in one durable write, or neither does. The event gets
+// its ID as AppendDaemonEvent would give it. events.ObserveStore uses it
+// when the event log is kept in the same store.
+type SandboxEventWriter interface {
+	// CreateSandboxEvent is CreateSandbox that also appends e.
+	CreateSandboxEvent(ctx context.Context, sb Sandbox, e DaemonEvent) (Sandbox, DaemonEvent, error)
+	// UpdateSandboxEvent is UpdateSandbox that also appends e.
+	UpdateSandboxEvent(ctx context.Context, sb Sandbox, e DaemonEvent) (Sandbox, DaemonEvent, error)
+}
+
 // EventStore keeps the event log, the webhooks and their delivery log.
 //
 // Contract, checked by storetest:

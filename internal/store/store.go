@@ -546,6 +546,11 @@ type Volume struct {
 	// Origin is the id of the volume this one was restored from ("" for
 	// a volume made empty); set at create, never changed.
 	Origin string `json:"origin,omitempty"`
+	// Node is the cluster node whose pool holds the volume's data, where
+	// its routes are forwarded ("" on a single node, and for a volume made
+	// before nodes were recorded: served by whichever node is asked). Set
+	// at create; UpdateVolume stores it too (the data moved).
+	Node string `json:"node,omitempty"`
 }
 
 // VolumeStore holds volume records.
@@ -557,7 +562,7 @@ type Volume struct {
 //   - GetVolume finds by id, or by name within the tenant; it, UpdateVolume
 //     and DeleteVolume return errs.ErrNotFound for an absent id and for
 //     another tenant's.
-//   - UpdateVolume stores SizeBytes, State, DeletedAt and PurgeAt.
+//   - UpdateVolume stores SizeBytes, State, DeletedAt, PurgeAt and Node.
 //   - ListVolumes returns the tenant's volumes ("" = every tenant), without
 //     deleted ones unless includeDeleted, ordered by CreatedAt, then ID.
 type VolumeStore interface {

@@ -187,6 +187,34 @@ func (d *Daemon) Log() ([]byte, error) { return os.ReadFile(filepath.Join(d.base
 // RSS returns the daemon's resident set size in bytes.
 func (d *Daemon) RSS() int64 { return d.status("VmRSS:") << 10 }
 
+// CPU returns the CPU time (user + system) the daemon's own threads have
+// used so far: not its children's (runc's init re-exec) nor the
+// sandboxes'.
+func (d *Daemon) CPU() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.Pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// The fields after the command, which is in parentheses and may hold
+	// anything: utime and stime are the 14th and 15th of the line.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times (100 on Linux).
+const clockTicks = 100
+
 // Threads returns the daemon's OS thread count.
 func (d *Daemon) Threads() int64 { return d.status("Threads:") }
 

@@ -21,8 +21,27 @@ const (
 
 // AppendDaemonEvent stores e with the next event id (see store.EventStore).
 func (s *Store) AppendDaemonEvent(ctx context.Context, e store.DaemonEvent) (store.DaemonEvent, error) {
+	row, err := eventRow(e)
+	if err != nil {
+		return store.DaemonEvent{}, err
+	}
+	err = s.writeTx(ctx, func(tx *txn) error { return row.insert(ctx, tx) })
+	if err != nil {
+		return store.DaemonEvent{}, fmt.Errorf("append event %s: %w", e.Type, err)
+	}
+	return row.e, nil
+}
+
+// pendingEvent is a daemon event ready to be inserted.
+type pendingEvent struct {
+	e        store.DaemonEvent // ID set by insert
+	at, data string
+}
+
+// eventRow checks e and encodes its columns.
+func eventRow(e store.DaemonEvent) (*pendingEvent, error) {
 	if e.Type == "" || e.Tenant == "" {
-		return store.DaemonEvent{}, fmt.Errorf("append event: empty type or tenant: %w", errs.ErrInvalid)
+		return nil, fmt.Errorf("append event: empty type or tenant: %w", errs.ErrInvalid)
 	}
 	if e.Time.IsZero() {
 		e.Time = now()
@@ -30,26 +49,25 @@ func (s *Store) AppendDaemonEvent(ctx context.Context, e store.DaemonEvent) (sto
 	e.Time = normTime(e.Time)
 	at, err := FormatTime(e.Time)
 	if err != nil {
-		return store.DaemonEvent{}, fmt.Errorf("append event %s: %w", e.Type, err)
+		return nil, fmt.Errorf("append event %s: %w", e.Type, err)
 	}
 	data := ""
 	if len(e.Data) > 0 {
 		b, err := json.Marshal(e.Data)
 		if err != nil {
-			return store.DaemonEvent{}, fmt.Errorf("append event %s: encode data: %w", e.Type, err)
+			return nil, fmt.Errorf("append event %s: encode data: %w", e.Type, err)
 		}
 		data = string(b)
 	}
-	err = s.writeTx(ctx, func(tx *txn) error {
-		var err error
-		e.ID, err = insertID(ctx, tx, "daemon_events", "time, type, tenant_id, sandbox_id, state, reason, data", "?, ?, ?, ?, ?, ?, ?",
-			at, e.Type, e.Tenant, e.Sandbox, e.State, e.Reason, data)
-		return err
-	})
-	if err != nil {
-		return store.DaemonEvent{}, fmt.Errorf("append event %s: %w", e.Type, err)
-	}
-	return e, nil
+	return &pendingEvent{e: e, at: at, data: data}, nil
+}
+
+// insert inserts the event in tx with the next event id.
+func (p *pendingEvent) insert(ctx context.Context, tx *txn) error {
+	var err error
+	p.e.ID, err = insertID(ctx, tx, "daemon_events", "time, type, tenant_id, sandbox_id, state, reason, data", "?, ?, ?, ?, ?, ?, ?",
+		p.at, p.e.Type, p.e.Tenant, p.e.Sandbox, p.e.State, p.e.Reason, p.data)
+	return err
 }
 
 // ListDaemonEvents returns the events f selects, by id.

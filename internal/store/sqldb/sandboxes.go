@@ -77,6 +77,25 @@ func validateSandbox(s store.Sandbox) error {
 // errs.ErrNotFound when the tenant does not exist and errs.ErrInvalid for an
 // empty id, tenant, name or state.
 func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	return s.createSandbox(ctx, sb, nil)
+}
+
+// CreateSandboxEvent is CreateSandbox appending e in the same transaction
+// (store.SandboxEventWriter).
+func (s *Store) CreateSandboxEvent(ctx context.Context, sb store.Sandbox, e store.DaemonEvent) (store.Sandbox, store.DaemonEvent, error) {
+	row, err := eventRow(e)
+	if err != nil {
+		return store.Sandbox{}, store.DaemonEvent{}, err
+	}
+	out, err := s.createSandbox(ctx, sb, row)
+	if err != nil {
+		return store.Sandbox{}, store.DaemonEvent{}, err
+	}
+	return out, row.e, nil
+}
+
+// createSandbox is CreateSandbox, inserting ev too when it is not nil.
+func (s *Store) createSandbox(ctx context.Context, sb store.Sandbox, ev *pendingEvent) (store.Sandbox, error) {
 	if err := validateSandbox(sb); err != nil {
 		return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, err)
 	}
@@ -106,8 +125,13 @@ func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox) (store.Sand
 			return fmt.Errorf("id already taken: %w", errs.ErrConflict)
 		case s.isForeignKey(err):
 			return fmt.Errorf("tenant %s: %w", sb.TenantID, errs.ErrNotFound)
+		case err != nil:
+			return err
 		}
-		return err
+		if ev != nil {
+			return ev.insert(ctx, tx)
+		}
+		return nil
 	})
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, err)
@@ -185,6 +209,25 @@ func (s *Store) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]sto
 // errs.ErrConflict when the version is stale or the new name is taken (and
 // then changes nothing), and errs.ErrInvalid for an empty name or state.
 func (s *Store) UpdateSandbox(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	return s.updateSandbox(ctx, sb, nil)
+}
+
+// UpdateSandboxEvent is UpdateSandbox appending e in the same transaction
+// (store.SandboxEventWriter).
+func (s *Store) UpdateSandboxEvent(ctx context.Context, sb store.Sandbox, e store.DaemonEvent) (store.Sandbox, store.DaemonEvent, error) {
+	row, err := eventRow(e)
+	if err != nil {
+		return store.Sandbox{}, store.DaemonEvent{}, err
+	}
+	out, err := s.updateSandbox(ctx, sb, row)
+	if err != nil {
+		return store.Sandbox{}, store.DaemonEvent{}, err
+	}
+	return out, row.e, nil
+}
+
+// updateSandbox is UpdateSandbox, inserting ev too when it is not nil.
+func (s *Store) updateSandbox(ctx context.Context, sb store.Sandbox, ev *pendingEvent) (store.Sandbox, error) {
 	if err := validateSandbox(sb); err != nil {
 		return store.Sandbox{}, fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 	}
@@ -228,7 +271,10 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb store.Sandbox) (store.Sand
 			return fmt.Errorf("version %d is stale: %w", sb.Version, errs.ErrConflict)
 		}
 		out, err = scanSandbox(tx.QueryRowContext(ctx, "SELECT "+sandboxCols+" FROM sandboxes WHERE id = ?", sb.ID))
-		return err
+		if err != nil || ev == nil {
+			return err
+		}
+		return ev.insert(ctx, tx)
 	})
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("update sandbox %s: %w", sb.ID, err)

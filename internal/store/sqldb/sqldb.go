@@ -61,6 +61,11 @@ type Dialect struct {
 	// PrepareRepeated says a statement run many times in one transaction
 	// is prepared once first (the driver does not cache statements).
 	PrepareRepeated bool
+
+	// CacheStatements says every statement is kept prepared on its pool
+	// and reused (stmtcache.go), for a driver that does not cache
+	// statements itself.
+	CacheStatements bool
 }
 
 // Store is store.Store on a database/sql database speaking a Dialect. Its
@@ -85,6 +90,13 @@ func New(d Dialect) *Store {
 	s := &Store{d: d}
 	s.w = &conn{db: d.Writer, s: s, write: true}
 	s.r = &conn{db: d.Reader, s: s}
+	if d.CacheStatements {
+		s.w.stmts = &stmtCache{db: d.Writer}
+		s.r.stmts = &stmtCache{db: d.Reader}
+		if d.Reader == d.Writer {
+			s.r.stmts = s.w.stmts
+		}
+	}
 	return s
 }
 
@@ -111,16 +123,27 @@ type conn struct {
 	db    *sql.DB
 	s     *Store
 	write bool
+	stmts *stmtCache // nil: statements are not kept prepared
+}
+
+// exec runs one statement on the pool, prepared when the dialect keeps
+// statements.
+func (c *conn) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	q = c.s.d.Rebind(q)
+	if st := c.stmts.get(ctx, q); st != nil {
+		return st.ExecContext(ctx, bindArgs(args)...)
+	}
+	return c.db.ExecContext(ctx, q, bindArgs(args)...)
 }
 
 // ExecContext runs one statement; on the writer it runs in its own fenced
 // write transaction unless the writer is serial and ctx has no fence.
 func (c *conn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	if !c.write {
-		return c.db.ExecContext(ctx, c.s.d.Rebind(q), bindArgs(args)...)
+		return c.exec(ctx, q, args...)
 	}
 	if _, fenced := store.FenceFrom(ctx); c.s.d.SerialWriter && !fenced {
-		return c.db.ExecContext(ctx, c.s.d.Rebind(q), bindArgs(args)...)
+		return c.exec(ctx, q, args...)
 	}
 	var res sql.Result
 	err := c.s.writeTx(ctx, func(tx *txn) error {
@@ -133,33 +156,79 @@ func (c *conn) ExecContext(ctx context.Context, q string, args ...any) (sql.Resu
 
 // QueryContext runs a query on the pool.
 func (c *conn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return c.db.QueryContext(ctx, c.s.d.Rebind(q), bindArgs(args)...)
+	q = c.s.d.Rebind(q)
+	if st := c.stmts.get(ctx, q); st != nil {
+		return st.QueryContext(ctx, bindArgs(args)...)
+	}
+	return c.db.QueryContext(ctx, q, bindArgs(args)...)
 }
 
 // QueryRowContext runs a query returning at most one row on the pool.
 func (c *conn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return c.db.QueryRowContext(ctx, c.s.d.Rebind(q), bindArgs(args)...)
+	q = c.s.d.Rebind(q)
+	if st := c.stmts.get(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, bindArgs(args)...)
+	}
+	return c.db.QueryRowContext(ctx, q, bindArgs(args)...)
 }
 
 // txn is a transaction that takes SQLite-style placeholders.
 type txn struct {
 	tx *sql.Tx
 	s  *Store
+	// stmts are the prepared statements of the transaction's pool (nil:
+	// none); missed are the texts run without one, prepared when the
+	// transaction has ended (see stmtCache).
+	stmts  *stmtCache
+	missed []string
+}
+
+// stmt returns the transaction's copy of q's prepared statement, or nil
+// (noting q to be prepared after the transaction).
+func (t *txn) stmt(ctx context.Context, q string) *sql.Stmt {
+	if t.stmts == nil {
+		return nil
+	}
+	if st := t.stmts.lookup(q); st != nil {
+		return t.tx.StmtContext(ctx, st)
+	}
+	t.missed = append(t.missed, q)
+	return nil
+}
+
+// done prepares, on the pool, the texts the transaction ran without a
+// statement; call it once the transaction has ended.
+func (t *txn) done(ctx context.Context) {
+	if t.stmts != nil && len(t.missed) > 0 {
+		t.stmts.prepareAll(ctx, t.missed)
+	}
 }
 
 // ExecContext runs one statement in the transaction.
 func (t *txn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.s.d.Rebind(q), bindArgs(args)...)
+	q = t.s.d.Rebind(q)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.ExecContext(ctx, bindArgs(args)...)
+	}
+	return t.tx.ExecContext(ctx, q, bindArgs(args)...)
 }
 
 // QueryContext runs a query in the transaction.
 func (t *txn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.s.d.Rebind(q), bindArgs(args)...)
+	q = t.s.d.Rebind(q)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, bindArgs(args)...)
+	}
+	return t.tx.QueryContext(ctx, q, bindArgs(args)...)
 }
 
 // QueryRowContext runs a query returning at most one row in the transaction.
 func (t *txn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.s.d.Rebind(q), bindArgs(args)...)
+	q = t.s.d.Rebind(q)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, bindArgs(args)...)
+	}
+	return t.tx.QueryRowContext(ctx, q, bindArgs(args)...)
 }
 
 // repeated returns a function that runs q in the transaction, prepared once
@@ -196,7 +265,8 @@ func (s *Store) writeTx(ctx context.Context, fn func(tx *txn) error) error {
 			return err
 		}
 	}
-	t := &txn{tx: tx, s: s}
+	t := &txn{tx: tx, s: s, stmts: s.w.stmts}
+	defer t.done(ctx)
 	if err := checkFence(ctx, t); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -218,8 +288,10 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *txn) error) error {
 	if err != nil {
 		return fmt.Errorf("begin read: %w", err)
 	}
+	t := &txn{tx: tx, s: s, stmts: s.r.stmts}
+	defer t.done(ctx)
 	defer func() { _ = tx.Rollback() }()
-	return fn(&txn{tx: tx, s: s})
+	return fn(t)
 }
 
 // insertID inserts one row into table, whose first column is its integer

@@ -10,7 +10,7 @@ import (
 	"github.com/stead-dev/stead/internal/store"
 )
 
-const volumeCols = "tenant_id, id, name, size_bytes, state, created_at, deleted_at, purge_at, origin"
+const volumeCols = "tenant_id, id, name, size_bytes, state, created_at, deleted_at, purge_at, origin, node"
 
 // CreateVolume stores a volume record.
 func (s *Store) CreateVolume(ctx context.Context, v store.Volume) error {
@@ -35,8 +35,8 @@ func (s *Store) CreateVolume(ctx context.Context, v store.Volume) error {
 	if err != nil {
 		return fmt.Errorf("create volume %s: purge_at: %w", v.ID, err)
 	}
-	_, err = s.w.ExecContext(ctx, "INSERT INTO volumes ("+volumeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		v.TenantID, v.ID, v.Name, v.SizeBytes, v.State, created, del, purge, v.Origin)
+	_, err = s.w.ExecContext(ctx, "INSERT INTO volumes ("+volumeCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		v.TenantID, v.ID, v.Name, v.SizeBytes, v.State, created, del, purge, v.Origin, v.Node)
 	switch {
 	case s.isUnique(err):
 		return fmt.Errorf("create volume %s: id or name %q already taken: %w", v.ID, v.Name, errs.ErrConflict)
@@ -80,7 +80,7 @@ func (s *Store) ListVolumes(ctx context.Context, tenantID string, includeDeleted
 	return out, nil
 }
 
-// UpdateVolume stores a volume's size, state and deletion times.
+// UpdateVolume stores a volume's size, state, deletion times and node.
 func (s *Store) UpdateVolume(ctx context.Context, v store.Volume) error {
 	if v.State == "" {
 		return fmt.Errorf("update volume %s: empty state: %w", v.ID, errs.ErrInvalid)
@@ -93,8 +93,8 @@ func (s *Store) UpdateVolume(ctx context.Context, v store.Volume) error {
 	if err != nil {
 		return fmt.Errorf("update volume %s: purge_at: %w", v.ID, err)
 	}
-	res, err := s.w.ExecContext(ctx, "UPDATE volumes SET size_bytes = ?, state = ?, deleted_at = ?, purge_at = ? WHERE tenant_id = ? AND id = ?",
-		v.SizeBytes, v.State, del, purge, v.TenantID, v.ID)
+	res, err := s.w.ExecContext(ctx, "UPDATE volumes SET size_bytes = ?, state = ?, deleted_at = ?, purge_at = ?, node = ? WHERE tenant_id = ? AND id = ?",
+		v.SizeBytes, v.State, del, purge, v.Node, v.TenantID, v.ID)
 	if err != nil {
 		return fmt.Errorf("update volume %s: %w", v.ID, err)
 	}
@@ -114,7 +114,7 @@ func scanVolume(sc scanner) (store.Volume, error) {
 	var v store.Volume
 	var created string
 	var del, purge sql.NullString
-	if err := sc.Scan(&v.TenantID, &v.ID, &v.Name, &v.SizeBytes, &v.State, &created, &del, &purge, &v.Origin); err != nil {
+	if err := sc.Scan(&v.TenantID, &v.ID, &v.Name, &v.SizeBytes, &v.State, &created, &del, &purge, &v.Origin, &v.Node); err != nil {
 		return store.Volume{}, err
 	}
 	var err error

@@ -187,6 +187,8 @@ func dialect(w, r *sql.DB) sqldb.Dialect {
 		IsForeignKey:    isForeignKey,
 		PrefixFunc:      "instr",
 		PrepareRepeated: true,
+		// The driver parses every statement it runs: keep them prepared.
+		CacheStatements: true,
 	}
 }
 

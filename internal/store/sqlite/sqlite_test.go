@@ -429,3 +429,54 @@ func TestDatabaseFilesAreOwnerOnly(t *testing.T) {
 	}
 	check("database left readable by others", old2)
 }
+
+// Statements are kept prepared (stmtcache.go), and a prepared read still
+// sees every write committed before it runs: a reused statement holds no
+// snapshot between runs.
+func TestStatementsStayPreparedAndReadFreshData(t *testing.T) {
+	ctx := t.Context()
+	s := openAt(t, filepath.Join(t.TempDir(), "stead.db"))
+	t.Cleanup(func() { s.Close() })
+	if err := s.CreateTenant(ctx, store.Tenant{ID: "acme", Name: "Acme"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		name := fmt.Sprintf("Acme %d", i)
+		if err := s.UpdateTenant(ctx, store.Tenant{ID: "acme", Name: name}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetTenant(ctx, "acme")
+		if err != nil || got.Name != name {
+			t.Fatalf("read %d after a write: %+v %v (want name %q)", i, got, err, name)
+		}
+		if _, err := s.CreateSandbox(ctx, store.Sandbox{ID: fmt.Sprintf("sb-%d", i), TenantID: "acme", Name: fmt.Sprintf("n%d", i),
+			TemplateID: "host", State: store.StateStopped, Spec: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := s.ListSandboxes(ctx, store.SandboxFilter{TenantID: "acme"})
+		if err != nil || len(list) != i+1 {
+			t.Fatalf("list after create %d: %d sandboxes, %v", i, len(list), err)
+		}
+	}
+	// A constraint error of a prepared statement is reported as before.
+	if _, err := s.CreateSandbox(ctx, store.Sandbox{ID: "sb-0", TenantID: "acme", Name: "other", TemplateID: "host",
+		State: store.StateStopped, Spec: []byte("{}")}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("create with a taken id: %v", err)
+	}
+	w, r := s.PreparedStatements()
+	if w == 0 || r == 0 {
+		t.Fatalf("prepared statements: writer %d, reader %d; want some on both", w, r)
+	}
+	// Running the same calls again prepares nothing new.
+	for range 3 {
+		if _, err := s.GetTenant(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateTenant(ctx, store.Tenant{ID: "acme", Name: "Acme"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w2, r2 := s.PreparedStatements(); w2 != w || r2 != r {
+		t.Fatalf("prepared statements grew on repeated calls: writer %d→%d, reader %d→%d", w, w2, r, r2)
+	}
+}

@@ -274,3 +274,51 @@ func testPurgeTenantEventsLeavesOtherTenants(t *testing.T, s store.Store) {
 		t.Fatalf("the other tenant keeps %d deliveries, want 1", len(ds))
 	}
 }
+
+// testSandboxChangeAndItsEventCommitTogether: a store that is a
+// store.SandboxEventWriter writes a sandbox record and its event in one
+// transaction: both, with the event's id after every earlier one, or, when
+// the record is refused, neither.
+func testSandboxChangeAndItsEventCommitTogether(t *testing.T, s store.Store) {
+	w, ok := s.(store.SandboxEventWriter)
+	if !ok {
+		t.Skip("the store does not write a sandbox change and its event together")
+	}
+	ctx := context.Background()
+	before := appendEvent(t, s, store.DaemonEvent{Type: "x.before", Tenant: store.DefaultTenant})
+	sb, e, err := w.CreateSandboxEvent(ctx, newSandbox("sb-ev", store.DefaultTenant, "ev", time.Now()), store.DaemonEvent{Type: "sandbox.created", Tenant: store.DefaultTenant, Sandbox: "sb-ev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ID <= before.ID || sb.Version != 1 {
+		t.Fatalf("created %+v with event %+v (after event %d)", sb, e, before.ID)
+	}
+	sb.State = store.StateRunning
+	sb, e2, err := w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Type: "sandbox.started", Tenant: store.DefaultTenant, Sandbox: "sb-ev", State: "running"})
+	if err != nil || sb.State != store.StateRunning || e2.ID <= e.ID {
+		t.Fatalf("update: %+v %+v %v", sb, e2, err)
+	}
+	// Refused: a taken id, a stale version, an event without a type.
+	if _, _, err := w.CreateSandboxEvent(ctx, newSandbox("sb-ev", store.DefaultTenant, "other", time.Now()), store.DaemonEvent{Type: "sandbox.created", Tenant: store.DefaultTenant}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("create with a taken id: %v", err)
+	}
+	stale := sb
+	stale.Version--
+	if _, _, err := w.UpdateSandboxEvent(ctx, stale, store.DaemonEvent{Type: "sandbox.stopped", Tenant: store.DefaultTenant}); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	sb.State = store.StateStopped
+	if _, _, err := w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Tenant: store.DefaultTenant}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("update with an event without a type: %v", err)
+	}
+	if got, err := s.GetSandbox(ctx, store.DefaultTenant, "sb-ev"); err != nil || got.State != store.StateRunning {
+		t.Fatalf("after refused changes: %+v %v", got, err)
+	}
+	es, err := s.ListDaemonEvents(ctx, store.DaemonEventFilter{AfterID: before.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 || es[0].ID != e.ID || es[0].Type != "sandbox.created" || es[1].ID != e2.ID || es[1].State != "running" {
+		t.Fatalf("events after the changes: %+v", es)
+	}
+}

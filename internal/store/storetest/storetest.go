@@ -138,6 +138,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"DeleteTenantRefusedWhileItHasSandboxes", testDeleteTenantRefusedWhileItHasSandboxes},
 		{"APIKeysKeepRoleScopeAndExpiry", testAPIKeysKeepRoleScopeAndExpiry},
 		{"DaemonEventsAppendListAndFilter", testDaemonEventsAppendListAndFilter},
+		{"SandboxChangeAndItsEventCommitTogether", testSandboxChangeAndItsEventCommitTogether},
 		{"DaemonEventIDsNeverReusedAfterPrune", testDaemonEventIDsNeverReusedAfterPrune},
 		{"ConcurrentDaemonEventAppendsListInIDOrder", testConcurrentDaemonEventAppendsListInIDOrder},
 		{"WebhooksCRUDCursorAndTenantIsolation", testWebhooksCRUDCursorAndTenantIsolation},

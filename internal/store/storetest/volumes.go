@@ -14,7 +14,7 @@ import (
 func testVolumes(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	base := time.Date(2026, 11, 30, 4, 5, 6, 789000000, time.UTC)
-	a := store.Volume{ID: "vol-a", TenantID: store.DefaultTenant, Name: "shared", SizeBytes: 1 << 30, State: "available", CreatedAt: base, Origin: "vol-elsewhere"}
+	a := store.Volume{ID: "vol-a", TenantID: store.DefaultTenant, Name: "shared", SizeBytes: 1 << 30, State: "available", CreatedAt: base, Origin: "vol-elsewhere", Node: "node-1"}
 	b := store.Volume{ID: "vol-b", TenantID: store.DefaultTenant, Name: "other", State: "available", CreatedAt: base.Add(time.Second)}
 	for _, v := range []store.Volume{b, a} {
 		if err := s.CreateVolume(ctx, v); err != nil {
@@ -40,7 +40,7 @@ func testVolumes(t *testing.T, s store.Store) {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 	purge := base.Add(30 * 24 * time.Hour)
-	a.State, a.DeletedAt, a.PurgeAt = "deleted", &base, &purge
+	a.State, a.DeletedAt, a.PurgeAt, a.Node = "deleted", &base, &purge, "node-2"
 	if err := s.UpdateVolume(ctx, a); err != nil {
 		t.Fatal(err)
 	}
