@@ -111,6 +111,16 @@ func (s *Service) buildTemplate(ctx context.Context, tenant, id, kind, source st
 	if err == nil {
 		t.Config, _ = json.Marshal(info)
 		err = s.st.CreateTemplate(ctx, t)
+		if kind == "host" && errors.Is(err, errs.ErrConflict) {
+			// Another node recorded the tenant's host template while this
+			// one built its own (their first creates raced): the record
+			// is shared, the data is per node, so this build is that
+			// template's data here.
+			if got, gerr := s.st.GetTemplate(ctx, tenant, id); gerr == nil && got.Kind == "host" {
+				s.log.Info("host template built on this node; another node recorded it first", "tenant", tenant)
+				return got, nil
+			}
+		}
 	}
 	if err != nil {
 		s.pool.Delete(context.WithoutCancel(ctx), ds)
