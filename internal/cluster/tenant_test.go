@@ -38,6 +38,10 @@ func (a *tenantActs) TenantPurge(_ context.Context, tenant, id string) error {
 	return a.do("purge", tenant, id)
 }
 
+func (a *tenantActs) TenantPurgeLocal(_ context.Context, p TenantLocal) error {
+	return a.do("purge-local", p.Tenant, strings.Join(append(append(append([]string(nil), p.Sandboxes...), p.Volumes...), p.Snapshots...), ","))
+}
+
 func (a *tenantActs) took() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -133,6 +137,86 @@ func TestRelayTenantSendsEachActionToTheOwner(t *testing.T) {
 	}
 	if code := signed(tenantPath("sb-onb", "stop"), `{}`); code != http.StatusBadRequest {
 		t.Fatalf("no tenant: %d, want 400", code)
+	}
+	if len(localB.took()) != n {
+		t.Fatalf("refused calls reached the service: %v", localB.took()[n:])
+	}
+}
+
+// TestRelayTenantPurgeLocalReachesEveryLiveNode: a deleted tenant's local
+// purge is done here and sent to every other live node (a signed node
+// call), not to a dead one; a node's refusal comes back naming it while
+// the others still ran; the route refuses unsigned calls and a body whose
+// tenant is not the path's.
+func TestRelayTenantPurgeLocalReachesEveryLiveNode(t *testing.T) {
+	ctx := testCtx(t)
+	st := openStore(t)
+	log := slog.New(slog.DiscardHandler)
+	newR := func(name string) *Router {
+		r, err := NewRouter(RouterOptions{Store: st, Node: name, Secret: testSecret, Grace: 30 * time.Second,
+			InstanceTypes: testTypes, DefaultInstanceType: "small", Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		return r
+	}
+	ra := newR("a")
+	serve := func(name string) (*tenantActs, *httptest.Server) {
+		acts := &tenantActs{}
+		mux := http.NewServeMux()
+		HandleTenant(mux, acts)
+		srv := httptest.NewServer(newR(name).Auth().RequireNode(mux))
+		t.Cleanup(srv.Close)
+		heartbeat(t, st, name, srv.Listener.Addr().String(), roomy, time.Now())
+		return acts, srv
+	}
+	localA := &tenantActs{}
+	heartbeat(t, st, "a", "127.0.0.1:1", roomy, time.Now())
+	localB, srvB := serve("b")
+	localC, _ := serve("c")
+	deadActs, _ := serve("dead")
+	heartbeat(t, st, "dead", "127.0.0.1:1", roomy, time.Now().Add(-time.Hour))
+
+	p := TenantLocal{Tenant: "gone", Sandboxes: []string{"sb-1"}, Volumes: []string{"vol-1"}, Snapshots: []string{"snap-1"}}
+	if err := ra.RelayTenant(localA).TenantPurgeLocal(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprint([]string{"purge-local gone sb-1,vol-1,snap-1"})
+	for name, acts := range map[string]*tenantActs{"a": localA, "b": localB, "c": localC} {
+		if got := fmt.Sprint(acts.took()); got != want {
+			t.Fatalf("node %s did %s, want %s", name, got, want)
+		}
+	}
+	if got := deadActs.took(); len(got) != 0 {
+		t.Fatalf("the dead node was called: %v", got)
+	}
+
+	localB.err = fmt.Errorf("pool is busy: %w", errs.ErrConflict)
+	err := ra.RelayTenant(localA).TenantPurgeLocal(ctx, p)
+	if err == nil || !strings.Contains(err.Error(), "node b: pool is busy") || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("b's refusal came back as %v", err)
+	}
+	if len(localC.took()) != 2 {
+		t.Fatalf("c was not called after b refused: %v", localC.took())
+	}
+
+	n := len(localB.took())
+	res, err := http.Post(srvB.URL+tenantLocalPath("gone"), "application/json", strings.NewReader(`{"tenant":"gone"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an unsigned local purge: %d, want 401", res.StatusCode)
+	}
+	res, err = ra.Client().Do(ctx, srvB.Listener.Addr().String(), http.MethodPost, tenantLocalPath("gone"), strings.NewReader(`{"tenant":"other"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a body naming another tenant: %d, want 400", res.StatusCode)
 	}
 	if len(localB.took()) != n {
 		t.Fatalf("refused calls reached the service: %v", localB.took()[n:])

@@ -21,6 +21,9 @@ import (
 //     are removed (warm.go);
 //   - in a cluster, the root of a sandbox another node purged while this
 //     node was away is kept as a lost copy (keepPurgedRoots);
+//   - the volume and snapshot datasets no record names, and the template
+//     datasets of tenants that no longer exist (a tenant deleted while
+//     this node was away), are deleted;
 //   - in a cluster, the quota rises this node admitted before it started
 //     are forgotten (tenancy.ForgetNodeRises);
 //   - an environment stored in plaintext by an earlier stead is sealed.
@@ -67,6 +70,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	}
 	if err := s.cleanSnapshotLeftovers(ctx); err != nil {
 		return fmt.Errorf("reconcile: snapshot leftovers: %w", err)
+	}
+	if err := s.cleanTemplateLeftovers(ctx); err != nil { // tenant_local.go
+		return fmt.Errorf("reconcile: template leftovers: %w", err)
 	}
 	s.dropWarmLeftovers(ctx, all) // warm.go
 	if err := s.syncNetwork(ctx); err != nil {

@@ -27,7 +27,10 @@ import (
 //  3. destroy its repository data key (Repository.Erase of "t-<tenant>"):
 //     from then on nothing it pushed can be decrypted, whatever copies of
 //     the objects survive; the audit trail records each erased scope;
-//  4. remove the tenant with its keys from the store.
+//  4. remove the tenant with its keys from the store;
+//  5. in a cluster, have every live node delete its own datasets of the
+//     tenant (volumes, local snapshots, templates, lost copies:
+//     tenant_local.go); a dead node does when it starts again.
 
 // SuspendTenant refuses the tenant's keys and stops its running and
 // paused sandboxes. The default tenant cannot be suspended (it holds the
@@ -141,6 +144,10 @@ func (s *Service) DeleteTenant(ctx context.Context, id string) (client.TenantDel
 	if err != nil {
 		return fail(err)
 	}
+	local, err := s.tenantLocalOf(ctx, id, sbs)
+	if err != nil {
+		return fail(err)
+	}
 	acts := s.tenantActs()
 	for _, sb := range sbs {
 		if err := acts.TenantPurge(ctx, id, sb.ID); err != nil && !errors.Is(err, errs.ErrNotFound) {
@@ -211,6 +218,12 @@ func (s *Service) DeleteTenant(ctx context.Context, id string) (client.TenantDel
 		return fail(err)
 	}
 	s.record(ctx, id, "tenant.delete", id, nil)
+	// Its records are gone: every live node deletes its own datasets of
+	// it (a node that fails here, or is dead, does at its next start).
+	if err := acts.TenantPurgeLocal(ctx, local); err != nil {
+		s.record(ctx, id, "tenant.purge_local", id, err)
+		s.log.Error("tenant deleted; some node's datasets of it stay until that node starts again", "tenant", id, "err", err)
+	}
 	s.log.Info("tenant deleted", "tenant", id, "sandboxes", d.Sandboxes, "volumes", d.Volumes,
 		"snapshots", d.Snapshots, "keys", d.Keys, "erased_scopes", d.ErasedScopes)
 	return d, nil
