@@ -3,19 +3,21 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stead-dev/stead/bench/cluster/rig"
 	"github.com/stead-dev/stead/client"
+	icluster "github.com/stead-dev/stead/internal/cluster"
 )
 
 // TestClusterTenantSuspendAndDeleteReachEveryNode: a tenant's sandboxes,
 // created through node1, spread over the three nodes. Suspending the
 // tenant through node1 stops every one of them on its own node; deleting
-// it through node1 purges them all: no record, no process and no root is
-// left on any node.
+// it through node1 purges them all: no record, no process, no root and no
+// template dataset of the tenant is left on any node.
 func TestClusterTenantSuspendAndDeleteReachEveryNode(t *testing.T) {
 	c := newCluster(t, rig.Options{})
 	ctx := ctxT(t)
@@ -56,9 +58,26 @@ func TestClusterTenantSuspendAndDeleteReachEveryNode(t *testing.T) {
 		}
 	}
 
+	// Each node that ran one built the tenant's host template in its pool.
+	tmpl := func(n *rig.Node) string {
+		return filepath.Join(n.DataDir, "pool", "templates", icluster.TemplateDataset("acme", "host"))
+	}
+	for on := range where {
+		for _, n := range c.Nodes {
+			if _, err := os.Stat(tmpl(n)); n.Name == on && err != nil {
+				t.Fatalf("node %s ran the tenant's sandboxes without its host template: %v", on, err)
+			}
+		}
+	}
+
 	d, err := admin.DeleteTenant(ctx, "acme")
 	if err != nil || d.Sandboxes != len(ids) {
 		t.Fatalf("delete through node1: %+v %v", d, err)
+	}
+	for _, n := range c.Nodes {
+		if _, err := os.Stat(tmpl(n)); !os.IsNotExist(err) {
+			t.Fatalf("node %s still has the deleted tenant's host template (%v)", n.Name, err)
+		}
 	}
 	for _, id := range ids {
 		for _, n := range c.Nodes {
