@@ -13,6 +13,11 @@ import (
 // node holding it checks every budget, the others stand by.
 const BudgetJobKey = "job/budget"
 
+// RepoMeterJobKey is the owner-lease key of the sampling of each tenant's
+// bytes in the shared repository: one node counts them for the meter, or
+// every node would bill them once each.
+const RepoMeterJobKey = "job/meter-repository"
+
 // Job is a cluster-wide job that one node runs at a time (the budget
 // checks): the node holding the job's lease, a row of the owner lease
 // table renewed with the node's other leases (Leases.Run), runs it. The

@@ -405,6 +405,15 @@ func (c *clusterNode) budgetLeader() func(context.Context) (context.Context, boo
 	return cluster.NewJob(c.leases, cluster.BudgetJobKey, c.log).Lead
 }
 
+// repoMeterLeader says whether this node counts the tenants' bytes in the
+// shared repository for the meter now (nil on a single node: always).
+func (c *clusterNode) repoMeterLeader() func(context.Context) (context.Context, bool) {
+	if c == nil {
+		return nil
+	}
+	return cluster.NewJob(c.leases, cluster.RepoMeterJobKey, c.log).Lead
+}
+
 // owner is the sandbox service's Owner: the leases in a cluster, nil (the
 // sole owner) on a single node.
 func (c *clusterNode) owner() sandbox.Owner {

@@ -303,7 +303,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if repoCfg != nil && !cfg.NoAuditRepoWitness && cl == nil {
 		auditLog.SetRemote(audit.NewRepoWitness(svc.AuditRecords, auditLog.KeyID(), repoCfg.Store.Location()))
 	}
-	mt, err := newMetered(cfg.Metering, st, svc, &sinks, log)
+	mt, err := newMetered(cfg.Metering, st, svc, &sinks, cl.repoMeterLeader(), log)
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ type metered struct {
 // newMetered makes the metrics and the meter, and adds to sinks what
 // listens for events: the meter (lifecycle) and the transfer counters
 // (operation.finished). Call before reconciliation.
-func newMetered(cfg MeteringConfig, st store.Store, svc *sandbox.Service, sinks *events.Multi, log *slog.Logger) (*metered, error) {
+func newMetered(cfg MeteringConfig, st store.Store, svc *sandbox.Service, sinks *events.Multi, repoLead func(context.Context) (context.Context, bool), log *slog.Logger) (*metered, error) {
 	prices, err := metering.LoadPrices(cfg.PricesFile)
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func newMetered(cfg MeteringConfig, st store.Store, svc *sandbox.Service, sinks 
 	met := metrics.New(reg, reg)
 	met.WatchState(svc)
 	meter := metering.New(metering.Options{Store: st, Interval: cfg.Interval, StorageInterval: cfg.StorageInterval, Prices: &prices,
-		Storage: svc.StorageSampler(15 * time.Minute), Metrics: met, Logger: log})
+		Storage: svc.StorageSampler(15 * time.Minute).RepositoryOnlyWhen(repoLead), Metrics: met, Logger: log})
 	*sinks = append(*sinks, meter, transferSink(met))
 	return &metered{met: met, meter: meter}, nil
 }

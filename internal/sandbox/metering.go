@@ -84,10 +84,20 @@ func (s *Service) StorageSampler(repoEvery time.Duration) *StorageSampler {
 type StorageSampler struct {
 	s     *Service
 	every time.Duration
+	lead  func(context.Context) (context.Context, bool)
 
 	mu     sync.Mutex
 	repoAt time.Time
 	repo   map[string]int64 // tenant → bytes
+}
+
+// RepositoryOnlyWhen makes the sampler count the repository's bytes only
+// while lead says this node leads (in a cluster: the holder of the
+// cluster's repository-meter job lease; the repository is shared, the
+// pools are not). nil: always (a single node). It returns ss.
+func (ss *StorageSampler) RepositoryOnlyWhen(lead func(context.Context) (context.Context, bool)) *StorageSampler {
+	ss.lead = lead
+	return ss
 }
 
 // StorageSamples implements metering.StorageSource.
@@ -145,6 +155,11 @@ func (ss *StorageSampler) StorageSamples(ctx context.Context) ([]store.StorageUs
 // when the last listing is older than every.
 func (ss *StorageSampler) repoBytes(ctx context.Context, tenants []store.Tenant) map[string]int64 {
 	s := ss.s
+	if ss.lead != nil {
+		if _, ok := ss.lead(ctx); !ok {
+			return nil
+		}
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if s.opts.Repo == nil {
