@@ -53,7 +53,7 @@ func TestClusterTenantSuspendAndDeleteReachEveryNode(t *testing.T) {
 		if err != nil || sb.State != "stopped" || sb.StopReason != "tenant_suspended" {
 			t.Fatalf("sandbox %s after the suspension: %s (%s) %v", id, sb.State, sb.StopReason, err)
 		}
-		if on := c.chk.Where(id); len(on) != 0 {
+		if on := c.chk.WaitStopped(ctx, id, 5*time.Second); len(on) != 0 {
 			t.Fatalf("sandbox %s still runs on %v after the suspension", id, on)
 		}
 	}

@@ -186,6 +186,21 @@ func (k *Checker) Placement() map[string][]string {
 	return out
 }
 
+// WaitStopped waits until a sample shows id running nowhere, and returns
+// the nodes the latest sample shows it on (none: it stopped) when the
+// timeout passed. A sample taken before a stop still shows it running, so
+// a caller that has just stopped id waits here instead of reading Where.
+func (k *Checker) WaitStopped(ctx context.Context, id string, timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		w := k.Where(id)
+		if len(w) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			return w
+		}
+		time.Sleep(k.interval)
+	}
+}
+
 // WaitRunning waits until id runs on exactly one node other than those in
 // not, and returns that node (or "" when the timeout passed).
 func (k *Checker) WaitRunning(ctx context.Context, id string, timeout time.Duration, not ...string) string {
