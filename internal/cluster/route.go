@@ -490,17 +490,7 @@ func (r *Router) ForwardSandbox(idOf func(*http.Request) (string, bool)) func(ht
 				next.ServeHTTP(w, req)
 				return
 			}
-			if err := r.client.Forward(w, req, to); err != nil {
-				var fe *ForwardError
-				status := http.StatusBadGateway
-				if errors.As(err, &fe) {
-					status = fe.Status
-				}
-				if status == http.StatusServiceUnavailable {
-					w.Header().Set("Retry-After", "5")
-				}
-				WriteProblem(w, status, errs.Message(err))
-			}
+			r.forwardOrProblem(w, req, to)
 		})
 	}
 }
@@ -543,17 +533,7 @@ func (r *Router) PlaceCreates(isCreate func(*http.Request) bool) func(http.Handl
 				next.ServeHTTP(w, req)
 				return
 			}
-			if err := r.client.Forward(w, req, to); err != nil {
-				var fe *ForwardError
-				status := http.StatusBadGateway
-				if errors.As(err, &fe) {
-					status = fe.Status
-				}
-				if status == http.StatusServiceUnavailable {
-					w.Header().Set("Retry-After", "5")
-				}
-				WriteProblem(w, status, errs.Message(err))
-			}
+			r.forwardOrProblem(w, req, to)
 		})
 	}
 }
@@ -588,4 +568,21 @@ func sandboxPathID(escaped string) (string, bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// forwardOrProblem forwards req to the node to, streaming, and answers a
+// failure to reach it as a problem: the node's status when it answered
+// one (Retry-After with a 503), else 502.
+func (r *Router) forwardOrProblem(w http.ResponseWriter, req *http.Request, to api.Peer) {
+	if err := r.client.Forward(w, req, to); err != nil {
+		var fe *ForwardError
+		status := http.StatusBadGateway
+		if errors.As(err, &fe) {
+			status = fe.Status
+		}
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
+		WriteProblem(w, status, errs.Message(err))
+	}
 }
