@@ -471,13 +471,7 @@ func (r *Router) ForwardSandbox(idOf func(*http.Request) (string, bool)) func(ht
 				next.ServeHTTP(w, req)
 				return
 			}
-			node, err := r.auth.Verify(req)
-			if err != nil {
-				WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
-				return
-			}
-			if node != "" {
-				next.ServeHTTP(w, req.WithContext(WithCallingNode(req.Context(), node)))
+			if r.servedAsNodeCall(w, req, next) {
 				return
 			}
 			to, err := r.RouteID(req.Context(), id)
@@ -513,13 +507,7 @@ func (r *Router) PlaceCreates(isCreate func(*http.Request) bool) func(http.Handl
 				next.ServeHTTP(w, req)
 				return
 			}
-			node, err := r.auth.Verify(req)
-			if err != nil {
-				WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
-				return
-			}
-			if node != "" {
-				next.ServeHTTP(w, req.WithContext(WithCallingNode(req.Context(), node)))
+			if r.servedAsNodeCall(w, req, next) {
 				return
 			}
 			to, done, err := r.Place(req.Context(), "(not yet authenticated)", client.CreateSandboxRequest{})
@@ -585,4 +573,20 @@ func (r *Router) forwardOrProblem(w http.ResponseWriter, req *http.Request, to a
 		}
 		WriteProblem(w, status, errs.Message(err))
 	}
+}
+
+// servedAsNodeCall answers req when it carries node-call headers: 401 when
+// they do not verify, next (with the calling node in the context, never
+// forwarded again) when they do. It reports whether req was answered.
+func (r *Router) servedAsNodeCall(w http.ResponseWriter, req *http.Request, next http.Handler) bool {
+	node, err := r.auth.Verify(req)
+	if err != nil {
+		WriteProblem(w, http.StatusUnauthorized, errs.Message(err))
+		return true
+	}
+	if node != "" {
+		next.ServeHTTP(w, req.WithContext(WithCallingNode(req.Context(), node)))
+		return true
+	}
+	return false
 }
