@@ -15,8 +15,6 @@ import (
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/metering"
 	"github.com/stead-dev/stead/internal/store"
-	"github.com/stead-dev/stead/internal/store/postgres"
-	"github.com/stead-dev/stead/internal/store/postgres/pgtest"
 	"github.com/stead-dev/stead/internal/testutil"
 )
 
@@ -41,12 +39,7 @@ type budgetNode struct {
 func TestBudgetChecksRunOncePerCluster(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	st, err := postgres.Open(ctx, srv.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pgStore(t)
 	log := slog.New(slog.DiscardHandler)
 	secret := []byte("0123456789abcdef0123456789abcdef-budget-test")
 	const ttl = 3 * time.Second

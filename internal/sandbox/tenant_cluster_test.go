@@ -78,12 +78,7 @@ func newTenantNodes(t *testing.T, st store.Store, ttl time.Duration, names ...st
 func TestTenantSuspendAndDeleteReachEveryNode(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	st, err := postgres.Open(ctx, srv.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pgStore(t)
 	nodes := newTenantNodes(t, st, time.Minute, "a", "b")
 	a, b := nodes[0], nodes[1]
 	const tn = "acme"
@@ -158,12 +153,7 @@ func TestTenantSuspendAndDeleteReachEveryNode(t *testing.T) {
 func TestTenantDeletePurgesADeadNodesSandbox(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	st, err := postgres.Open(ctx, srv.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pgStore(t)
 	const ttl = 6 * time.Second
 	nodes := newTenantNodes(t, st, ttl, "a", "c")
 	a, c := nodes[0], nodes[1]
@@ -235,4 +225,16 @@ func TestTenantDeletePurgesADeadNodesSandbox(t *testing.T) {
 	if ids, _ := c.svc.rt.List(ctx); len(ids) != 0 {
 		t.Fatalf("the returning node still runs %v", ids)
 	}
+}
+
+// pgStore opens a fresh database on a private PostgreSQL server for t,
+// closed and dropped when t ends.
+func pgStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), pgtest.Start(t).NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/store"
-	"github.com/stead-dev/stead/internal/store/postgres"
-	"github.com/stead-dev/stead/internal/store/postgres/pgtest"
 	"github.com/stead-dev/stead/internal/testutil"
 )
 
@@ -51,12 +49,7 @@ func tenantDatasets(t *testing.T, s *Service, tenant string, ids ...string) []st
 func TestTenantDeleteClearsEveryLiveNodesPool(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	st, err := postgres.Open(ctx, srv.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pgStore(t)
 	nodes := newTenantNodes(t, st, time.Minute, "a", "b")
 	a, b := nodes[0], nodes[1]
 	const tn, other = "acme", "other"
@@ -137,12 +130,7 @@ func TestTenantDeleteClearsEveryLiveNodesPool(t *testing.T) {
 func TestTenantDeleteClearsADeadNodesPoolWhenItReturns(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	srv := pgtest.Start(t)
-	st, err := postgres.Open(ctx, srv.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := pgStore(t)
 	nodes := newTenantNodes(t, st, time.Minute, "a", "c")
 	a, c := nodes[0], nodes[1]
 	const tn, other = "acme", "other"
