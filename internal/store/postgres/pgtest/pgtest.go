@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -230,15 +231,29 @@ func launch(ctx context.Context, bin string) (s *Server, err error) {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The server dies with the test process (SIGQUIT: immediate shutdown).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig fires when the OS thread that forked the server exits,
+	// not the process: the server is forked, and waited for, on a thread
+	// that lives until the server ends.
+	done := make(chan error, 1)
+	started := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+		runtime.UnlockOSThread()
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
 	s = &Server{
 		admin: &url.URL{Scheme: "postgres", User: url.UserPassword("stead", password),
 			Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Path: "/postgres", RawQuery: "sslmode=disable"},
-		dir: dir, cmd: cmd, done: make(chan error, 1), log: logPath,
+		dir: dir, cmd: cmd, done: done, log: logPath,
 	}
-	go func() { s.done <- cmd.Wait() }()
 	if err := s.ping(ctx, 60*time.Second); err != nil {
 		s.Stop()
 		b, _ := os.ReadFile(logPath)
