@@ -1,10 +1,13 @@
 package rig
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,15 +75,63 @@ func (k *Checker) Stop() {
 	k.sample()
 }
 
-// running reads one node's running (not frozen) sandboxes: id → pids.
+// running reads one node's running sandboxes: id → pids. A sandbox runs
+// when its cgroup is not frozen and holds a process that is not dying (a
+// process being killed out of a frozen cgroup is thawed with its SIGKILL
+// pending and never returns to user space).
 func running(n *Node) map[string][]int {
 	out := map[string][]int{}
 	for _, sp := range n.Sandboxes() {
-		if !sp.Frozen {
-			out[sp.ID] = sp.Pids
+		if sp.Frozen {
+			continue
+		}
+		live := slices.DeleteFunc(slices.Clone(sp.Pids), dying)
+		if len(live) > 0 {
+			out[sp.ID] = live
 		}
 	}
 	return out
+}
+
+// dying reports whether process pid is gone, exiting, a zombie, or has a
+// SIGKILL pending: it will run no more code of its own.
+func dying(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) state ppid pgrp session tty_nr tpgid flags ...; comm may
+	// hold spaces and parentheses, so fields count from its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	if f[0] == "Z" || f[0] == "X" || f[0] == "x" {
+		return true
+	}
+	const pfExiting = 0x4
+	if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
+		return true
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	const sigkill = 1 << (9 - 1)
+	for _, l := range strings.Split(string(st), "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && m&sigkill != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // sample reads every node once. The nodes are read one after another, so a

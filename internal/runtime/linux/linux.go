@@ -575,6 +575,18 @@ func (r *Runtime) Kill(ctx context.Context, id string) error {
 
 func (r *Runtime) destroy(id string, c *libcontainer.Container) error {
 	if st, _ := c.Status(); st == libcontainer.Paused {
+		// Every process gets its SIGKILL while still frozen, and only then
+		// is the cgroup thawed: a thawed task with a pending SIGKILL dies
+		// before it returns to user space, so a paused copy never executes
+		// again. Thawing first would let it run until the kill landed (its
+		// init's death reaches the rest of its PID namespace only later),
+		// which for a copy handed over to another node is two copies
+		// running at once.
+		if pids, err := c.Processes(); err == nil {
+			for _, p := range pids {
+				unix.Kill(p, unix.SIGKILL)
+			}
+		}
 		freeze(c, false)
 	}
 	if st, _ := c.Status(); st != libcontainer.Stopped {

@@ -32,6 +32,7 @@ type Factory func(t *testing.T, dir string) steadrt.Runtime
 func Run(t *testing.T, newRuntime Factory) {
 	t.Run("ExecRunsInsideSandboxAsAgent", func(t *testing.T) { execRunsInsideSandboxAsAgent(t, newRuntime) })
 	t.Run("PauseResumeStop", func(t *testing.T) { pauseResumeStop(t, newRuntime) })
+	t.Run("KilledWhilePausedRunsNothingMore", func(t *testing.T) { killedWhilePaused(t, newRuntime) })
 	t.Run("SandboxIsConfinedBySeccompAndCaps", func(t *testing.T) { sandboxIsConfinedBySeccompAndCaps(t, newRuntime) })
 	t.Run("InitReapsOrphans", func(t *testing.T) { initReapsOrphans(t, newRuntime) })
 	t.Run("PTYAndBackgroundExec", func(t *testing.T) { pTYAndBackgroundExec(t, newRuntime) })
@@ -231,6 +232,56 @@ func pauseResumeStop(t *testing.T, newRuntime Factory) {
 	if st, _ := r.Status(ctx, "rt-pause"); st != steadrt.StatusAbsent {
 		t.Fatalf("status after stop %s", st)
 	}
+}
+
+// killedWhilePaused: Kill of a paused sandbox ends it without letting any
+// of its processes run again, not even for the moment between a thaw and
+// the kill (a copy paused for a hand-over must never run beside the
+// sandbox's new owner). Writers busy-loop in the sandbox; the file they
+// append to must not grow from the pause on.
+func killedWhilePaused(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	ctx := context.Background()
+	for round := 0; round < 3; round++ {
+		root := startSandbox(t, r, "rt-killp", steadrt.Limits{})
+		dir := filepath.Join(root, "ticks")
+		if err := os.Mkdir(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, 0o777)
+		ticks := filepath.Join(dir, "ticks")
+		for i := 0; i < 4; i++ {
+			if _, err := r.Exec(ctx, "rt-killp", guest.ExecSpec{Args: []string{"sh", "-c", "while :; do echo x >> /ticks/ticks; done"}, Background: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if fi, err := os.Stat(ticks); err == nil && fi.Size() > 1000 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the writers never wrote")
+			}
+		}
+		if err := r.Pause(ctx, "rt-killp"); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.Stat(ticks)
+		if err := r.Kill(ctx, "rt-killp"); err != nil {
+			t.Fatal(err)
+		}
+		after, _ := os.Stat(ticks)
+		if before == nil || after == nil || after.Size() != before.Size() {
+			t.Fatalf("round %d: the paused sandbox ran again when killed: ticks %d → %d bytes", round, sizeOf(before), sizeOf(after))
+		}
+	}
+}
+
+func sizeOf(fi os.FileInfo) int64 {
+	if fi == nil {
+		return -1
+	}
+	return fi.Size()
 }
 
 func sandboxIsConfinedBySeccompAndCaps(t *testing.T, newRuntime Factory) {
