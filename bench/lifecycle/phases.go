@@ -61,7 +61,15 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (benchd.Seri
 	if err != nil {
 		return benchd.Series{}, nil, err
 	}
-	per := map[string]map[string]time.Duration{} // sandbox → phase → duration
+	per := phasesOf(log, exec)
+	return benchd.Series{Name: "stead create → first exec, user namespace + networking", D: total}, medianPhases(per), nil
+}
+
+// phasesOf reads each create's phases from a daemon's debug log, for the
+// sandboxes of firstExec (sandbox → its first exec's time, a phase of
+// its own): sandbox → phase → duration.
+func phasesOf(log []byte, firstExec map[string]time.Duration) map[string]map[string]time.Duration {
+	per := map[string]map[string]time.Duration{}
 	sc := bufio.NewScanner(bytes.NewReader(log))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -79,11 +87,11 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (benchd.Seri
 		}
 		f := logFields(line)
 		id := f["sandbox"]
-		if _, ok := exec[id]; !ok {
+		if _, ok := firstExec[id]; !ok {
 			continue
 		}
 		if per[id] == nil {
-			per[id] = map[string]time.Duration{"first exec": exec[id]}
+			per[id] = map[string]time.Duration{"first exec": firstExec[id]}
 		}
 		for k, phase := range keys {
 			if v, err := time.ParseDuration(f[k]); err == nil {
@@ -91,6 +99,11 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (benchd.Seri
 			}
 		}
 	}
+	return per
+}
+
+// medianPhases is the median of each phase over the creates of per.
+func medianPhases(per map[string]map[string]time.Duration) map[string]time.Duration {
 	med := map[string]time.Duration{}
 	for _, ph := range phaseNames {
 		var ds []time.Duration
@@ -103,7 +116,7 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (benchd.Seri
 			med[ph] = benchd.Series{D: ds}.Pct(0.5)
 		}
 	}
-	return benchd.Series{Name: "stead create → first exec, user namespace + networking", D: total}, med, nil
+	return med
 }
 
 // logFields splits a slog text line into its key=value pairs.

@@ -17,6 +17,8 @@ type scaleSide struct {
 	name   string
 	d      *benchd.Daemon
 	create []time.Duration // create → first exec of the i-th sandbox
+	ids    []string        // the i-th sandbox
+	exec   []time.Duration // its first exec alone
 	rss    map[int]int64   // daemon RSS after the i-th create
 	thr    map[int]int64   // daemon OS threads after the i-th create
 }
@@ -31,7 +33,8 @@ type scaleSide struct {
 func scale(ctx context.Context, total, running int, bin, poolKind string, full bool, pprofAddr string) error {
 	var sides []*scaleSide
 	// A fleet of 1,000 promises more disk than a bench pool holds.
-	extra := []string{"--pool-overcommit", "10000"}
+	// --verbose: the phases of each create are read from the debug log.
+	extra := []string{"--pool-overcommit", "10000", "--verbose"}
 	if pprofAddr != "" {
 		extra = append(extra, "--pprof-listen", pprofAddr)
 	}
@@ -66,10 +69,13 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full b
 			if err != nil {
 				return fmt.Errorf("%s: create #%d: %w", s.name, i, err)
 			}
+			t1 := time.Now()
 			if _, err := s.d.Client.Exec(ctx, sb.ID, trueCmd); err != nil {
 				return fmt.Errorf("%s: exec #%d: %w", s.name, i, err)
 			}
 			s.create = append(s.create, time.Since(t0))
+			s.ids = append(s.ids, sb.ID)
+			s.exec = append(s.exec, time.Since(t1))
 			if i > running {
 				if _, err := s.d.Client.StopSandbox(ctx, sb.ID); err != nil {
 					return fmt.Errorf("%s: stop #%d: %w", s.name, i, err)
@@ -119,5 +125,59 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full b
 		a, b := window(sides[0], total), window(sides[1], total)
 		fmt.Printf("\nat %d sandboxes: full qgroups / simple quotas create p50 = %.2fx\n", total, float64(b.Pct(0.5))/float64(a.Pct(0.5)))
 	}
-	return nil
+	return printScalePhases(sides[0], rows)
+}
+
+// printScalePhases prints where a create's time goes in the window of 10
+// creates ending at each mark (medians, from the daemon's debug log), so
+// what grows with the fleet shows.
+func printScalePhases(s *scaleSide, marks []int) error {
+	log, err := s.d.Log()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nwhere a create's time goes by fleet size (%s; medians of the 10 creates ending at each):\n", s.name)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "phase\t")
+	for _, m := range marks {
+		fmt.Fprintf(tw, "%d\t", m)
+	}
+	fmt.Fprintln(tw)
+	meds := make([]map[string]time.Duration, len(marks))
+	totals := make([]time.Duration, len(marks))
+	for i, m := range marks {
+		lo := max(m-10, 0)
+		firstExec := map[string]time.Duration{}
+		for j := lo; j < m; j++ {
+			firstExec[s.ids[j]] = s.exec[j]
+		}
+		meds[i] = medianPhases(phasesOf(log, firstExec))
+		totals[i] = benchd.Series{D: s.create[lo:m]}.Pct(0.5)
+	}
+	for _, ph := range append(slices.Clone(phaseNames), "API, store, rest", "create → first exec") {
+		fmt.Fprintf(tw, "%s\t", ph)
+		for i := range marks {
+			var v time.Duration
+			switch ph {
+			case "API, store, rest":
+				v = totals[i]
+				for _, p := range phaseNames {
+					if p != "network" {
+						v -= meds[i][p]
+					}
+				}
+			case "create → first exec":
+				v = totals[i]
+			default:
+				var ok bool
+				if v, ok = meds[i][ph]; !ok {
+					fmt.Fprint(tw, "—\t")
+					continue
+				}
+			}
+			fmt.Fprintf(tw, "%s\t", benchd.Ms(v))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
 }

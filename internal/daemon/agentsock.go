@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fdwatch"
 	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/guest"
 )
@@ -34,31 +35,48 @@ import (
 // 0700: no host user but root reaches <id>; inside, the mount's root is
 // <id> itself (0755), where any user of the sandbox may connect and read
 // the token.
+//
+// Every socket is served by one http.Server through one listener (conns):
+// an idle socket is a descriptor in an fdwatch set, not a goroutine
+// blocked in Accept, so a thousand running sandboxes add no goroutine
+// stacks to the daemon. A readable socket is drained of its pending
+// connections on the watcher's goroutine, without blocking.
 type agentSockets struct {
 	dir    string // the older layout's per-sandbox tmpfs mounts
 	shared string // the tmpfs holding a directory per sandbox
 	log    *slog.Logger
+	conns  *connListener
 
-	mu  sync.Mutex
-	srv *http.Server
-	lns map[string]net.Listener
+	mu    sync.Mutex
+	srv   *http.Server
+	watch *fdwatch.Watcher
+	socks map[string]*agentSocket
+}
+
+// agentSocket is one sandbox's listening socket and its watch.
+type agentSocket struct {
+	f    *os.File // owns the descriptor
+	stop func()
 }
 
 func newAgentSockets(dir string, log *slog.Logger) *agentSockets {
-	return &agentSockets{dir: dir, shared: filepath.Join(filepath.Dir(dir), "agent"), log: log, lns: map[string]net.Listener{}}
+	return &agentSockets{dir: dir, shared: filepath.Join(filepath.Dir(dir), "agent"), log: log,
+		conns: newConnListener(), socks: map[string]*agentSocket{}}
 }
 
+// setServer starts serving the agent sockets' connections with srv.
 func (a *agentSockets) setServer(srv *http.Server) {
 	a.mu.Lock()
 	a.srv = srv
 	a.mu.Unlock()
+	go srv.Serve(a.conns)
 }
 
 // Open serves the API for sandbox id; idempotent.
 func (a *agentSockets) Open(id string) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, ok := a.lns[id]; ok {
+	if _, ok := a.socks[id]; ok {
 		if legacy := filepath.Join(a.dir, id); isMount(legacy) {
 			return legacy, nil
 		}
@@ -75,20 +93,55 @@ func (a *agentSockets) Open(id string) (string, error) {
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
 	}
 	sock := filepath.Join(d, "api.sock")
+	if a.watch == nil {
+		if a.watch, err = fdwatch.New(); err != nil {
+			return "", fmt.Errorf("agent socket for %s: %w", id, err)
+		}
+	}
 	f, err := guest.Listen(sock)
 	if err != nil {
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
 	}
-	ln, err := net.FileListener(f)
-	f.Close()
+	fd := int(f.Fd())
+	if err := unix.SetNonblock(fd, true); err != nil {
+		f.Close()
+		return "", fmt.Errorf("agent socket for %s: %w", id, err)
+	}
+	stop, err := a.watch.Watch(fd, func() { a.acceptAll(id, fd) })
 	if err != nil {
+		f.Close()
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
 	}
 	// Any uid inside may connect; the token decides what it may do.
 	os.Chmod(sock, 0o666)
-	a.lns[id] = ln
-	go a.srv.Serve(ln)
+	a.socks[id] = &agentSocket{f: f, stop: stop}
 	return d, nil
+}
+
+// acceptAll accepts every connection pending on sandbox id's listening
+// socket fd and hands each to the server; it runs on the watcher's
+// goroutine and does not block.
+func (a *agentSockets) acceptAll(id string, fd int) {
+	for {
+		nfd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		if err != nil {
+			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ECONNABORTED) {
+				a.log.Warn("accept on an agent socket", "sandbox", id, "err", err)
+			}
+			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) {
+				continue
+			}
+			return
+		}
+		cf := os.NewFile(uintptr(nfd), "agent-conn")
+		c, err := net.FileConn(cf)
+		cf.Close()
+		if err != nil {
+			a.log.Warn("agent socket connection", "sandbox", id, "err", err)
+			continue
+		}
+		a.conns.deliver(c)
+	}
 }
 
 // dirFor returns the directory that holds id's socket: the tmpfs an older
@@ -124,11 +177,12 @@ func isMount(dir string) bool {
 // Close stops serving for id and removes its directory.
 func (a *agentSockets) Close(id string) {
 	a.mu.Lock()
-	ln, ok := a.lns[id]
-	delete(a.lns, id)
+	as, ok := a.socks[id]
+	delete(a.socks, id)
 	a.mu.Unlock()
 	if ok {
-		ln.Close()
+		as.stop()
+		as.f.Close()
 	}
 	if legacy := filepath.Join(a.dir, id); isMount(legacy) {
 		unix.Unmount(legacy, unix.MNT_DETACH)
@@ -141,11 +195,75 @@ func (a *agentSockets) Close(id string) {
 func (a *agentSockets) closeAll() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for id, ln := range a.lns {
-		ln.Close()
-		delete(a.lns, id)
+	for id, as := range a.socks {
+		as.stop()
+		as.f.Close()
+		delete(a.socks, id)
+	}
+	if a.watch != nil {
+		a.watch.Close()
+		a.watch = nil
+	}
+	a.conns.Close()
+}
+
+// connListener is a net.Listener of connections accepted elsewhere (on
+// every agent socket): one http.Server serves them all.
+type connListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newConnListener() *connListener {
+	return &connListener{conns: make(chan net.Conn, 64), done: make(chan struct{})}
+}
+
+// deliver queues c for Accept without blocking the caller: when the queue
+// is full, a goroutine waits to hand it over (or closes it if the listener
+// closes first).
+func (l *connListener) deliver(c net.Conn) {
+	select {
+	case l.conns <- c:
+	default:
+		go func() {
+			select {
+			case l.conns <- c:
+			case <-l.done:
+				c.Close()
+			}
+		}()
 	}
 }
+
+// Accept returns the next connection, or net.ErrClosed once closed.
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close ends Accept; queued connections are closed.
+func (l *connListener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		for {
+			select {
+			case c := <-l.conns:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	return nil
+}
+
+// Addr names the listener (it has no address of its own).
+func (l *connListener) Addr() net.Addr { return &net.UnixAddr{Name: "agent sockets", Net: "unix"} }
 
 // loadOrCreateKey returns the 32-byte key in path, creating it (0600)
 // on first use. A key file that exists but cannot be read, or holds

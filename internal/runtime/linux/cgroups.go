@@ -131,6 +131,12 @@ func (r *Runtime) Close() error {
 		r.log.Info("cgroup parents kept for running sandboxes", "cgroups", len(left))
 	}
 	os.Remove(r.opts.RootfsDir) // if empty: sandboxes' roots are there only while they start
+	// Inits started by this runtime that still run are still reaped when
+	// they exit (this process is their parent until it exits).
+	if r.watch != nil && r.watch.Len() == 0 {
+		r.watch.Close()
+		r.watch = nil
+	}
 	return nil
 }
 

@@ -42,6 +42,7 @@ import (
 	_ "github.com/opencontainers/runc/libcontainer/nsenter"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fdwatch"
 	"github.com/stead-dev/stead/internal/guest"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 )
@@ -103,6 +104,7 @@ type Runtime struct {
 	userns     map[int]*os.File // slot → a user namespace with its mapping
 	views      procViews        // lxcfs and cpusets (procviews.go)
 	parents    []string         // this process's cgroup parent directories (cgroups.go)
+	watch      *fdwatch.Watcher // the pidfds of started inits until they exit (reap)
 }
 
 var _ steadrt.Runtime = (*Runtime)(nil)
@@ -370,9 +372,10 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 
 // reap reaps the init process p once it exits. A plain `go p.Wait()`
 // blocks an OS thread in waitid(2) for as long as the sandbox runs (one
-// thread per running sandbox); here the goroutine waits on a pidfd in Go's
-// network poller, which holds no thread, and calls Wait only once the
-// process has exited.
+// thread per running sandbox), and a goroutine per sandbox waiting on a
+// pidfd still holds a stack each; here the pidfd joins the runtime's one
+// fdwatch set, and Wait is called only once the process has exited (its
+// pidfd turns readable).
 func (r *Runtime) reap(id string, p *libcontainer.Process) {
 	pid, err := p.Pid()
 	if err != nil {
@@ -385,22 +388,34 @@ func (r *Runtime) reap(id string, p *libcontainer.Process) {
 		go p.Wait()
 		return
 	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	go func() {
-		defer p.Wait()
-		defer f.Close()
-		rc, err := f.SyscallConn()
-		if err != nil {
-			return
-		}
-		// The callback runs, then again each time the poller says the
-		// pidfd is readable: it is readable once the process exits.
-		_ = rc.Read(func(fd uintptr) bool {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(pfd, 0)
-			return err != nil && err != unix.EINTR || n > 0
+	w, err := r.watcher()
+	if err == nil {
+		_, err = w.Once(fd, func() {
+			go func() {
+				p.Wait()
+				unix.Close(fd)
+			}()
 		})
-	}()
+	}
+	if err != nil {
+		r.log.Debug("watch the init's pidfd; reaping with a blocked thread", "sandbox", id, "err", err)
+		unix.Close(fd)
+		go p.Wait()
+	}
+}
+
+// watcher returns the runtime's fdwatch set, started on first use.
+func (r *Runtime) watcher() (*fdwatch.Watcher, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watch == nil {
+		w, err := fdwatch.New()
+		if err != nil {
+			return nil, err
+		}
+		r.watch = w
+	}
+	return r.watch, nil
 }
 
 func tail(b []byte, n int) string {

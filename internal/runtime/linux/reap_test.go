@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -57,9 +58,9 @@ func newSkeletonRuntime(t *testing.T) (*Runtime, string) {
 }
 
 // TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped: the daemon
-// reaps each sandbox's init without an OS thread blocked in waitid per
-// running sandbox (the thread count does not grow with the sandboxes), and
-// an init that exits is still reaped (no zombie left).
+// reaps each sandbox's init without an OS thread blocked in waitid, or a
+// goroutine, per running sandbox (neither count grows with the
+// sandboxes), and an init that exits is still reaped (no zombie left).
 func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
 	r, root := newSkeletonRuntime(t)
 	ctx := context.Background()
@@ -72,7 +73,7 @@ func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
 	}
 	start("reap-0")
 	time.Sleep(200 * time.Millisecond) // let the runtime's own threads settle
-	before := threads(t)
+	before, beforeG := threads(t), runtime.NumGoroutine()
 	const n = 12
 	for i := 1; i <= n; i++ {
 		start(fmt.Sprintf("reap-%d", i))
@@ -80,6 +81,9 @@ func TestRunningSandboxesHoldNoDaemonThreadAndExitedInitIsReaped(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if after := threads(t); after-before >= n {
 		t.Fatalf("threads %d → %d after starting %d sandboxes: a thread per running sandbox", before, after, n)
+	}
+	if after := runtime.NumGoroutine(); after-beforeG >= n {
+		t.Fatalf("goroutines %d → %d after starting %d sandboxes: a goroutine per running sandbox", beforeG, after, n)
 	}
 	c, err := r.mustLoad("reap-1")
 	if err != nil {
