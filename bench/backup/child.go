@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
+	"strconv"
 
 	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/errs"
@@ -16,6 +18,14 @@ import (
 
 // envChildMaster carries the master key (hex) to a child process.
 const envChildMaster = "STEAD_BENCH_MASTER"
+
+// Tuning by hand: STEAD_BENCH_WORKERS sets the child's repository Workers
+// (0: GOMAXPROCS), STEAD_BENCH_CPUPROFILE=FILE writes its CPU profile to
+// FILE.<op>.<pid>.
+const (
+	envChildWorkers    = "STEAD_BENCH_WORKERS"
+	envChildCPUProfile = "STEAD_BENCH_CPUPROFILE"
+)
 
 // childArgs is what a child process (-child push|restore) does: one stead
 // push or restore in a process of its own, as `stead push` would run and as
@@ -45,6 +55,22 @@ func runChild(ctx context.Context, a childArgs) error {
 		return err
 	}
 	sr := &steadRepo{store: st, master: seal.Key(k), cache: a.cache}
+	if w := os.Getenv(envChildWorkers); w != "" {
+		if sr.workers, err = strconv.Atoi(w); err != nil {
+			return fmt.Errorf("child: %s=%q: %w", envChildWorkers, w, errs.ErrInvalid)
+		}
+	}
+	if f := os.Getenv(envChildCPUProfile); f != "" {
+		pf, err := os.Create(fmt.Sprintf("%s.%s.%d", f, a.op, os.Getpid()))
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	out := childOut{Child: a.op}
 	switch a.op {
 	case "push":
