@@ -395,6 +395,8 @@ type Scope struct {
 	damaged map[seal.ID]*PackDamage
 	// maxEntries overrides the restore entry bound (tests).
 	maxEntries int64
+	// restoreBatch overrides the files per restore batch (tests).
+	restoreBatch int
 }
 
 func newScope(r *Repository, name string, key seal.Key) (*Scope, error) {

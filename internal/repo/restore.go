@@ -88,9 +88,18 @@ type restorer struct {
 	rootfd int
 	c      counters
 	stats  RestoreStats
-	files  []*rfile
 	dirs   []rdir
-	links  map[uint64]string // inode → rel path of the first name restored
+	// batch holds the files created since the last flush (batchBytes of
+	// data): every batchBytesMax or batchFilesMax the walk hands their packs
+	// to the pack workers (work), so packs are read and files written while
+	// the rest of the tree is still being created.
+	batch      []*rfile
+	batchBytes int64
+	work       chan *packWork
+	workers    *errgroup.Group
+	wctx       context.Context   // the workers' context: it ends when one fails
+	batchFiles int               // batchFilesMax, or the scope's test override
+	links      map[uint64]string // inode → rel path of the first name restored
 	// entries counts what the restore has created, against maxEntries.
 	entries, maxEntries int64
 }
@@ -134,6 +143,10 @@ func (s *Scope) Restore(ctx context.Context, id seal.ID, dst string, opts Restor
 	if s.maxEntries > 0 {
 		r.maxEntries = s.maxEntries
 	}
+	r.batchFiles = batchFilesMax
+	if s.restoreBatch > 0 {
+		r.batchFiles = s.restoreBatch
+	}
 	stop := make(chan struct{})
 	go reportProgress(opts.Progress, func() Progress { return r.c.progress("restore", start, false) }, stop)
 	err = r.run(ctx, node, dst)
@@ -162,10 +175,8 @@ func (r *restorer) run(ctx context.Context, node *Node, dst string) error {
 		r.rootfd = pfd
 		n := *node
 		n.Name = []byte(base)
-		if err := r.entry(ctx, pfd, "", &n); err != nil {
-			return err
-		}
-		return r.finish(ctx)
+		wctx := r.startPacks(ctx)
+		return r.finish(ctx, r.entry(wctx, pfd, "", &n))
 	}
 	if err := unix.Mkdirat(pfd, base, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("create %s: %w", dst, err)
@@ -181,11 +192,10 @@ func (r *restorer) run(ctx context.Context, node *Node, dst string) error {
 		return fmt.Errorf("restore into %s: not empty: %w", dst, errs.ErrConflict)
 	}
 	r.rootfd = fd
-	if err := r.dir(ctx, fd, "", *node.Subtree, 0); err != nil {
-		return err
-	}
+	wctx := r.startPacks(ctx)
+	err = r.dir(wctx, fd, "", *node.Subtree, 0)
 	r.dirs = append(r.dirs, rdir{rel: ".", node: node})
-	return r.finish(ctx)
+	return r.finish(ctx, err)
 }
 
 // dir creates the entries of tree id inside dirfd (at rel below the root).
@@ -279,7 +289,11 @@ func (r *restorer) entry(ctx context.Context, dirfd int, rel string, n *Node) er
 			r.c.filesDone.Add(1)
 			return applyMeta(fd, n)
 		}
-		r.files = append(r.files, f)
+		r.batch = append(r.batch, f)
+		r.batchBytes += total
+		if r.batchBytes >= batchBytesMax || len(r.batch) >= r.batchFiles {
+			return r.flush()
+		}
 		return nil
 	case TypeSymlink:
 		if err := unix.Symlinkat(string(n.Target), dirfd, name); err != nil {
@@ -374,9 +388,38 @@ func applyMetaAt(dirfd int, name string, n *Node) error {
 
 // finish writes the queued file data in parallel, pack by pack, then
 // applies directory metadata deepest first and syncs the file system.
-func (r *restorer) finish(ctx context.Context) error {
+// Batches of the walk handed to the pack workers; see restorer.batch.
+const (
+	batchBytesMax = 64 << 20
+	batchFilesMax = 4096
+)
+
+// startPacks starts the pack workers, which restore what flush hands them
+// until finish; the walk runs under the returned context, which ends when a
+// worker fails.
+func (r *restorer) startPacks(ctx context.Context) context.Context {
+	g, gctx := errgroup.WithContext(ctx)
+	r.work, r.workers, r.wctx = make(chan *packWork), g, gctx
+	for range max(r.s.r.opts.Transfers, r.s.r.opts.Workers) + 2 {
+		g.Go(func() error {
+			var bufs restoreBufs
+			for pw := range r.work {
+				if err := r.restorePack(gctx, pw, &bufs); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return gctx
+}
+
+// flush hands the batch's packs to the pack workers (waiting while they
+// are busy) and starts a new batch. A pack that holds chunks of files in
+// two batches is read once for each, only the ranges each needs.
+func (r *restorer) flush() error {
 	byPack := map[seal.ID]*packWork{}
-	for _, f := range r.files {
+	for _, f := range r.batch {
 		f.pending.Store(int64(len(f.node.Content)))
 		for i, cid := range f.node.Content {
 			loc, _ := r.s.lookup(cid)
@@ -391,40 +434,40 @@ func (r *restorer) finish(ctx context.Context) error {
 			pw.targets[cid] = append(pw.targets[cid], target{f: f, i: i})
 		}
 	}
+	r.batch, r.batchBytes = nil, 0
 	work := make([]*packWork, 0, len(byPack))
 	for _, pw := range byPack {
 		slices.SortFunc(pw.blobs, func(a, b pack.Blob) int { return cmp.Compare(a.Offset, b.Offset) })
 		work = append(work, pw)
 	}
 	slices.SortFunc(work, func(a, b *packWork) int { return strings.Compare(a.id.String(), b.id.String()) })
-
-	g, gctx := errgroup.WithContext(ctx)
-	next := make(chan *packWork)
-	workers := max(r.s.r.opts.Transfers, r.s.r.opts.Workers) + 2
-	for range workers {
-		g.Go(func() error {
-			var bufs restoreBufs
-			for pw := range next {
-				if err := r.restorePack(gctx, pw, &bufs); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
-	g.Go(func() error {
-		defer close(next)
-		for _, pw := range work {
-			select {
-			case next <- pw:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
+	for _, pw := range work {
+		select {
+		case r.work <- pw:
+		case <-r.wctx.Done():
+			return r.wctx.Err()
 		}
-		return nil
-	})
-	if err := g.Wait(); err != nil {
+	}
+	return nil
+}
+
+// finish ends a restore whose walk returned walkErr: the last batch goes
+// to the pack workers, they finish, then directories get their metadata
+// (deepest first) and the file system is synced. On an error the workers
+// are still waited for, so nothing writes into the tree after Restore
+// returns.
+func (r *restorer) finish(ctx context.Context, walkErr error) error {
+	if walkErr == nil {
+		walkErr = r.flush()
+	}
+	close(r.work)
+	// A failed worker stops the walk (its context ends): the worker's
+	// error is the cause. A walk that failed on its own stops nothing.
+	if err := r.workers.Wait(); err != nil {
 		return err
+	}
+	if walkErr != nil {
+		return walkErr
 	}
 	for i := len(r.dirs) - 1; i >= 0; i-- {
 		d := r.dirs[i]
