@@ -19,11 +19,12 @@ import (
 // envChildMaster carries the master key (hex) to a child process.
 const envChildMaster = "STEAD_BENCH_MASTER"
 
-// Tuning by hand: STEAD_BENCH_WORKERS sets the child's repository Workers
-// (0: GOMAXPROCS), STEAD_BENCH_CPUPROFILE=FILE writes its CPU profile to
-// FILE.<op>.<pid>.
+// Tuning by hand: STEAD_BENCH_WORKERS and STEAD_BENCH_READERS set the
+// child's repository Workers and Readers (0: the defaults),
+// STEAD_BENCH_CPUPROFILE=FILE writes its CPU profile to FILE.<op>.<pid>.
 const (
 	envChildWorkers    = "STEAD_BENCH_WORKERS"
+	envChildReaders    = "STEAD_BENCH_READERS"
 	envChildCPUProfile = "STEAD_BENCH_CPUPROFILE"
 )
 
@@ -55,9 +56,11 @@ func runChild(ctx context.Context, a childArgs) error {
 		return err
 	}
 	sr := &steadRepo{store: st, master: seal.Key(k), cache: a.cache}
-	if w := os.Getenv(envChildWorkers); w != "" {
-		if sr.workers, err = strconv.Atoi(w); err != nil {
-			return fmt.Errorf("child: %s=%q: %w", envChildWorkers, w, errs.ErrInvalid)
+	for env, v := range map[string]*int{envChildWorkers: &sr.workers, envChildReaders: &sr.readers} {
+		if s := os.Getenv(env); s != "" {
+			if *v, err = strconv.Atoi(s); err != nil {
+				return fmt.Errorf("child: %s=%q: %w", env, s, errs.ErrInvalid)
+			}
 		}
 	}
 	if f := os.Getenv(envChildCPUProfile); f != "" {

@@ -578,8 +578,7 @@ func (p *pusher) readAll(ctx context.Context, jobs []readJob, enc chan<- encJob)
 func (p *pusher) readStream(ctx context.Context, produce func(emit func(readJob) error) error, enc chan<- encJob) error {
 	g, gctx := errgroup.WithContext(ctx)
 	next := make(chan readJob, 256)
-	// More readers than cores: reads from a cold page cache overlap.
-	for range max(2, p.s.r.opts.Workers) + 1 {
+	for range p.s.r.opts.Readers {
 		g.Go(func() error {
 			var ch *chunker.Chunker // made on the first file: a no-change push reads none
 			for j := range next {

@@ -96,6 +96,10 @@ type Options struct {
 	Workers int
 	// Transfers is the number of parallel uploads/downloads (0 = 4).
 	Transfers int
+	// Readers is the number of files a push reads at once (0 = Workers +
+	// 1, at least 3): more than the cores, so reads from a cold page cache
+	// overlap.
+	Readers int
 	// PackSize is the target pack size in bytes (0 = 16 MiB).
 	PackSize int
 	// Logger receives progress and warnings (nil = slog.Default()).
@@ -203,6 +207,9 @@ func Open(ctx context.Context, store blobstore.BlobStore, master seal.Key, opts 
 	}
 	if opts.Transfers <= 0 {
 		opts.Transfers = 4
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = max(2, opts.Workers) + 1
 	}
 	if opts.PackSize <= 0 {
 		opts.PackSize = 16 << 20
