@@ -19,12 +19,14 @@ import (
 // envChildMaster carries the master key (hex) to a child process.
 const envChildMaster = "STEAD_BENCH_MASTER"
 
-// Tuning by hand: STEAD_BENCH_WORKERS and STEAD_BENCH_READERS set the
-// child's repository Workers and Readers (0: the defaults),
+// Tuning by hand: STEAD_BENCH_WORKERS, STEAD_BENCH_READERS and
+// STEAD_BENCH_TRANSFERS set the child's repository Workers, Readers and
+// Transfers (0: the defaults),
 // STEAD_BENCH_CPUPROFILE=FILE writes its CPU profile to FILE.<op>.<pid>.
 const (
 	envChildWorkers    = "STEAD_BENCH_WORKERS"
 	envChildReaders    = "STEAD_BENCH_READERS"
+	envChildTransfers  = "STEAD_BENCH_TRANSFERS"
 	envChildCPUProfile = "STEAD_BENCH_CPUPROFILE"
 )
 
@@ -56,7 +58,7 @@ func runChild(ctx context.Context, a childArgs) error {
 		return err
 	}
 	sr := &steadRepo{store: st, master: seal.Key(k), cache: a.cache}
-	for env, v := range map[string]*int{envChildWorkers: &sr.workers, envChildReaders: &sr.readers} {
+	for env, v := range map[string]*int{envChildWorkers: &sr.workers, envChildReaders: &sr.readers, envChildTransfers: &sr.transfers} {
 		if s := os.Getenv(env); s != "" {
 			if *v, err = strconv.Atoi(s); err != nil {
 				return fmt.Errorf("child: %s=%q: %w", env, s, errs.ErrInvalid)

@@ -35,9 +35,9 @@ type steadRepo struct {
 	// keeps it), instead of walking the tree.
 	diff     bool
 	lastSnap string // dataset of the previous push's snapshot
-	// workers and readers are the repository's Workers and Readers (0:
-	// the defaults).
-	workers, readers int
+	// workers, readers and transfers are the repository's Workers, Readers
+	// and Transfers (0: the defaults).
+	workers, readers, transfers int
 	// profile, when set, is where each O(changes) push writes its CPU
 	// profile (profile.1, profile.2 ...).
 	profile string
@@ -99,7 +99,7 @@ func (s *steadRepo) scope(ctx context.Context) (*repo.Scope, error) {
 	if s.open != nil {
 		return s.open, nil
 	}
-	r, err := repo.Open(ctx, s.store, s.master, repo.Options{CacheDir: s.cache, Workers: s.workers, Readers: s.readers})
+	r, err := repo.Open(ctx, s.store, s.master, repo.Options{CacheDir: s.cache, Workers: s.workers, Readers: s.readers, Transfers: s.transfers})
 	if err != nil {
 		return nil, err
 	}
