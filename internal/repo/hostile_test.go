@@ -22,7 +22,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/repo/pack"
 	"github.com/stead-dev/stead/internal/repo/seal"
 )
@@ -61,17 +60,7 @@ func newHostileRig(t testing.TB) *hostileRig {
 	t.Helper()
 	ctx := context.Background()
 	base := hostileTmp(t)
-	store, err := local.New(filepath.Join(base, "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	master, err := seal.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Init(ctx, store, master); err != nil {
-		t.Fatal(err)
-	}
+	store, master := newLocalRepo(t, filepath.Join(base, "repo"))
 	wrapped, err := seal.Wrap(master, "t-hostile", hostileKey())
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/repo/seal"
 )
 
@@ -18,17 +17,7 @@ import (
 // rebuilds the maps, again equal to a full load.
 func TestReloadAddsNewIndexFilesInPlaceAndEqualsAFullLoad(t *testing.T) {
 	ctx := context.Background()
-	store, err := local.New(filepath.Join(t.TempDir(), "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	master, err := seal.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Init(ctx, store, master); err != nil {
-		t.Fatal(err)
-	}
+	store, master := newLocalRepo(t, filepath.Join(t.TempDir(), "repo"))
 	open := func() *Scope {
 		r, err := Open(ctx, store, master, Options{PackSize: 1 << 20})
 		if err != nil {

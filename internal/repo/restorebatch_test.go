@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stead-dev/stead/internal/blobstore/local"
 	"github.com/stead-dev/stead/internal/repo/pack"
 	"github.com/stead-dev/stead/internal/repo/seal"
 	"github.com/stead-dev/stead/internal/treedigest"
@@ -25,28 +24,17 @@ import (
 // files (one chunk, many targets in different batches), a hardlink pair
 // at both ends of the walk, a read-only file, a sparse file.
 type batchRig struct {
-	s        *Scope
-	repoDir  string
-	src      string
-	m        *Manifest
-	batchLen int
+	s       *Scope
+	repoDir string
+	src     string
+	m       *Manifest
 }
 
 func newBatchRig(t *testing.T) *batchRig {
 	t.Helper()
 	ctx := context.Background()
 	base := t.TempDir()
-	store, err := local.New(filepath.Join(base, "repo"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	master, err := seal.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Init(ctx, store, master); err != nil {
-		t.Fatal(err)
-	}
+	store, master := newLocalRepo(t, filepath.Join(base, "repo"))
 	r, err := Open(ctx, store, master, Options{Workers: 2, Transfers: 2, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
