@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
@@ -46,6 +47,9 @@ type agentSockets struct {
 	shared string // the tmpfs holding a directory per sandbox
 	log    *slog.Logger
 	conns  *connListener
+	// acceptDelay is acceptAll's pause after a failed accept (only the
+	// watcher's goroutine touches it).
+	acceptDelay time.Duration
 
 	mu    sync.Mutex
 	srv   *http.Server
@@ -118,30 +122,52 @@ func (a *agentSockets) Open(id string) (string, error) {
 	return d, nil
 }
 
-// acceptAll accepts every connection pending on sandbox id's listening
-// socket fd and hands each to the server; it runs on the watcher's
-// goroutine and does not block.
+// acceptBatch bounds the connections one socket's callback accepts: a
+// socket that never drains (an agent connecting in a loop) leaves the
+// watcher's other descriptors their turn, since the watch fires again.
+const acceptBatch = 64
+
+// acceptAll accepts the connections pending on sandbox id's listening
+// socket fd (up to acceptBatch) and hands each to the server; it runs on
+// the watcher's goroutine and does not block, but for one case: out of
+// descriptors or memory the socket stays readable and the watch would fire
+// at once, again and again, so it pauses there as net/http's Serve does (5
+// ms, doubling to 1 s; every socket meets the same shortage then).
 func (a *agentSockets) acceptAll(id string, fd int) {
-	for {
+	for range acceptBatch {
 		nfd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
-		if err != nil {
-			if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EINTR) && !errors.Is(err, unix.ECONNABORTED) {
-				a.log.Warn("accept on an agent socket", "sandbox", id, "err", err)
-			}
-			if errors.Is(err, unix.EINTR) || errors.Is(err, unix.ECONNABORTED) {
-				continue
-			}
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.EAGAIN):
+			return
+		case errors.Is(err, unix.EINTR), errors.Is(err, unix.ECONNABORTED):
+			continue
+		default:
+			a.pauseAccepts(id, err)
 			return
 		}
 		cf := os.NewFile(uintptr(nfd), "agent-conn")
 		c, err := net.FileConn(cf)
 		cf.Close()
 		if err != nil {
-			a.log.Warn("agent socket connection", "sandbox", id, "err", err)
-			continue
+			a.pauseAccepts(id, err)
+			return
 		}
+		a.acceptDelay = 0
 		a.conns.deliver(c)
 	}
+}
+
+// pauseAccepts waits before the next accept after err (on the watcher's
+// goroutine: see acceptAll).
+func (a *agentSockets) pauseAccepts(id string, err error) {
+	if a.acceptDelay == 0 {
+		a.acceptDelay = 5 * time.Millisecond
+	} else {
+		a.acceptDelay = min(2*a.acceptDelay, time.Second)
+	}
+	a.log.Warn("accept on an agent socket; retrying", "sandbox", id, "err", err, "in", a.acceptDelay)
+	time.Sleep(a.acceptDelay)
 }
 
 // dirFor returns the directory that holds id's socket: the tmpfs an older

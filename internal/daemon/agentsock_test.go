@@ -1,14 +1,18 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +89,82 @@ func TestAgentSocketsServeEverySandboxWithoutAGoroutineEach(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAgentSocketsPauseWhenOutOfDescriptors: with the daemon out of
+// descriptors, a socket with connections waiting stays readable; the
+// watcher pauses between tries instead of spinning, and serves again once
+// descriptors are back.
+func TestAgentSocketsPauseWhenOutOfDescriptors(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := filepath.Join(t.TempDir(), "api")
+	var logs syncBuffer
+	a := newAgentSockets(dir, slog.New(slog.NewTextHandler(&logs, nil)))
+	a.setServer(&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })})
+	t.Cleanup(func() {
+		a.closeAll()
+		unix.Unmount(a.shared, unix.MNT_DETACH)
+	})
+	if _, err := a.Open("sb-x"); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(a.shared, "sb-x", "api.sock")
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = uint64(len(fds) + 6)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	for range 8 {
+		if c, err := net.Dial("unix", sock); err == nil {
+			conns = append(conns, c)
+		}
+	}
+	time.Sleep(600 * time.Millisecond)
+	tries := strings.Count(logs.String(), "accept on an agent socket")
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if tries == 0 || tries > 12 {
+		t.Fatalf("%d failed accepts logged in 600 ms out of descriptors; want a few (paused), not none or a spin", tries)
+	}
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}, Timeout: 5 * time.Second}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://agent/")
+	if err != nil {
+		t.Fatalf("the socket does not serve once descriptors are back: %v", err)
+	}
+	resp.Body.Close()
 }
