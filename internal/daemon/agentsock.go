@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/sys/mountinfo"
@@ -47,8 +48,8 @@ type agentSockets struct {
 	shared string // the tmpfs holding a directory per sandbox
 	log    *slog.Logger
 	conns  *connListener
-	// acceptDelay is acceptAll's pause after a failed accept (only the
-	// watcher's goroutine touches it).
+	// acceptDelay is how long a socket rests after a failed accept (only
+	// the watcher's goroutine touches it).
 	acceptDelay time.Duration
 
 	mu    sync.Mutex
@@ -61,6 +62,7 @@ type agentSockets struct {
 type agentSocket struct {
 	f    *os.File // owns the descriptor
 	stop func()
+	live atomic.Int32 // its open connections
 }
 
 func newAgentSockets(dir string, log *slog.Logger) *agentSockets {
@@ -111,14 +113,14 @@ func (a *agentSockets) Open(id string) (string, error) {
 		f.Close()
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
 	}
-	stop, err := a.watch.Watch(fd, func() { a.acceptAll(id, fd) })
-	if err != nil {
+	as := &agentSocket{f: f}
+	if as.stop, err = a.watch.Watch(fd, func() time.Duration { return a.acceptAll(id, as, fd) }); err != nil {
 		f.Close()
 		return "", fmt.Errorf("agent socket for %s: %w", id, err)
 	}
 	// Any uid inside may connect; the token decides what it may do.
 	os.Chmod(sock, 0o666)
-	a.socks[id] = &agentSocket{f: f, stop: stop}
+	a.socks[id] = as
 	return d, nil
 }
 
@@ -127,47 +129,71 @@ func (a *agentSockets) Open(id string) (string, error) {
 // watcher's other descriptors their turn, since the watch fires again.
 const acceptBatch = 64
 
+// maxAgentConns bounds the open connections of one sandbox's socket:
+// each is a descriptor and a goroutine of the daemon, and an agent with
+// many processes could otherwise take every descriptor the daemon has.
+// Connections over it are closed at once.
+const maxAgentConns = 128
+
 // acceptAll accepts the connections pending on sandbox id's listening
-// socket fd (up to acceptBatch) and hands each to the server; it runs on
-// the watcher's goroutine and does not block, but for one case: out of
-// descriptors or memory the socket stays readable and the watch would fire
-// at once, again and again, so it pauses there as net/http's Serve does (5
-// ms, doubling to 1 s; every socket meets the same shortage then).
-func (a *agentSockets) acceptAll(id string, fd int) {
+// socket (up to acceptBatch) and hands each to the server; it runs on the
+// watcher's goroutine and does not block. Out of descriptors or memory the
+// socket stays readable, so it asks the watcher to rest the socket (5 ms,
+// doubling to 1 s, as net/http's Serve pauses) instead of firing again at
+// once.
+func (a *agentSockets) acceptAll(id string, as *agentSocket, fd int) time.Duration {
 	for range acceptBatch {
 		nfd, _, err := unix.Accept4(fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
 		switch {
 		case err == nil:
 		case errors.Is(err, unix.EAGAIN):
-			return
+			return 0
 		case errors.Is(err, unix.EINTR), errors.Is(err, unix.ECONNABORTED):
 			continue
 		default:
-			a.pauseAccepts(id, err)
-			return
+			return a.acceptFailed(id, err)
+		}
+		if as.live.Load() >= maxAgentConns {
+			unix.Close(nfd)
+			a.log.Debug("agent socket connection refused: too many open", "sandbox", id, "open", maxAgentConns)
+			continue
 		}
 		cf := os.NewFile(uintptr(nfd), "agent-conn")
 		c, err := net.FileConn(cf)
 		cf.Close()
 		if err != nil {
-			a.pauseAccepts(id, err)
-			return
+			return a.acceptFailed(id, err)
 		}
 		a.acceptDelay = 0
-		a.conns.deliver(c)
+		as.live.Add(1)
+		a.conns.deliver(&countedConn{Conn: c, live: &as.live})
 	}
+	return 0
 }
 
-// pauseAccepts waits before the next accept after err (on the watcher's
-// goroutine: see acceptAll).
-func (a *agentSockets) pauseAccepts(id string, err error) {
+// acceptFailed logs err and returns how long the socket rests.
+func (a *agentSockets) acceptFailed(id string, err error) time.Duration {
 	if a.acceptDelay == 0 {
 		a.acceptDelay = 5 * time.Millisecond
 	} else {
 		a.acceptDelay = min(2*a.acceptDelay, time.Second)
 	}
 	a.log.Warn("accept on an agent socket; retrying", "sandbox", id, "err", err, "in", a.acceptDelay)
-	time.Sleep(a.acceptDelay)
+	return a.acceptDelay
+}
+
+// countedConn is an agent connection counted in its socket's live count
+// until it is closed.
+type countedConn struct {
+	net.Conn
+	live *atomic.Int32
+	once sync.Once
+}
+
+// Close closes the connection and uncounts it (once).
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.live.Add(-1) })
+	return c.Conn.Close()
 }
 
 // dirFor returns the directory that holds id's socket: the tmpfs an older
@@ -249,6 +275,12 @@ func newConnListener() *connListener {
 // is full, a goroutine waits to hand it over (or closes it if the listener
 // closes first).
 func (l *connListener) deliver(c net.Conn) {
+	select {
+	case <-l.done:
+		c.Close()
+		return
+	default:
+	}
 	select {
 	case l.conns <- c:
 	default:

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -165,6 +166,61 @@ func TestAgentSocketsPauseWhenOutOfDescriptors(t *testing.T) {
 	resp, err := c.Get("http://agent/")
 	if err != nil {
 		t.Fatalf("the socket does not serve once descriptors are back: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// TestAgentSocketsCapOpenConnectionsPerSandbox: one sandbox holding many
+// connections gets at most maxAgentConns of them; the rest are closed at
+// once, and another sandbox is still served.
+func TestAgentSocketsCapOpenConnectionsPerSandbox(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := filepath.Join(t.TempDir(), "api")
+	a := newAgentSockets(dir, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a.setServer(&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })})
+	t.Cleanup(func() {
+		a.closeAll()
+		unix.Unmount(a.shared, unix.MNT_DETACH)
+	})
+	for _, id := range []string{"sb-greedy", "sb-other"} {
+		if _, err := a.Open(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = maxAgentConns + 72
+	var conns []net.Conn
+	for range n {
+		c, err := net.Dial("unix", filepath.Join(a.shared, "sb-greedy", "api.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		defer c.Close()
+	}
+	open, closed := 0, 0
+	time.Sleep(500 * time.Millisecond) // the daemon takes them all
+	for _, c := range conns {
+		// A deadline already past fails a read before it looks: each
+		// connection gets its own short one.
+		c.SetReadDeadline(time.Now().Add(5 * time.Millisecond))
+		var b [1]byte
+		if _, err := c.Read(b[:]); errors.Is(err, os.ErrDeadlineExceeded) {
+			open++
+		} else {
+			closed++
+		}
+	}
+	if open > maxAgentConns || closed < n-maxAgentConns {
+		t.Fatalf("%d of %d connections open, %d closed; want at most %d open", open, n, closed, maxAgentConns)
+	}
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", filepath.Join(a.shared, "sb-other", "api.sock"))
+	}}, Timeout: 5 * time.Second}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get("http://agent/")
+	if err != nil {
+		t.Fatalf("another sandbox's socket: %v", err)
 	}
 	resp.Body.Close()
 }

@@ -322,7 +322,9 @@ func Run(ctx context.Context, cfg Config) error {
 		Nodes: cl.nodes(nodes, svc), Router: cl.apiRouter(), AdminKeyPath: filepath.Join(cfg.DataDir, "admin.key")})
 	handler := netp.serveProxy(pctx, svc, mountE2B(cfg.E2B, svc, tokenKey, log, cl, apiHandler), cfg.Network, errc, log, cl.forwardSandbox())
 	handler = cl.nodeRoutes(cl.hostRoutes(cfg, netp.proxy, handler))
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// IdleTimeout: a kept-alive connection (an agent socket's among them)
+	// does not hold a descriptor and a goroutine forever.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	socks.setServer(srv)
 	keyPath := filepath.Join(cfg.DataDir, "admin.key")
 	secret, err := svc.Bootstrap(ctx, func(secret string) error {

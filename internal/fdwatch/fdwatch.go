@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,8 +21,9 @@ import (
 var ErrClosed = errors.New("fdwatch: watcher closed")
 
 // Watcher calls a function when a file descriptor becomes readable. Its
-// functions run one at a time on the Watcher's goroutine and must not
-// block.
+// functions run one at a time on the Watcher's goroutine, with its lock
+// held: they must not block, and must not call the Watcher (Watch, Once,
+// a stop function or Close), which would deadlock.
 type Watcher struct {
 	epfd int
 	wake int // eventfd that ends the wait on Close
@@ -30,12 +32,13 @@ type Watcher struct {
 	next    int32
 	watches map[int32]*watch
 	closed  bool
+	err     error // why the wait ended, if not by Close
 	done    chan struct{}
 }
 
 type watch struct {
 	fd   int
-	fn   func()
+	fn   func() time.Duration
 	once bool
 }
 
@@ -64,11 +67,14 @@ func New() (*Watcher, error) {
 }
 
 // Watch calls fn each time fd is readable (level-triggered: fn should
-// consume what made it readable, e.g. accept every pending connection)
-// until stop is called. fn must neither block nor close fd. stop is
-// idempotent and returns once fn is not running and will not run again;
-// the caller closes fd after that.
-func (w *Watcher) Watch(fd int, fn func()) (stop func(), err error) {
+// consume what made it readable, e.g. accept the pending connections)
+// until stop is called. fn must neither block nor close fd. When fn
+// returns a positive duration the watch rests that long before fd is
+// watched again (what made it readable cannot be consumed now, e.g. the
+// process is out of descriptors: a level-triggered watch would otherwise
+// fire at once, again and again). stop is idempotent and returns once fn
+// is not running and will not run again; the caller closes fd after that.
+func (w *Watcher) Watch(fd int, fn func() time.Duration) (stop func(), err error) {
 	return w.add(fd, fn, false)
 }
 
@@ -76,14 +82,17 @@ func (w *Watcher) Watch(fd int, fn func()) (stop func(), err error) {
 // (so fn may close fd, or start what does). stop ends the watch before
 // that, if it has not fired; it returns once fn is not running.
 func (w *Watcher) Once(fd int, fn func()) (stop func(), err error) {
-	return w.add(fd, fn, true)
+	return w.add(fd, func() time.Duration { fn(); return 0 }, true)
 }
 
-func (w *Watcher) add(fd int, fn func(), once bool) (func(), error) {
+func (w *Watcher) add(fd int, fn func() time.Duration, once bool) (func(), error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil, ErrClosed
+	}
+	if w.err != nil {
+		return nil, w.err
 	}
 	key := w.next
 	for {
@@ -132,6 +141,11 @@ func (w *Watcher) run() {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
+			// Not expected of a valid epoll descriptor; new watches get
+			// the error rather than waiting for nothing.
+			w.mu.Lock()
+			w.err = fmt.Errorf("fdwatch: epoll_wait: %w", err)
+			w.mu.Unlock()
 			return
 		}
 		w.mu.Lock()
@@ -152,10 +166,27 @@ func (w *Watcher) run() {
 			if wt.once {
 				w.remove(ev.Fd, wt)
 			}
-			wt.fn()
+			if rest := wt.fn(); rest > 0 && !wt.once {
+				w.rest(ev.Fd, wt, rest)
+			}
 		}
 		w.mu.Unlock()
 	}
+}
+
+// rest stops watching wt's fd for d, then watches it again unless the
+// watch ended meanwhile; w.mu is held.
+func (w *Watcher) rest(key int32, wt *watch, d time.Duration) {
+	if unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, wt.fd, &unix.EpollEvent{Fd: key}) != nil {
+		return
+	}
+	time.AfterFunc(d, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.closed && w.watches[key] == wt {
+			unix.EpollCtl(w.epfd, unix.EPOLL_CTL_MOD, wt.fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: key})
+		}
+	})
 }
 
 // Close ends every watch (their functions are not called) and the

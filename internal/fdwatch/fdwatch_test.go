@@ -44,12 +44,12 @@ func TestWatchCallsOnEachReadinessUntilStopped(t *testing.T) {
 	w := newWatcher(t)
 	r, wr := pipe(t)
 	var calls atomic.Int32
-	stop, err := w.Watch(r, func() {
+	stop, err := w.Watch(r, func() time.Duration {
 		calls.Add(1)
 		var b [64]byte
 		for {
 			if n, _ := unix.Read(r, b[:]); n <= 0 {
-				return
+				return 0
 			}
 		}
 	})
@@ -146,7 +146,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	r, wr := pipe(t)
 	var calls atomic.Int32
-	if _, err := w.Watch(r, func() { calls.Add(1) }); err != nil {
+	if _, err := w.Watch(r, func() time.Duration { calls.Add(1); return 0 }); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -158,7 +158,43 @@ func TestCloseEndsEverything(t *testing.T) {
 	if calls.Load() != 0 {
 		t.Fatal("a function ran after Close")
 	}
-	if _, err := w.Watch(r, func() {}); err != ErrClosed {
+	if _, err := w.Watch(r, func() time.Duration { return 0 }); err != ErrClosed {
 		t.Fatalf("Watch after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestWatchRestsWhenAskedAndResumes: a watch whose fd stays readable and
+// whose function asks for a rest is not called again until the rest is
+// over (no spin), then is; a watch stopped during its rest never is.
+func TestWatchRestsWhenAskedAndResumes(t *testing.T) {
+	w := newWatcher(t)
+	r, wr := pipe(t)
+	unix.Write(wr, []byte("x")) // never read: r stays readable
+	var calls atomic.Int32
+	if _, err := w.Watch(r, func() time.Duration { calls.Add(1); return 100 * time.Millisecond }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first call", func() bool { return calls.Load() >= 1 })
+	time.Sleep(50 * time.Millisecond)
+	if c := calls.Load(); c != 1 {
+		t.Fatalf("%d calls within a rest, want 1", c)
+	}
+	eventually(t, "a call after the rest", func() bool { return calls.Load() >= 2 })
+	if c := calls.Load(); c > 4 {
+		t.Fatalf("%d calls: the watch spins", c)
+	}
+
+	r2, wr2 := pipe(t)
+	unix.Write(wr2, []byte("x"))
+	var calls2 atomic.Int32
+	stop, err := w.Watch(r2, func() time.Duration { calls2.Add(1); return 50 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the call", func() bool { return calls2.Load() == 1 })
+	stop()
+	time.Sleep(150 * time.Millisecond)
+	if c := calls2.Load(); c != 1 {
+		t.Fatalf("a watch stopped during its rest was called %d times", c)
 	}
 }

@@ -93,10 +93,27 @@ func running(n *Node) map[string][]int {
 	return out
 }
 
-// dying reports whether process pid is gone, exiting, a zombie, or has a
-// SIGKILL pending: it will run no more code of its own.
+// dying reports whether process pid runs no more code of its own: it is
+// gone, or every one of its threads is exiting, a zombie, or has SIGKILL
+// pending. (/proc/<pid>/stat describes the leader only, which may have
+// exited while other threads run on.)
 func dying(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return true
+	}
+	for _, t := range tasks {
+		if !threadDying(fmt.Sprintf("/proc/%d/task/%s", pid, t.Name())) {
+			return false
+		}
+	}
+	return true
+}
+
+// threadDying reports whether the thread at dir (/proc/<pid>/task/<tid>)
+// is gone, exiting, a zombie, or has SIGKILL pending.
+func threadDying(dir string) bool {
+	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
 		return true
 	}
@@ -117,7 +134,7 @@ func dying(pid int) bool {
 	if flags, err := strconv.ParseUint(f[6], 10, 64); err == nil && flags&pfExiting != 0 {
 		return true
 	}
-	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := os.ReadFile(dir + "/status")
 	if err != nil {
 		return true
 	}

@@ -601,6 +601,8 @@ func (r *Runtime) destroy(id string, c *libcontainer.Container) error {
 			for _, p := range pids {
 				unix.Kill(p, unix.SIGKILL)
 			}
+		} else {
+			r.log.Warn("list a paused sandbox's processes to kill them frozen; thawing first", "sandbox", id, "err", err)
 		}
 		freeze(c, false)
 	}
