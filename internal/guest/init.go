@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 // Main is the entry point of init inside a sandbox. It never returns.
 func Main() {
 	t0 := time.Now()
+	reserveThreads(spareThreads)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "init")
 	in, err := newInit(logger)
 	if os.Getenv("STEAD_INIT_TRACE") != "" {
@@ -33,6 +35,36 @@ func Main() {
 		os.Exit(1)
 	}
 	os.Exit(in.run(context.Background()))
+}
+
+// spareThreads is how many OS threads init makes at start and keeps idle.
+const spareThreads = 8
+
+// reserveThreads makes n OS threads at once and leaves them idle in the Go
+// runtime's pool, which keeps idle threads for good. A sandbox whose
+// processes use up its pids limit (a fork bomb) leaves init no room to make
+// a thread, and the Go runtime ends a process that cannot make one it needs
+// ("fatal error: newosproc"): init, and the sandbox with it. With spare
+// threads made while there is room, the runtime takes one of those.
+func reserveThreads(n int) {
+	var ready, done sync.WaitGroup
+	release := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			defer done.Done()
+			// Locked and blocked, each goroutine holds its own thread,
+			// so the runtime makes n of them; unlocked, they go idle.
+			runtime.LockOSThread()
+			ready.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	ready.Wait()
+	close(release)
+	done.Wait()
 }
 
 // exitStatus is how a child ended.
