@@ -35,6 +35,27 @@ func nodeLeases(t *testing.T, st store.Store, node string) *cluster.Leases {
 	return nodeLeasesAt(t, st, node, 0)
 }
 
+// twoNodes is two node services, n1 and n2, on one SQLite store and one
+// initialised repository; n2's clock is skew ahead of n1's.
+func twoNodes(t *testing.T, skew time.Duration) (st store.Store, l1, l2 *cluster.Leases, s1, s2 *Service) {
+	t.Helper()
+	ctx := context.Background()
+	sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	l1, l2 = nodeLeases(t, sq, "n1"), nodeLeasesAt(t, sq, "n2", skew)
+	s1, s2 = newNodeService(t, sq, l1), newNodeService(t, sq, l2)
+	repoDir := t.TempDir()
+	withRepo(t, s1, repoDir)
+	withRepo(t, s2, repoDir)
+	if _, err := s1.InitRepo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return sq, l1, l2, s1, s2
+}
+
 // nodeLeasesAt is nodeLeases on a clock ahead by skew.
 func nodeLeasesAt(t *testing.T, st store.Store, node string, skew time.Duration) *cluster.Leases {
 	t.Helper()
@@ -68,21 +89,9 @@ func rootDigest(t *testing.T, s *Service, dataset string) string {
 func TestAdoptRestoresALostSandboxOnAnotherNodeFromItsLastPush(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	// n2 acts after n1's leases (a minute) lapsed on their own: its clock
 	// is that far ahead, as failover's below.
-	l1, l2 := nodeLeases(t, st, "n1"), nodeLeasesAt(t, st, "n2", time.Minute+time.Second)
-	s1, s2 := newNodeService(t, st, l1), newNodeService(t, st, l2)
-	repoDir := t.TempDir()
-	withRepo(t, s1, repoDir)
-	withRepo(t, s2, repoDir)
-	if _, err := s1.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st, l1, l2, s1, s2 := twoNodes(t, time.Minute+time.Second)
 	tn := store.DefaultTenant
 
 	vol, err := s1.CreateVolume(ctx, tn, client.CreateVolumeRequest{Name: "data"})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/stead-dev/stead/internal/errs"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/store"
-	"github.com/stead-dev/stead/internal/store/sqlite"
 	"github.com/stead-dev/stead/internal/testutil"
 )
 
@@ -34,19 +32,7 @@ import (
 func TestAnOrphanedHandOffIsTakenBackAndACopyAdoptedElsewhereIsNeverResumed(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	l1, l2 := nodeLeases(t, st, "n1"), nodeLeases(t, st, "n2")
-	s1, s2 := newNodeService(t, st, l1), newNodeService(t, st, l2)
-	repoDir := t.TempDir()
-	withRepo(t, s1, repoDir)
-	withRepo(t, s2, repoDir)
-	if _, err := s1.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st, l1, l2, s1, s2 := twoNodes(t, 0)
 	tn := store.DefaultTenant
 	var ids []string
 	for _, name := range []string{"back", "adopted", "adopted-then-lost", "no-copy"} {

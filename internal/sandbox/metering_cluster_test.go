@@ -2,13 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/cluster"
 	"github.com/stead-dev/stead/internal/store"
-	"github.com/stead-dev/stead/internal/store/sqlite"
 )
 
 // The repository is shared by the nodes of a cluster and the meter adds up
@@ -16,19 +14,7 @@ import (
 // counts a tenant's bytes there, or each node would bill them once.
 func TestOnlyOneNodeMetersTheSharedRepository(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	l1, l2 := nodeLeases(t, st, "n1"), nodeLeases(t, st, "n2")
-	s1, s2 := newNodeService(t, st, l1), newNodeService(t, st, l2)
-	repoDir := t.TempDir()
-	withRepo(t, s1, repoDir)
-	withRepo(t, s2, repoDir)
-	if _, err := s1.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, l1, l2, s1, s2 := twoNodes(t, 0)
 	tn := store.DefaultTenant
 	sb, err := s1.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent"})
 	if err != nil {

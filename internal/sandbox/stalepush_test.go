@@ -2,14 +2,12 @@ package sandbox
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/repo"
 	"github.com/stead-dev/stead/internal/store"
-	"github.com/stead-dev/stead/internal/store/sqlite"
 	"github.com/stead-dev/stead/internal/testutil"
 )
 
@@ -26,19 +24,7 @@ import (
 func TestStalePushAfterFailoverNeverWins(t *testing.T) {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	l1, l2 := nodeLeases(t, st, "n1"), nodeLeasesAt(t, st, "n2", time.Minute+time.Second)
-	s1, s2 := newNodeService(t, st, l1), newNodeService(t, st, l2)
-	repoDir := t.TempDir()
-	withRepo(t, s1, repoDir)
-	withRepo(t, s2, repoDir)
-	if _, err := s1.InitRepo(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st, l1, _, s1, s2 := twoNodes(t, time.Minute+time.Second)
 	tn := store.DefaultTenant
 	sb, err := s1.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "agent"})
 	if err != nil {
