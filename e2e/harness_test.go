@@ -30,7 +30,7 @@ var (
 	buildErr  error
 )
 
-// steadBinary builds the static stead binary and stead-init once per test
+// steadBinary builds the static stead binary, stead-shim and stead-init once per test
 // run (or takes them from $STEAD_BINARY and its directory).
 func steadBinary(t *testing.T) string {
 	t.Helper()
@@ -51,6 +51,12 @@ func steadBinary(t *testing.T) string {
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("build stead: %v\n%s", err, out)
+			return
+		}
+		cmd = exec.Command("go", "build", "-tags", "netgo,osusergo", "-ldflags", "-linkmode external -extldflags -static", "-o", filepath.Join(dir, "stead-shim"), "../cmd/stead-shim")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build stead-shim: %v\n%s", err, out)
 			return
 		}
 		cmd = exec.Command("go", "build", "-o", filepath.Join(dir, "stead-init"), "../cmd/stead-init")

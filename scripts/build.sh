@@ -9,6 +9,11 @@ mkdir -p bin
 go build -trimpath -tags netgo,osusergo \
   -ldflags "-s -w -linkmode external -extldflags -static -X main.version=$(git describe --always --dirty 2>/dev/null || echo dev)" \
   -o bin/stead ./cmd/stead
+# The runtime shim the daemon forks sandboxes from, and libcontainer's setup
+# init: static, small (see cmd/stead-shim).
+go build -trimpath -tags netgo,osusergo \
+  -ldflags "-s -w -linkmode external -extldflags -static" \
+  -o bin/stead-shim ./cmd/stead-shim
 # The sandbox init: pure Go, static, small (see cmd/stead-init).
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/stead-init ./cmd/stead-init
-echo "built bin/stead and bin/stead-init"
+echo "built bin/stead, bin/stead-shim and bin/stead-init"

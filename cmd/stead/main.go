@@ -18,6 +18,9 @@ func main() {
 		case linux.SandboxInitArg: // PID 1 inside a sandbox
 			guest.Main()
 			return
+		case linux.ShimArg: // when stead-shim is missing
+			linux.ShimMain()
+			return
 		}
 	}
 	os.Exit(run(os.Args[1:]))

@@ -200,7 +200,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("find own binary: %w", err)
 	}
 	initBin := initBinary(exe, log)
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, NoUserNS: cfg.NoUserNS, Logger: log})
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Shim: shimBinary(exe, log), NoUserNS: cfg.NoUserNS, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -431,6 +431,17 @@ func logPoolCapacity(ctx context.Context, pl pool.Pool, log *slog.Logger) {
 		return
 	}
 	log.Info("pool capacity", append(attrs, "limit", c.LimitBytes, "datasets", c.DatasetsBytes)...)
+}
+
+// shimBinary picks the runtime's shim, which forks every sandbox:
+// stead-shim beside the stead binary when present (small, fast to start
+// as each sandbox's setup init), else the stead binary itself.
+func shimBinary(exe string, log *slog.Logger) string {
+	if p := filepath.Join(filepath.Dir(exe), "stead-shim"); fileExists(p) {
+		return p
+	}
+	log.Warn("stead-shim not found beside the stead binary; the stead binary plays it (slower sandbox starts)", "want", filepath.Join(filepath.Dir(exe), "stead-shim"))
+	return exe
 }
 
 // initBinary picks the sandbox init: stead-init beside the stead binary

@@ -137,6 +137,10 @@ func (r *Runtime) Close() error {
 		r.watch.Close()
 		r.watch = nil
 	}
+	// The shim goes once the inits it started have exited.
+	if r.shim != nil {
+		r.shim.close()
+	}
 	return nil
 }
 

@@ -86,7 +86,12 @@ type Options struct {
 	// NoUserNS runs sandboxes without a user namespace (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
-	Logger   *slog.Logger
+	// Shim is the binary of the runtime's shim (shim.go: it forks every
+	// sandbox process; stead-shim, or any binary that runs ShimMain for
+	// ShimArg and InitHook for InitArg). Empty: libcontainer runs in this
+	// process.
+	Shim   string
+	Logger *slog.Logger
 }
 
 // Runtime runs sandboxes with libcontainer.
@@ -105,6 +110,7 @@ type Runtime struct {
 	views      procViews        // lxcfs and cpusets (procviews.go)
 	parents    []string         // this process's cgroup parent directories (cgroups.go)
 	watch      *fdwatch.Watcher // the pidfds of started inits until they exit (reap)
+	shim       *shim            // nil without Options.Shim
 }
 
 var _ steadrt.Runtime = (*Runtime)(nil)
@@ -155,6 +161,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r := &Runtime{opts: opts, log: opts.Logger, bin: bin, containers: map[string]*libcontainer.Container{},
 		slots: map[string]int{}, userns: map[int]*os.File{}}
+	if opts.Shim != "" {
+		r.shim = newShim(opts.Shim, opts.StateDir, opts.Logger)
+	}
 	if err := r.recordParents(); err != nil {
 		bin.Close()
 		return nil, err
@@ -289,18 +298,6 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
-	t0 := time.Now()
-	c, err := libcontainer.Create(r.opts.StateDir, spec.ID, cfg)
-	if err != nil {
-		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
-	}
-	defer func() {
-		if retErr != nil {
-			c.Signal(unix.SIGKILL)
-			c.Destroy()
-			r.forget(spec.ID)
-		}
-	}()
 	logf, err := os.OpenFile(filepath.Join(rd, "init.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
@@ -313,45 +310,29 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
 	defer lnf.Close()
-	p := &libcontainer.Process{
-		Args:   []string{"/proc/self/fd/" + strconv.Itoa(guest.BinaryFD), SandboxInitArg},
-		Env:    spec.Env,
-		Cwd:    "/",
-		Stdout: logf,
-		Stderr: logf,
+	proc := initProcess{
+		args: []string{"/proc/self/fd/" + strconv.Itoa(guest.BinaryFD), SandboxInitArg},
+		env:  spec.Env,
+		log:  logf,
 		// fd 3 = guest.ListenFD, 4 = guest.ConfigFD, 5 = guest.BinaryFD.
-		ExtraFiles: []*os.File{lnf, cfgFile, r.bin},
-		Init:       true,
+		extra: []*os.File{lnf, cfgFile, r.bin},
 	}
-	t1 := time.Now()
-	if spec.Network == nil {
-		if err := c.Run(p); err != nil {
-			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	defer func() {
+		if retErr != nil {
+			r.destroyFailedStart(spec.ID)
 		}
+	}()
+	var t1 time.Time
+	t0 := time.Now()
+	if r.shim != nil {
+		t1, err = r.startInShim(ctx, spec, cfg, proc, slot)
 	} else {
-		// Start stops the init before it runs anything of the sandbox's:
-		// its network is made then, so the first process already has it.
-		if err := c.Start(p); err != nil {
-			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-		}
-		pid, err := p.Pid()
-		if err != nil {
-			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-		}
-		if err := spec.Network(ctx, pid); err != nil {
-			return fmt.Errorf("start sandbox %s: network: %w", spec.ID, err)
-		}
-		if err := c.Exec(); err != nil {
-			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-		}
+		t1, err = r.startHere(ctx, spec, cfg, proc)
+	}
+	if err != nil {
+		return err
 	}
 	t2 := time.Now()
-	// Reap our direct child while this daemon lives; after a daemon
-	// restart the init's parent is the host's PID 1.
-	r.reap(spec.ID, p)
-	r.mu.Lock()
-	r.containers[spec.ID] = c
-	r.mu.Unlock()
 
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -366,8 +347,101 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 			return err
 		}
 	}
-	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3))
+	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3), "shim", r.shim != nil)
 	return nil
+}
+
+// initProcess is a sandbox's init as libcontainer starts it.
+type initProcess struct {
+	args, env []string
+	log       *os.File   // its stdout and stderr
+	extra     []*os.File // from descriptor 3 on
+}
+
+// startHere creates and starts a sandbox with libcontainer in this
+// process (Options.Shim unset); it returns when the container was
+// created.
+func (r *Runtime) startHere(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, init initProcess) (time.Time, error) {
+	c, err := libcontainer.Create(r.opts.StateDir, spec.ID, cfg)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	r.mu.Lock()
+	r.containers[spec.ID] = c
+	r.mu.Unlock()
+	created := time.Now()
+	p := &libcontainer.Process{Args: init.args, Env: init.env, Cwd: "/", Stdout: init.log, Stderr: init.log, ExtraFiles: init.extra, Init: true}
+	if spec.Network == nil {
+		if err := c.Run(p); err != nil {
+			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+	} else {
+		// Start stops the init before it runs anything of the sandbox's:
+		// its network is made then, so the first process already has it.
+		if err := c.Start(p); err != nil {
+			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		pid, err := p.Pid()
+		if err != nil {
+			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		if err := spec.Network(ctx, pid); err != nil {
+			return created, fmt.Errorf("start sandbox %s: network: %w", spec.ID, err)
+		}
+		if err := c.Exec(); err != nil {
+			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+	}
+	// Reap our direct child while this daemon lives; after a daemon
+	// restart the init's parent is the host's PID 1.
+	r.reap(spec.ID, p)
+	return created, nil
+}
+
+// startInShim creates and starts a sandbox through the runtime's shim
+// (shim.go); this process loads the container's state when it next needs
+// it.
+func (r *Runtime) startInShim(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, init initProcess, slot int) (time.Time, error) {
+	req := shimRequest{Op: "start", ID: spec.ID, Config: cfg, Args: init.args, Env: init.env, Extra: len(init.extra), Stop: spec.Network != nil}
+	files := append([]*os.File{init.log}, init.extra...)
+	if slot >= 0 {
+		ns, err := r.usernsFile(slot)
+		if err != nil {
+			return time.Time{}, err
+		}
+		req.IDMapFile = true
+		files = append(files, ns)
+	}
+	created := time.Now()
+	rep, err := r.shim.call(ctx, req, files...)
+	if err != nil {
+		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	if spec.Network == nil {
+		return created, nil
+	}
+	if err := spec.Network(ctx, rep.Pid); err != nil {
+		return created, fmt.Errorf("start sandbox %s: network: %w", spec.ID, err)
+	}
+	if _, err := r.shim.call(ctx, shimRequest{Op: "exec", ID: spec.ID}); err != nil {
+		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	return created, nil
+}
+
+// destroyFailedStart removes what a failed start left: the shim's
+// container waiting to run, the container's state, its processes.
+func (r *Runtime) destroyFailedStart(id string) {
+	if r.shim != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r.shim.call(ctx, shimRequest{Op: "abort", ID: id})
+		cancel()
+	}
+	if c, err := r.load(id); err == nil && c != nil {
+		c.Signal(unix.SIGKILL)
+		c.Destroy()
+	}
+	r.forget(id)
 }
 
 // reap reaps the init process p once it exits. A plain `go p.Wait()`

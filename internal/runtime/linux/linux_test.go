@@ -20,25 +20,40 @@ func TestMain(m *testing.M) {
 			InitHook()
 		case SandboxInitArg:
 			guest.Main()
+		case ShimArg:
+			ShimMain()
 		}
 	}
 	os.Exit(m.Run())
 }
 
+// TestRuntimeContract runs the contract suite against libcontainer in the
+// test's own process and through a shim (the test binary plays it).
 func TestRuntimeContract(t *testing.T) {
-	runtimetest.Run(t, func(t *testing.T, dir string) steadrt.Runtime {
-		testutil.RequireRoot(t)
-		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { RemoveHostState(filepath.Join(dir, "state")) })
-		return r
-	})
+	for _, shim := range []bool{false, true} {
+		t.Run(map[bool]string{false: "InProcess", true: "Shim"}[shim], func(t *testing.T) {
+			runtimetest.Run(t, func(t *testing.T, dir string) steadrt.Runtime {
+				testutil.RequireRoot(t)
+				exe, err := os.Executable()
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts := Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe}
+				if shim {
+					opts.Shim = exe
+				}
+				r, err := New(opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() {
+					r.Close()
+					RemoveHostState(filepath.Join(dir, "state"))
+				})
+				return r
+			})
+		})
+	}
 }
 
 func TestSweepRemovesLeftoversButNotLiveSandboxes(t *testing.T) {

@@ -36,13 +36,18 @@ func threads(t *testing.T) int {
 
 // newSkeletonRuntime makes a runtime in a temp dir (its host state
 // removed at the end) and a skeleton root whose /usr is the host's,
-// mounted read-only by the caller's spec. It needs root.
-func newSkeletonRuntime(t *testing.T) (*Runtime, string) {
+// mounted read-only by the caller's spec; with (optional) changes its
+// options. It needs root.
+func newSkeletonRuntime(t *testing.T, with ...func(*Options)) (*Runtime, string) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	dir := t.TempDir()
 	exe, _ := os.Executable()
-	r, err := New(Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe})
+	opts := Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe}
+	for _, f := range with {
+		f(&opts)
+	}
+	r, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

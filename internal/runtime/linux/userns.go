@@ -121,7 +121,12 @@ func (r *Runtime) usernsFile(slot int) (*os.File, error) {
 	if ok {
 		return f, nil
 	}
-	f, err := newUserNS(r.hostID(slot))
+	var err error
+	if r.shim != nil {
+		f, err = r.shim.userns(r.hostID(slot))
+	} else {
+		f, err = newUserNS(r.hostID(slot))
+	}
 	if err != nil {
 		return nil, err
 	}
