@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -39,10 +38,10 @@ import (
 // The daemon keeps everything else: it loads the sandbox's libcontainer
 // state to pause, update, signal and destroy it, as it does for sandboxes
 // a previous daemon started. The shim is the parent of the inits it
-// started and reaps them; it exits when the daemon closes its end of the
-// connection and no init of its own is left, or at once when the daemon
-// dies (the inits are then reaped by the host's PID 1, as after a daemon
-// restart).
+// started and reaps them; it exits when the runtime is closed and no init
+// of its own is left, or at once when the daemon dies and its end of the
+// connection with it (the inits are then reaped by the host's PID 1, as
+// after a daemon restart).
 //
 // The connection is a SOCK_SEQPACKET socket pair: one JSON message per
 // request and per answer, descriptors attached with SCM_RIGHTS.
@@ -127,8 +126,10 @@ func (s *shim) connect() (*net.UnixConn, error) {
 	cmd := exec.Command(s.bin, ShimArg, s.stateDir)
 	cmd.Env = []string{"GOMAXPROCS=" + os.Getenv("GOMAXPROCS")}
 	cmd.Stderr = os.Stderr
+	// No parent-death signal: it follows the thread that forked, which
+	// Go may end while the daemon lives. The shim leaves when its
+	// connection ends instead, which happens when the daemon dies.
 	cmd.ExtraFiles = []*os.File{theirs} // fd 3 = shimFD
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		mine.Close()
 		return nil, fmt.Errorf("start runtime shim %s: %w", s.bin, err)

@@ -186,3 +186,24 @@ func TestShimFailedStartLeavesNothingAndCloseWaitsForInits(t *testing.T) {
 	}
 	waitGone(t, shimPid, "the closed shim with no init left")
 }
+
+// TestShimLeavesWithTheDaemon: when the daemon's end of the connection
+// goes (the daemon died), the shim exits at once, and the sandboxes it
+// started keep running.
+func TestShimLeavesWithTheDaemon(t *testing.T) {
+	r, root := newSkeletonRuntime(t, withShim)
+	ctx := context.Background()
+	if err := r.Start(ctx, skeletonSpec("shimgone-1", root)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(ctx, "shimgone-1") })
+	shimPid, initP := r.shim.pid(), initPid(t, r, "shimgone-1")
+	r.shim.mu.Lock()
+	r.shim.conn.Close() // what the daemon's death does to it
+	r.shim.mu.Unlock()
+	waitGone(t, shimPid, "the shim after the daemon's end closed")
+	if err := unix.Kill(initP, 0); err != nil {
+		t.Fatalf("the sandbox's init went with the shim: %v", err)
+	}
+	execTrue(t, r, "shimgone-1")
+}
