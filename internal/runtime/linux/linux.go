@@ -413,6 +413,10 @@ func (r *Runtime) startInShim(ctx context.Context, spec steadrt.Spec, cfg *confi
 		files = append(files, ns)
 	}
 	created := time.Now()
+	// Not cut short by ctx: libcontainer's start runs to its end in the
+	// shim either way, and a start abandoned halfway could leave a
+	// container waiting there that no abort would find.
+	ctx = context.WithoutCancel(ctx)
 	rep, err := r.shim.call(ctx, req, files...)
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
