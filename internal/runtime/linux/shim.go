@@ -532,7 +532,7 @@ func (s *shimServer) start(req shimRequest, files []*os.File) (int, error) {
 		s.pending[req.ID] = c
 	}
 	s.mu.Unlock()
-	s.reap(p, pid)
+	s.reap(pid)
 	return pid, nil
 }
 
@@ -566,27 +566,36 @@ func (s *shimServer) finish(id string, run bool) error {
 	return nil
 }
 
-// reap waits for p's exit on the shim's epoll set (no thread per init).
-func (s *shimServer) reap(p *libcontainer.Process, pid int) {
-	done := func() {
-		p.Wait()
-		s.mu.Lock()
-		s.children--
-		s.maybeExit()
-		s.mu.Unlock()
-	}
+// reap reaps the init pid once it exits, waiting on the shim's epoll set
+// (no thread per init). It keeps nothing of libcontainer's: the process
+// and container objects of a started sandbox are dropped (their
+// descriptors close when they are collected), so the shim holds a pidfd
+// per running sandbox and no more.
+func (s *shimServer) reap(pid int) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
-		go done()
+		go func() {
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, 0, nil)
+			s.exited()
+		}()
 		return
 	}
-	if _, err := s.watch.Once(fd, func() {
-		go func() {
-			done()
-			unix.Close(fd)
-		}()
-	}); err != nil {
+	wait := func() {
+		var info unix.Siginfo
+		unix.Waitid(unix.P_PIDFD, fd, &info, unix.WEXITED, nil)
 		unix.Close(fd)
-		go done()
+		s.exited()
 	}
+	if _, err := s.watch.Once(fd, func() { go wait() }); err != nil {
+		go wait() // blocks a thread, but reaps
+	}
+}
+
+// exited counts an init reaped.
+func (s *shimServer) exited() {
+	s.mu.Lock()
+	s.children--
+	s.maybeExit()
+	s.mu.Unlock()
 }
