@@ -455,9 +455,9 @@ type rootSource struct {
 	spare string
 	// fill makes the root as dataset dst.
 	fill func(ctx context.Context, dst string) error
-	// made, when set, is called once the root has its quota, before the
-	// sandbox starts.
-	made func()
+	// starting, when set, is called between the root's quota and the
+	// start of a sandbox that starts at once (not for noStart).
+	starting func()
 }
 
 // materializeWith is materialize with the root dataset made by root (a
@@ -546,9 +546,6 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	// Where a create's time goes (bench/lifecycle reads fill and quota;
 	// root says whether fill was a clone or the rename of a spare).
 	s.log.Debug("sandbox root made", "sandbox", id, "root", root.how, "fill", t1.Sub(t0), "quota", time.Since(t1))
-	if root.made != nil {
-		root.made()
-	}
 	rec.State = store.StateStopped
 	rec.StopReason = "created"
 	if noStart {
@@ -558,6 +555,9 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		}
 		s.log.Info("sandbox created", "sandbox", id, "tenant", tenant)
 		return s.view(rec), nil
+	}
+	if root.starting != nil {
+		root.starting()
 	}
 	rec, err = s.startLocked(ctx, rec, tmpl)
 	if err != nil {
