@@ -88,6 +88,11 @@ type Config struct {
 	// Warm lists the warm pools: per tenant and template, how many
 	// started sandboxes are kept ready for plain creates (sandbox/warm.go).
 	Warm []sandbox.WarmSpec
+	// Spares is how many spare clones of each template a create used
+	// recently a btrfs pool keeps ready, so that a create renames one
+	// into place instead of cloning (sandbox.RunSpares): 0 means
+	// sandbox.DefaultSpares, a negative number none.
+	Spares int
 	// PolicyInterval is how often idle and retention policies run.
 	PolicyInterval time.Duration
 	// AuditCheckpointInterval is how often the audit trail's head is
@@ -390,6 +395,12 @@ func Run(ctx context.Context, cfg Config) error {
 	defer wcancel()
 	warmDone := make(chan struct{})
 	go func() { svc.RunWarm(wctx, cfg.Warm); close(warmDone) }()
+	spares := cfg.Spares
+	if spares == 0 {
+		spares = sandbox.DefaultSpares
+	}
+	sparesDone := make(chan struct{})
+	go func() { svc.RunSpares(wctx, spares); close(sparesDone) }()
 	go nodes.Run(pctx)
 	if cl != nil {
 		go cl.run(pctx)
@@ -413,6 +424,12 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-warmDone:
 	case <-time.After(10 * time.Second):
 		log.Warn("warm sandboxes left for the next start to remove")
+	}
+	// Spare clones too (a few deletes; the next start removes what is left).
+	select {
+	case <-sparesDone:
+	case <-time.After(5 * time.Second):
+		log.Warn("spare clones left for the next start to remove")
 	}
 	log.Info("stead stopped; sandboxes keep running")
 	return nil

@@ -221,6 +221,14 @@ type CloneOptions struct {
 //     afterwards exactly one of the two names exists. errs.ErrNotFound if
 //     src is absent, errs.ErrConflict if dst exists (nothing changes),
 //     errs.ErrInvalid if the kinds differ.
+//   - RenameUnsynced is Rename without waiting until the change is
+//     durable: the same names, errors and atomicity, visible at once and
+//     kept through a crash of the process; a crash of the machine before
+//     the file system's next commit may undo it (src is back, whole, and
+//     dst absent). For a caller that records the rename durably beforehand
+//     and redoes it after such a crash. (On btrfs the fsync that makes a
+//     rename of a subvolume durable commits the whole file system
+//     transaction, which costs more the more subvolumes the pool holds.)
 //   - Exchange swaps the names of two existing datasets of the same kind,
 //     atomically (a rollback swaps a sandbox's root with a new clone).
 //     errs.ErrNotFound if either is absent.
@@ -249,6 +257,7 @@ type Pool interface {
 	Clone(ctx context.Context, src, dst string, opts CloneOptions) error
 	Delete(ctx context.Context, name string) error
 	Rename(ctx context.Context, src, dst string) error
+	RenameUnsynced(ctx context.Context, src, dst string) error
 	Exchange(ctx context.Context, a, b string) error
 	List(ctx context.Context, kind string) ([]string, error)
 	SetReadOnly(ctx context.Context, name string, ro bool) error
@@ -270,17 +279,24 @@ type Pool interface {
 // errors to the Pool contract; it fails at once when ctx is done. Both
 // implementations' Rename is this call.
 func RenameAt(ctx context.Context, dir, src, dst string) error {
-	return renameAt(ctx, dir, src, dst, unix.RENAME_NOREPLACE, "rename")
+	return renameAt(ctx, dir, src, dst, unix.RENAME_NOREPLACE, "rename", true)
+}
+
+// RenameAtUnsynced is RenameAt without the fsync that makes the rename
+// durable (see RenameUnsynced in the Pool contract). Both
+// implementations' RenameUnsynced is this call.
+func RenameAtUnsynced(ctx context.Context, dir, src, dst string) error {
+	return renameAt(ctx, dir, src, dst, unix.RENAME_NOREPLACE, "rename", false)
 }
 
 // ExchangeAt atomically swaps datasets a and b (both existing, same kind)
 // under the pool directory dir with renameat2(RENAME_EXCHANGE), mapping
 // errors to the Pool contract. Both implementations use it.
 func ExchangeAt(ctx context.Context, dir, a, b string) error {
-	return renameAt(ctx, dir, a, b, unix.RENAME_EXCHANGE, "exchange")
+	return renameAt(ctx, dir, a, b, unix.RENAME_EXCHANGE, "exchange", true)
 }
 
-func renameAt(ctx context.Context, dir, src, dst string, flags uint, verb string) error {
+func renameAt(ctx context.Context, dir, src, dst string, flags uint, verb string, sync bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s dataset %s: %w", verb, src, err)
 	}
@@ -294,6 +310,8 @@ func renameAt(ctx context.Context, dir, src, dst string, flags uint, verb string
 	}
 	err := unix.Renameat2(unix.AT_FDCWD, filepath.Join(dir, src), unix.AT_FDCWD, filepath.Join(dir, dst), flags)
 	switch {
+	case err == nil && !sync:
+		return nil
 	case err == nil:
 		// The change is durable once its directory is.
 		fd, err := unix.Open(filepath.Join(dir, sk), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

@@ -836,7 +836,7 @@ func (s *Service) restoreSandbox(ctx context.Context, op *operation, sc *repo.Sc
 		rs, err = sc.Restore(ctx, m.ID, s.pool.Path(dst), repo.RestoreOptions{Progress: op.progress("restore")})
 		return err
 	}
-	sb, err := s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, fill, noStart)
+	sb, err := s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, rootSource{how: "restore", fill: fill}, noStart)
 	if err != nil {
 		return fail(err)
 	}

@@ -188,7 +188,7 @@ func (s *Service) claim(ctx context.Context, list []store.Sandbox) []store.Sandb
 // lease). Each becomes a lost copy (keepLostCopy), never run, for an
 // operator to discard. records are all the sandbox records; a root whose
 // lease is this node's, or that has none (a warm sandbox, a crashed
-// create), is left to the rest of Reconcile.
+// create), and a spare clone (spares.go) are left to the rest of Reconcile.
 func (s *Service) keepPurgedRoots(ctx context.Context, records []store.Sandbox) {
 	if !s.clustered() {
 		return
@@ -204,7 +204,7 @@ func (s *Service) keepPurgedRoots(ctx context.Context, records []store.Sandbox) 
 	}
 	self := s.opts.Owner.Node()
 	for _, id := range ids {
-		if known[id] || strings.HasPrefix(id, lostPrefix) || strings.HasPrefix(id, rollbackPrefix) {
+		if known[id] || strings.HasPrefix(id, lostPrefix) || strings.HasPrefix(id, rollbackPrefix) || isSpare(id) {
 			continue
 		}
 		own, err := s.st.GetOwnership(ctx, id)

@@ -15,6 +15,9 @@ import (
 //     init died while the daemon was down) is cleaned up and marked
 //     stopped with reason "crashed";
 //   - a sandbox left in "creating" by a crash is removed with its dataset;
+//   - a sandbox whose root was a spare clone renamed into place, a rename
+//     a crash of the machine undid, gets it again (redoSpareTake), and
+//     every other spare clone in the pool is deleted (spares.go);
 //   - runtime state with no running sandbox behind it is destroyed, so no
 //     cgroup or mount is orphaned;
 //   - the warm sandboxes of an earlier daemon (marked, without a record)
@@ -74,6 +77,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.cleanTemplateLeftovers(ctx); err != nil { // tenant_local.go
 		return fmt.Errorf("reconcile: template leftovers: %w", err)
 	}
+	if err := s.cleanSpareLeftovers(ctx); err != nil { // spares.go; after every redo
+		return fmt.Errorf("reconcile: spare clones: %w", err)
+	}
 	s.dropWarmLeftovers(ctx, all) // warm.go
 	if err := s.syncNetwork(ctx); err != nil {
 		return fmt.Errorf("reconcile: network: %w", err)
@@ -89,6 +95,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 }
 
 func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map[string]bool) error {
+	if sb.State != store.StateCreating {
+		if err := s.redoSpareTake(ctx, sb); err != nil { // spares.go
+			s.log.Error("reconcile: redo the take of the sandbox's spare clone", "sandbox", sb.ID, "err", err)
+		}
+	}
 	switch sb.State {
 	case store.StateCreating:
 		s.log.Warn("removing half-created sandbox", "sandbox", sb.ID)

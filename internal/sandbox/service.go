@@ -160,6 +160,7 @@ type Service struct {
 	limits    limitWatch
 	sched     schedState
 	warm      warmPool // warm.go
+	spares    spareSet // spares.go
 
 	// tenantRelay sends a tenant's stop or purge of a sandbox to the node
 	// that holds it (tenant_purge.go; nil: this service acts).
@@ -429,7 +430,10 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		}
 	}
 	specJSON, _ := json.Marshal(sp)
-	return s.materialize(ctx, tenant, id, name, tmpl, specJSON, templateDataset(tenant, tmpl.ID), req.NoStart)
+	tk := s.takeSpare(templateDataset(tenant, tmpl.ID)) // spares.go
+	out, err := s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, tk.root(), req.NoStart)
+	tk.done(ctx)
+	return out, err
 }
 
 // materialize creates a sandbox record, clones its root from the dataset
@@ -437,14 +441,29 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 // noStart, starts it. Crash ordering: the record exists ("creating")
 // before the dataset, so Reconcile can remove a half-made sandbox.
 func (s *Service) materialize(ctx context.Context, tenant, id, name string, tmpl store.Template, specJSON []byte, src string, noStart bool) (client.Sandbox, error) {
-	return s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, func(ctx context.Context, dst string) error {
+	return s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, rootSource{how: "clone", fill: func(ctx context.Context, dst string) error {
 		return s.pool.Clone(ctx, src, dst, pool.CloneOptions{})
-	}, noStart)
+	}}, noStart)
 }
 
-// materializeWith is materialize with the root dataset made by fill (a
-// clone, or a restore from the repository).
-func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, tmpl store.Template, specJSON []byte, fill func(ctx context.Context, dst string) error, noStart bool) (client.Sandbox, error) {
+// rootSource makes a new sandbox's root dataset.
+type rootSource struct {
+	// how names the way in the log: "clone", "spare", "restore".
+	how string
+	// spare is the spare clone fill renames into place (spares.go), for
+	// the record; "" for any other way.
+	spare string
+	// fill makes the root as dataset dst.
+	fill func(ctx context.Context, dst string) error
+	// starting, when set, is called between the root's quota and the
+	// start of a sandbox that starts at once (not for noStart).
+	starting func()
+}
+
+// materializeWith is materialize with the root dataset made by root (a
+// clone, a spare clone renamed into place, or a restore from the
+// repository).
+func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, tmpl store.Template, specJSON []byte, root rootSource, noStart bool) (client.Sandbox, error) {
 	var sp spec
 	if err := json.Unmarshal(specJSON, &sp); err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
@@ -458,6 +477,7 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	// Exposure belongs to a sandbox, not to its files: a fork or a
 	// restore exposes nothing until asked.
 	sp.Ports = nil
+	sp.Spare = root.spare // before the record: see spares.go, Crash ordering
 	if !noStart {
 		// Before any data moves: a start would fail without them.
 		if err := s.checkSecretsSet(ctx, tenant, sp.SecretRefs); err != nil {
@@ -514,7 +534,7 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
 	}
 	t0 := time.Now()
-	if err := fill(ctx, datasetName(id)); err != nil {
+	if err := root.fill(ctx, datasetName(id)); err != nil {
 		return fail(err)
 	}
 	t1 := time.Now()
@@ -523,7 +543,9 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 			return fail(err)
 		}
 	}
-	s.log.Debug("sandbox root made", "sandbox", id, "fill", t1.Sub(t0), "quota", time.Since(t1))
+	// Where a create's time goes (bench/lifecycle reads fill and quota;
+	// root says whether fill was a clone or the rename of a spare).
+	s.log.Debug("sandbox root made", "sandbox", id, "root", root.how, "fill", t1.Sub(t0), "quota", time.Since(t1))
 	rec.State = store.StateStopped
 	rec.StopReason = "created"
 	if noStart {
@@ -533,6 +555,9 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		}
 		s.log.Info("sandbox created", "sandbox", id, "tenant", tenant)
 		return s.view(rec), nil
+	}
+	if root.starting != nil {
+		root.starting()
 	}
 	rec, err = s.startLocked(ctx, rec, tmpl)
 	if err != nil {

@@ -73,6 +73,7 @@ func (s *Service) templateHere(ctx context.Context, t store.Template) error {
 	if ok, _ := s.pool.Exists(ctx, ds); ok {
 		return nil
 	}
+	defer s.templateChanging(ctx, ds)() // spares.go
 	if err := s.pool.Create(ctx, ds); err != nil {
 		return fmt.Errorf("build template %s here: %w", t.ID, err)
 	}
@@ -92,6 +93,7 @@ func (s *Service) templateHere(ctx context.Context, t store.Template) error {
 // records it. A failure leaves neither dataset nor record.
 func (s *Service) buildTemplate(ctx context.Context, tenant, id, kind, source string, fill func(dst string) (template.ImageInfo, error)) (store.Template, error) {
 	ds := templateDataset(tenant, id)
+	defer s.templateChanging(ctx, ds)() // spares.go
 	if ex, _ := s.pool.Exists(ctx, ds); ex {
 		// Left by a crash before the record was written.
 		s.pool.Delete(ctx, ds)
@@ -209,6 +211,7 @@ func (s *Service) DeleteTemplate(ctx context.Context, tenant, id string) error {
 			return fmt.Errorf("template %s is used by sandbox %s: %w", id, sb.Name, errs.ErrConflict)
 		}
 	}
+	defer s.templateChanging(ctx, templateDataset(tenant, id))() // spares.go
 	if err := s.st.DeleteTemplate(ctx, tenant, id); err != nil {
 		return fmt.Errorf("delete template %s: %w", id, err)
 	}

@@ -52,9 +52,10 @@ func (s *Service) tenantLocalOf(ctx context.Context, tenant string, sbs []store.
 // deleted tenant (cluster.TenantActions; cluster.HandleTenant serves the
 // node call of the node that deleted it): the datasets of p's volumes and
 // snapshots that have no record, the kept lost copies of p's sandboxes,
-// and every template dataset of the tenant. The tenant must be gone from
-// the store (errs.ErrConflict while it exists: nothing is deleted), so
-// the call cannot take data a tenant still has. Already gone is no error.
+// and every template dataset of the tenant, with its spare clones. The
+// tenant must be gone from the store (errs.ErrConflict while it exists:
+// nothing is deleted), so the call cannot take data a tenant still has.
+// Already gone is no error.
 func (s *Service) TenantPurgeLocal(ctx context.Context, p cluster.TenantLocal) error {
 	if p.Tenant == "" || p.Tenant == store.DefaultTenant {
 		return fmt.Errorf("purge the local data of tenant %q: not a deletable tenant: %w", p.Tenant, errs.ErrInvalid)
@@ -101,6 +102,9 @@ func (s *Service) TenantPurgeLocal(ctx context.Context, p cluster.TenantLocal) e
 		}
 		unlock := s.lock(lockKey)
 		defer unlock()
+		if kind == pool.KindTemplate {
+			defer s.templateChanging(ctx, ds)() // its spares go first (spares.go)
+		}
 		err = s.pool.Delete(ctx, ds)
 		switch {
 		case err == nil:
@@ -176,9 +180,11 @@ func (s *Service) cleanTemplateLeftovers(ctx context.Context) error {
 			continue
 		}
 		s.log.Warn("deleting the template dataset of a deleted tenant", "dataset", id)
+		done := s.templateChanging(ctx, pool.KindTemplate+"/"+id) // spares.go
 		if err := s.pool.Delete(ctx, pool.KindTemplate+"/"+id); err != nil && !errors.Is(err, errs.ErrNotFound) {
 			s.log.Error("delete the template dataset of a deleted tenant", "dataset", id, "err", err)
 		}
+		done()
 	}
 	return nil
 }

@@ -141,6 +141,10 @@ type spec struct {
 	// Warm is set on a sandbox taken from the warm pool (warm.go): it
 	// booted without Env, so every exec is given Env until its next start.
 	Warm bool `json:"warm,omitempty"`
+	// Spare is the spare clone (spares.go) the root was renamed from, set
+	// in the record before the rename: Reconcile redoes a rename that a
+	// crash of the machine undid. "" when the root was made otherwise.
+	Spare string `json:"spare,omitempty"`
 	// Failover is the failover policy (client.FailoverRestore or
 	// client.FailoverNone; "" reads as restore). internal/cluster reads
 	// this key (cluster.FailoverPolicyOf).

@@ -77,7 +77,13 @@
 // commits atomically: after a crash a dataset either exists whole or not at
 // all, and a clone never appears half copied. Delete detaches the subvolume
 // from its name at once and frees its extents in the background (the btrfs
-// cleaner), so a crash during the cleanup leaks no name. Open is idempotent:
+// cleaner), so a crash during the cleanup leaks no name. Rename and
+// Exchange are durable on return: the fsync of the kind directory after
+// them commits the transaction (btrfs logs no rename of a subvolume in its
+// fsync log; it commits instead). RenameUnsynced leaves out that fsync: the
+// rename is in the running transaction, which the next commit makes durable
+// (at most 30 s later, or at once by any Clone: a snapshot commits the
+// transaction it is made in, and every change before it). Open is idempotent:
 // a pool image already mounted at Dir is reused as it is, and an image still
 // attached to a loop device but not mounted (a crash between attach and
 // mount, or a device attached by hand) is mounted from that device instead of
@@ -1028,6 +1034,12 @@ func (p *Pool) Close() error { return nil }
 // Rename moves a dataset to a new name of the same kind (see pool.Pool).
 func (p *Pool) Rename(ctx context.Context, src, dst string) error {
 	return pool.RenameAt(ctx, p.dir, src, dst)
+}
+
+// RenameUnsynced is Rename without making the change durable (see
+// pool.Pool).
+func (p *Pool) RenameUnsynced(ctx context.Context, src, dst string) error {
+	return pool.RenameAtUnsynced(ctx, p.dir, src, dst)
 }
 
 // Exchange swaps two datasets' names atomically (see pool.Pool).

@@ -908,3 +908,77 @@ func TestBtrfsUsagesMatchesUsageInOneWalk(t *testing.T) {
 		}
 	}
 }
+
+// commits reads how many transactions the pool's file system committed
+// (sysfs commit_stats, kernel >= 6.0).
+func commits(t *testing.T, p *Pool) int {
+	t.Helper()
+	fd := mustOpenDir(t, p.dir)
+	defer unix.Close(fd)
+	uuid, err := fsUUID(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/fs/btrfs", uuid, "commit_stats"))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("no commit_stats in sysfs (kernel 6.0 or later)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "commits "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no commits line in commit_stats: %q", b)
+	return 0
+}
+
+// TestBtrfsRenameUnsyncedCommitsNoTransaction: RenameUnsynced of a
+// subvolume leaves the change to the next commit, where Rename's fsync
+// commits the transaction (what the spares of internal/sandbox save on
+// every create: a commit costs more the more subvolumes the pool holds).
+func TestBtrfsRenameUnsyncedCommitsNoTransaction(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	ctx := t.Context()
+	if err := p.Create(ctx, "templates/t"); err != nil {
+		t.Fatal(err)
+	}
+	clone := func(name string) {
+		t.Helper()
+		if err := p.Clone(ctx, "templates/t", name, pool.CloneOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The periodic commit (every 30 s) may fall between two reads: one
+	// more try tells it from a commit of the rename's.
+	for try := 0; ; try++ {
+		spare := "sandboxes/spare-a" + strconv.Itoa(try)
+		clone(spare) // a snapshot commits: nothing is pending after it
+		before := commits(t, p)
+		if err := p.RenameUnsynced(ctx, spare, "sandboxes/sb-a"+strconv.Itoa(try)); err != nil {
+			t.Fatal(err)
+		}
+		if got := commits(t, p); got != before {
+			if try == 0 {
+				continue
+			}
+			t.Fatalf("RenameUnsynced committed %d transactions", got-before)
+		}
+		break
+	}
+	clone("sandboxes/spare-b")
+	before := commits(t, p)
+	if err := p.Rename(ctx, "sandboxes/spare-b", "sandboxes/sb-b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := commits(t, p); got == before {
+		t.Fatal("Rename committed no transaction: is it durable on return?")
+	}
+}

@@ -371,6 +371,12 @@ func (p *Pool) Rename(ctx context.Context, src, dst string) error {
 	return pool.RenameAt(ctx, p.dir, src, dst)
 }
 
+// RenameUnsynced is Rename without making the change durable (see
+// pool.Pool).
+func (p *Pool) RenameUnsynced(ctx context.Context, src, dst string) error {
+	return pool.RenameAtUnsynced(ctx, p.dir, src, dst)
+}
+
 // Exchange swaps two datasets' names atomically (see pool.Pool).
 func (p *Pool) Exchange(ctx context.Context, a, b string) error {
 	return pool.ExchangeAt(ctx, p.dir, a, b)
