@@ -31,6 +31,7 @@ func newServeCmd() *cobra.Command {
 	var size int64
 	var reserve, warnLevels, largeFile string
 	var warm []string
+	spares := sandbox.DefaultSpares
 	var verbose bool
 	var repoWitness bool
 	cmd := &cobra.Command{
@@ -108,6 +109,13 @@ start adopts them.`,
 				}
 				cfg.Warm = append(cfg.Warm, ws)
 			}
+			if spares < 0 {
+				return usageError{fmt.Errorf("--spares %d: want 0 or more", spares)}
+			}
+			cfg.Spares = spares
+			if spares == 0 {
+				cfg.Spares = -1 // none
+			}
 			cfg.NoAuditRepoWitness = !repoWitness
 			cfg.Version = version
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,6 +144,7 @@ start adopts them.`,
 	f.Float64Var(&cfg.PoolOvercommit, "pool-overcommit", sandbox.DefaultPoolOvercommit, "the disk quotas of live sandboxes and volumes may add up to this many times the pool's usable size (1: every quota can always be filled)")
 	f.StringVar(&warnLevels, "warn-levels", "80,95", "percentages of a limit (disk quota, memory, volume size, pool) at which an event and a log line warn")
 	f.StringVar(&largeFile, "large-state-file", "1GiB", "files under /data larger than this are reported by orient and stead info as history to off-load")
+	f.IntVar(&spares, "spares", spares, "spare clones kept of each template a create used in the last hour, taken by creates instead of cloning (btrfs pools; 0: none)")
 	f.StringArrayVar(&warm, "warm", nil, "keep N started sandboxes of a template ready for plain creates: [TENANT/]TEMPLATE=N, such as host=4 (repeatable; see the README's warm pool section for which creates use it)")
 	f.DurationVar(&cfg.PolicyInterval, "policy-interval", 15*time.Second, "how often idle and retention policies run")
 	f.DurationVar(&cfg.AuditCheckpointInterval, "audit-checkpoint-interval", audit.DefaultCheckpointInterval, "how often the audit trail's head is signed and written to its witnesses (DATA/audit.witness, the repository) when it moved; a kill -9 leaves at most this much unsigned")
