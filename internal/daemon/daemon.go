@@ -454,11 +454,18 @@ func logPoolCapacity(ctx context.Context, pl pool.Pool, log *slog.Logger) {
 // stead-shim beside the stead binary when present (small, fast to start
 // as each sandbox's setup init), else the stead binary itself.
 func shimBinary(exe string, log *slog.Logger) string {
-	if p := filepath.Join(filepath.Dir(exe), "stead-shim"); fileExists(p) {
-		return p
+	p := filepath.Join(filepath.Dir(exe), "stead-shim")
+	if !fileExists(p) {
+		log.Warn("stead-shim not found beside the stead binary; the stead binary plays it (slower sandbox starts)", "want", p)
+		return exe
 	}
-	log.Warn("stead-shim not found beside the stead binary; the stead binary plays it (slower sandbox starts)", "want", filepath.Join(filepath.Dir(exe), "stead-shim"))
-	return exe
+	// It runs as root: a copy others could have written is not run.
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Uid != 0 || st.Mode&0o022 != 0 {
+		log.Warn("stead-shim is not a root-owned file only root may write; the stead binary plays it", "shim", p)
+		return exe
+	}
+	return p
 }
 
 // initBinary picks the sandbox init: stead-init beside the stead binary

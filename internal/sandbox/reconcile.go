@@ -77,7 +77,7 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	if err := s.cleanTemplateLeftovers(ctx); err != nil { // tenant_local.go
 		return fmt.Errorf("reconcile: template leftovers: %w", err)
 	}
-	if err := s.cleanSpareLeftovers(ctx); err != nil { // spares.go; after every redo
+	if err := s.cleanSpareLeftovers(ctx, all); err != nil { // spares.go; after every redo
 		return fmt.Errorf("reconcile: spare clones: %w", err)
 	}
 	s.dropWarmLeftovers(ctx, all) // warm.go
@@ -94,10 +94,31 @@ func (s *Service) Reconcile(ctx context.Context) error {
 	return nil
 }
 
+// reapplyDiskQuota sets sb's disk quota on its root again: setting a
+// quota (a btrfs qgroup limit) is made durable only by the file system's
+// next commit, so a crash of the machine soon after a create, a restore
+// or a resize can leave the root without it.
+func (s *Service) reapplyDiskQuota(ctx context.Context, sb store.Sandbox) error {
+	if !s.pool.Caps().Quota || sb.DeletedAt != nil {
+		return nil
+	}
+	sp, err := decodeSpec(sb)
+	if err != nil || sp.Limits.DiskBytes <= 0 {
+		return err
+	}
+	if ok, err := s.pool.Exists(ctx, datasetName(sb.ID)); err != nil || !ok {
+		return err
+	}
+	return s.pool.SetQuota(ctx, datasetName(sb.ID), sp.Limits.DiskBytes)
+}
+
 func (s *Service) reconcileOne(ctx context.Context, sb store.Sandbox, wanted map[string]bool) error {
 	if sb.State != store.StateCreating {
 		if err := s.redoSpareTake(ctx, sb); err != nil { // spares.go
 			s.log.Error("reconcile: redo the take of the sandbox's spare clone", "sandbox", sb.ID, "err", err)
+		}
+		if err := s.reapplyDiskQuota(ctx, sb); err != nil {
+			s.log.Error("reconcile: set the sandbox's disk quota again", "sandbox", sb.ID, "err", err)
 		}
 	}
 	switch sb.State {

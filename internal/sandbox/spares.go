@@ -440,8 +440,11 @@ func (s *Service) redoSpareTake(ctx context.Context, sb store.Sandbox) error {
 }
 
 // cleanSpareLeftovers deletes, at start-up, the spares in the pool that
-// this service does not hold: an earlier daemon's (see Staleness).
-func (s *Service) cleanSpareLeftovers(ctx context.Context) error {
+// this service does not hold, except one a record (not a half-made create,
+// not a deleted sandbox) names while that sandbox's root is missing: its redo failed or was not
+// this node's to make (an unclaimed sandbox), and the spare may be the
+// only copy of that root.
+func (s *Service) cleanSpareLeftovers(ctx context.Context, all []store.Sandbox) error {
 	ids, err := s.pool.List(ctx, pool.KindSandbox)
 	if err != nil {
 		return err
@@ -455,6 +458,25 @@ func (s *Service) cleanSpareLeftovers(ctx context.Context) error {
 		}
 	}
 	p.mu.Unlock()
+	present := map[string]bool{}
+	for _, id := range ids {
+		if isSpare(id) {
+			present[pool.KindSandbox+"/"+id] = true
+		}
+	}
+	for _, sb := range all {
+		if sb.State == store.StateCreating || sb.DeletedAt != nil {
+			continue
+		}
+		sp, err := decodeSpec(sb)
+		if err != nil || !present[sp.Spare] {
+			continue
+		}
+		if ok, err := s.pool.Exists(ctx, datasetName(sb.ID)); err != nil || !ok {
+			held[sp.Spare] = true
+			s.log.Warn("kept a spare clone: it is the root of a sandbox whose own is missing", "sandbox", sb.ID, "spare", sp.Spare)
+		}
+	}
 	n := 0
 	for _, id := range ids {
 		name := pool.KindSandbox + "/" + id

@@ -424,3 +424,71 @@ func TestSparesOffWithZeroAndOnTheDirPool(t *testing.T) {
 		}
 	}
 }
+
+// TestSpareNamedByASandboxWithoutItsRootIsKept: the start-up cleanup
+// keeps a spare that a sandbox's record names while that sandbox's root
+// is missing (its redo failed, or the sandbox is another node's to
+// reconcile): it may be the only copy of that root. Other spares go.
+func TestSpareNamedByASandboxWithoutItsRootIsKept(t *testing.T) {
+	e := newBtrfsEnv(t, 2<<30, Options{})
+	s := e.s
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	markedTemplate(t, s, tn, "t1", "one")
+	named, other := pool.KindSandbox+"/"+newSpareID(), pool.KindSandbox+"/"+newSpareID()
+	for _, n := range []string{named, other} {
+		if err := e.pool.Clone(ctx, templateDataset(tn, "t1"), n, pool.CloneOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hs, _ := json.Marshal(spec{InstanceType: "custom", Limits: client.Limits{DiskBytes: 64 << 20}, Spare: named})
+	rec := store.Sandbox{ID: newID(), TenantID: tn, Name: "rootless", TemplateID: "t1", State: store.StateStopped, Spec: hs}
+	if err := s.cleanSpareLeftovers(ctx, []store.Sandbox{rec}); err != nil {
+		t.Fatal(err)
+	}
+	if left := spareNames(t, s); len(left) != 1 || left[0] != named {
+		t.Fatalf("spares after the cleanup: %v, want only %s", left, named)
+	}
+	// Once the sandbox has its root again, the spare is a leftover.
+	if err := e.pool.Clone(ctx, templateDataset(tn, "t1"), datasetName(rec.ID), pool.CloneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cleanSpareLeftovers(ctx, []store.Sandbox{rec}); err != nil {
+		t.Fatal(err)
+	}
+	if left := spareNames(t, s); len(left) != 0 {
+		t.Fatalf("spares after the second cleanup: %v", left)
+	}
+}
+
+// TestReconcileSetsDiskQuotasAgain: a root whose quota was lost (a crash
+// of the machine before the file system committed the limit) has it
+// again after the next daemon's Reconcile.
+func TestReconcileSetsDiskQuotasAgain(t *testing.T) {
+	e := newBtrfsEnv(t, 2<<30, Options{})
+	s := e.s
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "q", DiskBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.StopSandbox(ctx, tn, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pool.SetQuota(ctx, datasetName(sb.ID), 0); err != nil { // what the crash lost
+		t.Fatal(err)
+	}
+	next := New(s.opts)
+	if err := next.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.StartSandbox(ctx, tn, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { next.StopSandbox(context.Background(), tn, sb.ID) })
+	out, code := sh(t, next, sb.ID, "dd if=/dev/zero of=/home/agent/big bs=1M count=100 conv=fsync 2>&1")
+	if code == 0 || !strings.Contains(out, "quota") {
+		t.Fatalf("100 MiB into a 64 MiB sandbox after a lost quota and a Reconcile: exit %d: %s", code, out)
+	}
+}

@@ -132,7 +132,9 @@ func (r *Runtime) Close() error {
 	}
 	os.Remove(r.opts.RootfsDir) // if empty: sandboxes' roots are there only while they start
 	// Inits started by this runtime that still run are still reaped when
-	// they exit (this process is their parent until it exits).
+	// they exit: by this process (no shim) until it exits, or by the shim,
+	// which stays until the last of its own has exited or this process
+	// exits. Close waits for neither.
 	if r.watch != nil && r.watch.Len() == 0 {
 		r.watch.Close()
 		r.watch = nil

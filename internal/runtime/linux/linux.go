@@ -318,7 +318,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		extra: []*os.File{lnf, cfgFile, r.bin},
 	}
 	defer func() {
-		if retErr != nil {
+		if retErr != nil && !errors.Is(retErr, errStateExists) {
 			r.destroyFailedStart(spec.ID)
 		}
 	}()
@@ -363,6 +363,9 @@ type initProcess struct {
 // created.
 func (r *Runtime) startHere(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, init initProcess) (time.Time, error) {
 	c, err := libcontainer.Create(r.opts.StateDir, spec.ID, cfg)
+	if errors.Is(err, libcontainer.ErrExist) {
+		return time.Time{}, fmt.Errorf("create sandbox %s: %w (%w)", spec.ID, errStateExists, errs.ErrConflict)
+	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
@@ -418,27 +421,37 @@ func (r *Runtime) startInShim(ctx context.Context, spec steadrt.Spec, cfg *confi
 	// container waiting there that no abort would find.
 	ctx = context.WithoutCancel(ctx)
 	rep, err := r.shim.call(ctx, req, files...)
+	if errors.Is(err, errStateExists) {
+		return created, fmt.Errorf("start sandbox %s: %w (%w)", spec.ID, err, errs.ErrConflict)
+	}
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
+	closeFiles(rep.files)
 	if spec.Network == nil {
 		return created, nil
 	}
 	if err := spec.Network(ctx, rep.Pid); err != nil {
 		return created, fmt.Errorf("start sandbox %s: network: %w", spec.ID, err)
 	}
-	if _, err := r.shim.call(ctx, shimRequest{Op: "exec", ID: spec.ID}); err != nil {
+	rep, err = r.shim.call(ctx, shimRequest{Op: "exec", ID: spec.ID})
+	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
+	closeFiles(rep.files)
 	return created, nil
 }
 
 // destroyFailedStart removes what a failed start left: the shim's
 // container waiting to run, the container's state, its processes.
 func (r *Runtime) destroyFailedStart(id string) {
-	if r.shim != nil {
+	// A shim that is gone took what waited in it along (libcontainer's
+	// state, if any, is destroyed below).
+	if r.shim != nil && r.shim.connected() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r.shim.call(ctx, shimRequest{Op: "abort", ID: id})
+		if rep, err := r.shim.call(ctx, shimRequest{Op: "abort", ID: id}); err == nil {
+			closeFiles(rep.files)
+		}
 		cancel()
 	}
 	if c, err := r.load(id); err == nil && c != nil {

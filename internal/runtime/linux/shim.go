@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -54,8 +56,22 @@ const ShimArg = "runtime-shim"
 const shimFD = 3
 
 // shimMaxMsg bounds one message: a start's libcontainer configuration is
-// 6 KiB, and about 300 bytes more for each volume mounted.
-const shimMaxMsg = 256 << 10
+// 6 KiB, about 300 bytes more for each volume mounted, plus the
+// sandbox's environment (an API request may carry up to 1 MiB). Both ends
+// raise their socket buffers to hold one; reads allocate what each
+// message needs.
+const shimMaxMsg = 8 << 20
+
+// shimProtocol is the version of the messages below. The shim says it
+// first; a daemon refuses a shim that speaks another (a stale stead-shim
+// beside a newer stead).
+const shimProtocol = 1
+
+// shimHelloTimeout bounds the wait for a new shim's first message.
+const shimHelloTimeout = 10 * time.Second
+
+// shimSealedEnv marks a shim already re-executed from its sealed copy.
+const shimSealedEnv = "STEAD_SHIM_SEALED"
 
 // shimRequest is one request to the shim.
 type shimRequest struct {
@@ -79,11 +95,15 @@ type shimRequest struct {
 	HostID int64 `json:"host_id,omitempty"`
 }
 
-// shimAnswer is the shim's answer to the request with the same Seq.
+// shimAnswer is the shim's answer to the request with the same Seq; its
+// first message (Seq 0) says Hello.
 type shimAnswer struct {
-	Seq uint64 `json:"seq"`
-	Pid int    `json:"pid,omitempty"`
-	Err string `json:"err,omitempty"`
+	Seq   uint64 `json:"seq"`
+	Hello int    `json:"hello,omitempty"` // shimProtocol
+	Pid   int    `json:"pid,omitempty"`
+	Err   string `json:"err,omitempty"`
+	// Exists: the start failed because the sandbox's container exists.
+	Exists bool `json:"exists,omitempty"`
 }
 
 // shim is the runtime's connection to its shim process, started on first
@@ -97,7 +117,18 @@ type shim struct {
 	conn    *net.UnixConn
 	cmd     *exec.Cmd
 	seq     uint64
-	waiting map[uint64]chan shimReply
+	waiting map[uint64]shimWait
+	closed  bool // close was called: no new shim is started
+}
+
+// errStateExists is a start's failure because the sandbox's container
+// exists already (its cleanup must not destroy that one).
+var errStateExists = errors.New("the sandbox's runtime state exists")
+
+// shimWait is a request waiting for its answer on conn.
+type shimWait struct {
+	conn *net.UnixConn
+	ch   chan shimReply
 }
 
 // shimReply is an answer with its descriptors.
@@ -107,7 +138,7 @@ type shimReply struct {
 }
 
 func newShim(bin, stateDir string, log *slog.Logger) *shim {
-	return &shim{bin: bin, stateDir: stateDir, log: log, waiting: map[uint64]chan shimReply{}}
+	return &shim{bin: bin, stateDir: stateDir, log: log, waiting: map[uint64]shimWait{}}
 }
 
 // connect returns the connection, starting the shim when none runs. The
@@ -115,6 +146,9 @@ func newShim(bin, stateDir string, log *slog.Logger) *shim {
 func (s *shim) connect() (*net.UnixConn, error) {
 	if s.conn != nil {
 		return s.conn, nil
+	}
+	if s.closed {
+		return nil, errors.New("runtime shim: the runtime is closed")
 	}
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -142,41 +176,86 @@ func (s *shim) connect() (*net.UnixConn, error) {
 		return nil, fmt.Errorf("start runtime shim: %w", err)
 	}
 	conn := c.(*net.UnixConn)
+	fail := func(err error) (*net.UnixConn, error) {
+		conn.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("start runtime shim %s: %w", s.bin, err)
+	}
+	if err := setSocketBuffers(conn); err != nil {
+		return fail(err)
+	}
+	var hello shimAnswer
+	conn.SetReadDeadline(time.Now().Add(shimHelloTimeout))
+	files, err := recvMsg(conn, &hello, false)
+	conn.SetReadDeadline(time.Time{})
+	closeFiles(files)
+	if err != nil {
+		return fail(fmt.Errorf("no greeting: %w", err))
+	}
+	if hello.Hello != shimProtocol {
+		return fail(fmt.Errorf("it speaks protocol %d, this stead %d: build both with scripts/build.sh", hello.Hello, shimProtocol))
+	}
 	s.conn, s.cmd = conn, cmd
 	go s.read(conn, cmd)
 	return conn, nil
 }
 
+// setSocketBuffers makes conn's socket buffers hold a message of
+// shimMaxMsg (a SOCK_SEQPACKET send fails beyond its send buffer).
+func setSocketBuffers(conn *net.UnixConn) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
+			if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, 2*shimMaxMsg); e != nil {
+				serr = fmt.Errorf("socket buffer: %w", e)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
 // read delivers the shim's answers until its connection ends, then fails
 // whatever still waits and forgets the shim (the next call starts one).
 func (s *shim) read(conn *net.UnixConn, cmd *exec.Cmd) {
-	buf := make([]byte, shimMaxMsg)
-	oob := make([]byte, unix.CmsgSpace(16*4))
 	var err error
 	for {
 		var rep shimReply
-		if rep.files, err = recvMsg(conn, buf, oob, &rep.shimAnswer); err != nil {
+		if rep.files, err = recvMsg(conn, &rep.shimAnswer, false); err != nil {
 			break
 		}
 		s.mu.Lock()
-		ch, ok := s.waiting[rep.Seq]
+		w, ok := s.waiting[rep.Seq]
 		delete(s.waiting, rep.Seq)
 		s.mu.Unlock()
 		if ok {
-			ch <- rep
+			w.ch <- rep
 		} else {
 			closeFiles(rep.files)
 		}
 	}
 	conn.Close()
-	cmd.Wait()
+	// The next call starts a new shim at once, not after this one is
+	// reaped; what waits on this one fails once it is.
 	s.mu.Lock()
 	if s.conn == conn {
 		s.conn, s.cmd = nil, nil
 	}
-	for seq, ch := range s.waiting {
-		ch <- shimReply{shimAnswer: shimAnswer{Seq: seq, Err: fmt.Sprintf("runtime shim exited (%v; %s)", err, cmd.ProcessState)}}
-		delete(s.waiting, seq)
+	s.mu.Unlock()
+	cmd.Wait()
+	s.mu.Lock()
+	for seq, w := range s.waiting {
+		if w.conn == conn {
+			w.ch <- shimReply{shimAnswer: shimAnswer{Seq: seq, Err: fmt.Sprintf("runtime shim exited (%v; %s)", err, cmd.ProcessState)}}
+			delete(s.waiting, seq)
+		}
 	}
 	s.mu.Unlock()
 	if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
@@ -196,7 +275,7 @@ func (s *shim) call(ctx context.Context, req shimRequest, files ...*os.File) (sh
 	s.seq++
 	req.Seq = s.seq
 	ch := make(chan shimReply, 1)
-	s.waiting[req.Seq] = ch
+	s.waiting[req.Seq] = shimWait{conn: conn, ch: ch}
 	err = sendMsg(conn, req, files)
 	if err != nil {
 		delete(s.waiting, req.Seq)
@@ -209,6 +288,9 @@ func (s *shim) call(ctx context.Context, req shimRequest, files ...*os.File) (sh
 	case rep := <-ch:
 		if rep.Err != "" {
 			closeFiles(rep.files)
+			if rep.Exists {
+				return shimReply{}, fmt.Errorf("%s: %w", rep.Err, errStateExists)
+			}
 			return shimReply{}, errors.New(rep.Err)
 		}
 		return rep, nil
@@ -235,17 +317,22 @@ func (s *shim) userns(host int64) (*os.File, error) {
 // close asks the shim to exit once no init of its own is left.
 func (s *shim) close() {
 	s.mu.Lock()
-	conn := s.conn
-	s.mu.Unlock()
-	if conn == nil {
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.conn == nil {
 		return
 	}
 	// The answer is not awaited: the shim closes the connection when it
 	// goes, and read forgets it.
-	s.mu.Lock()
 	s.seq++
-	sendMsg(conn, shimRequest{Seq: s.seq, Op: "close"}, nil)
-	s.mu.Unlock()
+	sendMsg(s.conn, shimRequest{Seq: s.seq, Op: "close"}, nil)
+}
+
+// connected reports whether a shim runs (a call would not start one).
+func (s *shim) connected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn != nil
 }
 
 // pid is the shim's process id (0 when none runs).
@@ -280,9 +367,44 @@ func sendMsg(conn *net.UnixConn, v any, files []*os.File) error {
 }
 
 // recvMsg reads one message into v and returns the descriptors attached
-// to it (close-on-exec).
-func recvMsg(conn *net.UnixConn, buf, oob []byte, v any) ([]*os.File, error) {
-	n, oobn, flags, _, err := conn.ReadMsgUnix(buf, oob)
+// to it (close-on-exec). The message's size is peeked first and a buffer
+// of just that size read into. With strict, fields v does not know are
+// an error (a request from a newer daemon).
+func recvMsg(conn *net.UnixConn, v any, strict bool) ([]*os.File, error) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var (
+		buf            []byte
+		n, oobn, flags int
+		rerr           error
+		oob            = make([]byte, unix.CmsgSpace(16*4))
+	)
+	err = rc.Read(func(fd uintptr) bool {
+		size, _, e := unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
+		if e == unix.EAGAIN {
+			return false
+		}
+		if e != nil {
+			rerr = e
+			return true
+		}
+		if size > shimMaxMsg {
+			rerr = fmt.Errorf("message of %d bytes exceeds %d", size, shimMaxMsg)
+			return true
+		}
+		buf = make([]byte, max(size, 1))
+		n, oobn, flags, _, e = unix.Recvmsg(int(fd), buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if e == unix.EAGAIN {
+			return false
+		}
+		rerr = e
+		return true
+	})
+	if err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +423,6 @@ func recvMsg(conn *net.UnixConn, buf, oob []byte, v any) ([]*os.File, error) {
 				continue
 			}
 			for _, fd := range fds {
-				unix.CloseOnExec(fd)
 				files = append(files, os.NewFile(uintptr(fd), "fd"+strconv.Itoa(fd)))
 			}
 		}
@@ -310,7 +431,11 @@ func recvMsg(conn *net.UnixConn, buf, oob []byte, v any) ([]*os.File, error) {
 		closeFiles(files)
 		return nil, fmt.Errorf("message truncated (flags %#x)", flags)
 	}
-	if err := json.Unmarshal(buf[:n], v); err != nil {
+	d := json.NewDecoder(bytes.NewReader(buf[:n]))
+	if strict {
+		d.DisallowUnknownFields()
+	}
+	if err := d.Decode(v); err != nil {
 		closeFiles(files)
 		return nil, fmt.Errorf("decode message: %w", err)
 	}
@@ -332,6 +457,10 @@ func ShimMain() {
 		fmt.Fprintln(os.Stderr, "stead runtime shim: usage: "+ShimArg+" STATE_DIR (started by the stead daemon)")
 		os.Exit(2)
 	}
+	// Nothing but the connection is the shim's: a descriptor the daemon
+	// held without close-on-exec when it forked would otherwise stay open
+	// here (pinning a dataset) for the daemon's whole life.
+	unix.CloseRange(shimFD+1, ^uint(0), 0)
 	if err := sealSelf(); err != nil {
 		fmt.Fprintln(os.Stderr, "stead runtime shim:", err)
 		os.Exit(1)
@@ -344,7 +473,13 @@ func ShimMain() {
 		fmt.Fprintln(os.Stderr, "stead runtime shim:", err)
 		os.Exit(1)
 	}
-	srv := &shimServer{stateDir: os.Args[2], conn: c.(*net.UnixConn), pending: map[string]*libcontainer.Container{}}
+	conn := c.(*net.UnixConn)
+	if err := setSocketBuffers(conn); err != nil {
+		fmt.Fprintln(os.Stderr, "stead runtime shim:", err)
+		os.Exit(1)
+	}
+	srv := &shimServer{stateDir: os.Args[2], conn: conn, pending: map[string]pendingStart{}, done: make(chan struct{})}
+	srv.answer(shimAnswer{Hello: shimProtocol})
 	srv.serve()
 	os.Exit(0)
 }
@@ -356,7 +491,13 @@ func ShimMain() {
 // /proc/<init>/exe, as the overlay would).
 func sealSelf() error {
 	if exeseal.IsSelfExeCloned() {
-		return nil
+		return os.Unsetenv(shimSealedEnv)
+	}
+	if os.Getenv(shimSealedEnv) != "" {
+		// Re-executed once and still not a sealed memfd (a host that
+		// forbids executable memfds gets a file copy): go on without;
+		// libcontainer then seals the binary at each start itself.
+		return os.Unsetenv(shimSealedEnv)
 	}
 	self, err := os.Open("/proc/self/exe")
 	if err != nil {
@@ -374,7 +515,7 @@ func sealSelf() error {
 	// The descriptor is close-on-exec: the kernel opens the binary before
 	// it closes such descriptors, and nothing the shim starts inherits it.
 	path := "/proc/self/fd/" + strconv.Itoa(int(sealed.Fd()))
-	err = unix.Exec(path, os.Args, os.Environ())
+	err = unix.Exec(path, os.Args, append(os.Environ(), shimSealedEnv+"=1"))
 	return fmt.Errorf("re-execute sealed binary: %w", err)
 }
 
@@ -386,15 +527,24 @@ type shimServer struct {
 	wmu sync.Mutex // one answer at a time
 
 	mu       sync.Mutex
-	pending  map[string]*libcontainer.Container // started with Stop, until exec or abort
-	children int                                // inits started and not yet reaped
+	pending  map[string]pendingStart // started with Stop, until exec or abort
+	children int                     // inits started and not yet reaped
+	starting int                     // starts in progress
 	closing  bool
 	done     chan struct{}
+	doneOnce sync.Once
 	watch    *fdwatch.Watcher
 }
 
+// pendingStart is a container whose init waits to run (a start with
+// Stop). Its init is reaped only once it ran or was destroyed, so that its
+// pid cannot be reused while the daemon attaches the network to it.
+type pendingStart struct {
+	c   *libcontainer.Container
+	pid int
+}
+
 func (s *shimServer) serve() {
-	s.done = make(chan struct{})
 	w, err := fdwatch.New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stead runtime shim:", err)
@@ -402,11 +552,9 @@ func (s *shimServer) serve() {
 	}
 	s.watch = w
 	go func() {
-		buf := make([]byte, shimMaxMsg)
-		oob := make([]byte, unix.CmsgSpace(16*4))
 		for {
 			var req shimRequest
-			files, err := recvMsg(s.conn, buf, oob, &req)
+			files, err := recvMsg(s.conn, &req, true)
 			if err != nil {
 				if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 					// The daemon is gone: go with it.
@@ -438,6 +586,7 @@ func (s *shimServer) handle(req shimRequest, files []*os.File) {
 		a.Pid = pid
 		if err != nil {
 			a.Err = err.Error()
+			a.Exists = errors.Is(err, libcontainer.ErrExist)
 		}
 	case "exec":
 		if err := s.finish(req.ID, true); err != nil {
@@ -472,14 +621,22 @@ func (s *shimServer) handle(req shimRequest, files []*os.File) {
 // maybeExit ends the shim once it was asked to close and no init of its
 // own is left to reap. The caller holds s.mu.
 func (s *shimServer) maybeExit() {
-	if s.closing && s.children == 0 && len(s.pending) == 0 {
-		close(s.done)
-		s.closing = false
+	if s.closing && s.children == 0 && s.starting == 0 && len(s.pending) == 0 {
+		s.doneOnce.Do(func() { close(s.done) })
 	}
 }
 
 // start creates and starts the container of req.
 func (s *shimServer) start(req shimRequest, files []*os.File) (int, error) {
+	s.mu.Lock()
+	s.starting++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.starting--
+		s.maybeExit()
+		s.mu.Unlock()
+	}()
 	if !validID(req.ID) || req.Config == nil {
 		return 0, fmt.Errorf("start request for %q: bad request", req.ID)
 	}
@@ -529,17 +686,19 @@ func (s *shimServer) start(req shimRequest, files []*os.File) (int, error) {
 	s.mu.Lock()
 	s.children++
 	if req.Stop {
-		s.pending[req.ID] = c
+		s.pending[req.ID] = pendingStart{c: c, pid: pid}
 	}
 	s.mu.Unlock()
-	s.reap(pid)
+	if !req.Stop {
+		s.reap(pid)
+	}
 	return pid, nil
 }
 
 // finish runs (exec) or destroys (abort) a container started with Stop.
 func (s *shimServer) finish(id string, run bool) error {
 	s.mu.Lock()
-	c, ok := s.pending[id]
+	ps, ok := s.pending[id]
 	delete(s.pending, id)
 	s.mu.Unlock()
 	defer func() {
@@ -553,6 +712,8 @@ func (s *shimServer) finish(id string, run bool) error {
 		}
 		return nil
 	}
+	c := ps.c
+	defer s.reap(ps.pid)
 	if run {
 		if err := c.Exec(); err != nil {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
@@ -588,7 +749,14 @@ func (s *shimServer) reap(pid int) {
 		s.exited()
 	}
 	if _, err := s.watch.Once(fd, func() { go wait() }); err != nil {
-		go wait() // blocks a thread, but reaps
+		// The pidfd is non-blocking (a waitid on it would not wait):
+		// wait by pid, blocking a thread.
+		unix.Close(fd)
+		go func() {
+			var ws unix.WaitStatus
+			unix.Wait4(pid, &ws, 0, nil)
+			s.exited()
+		}()
 	}
 }
 

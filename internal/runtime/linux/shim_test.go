@@ -207,3 +207,45 @@ func TestShimLeavesWithTheDaemon(t *testing.T) {
 	}
 	execTrue(t, r, "shimgone-1")
 }
+
+// TestShimCarriesALargeEnvironment: a start's message holds the sandbox's
+// environment, which an API request may make large (a socket's default
+// buffer holds about 208 KiB of one message).
+func TestShimCarriesALargeEnvironment(t *testing.T) {
+	r, root := newSkeletonRuntime(t, withShim)
+	ctx := context.Background()
+	t.Cleanup(func() { r.Close() })
+	sp := skeletonSpec("shimenv-1", root)
+	// Five variables of 100 KiB (one string may not exceed 128 KiB in an
+	// exec): 500 KiB in all.
+	big := strings.Repeat("x", 100<<10)
+	sp.Env = []string{"PATH=/usr/bin:/bin", "BIG=" + big}
+	for i := range 4 {
+		sp.Env = append(sp.Env, fmt.Sprintf("BIG%d=%s", i, big))
+	}
+	if err := r.Start(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(ctx, "shimenv-1") })
+	var out strings.Builder
+	res, err := r.Exec(ctx, "shimenv-1", guest.ExecSpec{Args: []string{"/bin/sh", "-c", `printf %s "$BIG" | wc -c`}, Stdout: &out})
+	if err != nil || res.ExitCode != 0 || strings.TrimSpace(out.String()) != strconv.Itoa(len(big)) {
+		t.Fatalf("BIG inside: %q %+v %v (want %d bytes)", out.String(), res, err, len(big))
+	}
+}
+
+// TestShimThatDoesNotGreetIsRefused: a shim binary that never says which
+// protocol it speaks (a stale or wrong stead-shim) fails the start with a
+// clear error, and leaves nothing behind.
+func TestShimThatDoesNotGreetIsRefused(t *testing.T) {
+	r, root := newSkeletonRuntime(t, func(o *Options) { o.Shim = "/bin/true" })
+	ctx := context.Background()
+	t.Cleanup(func() { r.Close() })
+	err := r.Start(ctx, skeletonSpec("shimstale-1", root))
+	if err == nil || !strings.Contains(err.Error(), "no greeting") {
+		t.Fatalf("start through a shim that does not greet: %v", err)
+	}
+	if ids, _ := r.List(ctx); len(ids) != 0 {
+		t.Fatalf("state left: %v", ids)
+	}
+}
