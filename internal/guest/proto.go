@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -183,20 +184,8 @@ func (c *conn) recv(v any) ([]*os.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("receive message: %w", err)
 		}
-		if oobn > 0 {
-			msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-			if err != nil {
-				return nil, fmt.Errorf("parse control message: %w", err)
-			}
-			for _, m := range msgs {
-				fds, err := unix.ParseUnixRights(&m)
-				if err != nil {
-					continue
-				}
-				for _, fd := range fds {
-					files = append(files, os.NewFile(uintptr(fd), "fd"))
-				}
-			}
+		if files, err = ParseRights(oob[:oobn]); err != nil {
+			return nil, err
 		}
 		c.r = bufio.NewReader(&prefixReader{pre: buf[:n], r: c.c})
 	}
@@ -208,6 +197,29 @@ func (c *conn) recv(v any) ([]*os.File, error) {
 	if err := json.Unmarshal(line, v); err != nil {
 		closeAll(files)
 		return nil, fmt.Errorf("decode message: %w", err)
+	}
+	return files, nil
+}
+
+// ParseRights returns the descriptors that the control messages oob
+// (of a unix socket read) carry, as files.
+func ParseRights(oob []byte) ([]*os.File, error) {
+	if len(oob) == 0 {
+		return nil, nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, fmt.Errorf("parse control message: %w", err)
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "fd"+strconv.Itoa(fd)))
+		}
 	}
 	return files, nil
 }

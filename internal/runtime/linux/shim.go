@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/fdwatch"
+	"github.com/stead-dev/stead/internal/guest"
 )
 
 // The shim. Every process the runtime makes for a sandbox (libcontainer's
@@ -411,21 +412,9 @@ func recvMsg(conn *net.UnixConn, v any, strict bool) ([]*os.File, error) {
 	if n == 0 && oobn == 0 {
 		return nil, io.EOF
 	}
-	var files []*os.File
-	if oobn > 0 {
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil {
-			return nil, fmt.Errorf("parse descriptors: %w", err)
-		}
-		for _, m := range msgs {
-			fds, err := unix.ParseUnixRights(&m)
-			if err != nil {
-				continue
-			}
-			for _, fd := range fds {
-				files = append(files, os.NewFile(uintptr(fd), "fd"+strconv.Itoa(fd)))
-			}
-		}
+	files, err := guest.ParseRights(oob[:oobn])
+	if err != nil {
+		return nil, err
 	}
 	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
 		closeFiles(files)
