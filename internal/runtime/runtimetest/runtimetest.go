@@ -40,6 +40,30 @@ func Run(t *testing.T, newRuntime Factory) {
 	t.Run("AnotherRuntimeAdoptsRunningSandboxes", func(t *testing.T) { anotherRuntimeAdopts(t, newRuntime) })
 	t.Run("RootInsideIsNotRootOnHost", func(t *testing.T) { rootInsideIsNotRootOnHost(t, newRuntime) })
 	t.Run("NetworkIsMadeBeforeInitRunsAndIsNotTheSandboxs", func(t *testing.T) { networkBeforeInit(t, newRuntime) })
+	t.Run("NoProcessHoldsAHostDirectory", func(t *testing.T) { noHostDirectory(t, newRuntime) })
+}
+
+// noHostDirectory: neither the sandbox's init nor a process exec'd in it
+// holds an open directory (a directory descriptor of the host's, leaked
+// into a sandbox, is a way out of its root: openat(fd, "..")), and the
+// only regular files init holds are its log and its own binary.
+func noHostDirectory(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	startSandbox(t, r, "rt-fds", steadrt.Limits{})
+	// As the sandbox's root, which may look into init's descriptors.
+	out, code := run(t, r, "rt-fds", 0, "sh", "-c", `
+for p in 1 self; do
+  for f in /proc/$p/fd/*; do
+    n=${f##*/}
+    if [ -d "$f" ]; then echo "DIR: $p $n $(readlink $f)"; fi
+    if [ -f "$f" ] && [ "$p" = 1 ] && [ "$n" != 1 ] && [ "$n" != 2 ] && [ "$n" != 5 ]; then echo "FILE: $p $n $(readlink $f)"; fi
+  done
+done
+readlink /proc/1/fd/3`)
+	// fd 3 is init's listening socket: the check could see init's table.
+	if code != 0 || strings.Contains(out, "DIR:") || strings.Contains(out, "FILE:") || !strings.Contains(out, "socket:") {
+		t.Fatalf("descriptors a sandbox should not see, or none seen (exit %d):\n%s", code, out)
+	}
 }
 
 // networkBeforeInit: Spec.Network is called with the init's pid before
