@@ -221,6 +221,11 @@ type Manager struct {
 	localMu sync.Mutex
 	localAt time.Time
 	local   map[netip.Addr]bool
+
+	// leasing holds the leases made ahead (LeaseAhead) still in progress,
+	// by sandbox; a Release waits for its sandbox's.
+	leaseMu sync.Mutex
+	leasing map[string]chan struct{}
 }
 
 // sandbox is an attached sandbox as the Manager remembers it.
@@ -362,6 +367,50 @@ func (m *Manager) lease(ctx context.Context, id string) (addr, addr6 netip.Addr,
 		}
 	}
 	return addr, addr6, nil
+}
+
+// LeaseAhead leases sandbox id's addresses in the background, so that a
+// start takes the lease's store commit off its path: it leases while the
+// runtime makes the sandbox, and the Attach that follows finds the lease
+// made. The function returned waits for it and returns its error (Attach
+// leases again and reports a failure anyway). A Release of id waits for a
+// lease ahead in progress, so that none outlives it.
+func (m *Manager) LeaseAhead(ctx context.Context, id string) (wait func() error) {
+	done := make(chan struct{})
+	m.leaseMu.Lock()
+	if m.leasing == nil {
+		m.leasing = map[string]chan struct{}{}
+	}
+	prev := m.leasing[id]
+	m.leasing[id] = done
+	m.leaseMu.Unlock()
+	var err error
+	go func() {
+		if prev != nil {
+			<-prev
+		}
+		_, _, err = m.lease(ctx, id)
+		m.leaseMu.Lock()
+		if m.leasing[id] == done {
+			delete(m.leasing, id)
+		}
+		m.leaseMu.Unlock()
+		close(done)
+	}()
+	return func() error {
+		<-done
+		return err
+	}
+}
+
+// leaseAheadDone waits for a lease ahead of id in progress.
+func (m *Manager) leaseAheadDone(id string) {
+	m.leaseMu.Lock()
+	ch := m.leasing[id]
+	m.leaseMu.Unlock()
+	if ch != nil {
+		<-ch
+	}
 }
 
 // remember records sb as attached.
@@ -587,6 +636,7 @@ func (m *Manager) forgetConnections(ctx context.Context, addrs ...netip.Addr) {
 
 // Release removes a sandbox's network and frees its lease.
 func (m *Manager) Release(ctx context.Context, id string) error {
+	m.leaseAheadDone(id)
 	m.op.Lock()
 	defer m.op.Unlock()
 	if err := m.detach(ctx, id); err != nil {

@@ -1015,3 +1015,50 @@ func TestAttachHoldsTheNamespaceTheCallerMade(t *testing.T) {
 		t.Fatalf("held namespace file after Detach: %v", err)
 	}
 }
+
+// TestLeaseAheadIsAttachsLeaseAndNeverOutlivesARelease: a lease made
+// ahead is the address Attach then uses, and a Release right after a
+// lease ahead (a create that failed before its network) leaves no lease,
+// however the two interleave.
+func TestLeaseAheadIsAttachsLeaseAndNeverOutlivesARelease(t *testing.T) {
+	// Leases that take a while, as a store under load does: a Release
+	// that did not wait for a lease ahead would run before it commits.
+	e := newEnvWith(t, func(cfg *network.Config, slot int) { cfg.Leases = slowLeases{cfg.Leases} })
+	wait := e.m.LeaseAhead(e.ctx, "ahead")
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	leases, err := e.st.ListLeases(e.ctx)
+	if err != nil || len(leases) != 1 {
+		t.Fatalf("leases after a lease ahead: %v %v", leases, err)
+	}
+	a := e.attach("ahead", policy.Default(), network.Limits{})
+	if a.Addr != leases[0].Addr {
+		t.Fatalf("attached with %s, leased %s ahead", a.Addr, leases[0].Addr)
+	}
+	if err := e.m.Release(e.ctx, "ahead"); err != nil {
+		t.Fatal(err)
+	}
+	var waits []func() error
+	for i := range 5 {
+		id := fmt.Sprintf("gone-%d", i)
+		waits = append(waits, e.m.LeaseAhead(e.ctx, id)) // not waited for before the release
+		if err := e.m.Release(e.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range waits {
+		w()
+	}
+	if leases, err := e.st.ListLeases(e.ctx); err != nil || len(leases) != 0 {
+		t.Fatalf("leases left after releases: %v %v", leases, err)
+	}
+}
+
+// slowLeases delays every lease by 30 ms.
+type slowLeases struct{ network.Leases }
+
+func (l slowLeases) LeaseAddress(ctx context.Context, id string, subnet netip.Prefix) (netip.Addr, error) {
+	time.Sleep(30 * time.Millisecond)
+	return l.Leases.LeaseAddress(ctx, id, subnet)
+}

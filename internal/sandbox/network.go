@@ -30,6 +30,9 @@ import (
 // implements it (see its contract). Without one (Options.Network nil) a
 // sandbox has loopback only.
 type Network interface {
+	// LeaseAhead leases a sandbox's addresses in the background before
+	// its Attach (see network.Manager.LeaseAhead).
+	LeaseAhead(ctx context.Context, id string) (wait func() error)
 	Attach(ctx context.Context, a network.Attachment) (network.Attached, error)
 	Detach(ctx context.Context, id string) error
 	Release(ctx context.Context, id string) error
@@ -135,8 +138,11 @@ func (s *Service) withNetwork(rs *steadrt.Spec, sb store.Sandbox, sp spec) {
 	if n == nil {
 		return
 	}
+	// The address is leased while the runtime makes the sandbox.
+	leased := n.LeaseAhead(context.Background(), sb.ID)
 	rs.Network = func(ctx context.Context, pid int) error {
 		t0 := time.Now()
+		leased() // an error is Attach's to report: it leases again
 		_, err := n.Attach(ctx, attachment(sb, sp, fmt.Sprintf("/proc/%d/ns/net", pid)))
 		s.log.Debug("sandbox network attached", "sandbox", sb.ID, "dur", time.Since(t0))
 		return err
