@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 			guest.Main()
 		case ShimArg:
 			ShimMain()
+		case muteShimArg:
+			muteShim()
 		}
 	}
 	os.Exit(m.Run())

@@ -71,6 +71,12 @@ const shimProtocol = 1
 // shimHelloTimeout bounds the wait for a new shim's first message.
 const shimHelloTimeout = 10 * time.Second
 
+// shimCallTimeout is how long a call waits for the shim's answer before
+// it counts the shim as hung: the shim is killed (what waited in it fails
+// and is cleaned up; its sandboxes keep running) and the next call starts
+// a new one. A start takes well under a second.
+const shimCallTimeout = 2 * time.Minute
+
 // shimSealedEnv marks a shim already re-executed from its sealed copy.
 const shimSealedEnv = "STEAD_SHIM_SEALED"
 
@@ -120,6 +126,8 @@ type shim struct {
 	seq     uint64
 	waiting map[uint64]shimWait
 	closed  bool // close was called: no new shim is started
+	// timeout is shimCallTimeout (shorter in tests).
+	timeout time.Duration
 }
 
 // errStateExists is a start's failure because the sandbox's container
@@ -139,7 +147,7 @@ type shimReply struct {
 }
 
 func newShim(bin, stateDir string, log *slog.Logger) *shim {
-	return &shim{bin: bin, stateDir: stateDir, log: log, waiting: map[uint64]shimWait{}}
+	return &shim{bin: bin, stateDir: stateDir, log: log, waiting: map[uint64]shimWait{}, timeout: shimCallTimeout}
 }
 
 // connect returns the connection, starting the shim when none runs. The
@@ -298,6 +306,21 @@ func (s *shim) call(ctx context.Context, req shimRequest, files ...*os.File) (sh
 	case <-ctx.Done():
 		go func() { closeFiles((<-ch).files) }()
 		return shimReply{}, fmt.Errorf("runtime shim %s: %w", req.Op, ctx.Err())
+	case <-time.After(s.timeout):
+		s.log.Error("runtime shim did not answer; killing it", "op", req.Op, "sandbox", req.ID, "waited", s.timeout)
+		s.kill(conn)
+		rep := <-ch // read fails every waiter once the shim is gone
+		closeFiles(rep.files)
+		return shimReply{}, fmt.Errorf("runtime shim %s: no answer in %s; it was killed and a new one is started next", req.Op, s.timeout)
+	}
+}
+
+// kill ends the shim on conn if it still runs.
+func (s *shim) kill(conn *net.UnixConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == conn && s.cmd != nil {
+		s.cmd.Process.Kill()
 	}
 }
 

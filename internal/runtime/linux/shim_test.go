@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -248,4 +249,50 @@ func TestShimThatDoesNotGreetIsRefused(t *testing.T) {
 	if ids, _ := r.List(ctx); len(ids) != 0 {
 		t.Fatalf("state left: %v", ids)
 	}
+}
+
+// muteShimArg makes the test binary a shim that greets and then never
+// answers (hung).
+const muteShimArg = "mute-shim"
+
+func muteShim() {
+	f := os.NewFile(shimFD, "runtime")
+	c, err := net.FileConn(f)
+	if err != nil {
+		os.Exit(1)
+	}
+	sendMsg(c.(*net.UnixConn), shimAnswer{Hello: shimProtocol}, nil)
+	select {}
+}
+
+// TestHungShimIsKilledAndReplaced: a call the shim never answers fails
+// after the backstop timeout, the hung shim is killed, and the next start
+// goes through a new shim.
+func TestHungShimIsKilledAndReplaced(t *testing.T) {
+	exe, _ := os.Executable()
+	script := filepath.Join(t.TempDir(), "mute-shim")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec "+exe+" "+muteShimArg+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, root := newSkeletonRuntime(t, func(o *Options) { o.Shim = script })
+	t.Cleanup(func() { r.Close() })
+	r.shim.timeout = time.Second
+	ctx := context.Background()
+	err := r.Start(ctx, skeletonSpec("shimhung-1", root))
+	if err == nil || !strings.Contains(err.Error(), "no answer") {
+		t.Fatalf("start through a hung shim: %v", err)
+	}
+	if ids, _ := r.List(ctx); len(ids) != 0 {
+		t.Fatalf("state left: %v", ids)
+	}
+	if pid := r.shim.pid(); pid != 0 {
+		t.Fatalf("the hung shim (pid %d) is still the runtime's", pid)
+	}
+	// The real shim from here on.
+	r.shim.bin = exe
+	if err := r.Start(ctx, skeletonSpec("shimhung-2", root)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(ctx, "shimhung-2") })
+	execTrue(t, r, "shimhung-2")
 }
