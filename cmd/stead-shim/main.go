@@ -12,15 +12,8 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case linux.InitArg: // libcontainer's container setup
-			linux.InitHook()
-			return
-		case linux.ShimArg:
-			linux.ShimMain()
-			return
-		}
+	if linux.RunRole() { // the shim, or libcontainer's container setup
+		return
 	}
 	os.Stderr.WriteString("stead-shim is started by the stead daemon, not by hand\n")
 	os.Exit(2)

@@ -5,23 +5,14 @@ package main
 import (
 	"os"
 
-	"github.com/stead-dev/stead/internal/guest"
 	"github.com/stead-dev/stead/internal/runtime/linux"
 )
 
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case linux.InitArg: // libcontainer's container setup
-			linux.InitHook()
-			return
-		case linux.SandboxInitArg: // PID 1 inside a sandbox
-			guest.Main()
-			return
-		case linux.ShimArg: // when stead-shim is missing
-			linux.ShimMain()
-			return
-		}
+	// libcontainer's container setup, PID 1 inside a sandbox, or the
+	// runtime shim when stead-shim is missing.
+	if linux.RunRole() {
+		return
 	}
 	os.Exit(run(os.Args[1:]))
 }

@@ -57,6 +57,28 @@ const SandboxInitArg = "sandbox-init"
 // when os.Args[1] == InitArg. It never returns.
 func InitHook() { libcontainer.Init() }
 
+// RunRole runs the role the stead binaries are re-executed in when
+// os.Args[1] names one (InitArg: libcontainer's container setup;
+// SandboxInitArg: stead's init, PID 1 inside a sandbox; ShimArg: the
+// runtime's shim) and reports whether it did; call it first in main, and
+// go on as the command when it returns false.
+func RunRole() bool {
+	if len(os.Args) < 2 {
+		return false
+	}
+	switch os.Args[1] {
+	case InitArg:
+		InitHook()
+	case SandboxInitArg:
+		guest.Main()
+	case ShimArg:
+		ShimMain()
+	default:
+		return false
+	}
+	return true
+}
+
 // Options configure the runtime.
 type Options struct {
 	// StateDir holds libcontainer's state (tmpfs, e.g. /run/stead/containers).
@@ -361,7 +383,7 @@ type initProcess struct {
 // startHere creates and starts a sandbox with libcontainer in this
 // process (Options.Shim unset); it returns when the container was
 // created.
-func (r *Runtime) startHere(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, init initProcess) (time.Time, error) {
+func (r *Runtime) startHere(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, proc initProcess) (time.Time, error) {
 	c, err := libcontainer.Create(r.opts.StateDir, spec.ID, cfg)
 	if errors.Is(err, libcontainer.ErrExist) {
 		return time.Time{}, fmt.Errorf("create sandbox %s: %w (%w)", spec.ID, errStateExists, errs.ErrConflict)
@@ -373,7 +395,7 @@ func (r *Runtime) startHere(ctx context.Context, spec steadrt.Spec, cfg *configs
 	r.containers[spec.ID] = c
 	r.mu.Unlock()
 	created := time.Now()
-	p := &libcontainer.Process{Args: init.args, Env: init.env, Cwd: "/", Stdout: init.log, Stderr: init.log, ExtraFiles: init.extra, Init: true}
+	p := &libcontainer.Process{Args: proc.args, Env: proc.env, Cwd: "/", Stdout: proc.log, Stderr: proc.log, ExtraFiles: proc.extra, Init: true}
 	if spec.Network == nil {
 		if err := c.Run(p); err != nil {
 			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
@@ -404,9 +426,9 @@ func (r *Runtime) startHere(ctx context.Context, spec steadrt.Spec, cfg *configs
 // startInShim creates and starts a sandbox through the runtime's shim
 // (shim.go); this process loads the container's state when it next needs
 // it.
-func (r *Runtime) startInShim(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, init initProcess, slot int) (time.Time, error) {
-	req := shimRequest{Op: "start", ID: spec.ID, Config: cfg, Args: init.args, Env: init.env, Extra: len(init.extra), Stop: spec.Network != nil}
-	files := append([]*os.File{init.log}, init.extra...)
+func (r *Runtime) startInShim(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, proc initProcess, slot int) (time.Time, error) {
+	req := shimRequest{Op: "start", ID: spec.ID, Config: cfg, Args: proc.args, Env: proc.env, Extra: len(proc.extra), Stop: spec.Network != nil}
+	files := append([]*os.File{proc.log}, proc.extra...)
 	if slot >= 0 {
 		ns, err := r.usernsFile(slot)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stead-dev/stead/internal/guest"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
 	"github.com/stead-dev/stead/internal/runtime/runtimetest"
 	"github.com/stead-dev/stead/internal/testutil"
@@ -14,17 +13,11 @@ import (
 
 // TestMain lets the test binary play the stead binary's re-exec roles.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case InitArg:
-			InitHook()
-		case SandboxInitArg:
-			guest.Main()
-		case ShimArg:
-			ShimMain()
-		case muteShimArg:
-			muteShim()
-		}
+	if len(os.Args) > 1 && os.Args[1] == muteShimArg {
+		muteShim()
+	}
+	if RunRole() {
+		return
 	}
 	os.Exit(m.Run())
 }

@@ -30,7 +30,7 @@ import (
 // helper process, not by the daemon:
 //
 //   - libcontainer re-executes its caller's own binary as the sandbox's
-//     setup init; a small binary (stead-shim, 5 MB) starts in a third of
+//     setup init; a small binary (stead-shim, 6 MB) starts in a third of
 //     the time of the daemon's 48 MB one (its package inits alone take
 //     6 ms), on every create and every start;
 //   - a fork copies the caller's page tables (a user-namespace holder is a
