@@ -57,18 +57,24 @@
 // agent.log now belongs to another file; if so it reads its descriptor to
 // the end (complete: the writer renamed it before writing elsewhere), then
 // reads the files rotated after it, oldest first, and continues with the
-// new agent.log from offset 0. Rotated files are recognized by identity
-// (inode and birth time, as file systems reuse inode numbers): a plain file
+// new agent.log from offset 0. The writer holds the directory's flock while
+// it renames files in a rotation and a reader holds it shared while it
+// lists them, so a list is of one moment (see lockDir). Rotated files are
+// recognized by identity (inode and birth time, as file systems reuse
+// inode numbers): a plain file
 // by its own, a compressed one by the one its gzip header records, so a
 // follower loses nothing unless it falls Keep rotations behind.
 package agentlog
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"golang.org/x/sys/unix"
 )
 
 // Defaults and limits of [Config].
@@ -200,4 +206,36 @@ func rotatedNumber(name, entry string) (int, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// How long each side waits for the log directory's lock (see lockDir).
+// The writer waits out a reader's scan even when the reader is slow to be
+// scheduled; a reader waits only for a rotation's renames.
+const (
+	writerLockWait = time.Second
+	readerLockWait = 20 * time.Millisecond
+)
+
+// lockDir takes the flock of the directory open at fd (how is
+// unix.LOCK_EX or unix.LOCK_SH) and returns what releases it. The writer
+// holds it exclusively while it renames files in a rotation, a reader
+// shared while it opens the files it lists, so that the list is of one
+// moment: a rotation running under a reader's scan can move a file past
+// the scan or put a newer file before an older one.
+//
+// The agent can take the same lock, so neither side waits for it longer
+// than wait: without it the writer rotates anyway and the reader falls
+// back on checking that no rotation ran under its scan.
+func lockDir(fd int, how int, wait time.Duration) (unlock func()) {
+	deadline := time.Now().Add(wait)
+	for {
+		err := unix.Flock(fd, how|unix.LOCK_NB)
+		if err == nil {
+			return func() { _ = unix.Flock(fd, unix.LOCK_UN) }
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			return func() {}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

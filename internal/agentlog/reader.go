@@ -29,6 +29,10 @@ type ReadOptions struct {
 	Follow bool
 	// Poll is how often a follower looks for new output (DefaultPoll).
 	Poll time.Duration
+
+	// scanned, for tests, runs in each listing of the files after the
+	// first rotated file was opened.
+	scanned func()
 }
 
 // source is one file of the log being read.
@@ -54,6 +58,7 @@ func (s *source) close() { s.f.Close() }
 type Reader struct {
 	ctx   context.Context
 	dir   int
+	lock  int // the directory opened again for its flock (dir may be O_PATH); -1 without
 	name  string
 	opts  ReadOptions
 	queue []*source
@@ -84,10 +89,13 @@ func Open(ctx context.Context, dirfd int, opts ReadOptions) (*Reader, error) {
 	if opts.Poll <= 0 {
 		opts.Poll = DefaultPoll
 	}
-	r := &Reader{ctx: ctx, dir: dirfd, name: opts.Name, opts: opts}
+	r := &Reader{ctx: ctx, dir: dirfd, lock: -1, name: opts.Name, opts: opts}
+	if fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		r.lock = fd
+	}
 	rot, cur, err := r.snapshot()
 	if err != nil {
-		unix.Close(dirfd)
+		r.Close()
 		return nil, err
 	}
 	all := rot
@@ -286,6 +294,10 @@ func (r *Reader) Close() error {
 		unix.Close(r.dir)
 		r.dir = -1
 	}
+	if r.lock >= 0 {
+		unix.Close(r.lock)
+		r.lock = -1
+	}
 	return nil
 }
 
@@ -313,6 +325,9 @@ func (r *Reader) renamed(c *source) bool {
 // moves files to higher numbers, so each is seen at least once (duplicates
 // are dropped by identity).
 func (r *Reader) snapshot() ([]*source, *source, error) {
+	if r.lock >= 0 {
+		defer lockDir(r.lock, unix.LOCK_SH, readerLockWait)()
+	}
 	for attempt := 0; ; attempt++ {
 		var before unix.Stat_t
 		beforeErr := unix.Fstatat(r.dir, r.name, &before, unix.AT_SYMLINK_NOFOLLOW)
@@ -333,6 +348,9 @@ func (r *Reader) snapshot() ([]*source, *source, error) {
 			}
 			seen[s.id] = true
 			rot = append(rot, s)
+			if len(rot) == 1 && r.opts.scanned != nil {
+				r.opts.scanned()
+			}
 		}
 		cur, curErr := r.openCurrent()
 		// Stable: agent.log named one file throughout. Absent before and

@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fakeClock is a settable clock.
@@ -258,4 +263,91 @@ func TestSlowFollowerFarBehindTheWriterLosesNothing(t *testing.T) {
 	}
 	<-done
 	w.Close()
+}
+
+// A reader lists the files of one moment: a rotation that would run while
+// it opens them (here, one in every listing) waits for the listing to end.
+// Without the lock, every attempt of the listing sees a rotation, and the
+// list it settles for misses the file that was current when it began.
+func TestReaderListsTheFilesOfOneMoment(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, Config{MaxSize: LineCap, Keep: 8}, nil)
+	defer w.Close()
+	next := 0
+	writeFile := func() { // a file's worth of lines: at least one rotation
+		for size := 0; size < LineCap+1; next++ {
+			l := numbered(next)
+			w.Write([]byte(l))
+			size += len(l)
+		}
+	}
+	for range 4 {
+		writeFile()
+	}
+	var rotations sync.WaitGroup
+	opts := ReadOptions{scanned: func() {
+		rotations.Add(1)
+		done := make(chan struct{})
+		go func() {
+			defer rotations.Done()
+			defer close(done)
+			writeFile()
+		}()
+		select {
+		case <-done:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}}
+	r, err := Open(t.Context(), openDir(t, dir), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rotations.Wait()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	lines = lines[:len(lines)-1]
+	if len(lines) == 0 {
+		t.Fatal("read nothing")
+	}
+	first, err := strconv.Atoi(strings.Fields(lines[0])[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines {
+		if l != numbered(first+i) {
+			t.Fatalf("line %d of the read is %.20q, want line %d: a gap or a file out of order", i, l, first+i)
+		}
+	}
+}
+
+// The agent can take the lock of its log directory and keep it: the
+// writer still rotates (waiting at most a second each time) and a reader
+// still reads, in order.
+func TestAnAgentHoldingTheLogDirectoryLockStallsNeither(t *testing.T) {
+	dir := t.TempDir()
+	agent := openDir(t, dir)
+	defer unix.Close(agent)
+	if err := unix.Flock(agent, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, dir, Config{MaxSize: LineCap, Keep: 3}, nil)
+	const lines = 3000 // about three files: two rotations
+	for i := range lines {
+		w.Write([]byte(numbered(i)))
+	}
+	w.Close()
+	r, err := Open(t.Context(), openDir(t, dir), ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNumbered(t, b, 0, lines)
 }

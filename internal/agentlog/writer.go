@@ -284,6 +284,8 @@ func (w *Writer) closeCurrent() {
 // new one and starts compressing .1.
 func (w *Writer) rotate() {
 	w.waitCompression()
+	unlock := lockDir(w.dir, unix.LOCK_EX, writerLockWait)
+	defer unlock()
 	k := w.cfg.Keep
 	if k == 0 {
 		if err := unix.Unlinkat(w.dir, w.name, 0); err != nil && w.f >= 0 {
