@@ -27,6 +27,8 @@ import (
 //   - the volume and snapshot datasets no record names, and the template
 //     datasets of tenants that no longer exist (a tenant deleted while
 //     this node was away), are deleted;
+//   - every sandbox root and volume gets its disk quota set again (a crash
+//     of the machine can lose a limit the file system had not committed);
 //   - in a cluster, the quota rises this node admitted before it started
 //     are forgotten (tenancy.ForgetNodeRises);
 //   - an environment stored in plaintext by an earlier stead is sealed.

@@ -253,7 +253,8 @@ func (s *Service) volumeHere(v store.Volume) bool {
 	return v.Node == "" || v.Node == s.opts.Owner.Node()
 }
 
-// cleanVolumeLeftovers deletes volume datasets without a record.
+// cleanVolumeLeftovers deletes volume datasets without a record and sets
+// the quota of the others again.
 func (s *Service) cleanVolumeLeftovers(ctx context.Context) error {
 	list, err := s.st.ListVolumes(ctx, "", true)
 	if err != nil {
@@ -273,7 +274,31 @@ func (s *Service) cleanVolumeLeftovers(ctx context.Context) error {
 			s.pool.Delete(ctx, volumeDataset(id))
 		}
 	}
+	s.reapplyVolumeQuotas(ctx, list, ids)
 	return nil
+}
+
+// reapplyVolumeQuotas sets the quota of every volume this pool holds
+// again, as Reconcile does for sandbox roots (reapplyDiskQuota): a btrfs
+// qgroup limit becomes durable only at the next transaction commit, so a
+// crash of the machine soon after a volume was made or restored could
+// leave it unlimited.
+func (s *Service) reapplyVolumeQuotas(ctx context.Context, list []store.Volume, held []string) {
+	if !s.pool.Caps().Quota {
+		return
+	}
+	here := map[string]bool{}
+	for _, id := range held {
+		here[id] = true
+	}
+	for _, v := range list {
+		if !here[v.ID] || !s.volumeHere(v) || v.DeletedAt != nil || v.SizeBytes <= 0 {
+			continue
+		}
+		if err := s.pool.SetQuota(ctx, volumeDataset(v.ID), v.SizeBytes); err != nil {
+			s.log.Error("reconcile: set the volume's quota again", "volume", v.ID, "err", err)
+		}
+	}
 }
 
 // forbiddenMounts are sandbox paths a volume may not cover.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stead-dev/stead/client"
@@ -128,5 +129,47 @@ func TestAbsentVolumeIsNamedOnce(t *testing.T) {
 		if !errors.Is(err, errs.ErrNotFound) || strings.Count(err.Error(), "nope") != 1 || !strings.Contains(err.Error(), "stead volume ls") {
 			t.Errorf("absent volume: %v", err)
 		}
+	}
+}
+
+// TestReconcileSetsVolumeQuotasAgain: a volume whose quota was lost (a
+// crash of the machine before the file system committed the limit) has it
+// again after the next daemon's Reconcile.
+func TestReconcileSetsVolumeQuotasAgain(t *testing.T) {
+	e := newBtrfsEnv(t, 2<<30, Options{})
+	ctx := context.Background()
+	v, err := e.s.CreateVolume(ctx, store.DefaultTenant, client.CreateVolumeRequest{Name: "q", SizeBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := volumeDataset(v.ID)
+	if err := e.pool.SetQuota(ctx, ds, 0); err != nil { // what the crash lost
+		t.Fatal(err)
+	}
+	next := New(e.s.opts)
+	if err := next.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(e.pool.Path(ds), "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	for i := range 100 {
+		if _, err = f.Write(chunk); err != nil {
+			break
+		}
+		if i%8 == 7 {
+			if err = f.Sync(); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if !errors.Is(err, syscall.EDQUOT) {
+		t.Fatalf("100 MiB into a 64 MiB volume after a lost quota and a Reconcile: %v, want EDQUOT", err)
 	}
 }
