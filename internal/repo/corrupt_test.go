@@ -489,3 +489,39 @@ func tempFiles(t *testing.T, dir string) []string {
 	must(t, err)
 	return out
 }
+
+// A push that fails while files are opened ahead of its readers (the
+// prefetch) closes every one of them: a push that fails a thousand times
+// must not leave the daemon without descriptors.
+func TestFailedPushClosesTheFilesItOpenedAhead(t *testing.T) {
+	ctx := context.Background()
+	store, err := local.New(filepath.Join(t.TempDir(), "repo"))
+	must(t, err)
+	master, err := seal.NewKey()
+	must(t, err)
+	must(t, repo.Init(ctx, store, master, repo.InitOptions{Chunker: chunker.Params{Min: 4 << 10, Avg: 16 << 10, Max: 64 << 10}}))
+	faults := faulty.New(store, 7)
+	faults.Add(faulty.Rule{Op: faulty.OpPut, Prefix: "scopes/t-prefetch/data/", Fault: faulty.Fail})
+	r, err := repo.Open(ctx, faults, master, repo.Options{PackSize: 128 << 10, Workers: 2, Readers: 2, Logger: quiet()})
+	must(t, err)
+	sc, err := r.Scope(ctx, "t-prefetch", true)
+	must(t, err)
+	src := t.TempDir()
+	for i := range 2000 {
+		must(t, os.WriteFile(filepath.Join(src, fmt.Sprintf("f%04d", i)), randBytes(uint64(i), 8<<10), 0o644))
+	}
+	open := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		must(t, err)
+		return len(ents)
+	}
+	before := open()
+	for range 3 {
+		if _, _, err := sc.Push(ctx, src, repo.PushOptions{Source: "s"}); !errors.Is(err, faulty.ErrInjected) {
+			t.Fatalf("push with a failing pack upload: %v, want the injected error", err)
+		}
+	}
+	if after := open(); after > before {
+		t.Fatalf("%d descriptors open after three failed pushes, %d before", after, before)
+	}
+}
