@@ -258,6 +258,51 @@ func (p *Pool) reuseMount() (bool, error) {
 	return true, nil
 }
 
+// legacyLockWait is how long lockImage waits before it takes a lock held
+// by the image's loop device for a stale one.
+const legacyLockWait = 10 * time.Second
+
+// lockImage takes the pool image's lock, saying so in the log while
+// another Open holds it, and gives up when ctx ends.
+func (p *Pool) lockImage(ctx context.Context) (unlock func(), err error) {
+	fd, err := unix.Open(p.image, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lock image %s: %w", p.image, err)
+	}
+	warned := false
+	began := time.Now()
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { unix.Close(fd) }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock image %s: %w", p.image, err)
+		}
+		if !warned {
+			p.log.Warn("waiting for another process that is opening the pool image (another stead daemon starting?)", "image", p.image)
+			warned = true
+		}
+		if time.Since(began) > legacyLockWait {
+			// An Open holds the lock for seconds at most. A stead before
+			// this one took it on the descriptor it gave the loop device,
+			// which keeps it while the device lives.
+			if loops, err := loopsBackedBy(p.image); err == nil && len(loops) > 0 {
+				p.log.Warn("the pool image's lock is held by its loop device (attached by an earlier stead); going on without it",
+					"image", p.image, "loop", loops[0].path)
+				return func() { unix.Close(fd) }, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			unix.Close(fd)
+			return nil, fmt.Errorf("lock image %s: %w", p.image, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (p *Pool) mountImage(ctx context.Context, size int64) error {
 	if err := os.MkdirAll(filepath.Dir(p.image), 0o700); err != nil {
 		return fmt.Errorf("create image dir: %w", err)
@@ -268,10 +313,16 @@ func (p *Pool) mountImage(ctx context.Context, size int64) error {
 	}
 	defer f.Close()
 	// Serialise concurrent Opens of one image (a restarted daemon racing an
-	// old one, parallel tests): the loser finds the winner's mount.
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("lock image %s: %w", p.image, err)
+	// old one, parallel tests): the loser finds the winner's mount. The
+	// lock is taken on a descriptor of its own: the loop device keeps f's
+	// open file (and a lock on it) for as long as the device lives, which
+	// is as long as anything (a running sandbox's mount) uses the file
+	// system, so every later Open would wait for it forever.
+	unlock, err := p.lockImage(ctx)
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	if reused, err := p.reuseMount(); err != nil || reused {
 		return err
 	}

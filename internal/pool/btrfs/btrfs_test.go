@@ -981,3 +981,87 @@ func TestBtrfsRenameUnsyncedCommitsNoTransaction(t *testing.T) {
 		t.Fatal("Rename committed no transaction: is it durable on return?")
 	}
 }
+
+// TestBtrfsReopenAfterThePoolDirWasUnmountedWhileBusy: the pool dir is
+// unmounted (lazily, by hand) while something still uses the file system
+// (here an open file; in life a running sandbox's root), so its loop
+// device stays. The next Open mounts the same device again and finds the
+// data; it used to wait forever for the image lock the loop device held.
+func TestBtrfsReopenAfterThePoolDirWasUnmountedWhileBusy(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	p := openImagePool(t, tmp)
+	ctx := t.Context()
+	if err := p.Create(ctx, "sandboxes/running"); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := os.Create(filepath.Join(p.Path("sandboxes/running"), "open"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Unmount(p.dir, unix.MNT_DETACH); err != nil {
+		t.Fatal(err)
+	}
+	if devs := losetupJ(t, p.image); len(devs) != 1 {
+		t.Fatalf("loop devices of the busy, unmounted image: %v, want one", devs)
+	}
+	octx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	p2, err := Open(octx, Options{Dir: p.dir, Image: p.image, ImageSize: testImageSize,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("open the pool again: %v", err)
+	}
+	busy.Close()
+	t.Cleanup(func() { unmountForCleanup(t, p2) })
+	if ok, err := p2.Exists(ctx, "sandboxes/running"); err != nil || !ok {
+		t.Fatalf("dataset after the re-open: %v %v", ok, err)
+	}
+}
+
+// TestBtrfsOpenGoesOnWhenTheImageLockIsHeldByItsLoopDevice: a stead before
+// this one locked the image on the descriptor it gave the loop device, so
+// the lock lives as long as the device. Open waits a while, sees the
+// device, and goes on instead of waiting forever.
+func TestBtrfsOpenGoesOnWhenTheImageLockIsHeldByItsLoopDevice(t *testing.T) {
+	testutil.RequireRoot(t)
+	tmp := t.TempDir()
+	p := openImagePool(t, tmp)
+	ctx := t.Context()
+	if err := p.Create(ctx, "sandboxes/kept"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Unmount(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// What an earlier stead left: a loop device holding the locked file.
+	f, err := os.OpenFile(p.image, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	dev, hold, err := attachLoop(ctx, p.image, int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev.path).Run() })
+	octx, cancel := context.WithTimeout(ctx, legacyLockWait+20*time.Second)
+	defer cancel()
+	p2, err := Open(octx, Options{Dir: p.dir, Image: p.image, ImageSize: testImageSize,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	unix.Close(hold)
+	if err != nil {
+		t.Fatalf("open the pool with its lock held by the loop device: %v", err)
+	}
+	t.Cleanup(func() { unmountForCleanup(t, p2) })
+	if ok, err := p2.Exists(ctx, "sandboxes/kept"); err != nil || !ok {
+		t.Fatalf("dataset after the open: %v %v", ok, err)
+	}
+}
