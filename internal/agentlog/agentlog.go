@@ -217,7 +217,8 @@ const (
 )
 
 // lockDir takes the flock of the directory open at fd (how is
-// unix.LOCK_EX or unix.LOCK_SH) and returns what releases it. The writer
+// unix.LOCK_EX or unix.LOCK_SH) and returns what releases it and whether
+// it was taken. The writer
 // holds it exclusively while it renames files in a rotation, a reader
 // shared while it opens the files it lists, so that the list is of one
 // moment: a rotation running under a reader's scan can move a file past
@@ -226,15 +227,15 @@ const (
 // The agent can take the same lock, so neither side waits for it longer
 // than wait: without it the writer rotates anyway and the reader falls
 // back on checking that no rotation ran under its scan.
-func lockDir(fd int, how int, wait time.Duration) (unlock func()) {
+func lockDir(fd int, how int, wait time.Duration) (unlock func(), ok bool) {
 	deadline := time.Now().Add(wait)
 	for {
 		err := unix.Flock(fd, how|unix.LOCK_NB)
 		if err == nil {
-			return func() { _ = unix.Flock(fd, unix.LOCK_UN) }
+			return func() { _ = unix.Flock(fd, unix.LOCK_UN) }, true
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
-			return func() {}
+		if !errors.Is(err, unix.EWOULDBLOCK) || !time.Now().Before(deadline) {
+			return func() {}, false
 		}
 		time.Sleep(100 * time.Microsecond)
 	}

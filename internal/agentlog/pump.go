@@ -16,8 +16,9 @@ const DefaultIdle = 100 * time.Millisecond
 // write end closed) or fails, handing w whole lines: complete lines in one
 // Write per read, the end of a line without a newline after idle without
 // more output, and a line longer than LineCap in pieces of LineCap bytes.
-// w must not block (a Writer does not), so the pipe stays drained and the
-// service never waits for its log.
+// w must not block for long (a Writer waits at most writerLockWait, in a
+// rotation, for readers listing the files), so the pipe stays drained and
+// the service hardly waits for its log.
 func Pump(r *os.File, w io.Writer, idle time.Duration) error {
 	if idle <= 0 {
 		idle = DefaultIdle

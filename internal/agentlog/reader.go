@@ -56,13 +56,18 @@ func (s *source) close() { s.f.Close() }
 // to the log's directory without following a symlink, and only regular
 // files are read. A Reader is for one goroutine.
 type Reader struct {
-	ctx   context.Context
-	dir   int
-	lock  int // the directory opened again for its flock (dir may be O_PATH); -1 without
-	name  string
-	opts  ReadOptions
-	queue []*source
-	cur   *source
+	ctx context.Context
+	dir int
+	// lock is the descriptor the directory's flock is taken on: dir, or
+	// dir opened again when dir is O_PATH (flock needs an open file); -1
+	// without. lockBusy is until when listings do not wait for it: the
+	// agent was holding it.
+	lock     int
+	lockBusy time.Time
+	name     string
+	opts     ReadOptions
+	queue    []*source
+	cur      *source
 	// A follower's holder goroutine (hold) and Read share queue and seen
 	// under mu; seen holds the identity of every file queued or read.
 	mu      sync.Mutex
@@ -90,7 +95,9 @@ func Open(ctx context.Context, dirfd int, opts ReadOptions) (*Reader, error) {
 		opts.Poll = DefaultPoll
 	}
 	r := &Reader{ctx: ctx, dir: dirfd, lock: -1, name: opts.Name, opts: opts}
-	if fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+	if fl, err := unix.FcntlInt(uintptr(dirfd), unix.F_GETFL, 0); err == nil && fl&unix.O_PATH == 0 {
+		r.lock = dirfd
+	} else if fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 		r.lock = fd
 	}
 	rot, cur, err := r.snapshot()
@@ -290,13 +297,13 @@ func (r *Reader) Close() error {
 		s.close()
 	}
 	r.queue = nil
+	if r.lock >= 0 && r.lock != r.dir {
+		unix.Close(r.lock)
+	}
+	r.lock = -1
 	if r.dir >= 0 {
 		unix.Close(r.dir)
 		r.dir = -1
-	}
-	if r.lock >= 0 {
-		unix.Close(r.lock)
-		r.lock = -1
 	}
 	return nil
 }
@@ -326,7 +333,17 @@ func (r *Reader) renamed(c *source) bool {
 // are dropped by identity).
 func (r *Reader) snapshot() ([]*source, *source, error) {
 	if r.lock >= 0 {
-		defer lockDir(r.lock, unix.LOCK_SH, readerLockWait)()
+		wait := readerLockWait
+		if time.Now().Before(r.lockBusy) {
+			wait = 0
+		}
+		unlock, ok := lockDir(r.lock, unix.LOCK_SH, wait)
+		defer unlock()
+		if !ok && wait > 0 {
+			// The agent holds it (a rotation takes it for microseconds):
+			// try once, without waiting, for the next second.
+			r.lockBusy = time.Now().Add(time.Second)
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		var before unix.Stat_t

@@ -270,6 +270,16 @@ func TestSlowFollowerFarBehindTheWriterLosesNothing(t *testing.T) {
 // Without the lock, every attempt of the listing sees a rotation, and the
 // list it settles for misses the file that was current when it began.
 func TestReaderListsTheFilesOfOneMoment(t *testing.T) {
+	// The daemon's descriptor of the directory is O_RDONLY; an O_PATH one
+	// (no flock on it) makes the reader open the directory again.
+	for _, flags := range []int{unix.O_RDONLY, unix.O_PATH} {
+		t.Run(map[int]string{unix.O_RDONLY: "ReadOnly", unix.O_PATH: "OPath"}[flags], func(t *testing.T) {
+			readsFilesOfOneMoment(t, flags)
+		})
+	}
+}
+
+func readsFilesOfOneMoment(t *testing.T, flags int) {
 	dir := t.TempDir()
 	w := newWriter(t, dir, Config{MaxSize: LineCap, Keep: 8}, nil)
 	defer w.Close()
@@ -298,7 +308,11 @@ func TestReaderListsTheFilesOfOneMoment(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}}
-	r, err := Open(t.Context(), openDir(t, dir), opts)
+	dfd, err := unix.Open(dir, flags|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(t.Context(), dfd, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,12 +348,24 @@ func TestAnAgentHoldingTheLogDirectoryLockStallsNeither(t *testing.T) {
 	if err := unix.Flock(agent, unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	follower, err := Open(ctx, openDir(t, dir), ReadOptions{Follow: true, Poll: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer follower.Close()
 	w := newWriter(t, dir, Config{MaxSize: LineCap, Keep: 3}, nil)
 	const lines = 3000 // about three files: two rotations
+	began := time.Now()
 	for i := range lines {
 		w.Write([]byte(numbered(i)))
 	}
 	w.Close()
+	// Each rotation waits writerLockWait at most: not forever.
+	if d := time.Since(began); d > 15*time.Second {
+		t.Fatalf("writing three files with the lock held by the agent took %v", d)
+	}
 	r, err := Open(t.Context(), openDir(t, dir), ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -350,4 +376,14 @@ func TestAnAgentHoldingTheLogDirectoryLockStallsNeither(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNumbered(t, b, 0, lines)
+	// The follower, too, read every line in order.
+	sc := bufio.NewScanner(follower)
+	for i := range lines {
+		if !sc.Scan() {
+			t.Fatalf("follower ended at line %d: %v", i, sc.Err())
+		}
+		if got := sc.Text() + "\n"; got != numbered(i) {
+			t.Fatalf("follower line %d: %.30q", i, got)
+		}
+	}
 }

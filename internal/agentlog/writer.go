@@ -29,7 +29,8 @@ type WriterOptions struct {
 }
 
 // Writer appends to a rotating log in one directory; see the package doc.
-// Write never fails and never blocks on a full disk: what cannot be
+// Write never fails and never blocks on a full disk (a rotation may wait up
+// to writerLockWait for the directory's lock; see lockDir): what cannot be
 // written is dropped and counted, and a marker line says so as soon as
 // writing works again. A Writer is safe for concurrent use.
 type Writer struct {
@@ -284,7 +285,7 @@ func (w *Writer) closeCurrent() {
 // new one and starts compressing .1.
 func (w *Writer) rotate() {
 	w.waitCompression()
-	unlock := lockDir(w.dir, unix.LOCK_EX, writerLockWait)
+	unlock, _ := lockDir(w.dir, unix.LOCK_EX, writerLockWait)
 	defer unlock()
 	k := w.cfg.Keep
 	if k == 0 {

@@ -593,7 +593,9 @@ func (p *pusher) readStream(ctx context.Context, produce func(emit func(readJob)
 	g.Go(func() error {
 		defer close(next)
 		for j := range produced {
-			p.prefetch(&j)
+			if gctx.Err() == nil {
+				p.prefetch(&j)
+			}
 			select {
 			case next <- j:
 			case <-gctx.Done():
@@ -614,6 +616,9 @@ func (p *pusher) readStream(ctx context.Context, produce func(emit func(readJob)
 				if ch == nil {
 					var err error
 					if ch, err = chunker.New(bytes.NewReader(nil), p.s.seed, p.params); err != nil {
+						if j.f != nil {
+							j.f.Close()
+						}
 						return err
 					}
 				}
@@ -642,7 +647,7 @@ func (p *pusher) readStream(ctx context.Context, produce func(emit func(readJob)
 func (p *pusher) readFile(ctx context.Context, ch *chunker.Chunker, j readJob, enc chan<- encJob) error {
 	f := j.f
 	if f == nil {
-		fd, err := openBeneath(p.rootfd, j.rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+		fd, err := openBeneath(p.rootfd, j.rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
 		if err != nil {
 			return fmt.Errorf("open /%s: %w", j.rel, err)
 		}
@@ -735,7 +740,9 @@ func (p *pusher) prefetch(j *readJob) {
 	if j.base != nil {
 		return
 	}
-	fd, err := openBeneath(p.rootfd, j.rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC)
+	// O_NONBLOCK: a FIFO put where the walk saw a file does not hang the
+	// push (the reader's identity check then fails it).
+	fd, err := openBeneath(p.rootfd, j.rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC)
 	if err != nil {
 		return
 	}

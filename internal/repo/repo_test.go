@@ -177,7 +177,8 @@ func TestIncrementalPushReadsOnlyChangedFiles(t *testing.T) {
 	// well below the file: the chunks around the change (at most Max each,
 	// and a few while the cut points realign after it) and the metadata.
 	// The gear table comes from the repository's random seed, so the cut
-	// points differ from run to run; the bound holds for all of them.
+	// points differ from run to run; the bound leaves a wide margin (the
+	// largest of 300 runs uploaded about half of it).
 	params := chunker.Params{Min: 16 << 10, Avg: 64 << 10, Max: 256 << 10}
 	r, _, _ := newRepo(t, repo.InitOptions{Chunker: params})
 	src := t.TempDir()

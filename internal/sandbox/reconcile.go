@@ -101,7 +101,9 @@ func (s *Service) Reconcile(ctx context.Context) error {
 // next commit, so a crash of the machine soon after a create, a restore
 // or a resize can leave the root without it.
 func (s *Service) reapplyDiskQuota(ctx context.Context, sb store.Sandbox) error {
-	if !s.pool.Caps().Quota || sb.DeletedAt != nil {
+	// A deleted sandbox's root is kept until its purge and an undelete
+	// brings it back as it is: its limit is set again too.
+	if !s.pool.Caps().Quota {
 		return nil
 	}
 	sp, err := decodeSpec(sb)

@@ -292,7 +292,9 @@ func (s *Service) reapplyVolumeQuotas(ctx context.Context, list []store.Volume, 
 		here[id] = true
 	}
 	for _, v := range list {
-		if !here[v.ID] || !s.volumeHere(v) || v.DeletedAt != nil || v.SizeBytes <= 0 {
+		// A deleted volume's dataset is kept until its purge, and an
+		// undelete brings it back as it is: it keeps its limit too.
+		if !here[v.ID] || !s.volumeHere(v) || v.SizeBytes <= 0 {
 			continue
 		}
 		if err := s.pool.SetQuota(ctx, volumeDataset(v.ID), v.SizeBytes); err != nil {
