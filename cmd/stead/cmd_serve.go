@@ -175,6 +175,7 @@ start adopts them.`,
 	f.DurationVar(&cfg.Events.Retention, "event-retention", events.DefaultRetention, "how long the event log (and the webhook delivery log) keeps events")
 	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")
 	f.MarkHidden("insecure-no-userns")
+	f.StringVar(&cfg.Runtime, "runtime", "native", "how sandboxes are set up: native (stead's own setup, the default) or libcontainer (runc's; for comparison)")
 	f.BoolVar(&cfg.PoolFullQgroups, "pool-full-qgroups", false, "give a new btrfs pool full qgroup accounting instead of simple quotas (for measurements: clones slow down as datasets accumulate)")
 	f.MarkHidden("pool-full-qgroups")
 	f.StringVar(&cfg.PprofListen, "pprof-listen", "", "serve Go profiles (net/http/pprof) on this loopback address (for measurements)")

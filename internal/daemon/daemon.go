@@ -125,6 +125,9 @@ type Config struct {
 	// NoUserNS runs sandboxes without user namespaces (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
+	// Runtime is how sandboxes are set up: "native" (stead's own setup,
+	// runtime/linux's native.go) or "libcontainer"; empty is native.
+	Runtime string
 	// PoolFullQgroups gives a new btrfs pool full qgroup accounting instead
 	// of simple quotas (for measurements: btrfs.Options.FullQgroups).
 	PoolFullQgroups bool
@@ -205,7 +208,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("find own binary: %w", err)
 	}
 	initBin := initBinary(exe, log)
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Shim: shimBinary(exe, log), NoUserNS: cfg.NoUserNS, Logger: log})
+	if cfg.Runtime != "" && cfg.Runtime != "native" && cfg.Runtime != "libcontainer" {
+		return fmt.Errorf("runtime %q: want native or libcontainer: %w", cfg.Runtime, errs.ErrInvalid)
+	}
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Shim: shimBinary(exe, log), NoUserNS: cfg.NoUserNS, Native: cfg.Runtime != "libcontainer", Logger: log})
 	if err != nil {
 		return err
 	}
@@ -281,7 +287,7 @@ func Run(ctx context.Context, cfg Config) error {
 	sinks := events.Multi{hub}
 	svc := sandbox.New(sandbox.Options{
 		Store: events.ObserveStore(st, &sinks, nil), Events: &sinks, Pool: pl, Runtime: rt, Logger: log, Version: cfg.Version, DataDir: cfg.DataDir,
-		RuntimeName: "libcontainer", CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
+		RuntimeName: runtimeName(cfg.Runtime), CgroupVersion: cgroupVersion(), StopGrace: cfg.StopGrace,
 		StageDir: filepath.Join(cfg.RunDir, "stage"), AgentSockets: socks, TokenKey: tokenKey, Audit: auditLog,
 		Repo: repoCfg, SecretsKeyFile: filepath.Join(cfg.DataDir, "secrets.key"), SecretsKey: secretsKey, PoolOvercommit: cfg.PoolOvercommit, Growth: cfg.Growth,
 		Net: netp.opts, Owner: cl.owner(), NodeName: nodes.Name(),
@@ -589,4 +595,12 @@ func redactStore(s string) string {
 		return s[:24] + "..."
 	}
 	return s
+}
+
+// runtimeName is the name the daemon reports for its runtime setting.
+func runtimeName(setting string) string {
+	if setting == "libcontainer" {
+		return "libcontainer"
+	}
+	return "native"
 }

@@ -89,16 +89,24 @@ type initProc struct {
 func newInit(logger *slog.Logger) (*initProc, error) {
 	cf := os.NewFile(ConfigFD, "config")
 	b, err := io.ReadAll(cf)
-	cf.Close()
 	if err != nil {
 		return nil, fmt.Errorf("read init config (fd %d from the runtime): %w", ConfigFD, err)
 	}
-	// Init's own binary is not for the processes it starts.
-	unix.Close(BinaryFD)
 	in := &initProc{log: logger, waiters: map[int]chan exitStatus{}, stopping: make(chan struct{})}
 	if err := json.Unmarshal(b, &in.cfg); err != nil {
 		return nil, fmt.Errorf("decode init config: %w", err)
 	}
+	if in.cfg.Setup != nil && os.Getenv(setupDoneEnv) == "" {
+		// Init makes the sandbox itself (stead's own runtime); it may
+		// re-execute itself at the end, with its config and binary.
+		if err := prepare(in.cfg.Setup); err != nil {
+			return nil, fmt.Errorf("sandbox setup: %w", err)
+		}
+	}
+	os.Unsetenv(setupDoneEnv)
+	cf.Close()
+	// Init's own binary is not for the processes it starts.
+	unix.Close(BinaryFD)
 	// The daemon made the listening socket on the host and passed it as
 	// fd 3: the run directory is mounted read-only, so nothing in the
 	// sandbox can replace the socket the daemon dials.

@@ -55,7 +55,55 @@ type Config struct {
 	Service *ServiceSpec `json:"service,omitempty"`
 	// Seccomp enables stead's default seccomp filter.
 	Seccomp bool `json:"seccomp"`
+	// Setup, when set, is the sandbox's setup that init makes itself
+	// before it serves (stead's own runtime, setup.go): init starts in
+	// the sandbox's new namespaces with the host's mount tree, builds the
+	// sandbox's mounts, pivots into its root and drops its capabilities.
+	// Without it the runtime (libcontainer) did all that before init ran.
+	Setup *Setup `json:"setup,omitempty"`
 }
+
+// Setup is what init makes of a sandbox before it serves. The host hands
+// it descriptors from SetupFD on: a SOCK_SEQPACKET socket to the runtime,
+// then the sandbox's root as a detached mount tree, then one detached
+// tree for each mount whose Tree is set, in order.
+type Setup struct {
+	Hostname string `json:"hostname"`
+	// Mounts are made in order under the new root.
+	Mounts []SetupMount `json:"mounts"`
+	// Devices are device files of the host's /dev bound into the
+	// sandbox's /dev under the same names ("null", "tty").
+	Devices []string `json:"devices,omitempty"`
+	// MaskPaths are hidden (/dev/null over a file, an empty read-only
+	// tmpfs over a directory); ReadonlyPaths made read-only. Absent ones
+	// are skipped.
+	MaskPaths     []string `json:"mask_paths,omitempty"`
+	ReadonlyPaths []string `json:"readonly_paths,omitempty"`
+	// Caps are the capabilities init and root's processes keep (numbers);
+	// every other one leaves the bounding set. no_new_privs is always set.
+	Caps []int `json:"caps"`
+}
+
+// SetupMount is one mount of a sandbox's setup.
+type SetupMount struct {
+	// Dest is the absolute path inside the sandbox.
+	Dest string `json:"dest"`
+	// Tree is true for a detached tree made by the host (a bind mount,
+	// already idmapped and read-only as asked); false for a new file
+	// system of Type from Source with Flags and Data, as mount(2) takes
+	// them.
+	Tree   bool    `json:"tree,omitempty"`
+	Type   string  `json:"type,omitempty"`
+	Source string  `json:"source,omitempty"`
+	Flags  uintptr `json:"flags,omitempty"`
+	Data   string  `json:"data,omitempty"`
+	// File: the mount is of a file (its target is made as a file).
+	File bool `json:"file,omitempty"`
+}
+
+// SetupFD is the descriptor of the setup socket (Config.Setup); the
+// root's tree follows it, then the mount trees.
+const SetupFD = 6
 
 // ServiceSpec is the supervised agent service.
 type ServiceSpec struct {

@@ -108,6 +108,10 @@ type Options struct {
 	// NoUserNS runs sandboxes without a user namespace (root inside is
 	// root on the host): for measurements only.
 	NoUserNS bool
+	// Native starts sandboxes with stead's own setup (native.go) instead
+	// of libcontainer's; everything after the start is libcontainer's
+	// either way.
+	Native bool
 	// Shim is the binary of the runtime's shim (shim.go: it forks every
 	// sandbox process; stead-shim, or any binary that runs ShimMain for
 	// ShimArg and InitHook for InitArg). Empty: libcontainer runs in this
@@ -276,13 +280,11 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		}
 	}()
 	icfg := guest.Config{Env: spec.Env, Service: spec.Service, Seccomp: !r.opts.NoSeccomp}
-	cfgFile, err := configFile(icfg)
-	if err != nil {
-		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-	}
-	defer cfgFile.Close()
 	slot := -1
-	var rootfsDur time.Duration
+	var (
+		rootfsDur time.Duration
+		err       error
+	)
 	if !r.opts.NoUserNS {
 		if slot, err = r.allocSlot(spec.ID); err != nil {
 			return err
@@ -298,6 +300,8 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 				r.freeSlot(spec.ID)
 			}
 		}()
+	}
+	if !r.opts.NoUserNS && !r.opts.Native {
 		tm := time.Now()
 		root, err := r.mountRootfs(spec.ID, spec.Rootfs, slot)
 		rootfsDur = time.Since(tm)
@@ -320,6 +324,21 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	if err != nil {
 		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
+	var native *nativeSetup
+	if r.opts.Native {
+		tm := time.Now()
+		if native, err = r.prepareNative(cfg, slot); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		rootfsDur = time.Since(tm)
+		defer native.close()
+		icfg.Setup = native.guest
+	}
+	cfgFile, err := configFile(icfg)
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	defer cfgFile.Close()
 	logf, err := os.OpenFile(filepath.Join(rd, "init.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("start sandbox %s: %w", spec.ID, err)
@@ -346,7 +365,9 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	}()
 	var t1 time.Time
 	t0 := time.Now()
-	if r.shim != nil {
+	if native != nil {
+		t1, err = r.startNative(ctx, spec, cfg, proc, slot, native)
+	} else if r.shim != nil {
 		t1, err = r.startInShim(ctx, spec, cfg, proc, slot)
 	} else {
 		t1, err = r.startHere(ctx, spec, cfg, proc)
@@ -476,9 +497,13 @@ func (r *Runtime) destroyFailedStart(id string) {
 		}
 		cancel()
 	}
+	// destroy waits for the init to die before it removes the state: a
+	// running container's Destroy fails, and a native start's init runs
+	// (libcontainer's waits, stopped, until it is run).
 	if c, err := r.load(id); err == nil && c != nil {
-		c.Signal(unix.SIGKILL)
-		c.Destroy()
+		if err := r.destroy(id, c); err != nil {
+			r.log.Warn("clean up a failed start", "sandbox", id, "err", err)
+		}
 	}
 	r.forget(id)
 }
@@ -495,17 +520,23 @@ func (r *Runtime) reap(id string, p *libcontainer.Process) {
 		go p.Wait()
 		return
 	}
+	r.reapPid(id, pid, func() { p.Wait() })
+}
+
+// reapPid calls wait (which reaps pid, a child of this process) once pid
+// has exited, from the runtime's fdwatch set.
+func (r *Runtime) reapPid(id string, pid int, wait func()) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		r.log.Debug("pidfd_open; reaping with a blocked thread", "sandbox", id, "err", err)
-		go p.Wait()
+		go wait()
 		return
 	}
 	w, err := r.watcher()
 	if err == nil {
 		_, err = w.Once(fd, func() {
 			go func() {
-				p.Wait()
+				wait()
 				unix.Close(fd)
 			}()
 		})
@@ -513,7 +544,7 @@ func (r *Runtime) reap(id string, p *libcontainer.Process) {
 	if err != nil {
 		r.log.Debug("watch the init's pidfd; reaping with a blocked thread", "sandbox", id, "err", err)
 		unix.Close(fd)
-		go p.Wait()
+		go wait()
 	}
 }
 

@@ -23,17 +23,22 @@ func TestMain(m *testing.M) {
 }
 
 // TestRuntimeContract runs the contract suite against libcontainer in the
-// test's own process and through a shim (the test binary plays it).
+// test's own process and through a shim (the test binary plays it), and
+// against stead's own setup (Native) both ways.
 func TestRuntimeContract(t *testing.T) {
-	for _, shim := range []bool{false, true} {
-		t.Run(map[bool]string{false: "InProcess", true: "Shim"}[shim], func(t *testing.T) {
+	for _, v := range []struct {
+		name         string
+		shim, native bool
+	}{{"InProcess", false, false}, {"Shim", true, false}, {"Native", false, true}, {"NativeShim", true, true}} {
+		shim := v.shim
+		t.Run(v.name, func(t *testing.T) {
 			runtimetest.Run(t, func(t *testing.T, dir string) steadrt.Runtime {
 				testutil.RequireRoot(t)
 				exe, err := os.Executable()
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts := Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe}
+				opts := Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe, Native: v.native}
 				if shim {
 					opts.Shim = exe
 				}

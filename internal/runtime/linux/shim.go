@@ -63,10 +63,15 @@ const shimFD = 3
 // message needs.
 const shimMaxMsg = 8 << 20
 
+// shimMaxFiles bounds the descriptors of one message: the kernel's
+// SCM_MAX_FD. A native start sends a dozen beside its mount trees (the
+// root, /usr, ten /proc views, one per volume).
+const shimMaxFiles = 253
+
 // shimProtocol is the version of the messages below. The shim says it
 // first; a daemon refuses a shim that speaks another (a stale stead-shim
 // beside a newer stead).
-const shimProtocol = 1
+const shimProtocol = 2
 
 // shimHelloTimeout bounds the wait for a new shim's first message.
 const shimHelloTimeout = 10 * time.Second
@@ -83,7 +88,7 @@ const shimSealedEnv = "STEAD_SHIM_SEALED"
 // shimRequest is one request to the shim.
 type shimRequest struct {
 	Seq uint64 `json:"seq"`
-	// Op is "start", "exec", "abort", "userns" or "close".
+	// Op is "start", "spawn", "exec", "abort", "userns" or "close".
 	Op string `json:"op"`
 	ID string `json:"id,omitempty"`
 	// start: the container and its init process. Files are attached in
@@ -100,6 +105,9 @@ type shimRequest struct {
 	Stop bool `json:"stop,omitempty"`
 	// userns: the first host id of the mapping.
 	HostID int64 `json:"host_id,omitempty"`
+	// spawn: a native init (native.go) forked as Spawn says; files are
+	// the log, then Extra files. It waits, unreaped, until exec or abort.
+	Spawn *spawnSpec `json:"spawn,omitempty"`
 }
 
 // shimAnswer is the shim's answer to the request with the same Seq; its
@@ -378,6 +386,9 @@ func sendMsg(conn *net.UnixConn, v any, files []*os.File) error {
 		return fmt.Errorf("message of %d bytes exceeds %d", len(b), shimMaxMsg)
 	}
 	var oob []byte
+	if len(files) > shimMaxFiles {
+		return fmt.Errorf("message with %d descriptors exceeds %d", len(files), shimMaxFiles)
+	}
 	if len(files) > 0 {
 		fds := make([]int, len(files))
 		for i, f := range files {
@@ -403,7 +414,7 @@ func recvMsg(conn *net.UnixConn, v any, strict bool) ([]*os.File, error) {
 		buf            []byte
 		n, oobn, flags int
 		rerr           error
-		oob            = make([]byte, unix.CmsgSpace(16*4))
+		oob            = make([]byte, unix.CmsgSpace(shimMaxFiles*4))
 	)
 	err = rc.Read(func(fd uintptr) bool {
 		size, _, e := unix.Recvfrom(int(fd), nil, unix.MSG_PEEK|unix.MSG_TRUNC)
@@ -549,8 +560,9 @@ type shimServer struct {
 }
 
 // pendingStart is a container whose init waits to run (a start with
-// Stop). Its init is reaped only once it ran or was destroyed, so that its
-// pid cannot be reused while the daemon attaches the network to it.
+// Stop, or a native spawn: c is nil). Its init is reaped only once it ran
+// or was destroyed, so that its pid cannot be reused while the daemon
+// joins it to cgroups and attaches the network to it.
 type pendingStart struct {
 	c   *libcontainer.Container
 	pid int
@@ -599,6 +611,12 @@ func (s *shimServer) handle(req shimRequest, files []*os.File) {
 		if err != nil {
 			a.Err = err.Error()
 			a.Exists = errors.Is(err, libcontainer.ErrExist)
+		}
+	case "spawn":
+		pid, err := s.spawn(req, files)
+		a.Pid = pid
+		if err != nil {
+			a.Err = err.Error()
 		}
 	case "exec":
 		if err := s.finish(req.ID, true); err != nil {
@@ -707,6 +725,41 @@ func (s *shimServer) start(req shimRequest, files []*os.File) (int, error) {
 	return pid, nil
 }
 
+// spawn forks a native init (native.go) and keeps it pending.
+func (s *shimServer) spawn(req shimRequest, files []*os.File) (int, error) {
+	if !validID(req.ID) || req.Spawn == nil {
+		return 0, fmt.Errorf("spawn request for %q: bad request", req.ID)
+	}
+	if len(files) != 1+req.Extra {
+		return 0, fmt.Errorf("spawn sandbox %s: %d descriptors, want %d", req.ID, len(files), 1+req.Extra)
+	}
+	s.mu.Lock()
+	if _, ok := s.pending[req.ID]; ok {
+		s.mu.Unlock()
+		return 0, fmt.Errorf("spawn sandbox %s: a start of it waits already", req.ID)
+	}
+	s.starting++
+	s.mu.Unlock()
+	p, err := spawnInit(*req.Spawn, files[0], files[1:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.starting--
+	if err != nil {
+		s.maybeExit()
+		return 0, fmt.Errorf("spawn sandbox %s: %w", req.ID, err)
+	}
+	// Reaped by pid from here on (finish), not through p (Release sets
+	// p.Pid to -1: the pid is taken first).
+	pid := p.Pid
+	p.Release()
+	if pid <= 0 {
+		return 0, fmt.Errorf("spawn sandbox %s: no pid", req.ID)
+	}
+	s.children++
+	s.pending[req.ID] = pendingStart{pid: pid}
+	return pid, nil
+}
+
 // finish runs (exec) or destroys (abort) a container started with Stop.
 func (s *shimServer) finish(id string, run bool) error {
 	s.mu.Lock()
@@ -724,8 +777,14 @@ func (s *shimServer) finish(id string, run bool) error {
 		}
 		return nil
 	}
-	c := ps.c
 	defer s.reap(ps.pid)
+	c := ps.c
+	if c == nil { // a native spawn: the daemon runs it itself
+		if !run && ps.pid > 0 {
+			unix.Kill(ps.pid, unix.SIGKILL)
+		}
+		return nil
+	}
 	if run {
 		if err := c.Exec(); err != nil {
 			return fmt.Errorf("start sandbox %s: %w", id, err)

@@ -41,6 +41,172 @@ func Run(t *testing.T, newRuntime Factory) {
 	t.Run("RootInsideIsNotRootOnHost", func(t *testing.T) { rootInsideIsNotRootOnHost(t, newRuntime) })
 	t.Run("NetworkIsMadeBeforeInitRunsAndIsNotTheSandboxs", func(t *testing.T) { networkBeforeInit(t, newRuntime) })
 	t.Run("NoProcessHoldsAHostDirectory", func(t *testing.T) { noHostDirectory(t, newRuntime) })
+	t.Run("AHostileRootMovesNoMountOutOfIt", func(t *testing.T) { hostileRoot(t, newRuntime) })
+	t.Run("AFileMountFollowsADanglingLinkInsideTheRoot", func(t *testing.T) { danglingLinkTarget(t, newRuntime) })
+}
+
+// danglingLinkTarget: a file mounted where the root holds a symlink to a
+// file not there yet (a resolv.conf linked into /run) lands where the
+// link points, inside the root, and reads through the link.
+func danglingLinkTarget(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	root, mounts := miniRoot(t)
+	if err := os.Symlink("../run/resolve/stub-resolv.conf", filepath.Join(root, "etc/resolv.conf")); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(src, []byte("nameserver 198.18.0.53\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mounts = append(mounts, steadrt.Mount{Source: src, Destination: "/etc/resolv.conf", ReadOnly: true})
+	ctx := context.Background()
+	if err := r.Start(ctx, steadrt.Spec{ID: "rt-dangling", Rootfs: root, Mounts: mounts, Env: baseEnv}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(context.Background(), "rt-dangling") })
+	if out, code := run(t, r, "rt-dangling", 1000, "cat", "/etc/resolv.conf"); code != 0 || out != "nameserver 198.18.0.53\n" {
+		t.Fatalf("resolv.conf through its link: exit %d %q", code, out)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "run/resolve/stub-resolv.conf")); err != nil {
+		t.Fatalf("the link's target was not made inside the root: %v", err)
+	}
+}
+
+// hostMountPoints is the set of mount points in this process's mount
+// namespace (the host's).
+func hostMountPoints(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			m[f[4]] = true
+		}
+	}
+	return m
+}
+
+// hostileRoot: a root the agent left with symlinks and files where the
+// runtime mounts (/proc to the host's /etc, /dev up and out of the root,
+// /tmp to init's root through /proc, /sys a file, a bind mount's parent
+// to a host directory and a magic link), while the host side swaps a
+// symlink under a mount target back and forth during the starts. Each
+// start either fails and leaves nothing, or runs a sandbox whose /proc,
+// /dev and /sys are its own; no start adds a mount to the host's mount
+// table outside the runtime's own directories or touches the host
+// directories the links name.
+func hostileRoot(t *testing.T, newRuntime Factory) {
+	dir := t.TempDir()
+	r := newRuntime(t, dir)
+	hostDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hostDir, "marker"), []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir() // a volume's source
+	ctx := context.Background()
+	before := hostMountPoints(t)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	var roots []string
+	for i := range 6 {
+		root, mounts := miniRoot(t)
+		roots = append(roots, root)
+		for _, d := range []string{"proc", "dev", "sys", "tmp"} {
+			os.Remove(filepath.Join(root, d))
+		}
+		must := func(err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(os.Symlink("/etc", filepath.Join(root, "proc")))
+		must(os.Symlink("../../../../../../../../"+strings.TrimPrefix(hostDir, "/"), filepath.Join(root, "dev")))
+		must(os.Symlink("/proc/1/root", filepath.Join(root, "tmp")))
+		must(os.WriteFile(filepath.Join(root, "sys"), []byte("not a directory"), 0o644))
+		// The volume goes to /work/data; /work flips between a directory
+		// and a symlink out of the root while the sandbox starts.
+		work := filepath.Join(root, "work")
+		must(os.MkdirAll(work, 0o755))
+		if i%2 == 1 {
+			must(os.Remove(work))
+			must(os.Symlink("/proc/self/root"+hostDir, work))
+		}
+		mounts = append(mounts, steadrt.Mount{Source: data, Destination: "/work/data"})
+		go func(i int) {
+			if i != 0 {
+				return
+			}
+			defer close(done)
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, root := range roots[:1] {
+					w := filepath.Join(root, "work")
+					tmp := filepath.Join(root, "work.swap")
+					if n%2 == 0 {
+						os.Symlink("../../../../../../../.."+hostDir, tmp)
+					} else {
+						os.Mkdir(tmp, 0o755)
+					}
+					os.Rename(tmp, w) // fails for a directory over a directory; fine
+					os.RemoveAll(tmp)
+				}
+			}
+		}(i)
+		id := fmt.Sprintf("rt-hostile-%d", i)
+		err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: mounts, Env: baseEnv})
+		if err != nil {
+			t.Logf("start %d refused: %v", i, err)
+			if st, _ := r.Status(ctx, id); st != steadrt.StatusAbsent {
+				t.Fatalf("a refused start left state: %s", st)
+			}
+			continue
+		}
+		t.Cleanup(func() { r.Kill(context.Background(), id) })
+		out, code := run(t, r, id, 0, "sh", "-c", `
+grep -q '^Name:' /proc/self/status || echo "BAD /proc: $(ls /proc | head -3)"
+test -c /dev/null || echo "BAD /dev/null"
+test -d /sys/kernel || echo "BAD /sys"
+test -e /dev/marker && echo "BAD /dev shows the host dir"
+test -e /proc/marker && echo "BAD /proc shows a host dir"
+echo probe > /work/data/from-sandbox 2>/dev/null
+true`)
+		if code != 0 || strings.Contains(out, "BAD") {
+			t.Fatalf("sandbox %d: exit %d:\n%s", i, code, out)
+		}
+	}
+	close(stop)
+	<-done
+	if b, err := os.ReadFile(filepath.Join(hostDir, "marker")); err != nil || string(b) != "host" {
+		t.Fatalf("host dir marker: %q %v", b, err)
+	}
+	if ents, _ := os.ReadDir(hostDir); len(ents) != 1 {
+		t.Fatalf("the host dir the links named gained files: %v", ents)
+	}
+	// Mounts the runtime makes on the host for a start go after it (an
+	// unmount off the start's path): give them a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var extra []string
+		for m := range hostMountPoints(t) {
+			if !before[m] && !strings.HasPrefix(m, dir) && !strings.HasPrefix(m, "/run/stead-rootfs") {
+				extra = append(extra, m)
+			}
+		}
+		if len(extra) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the starts added host mounts: %v", extra)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // noHostDirectory: neither the sandbox's init nor a process exec'd in it

@@ -1,0 +1,510 @@
+package guest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A sandbox's setup, done by init itself (Config.Setup). The runtime
+// starts init in the sandbox's new namespaces (user, mount, pid, network,
+// IPC, UTS) still seeing the host's mount tree, with the sandbox's root
+// and its bind mounts as detached mount trees the host made (idmapped,
+// read-only where asked). Init attaches the root, makes every mount under
+// it, pivots into it, names the host, brings up loopback and drops its
+// capabilities; it says so on the setup socket and waits for the runtime's
+// go (cgroups joined, network attached) before it serves anything.
+//
+// The root is the agent's and may hold anything where a mount goes: every
+// target is resolved inside it with openat2 RESOLVE_IN_ROOT and no magic
+// link, and mounted on through the descriptor it resolved to, so a symlink
+// can move a mount only within the sandbox's own tree. The new file
+// systems at the root's top (/proc, /dev, /sys, /tmp) follow no symlink at
+// all: a symlink or file there is replaced by an empty directory.
+
+// setupDoneEnv marks an init re-executed after its setup (setup.go's
+// fallback where capabilities cannot be dropped on every thread).
+const setupDoneEnv = "STEAD_INIT_SETUP_DONE"
+
+// setupMountBase is where the root is attached before the pivot: a tmpfs
+// over the host's /tmp in init's own mount namespace.
+const setupMountBase = "/tmp"
+
+// prepare makes the sandbox of s (the caller is init before it serves):
+// it returns once the runtime said go. A failure is reported on the setup
+// socket too.
+func prepare(s *Setup) error {
+	sock := SetupFD
+	defer unix.Close(sock)
+	reexec, err := setupSandbox(s)
+	if err != nil {
+		msg := err.Error()
+		unix.Sendmsg(sock, []byte("error: "+msg), nil, nil, 0)
+		return err
+	}
+	if err := unix.Sendmsg(sock, []byte("ready"), nil, nil, 0); err != nil {
+		return fmt.Errorf("setup socket: %w", err)
+	}
+	b := make([]byte, 16)
+	n, _, _, _, err := unix.Recvmsg(sock, b, nil, 0)
+	if err != nil {
+		return fmt.Errorf("setup socket: %w", err)
+	}
+	if string(b[:n]) != "go" {
+		return errors.New("the runtime gave up on this start")
+	}
+	if reexec {
+		return reexecAfterSetup()
+	}
+	return nil
+}
+
+// setupSandbox makes the mounts, pivots and drops capabilities; reexec
+// is true when the capabilities could not be dropped on every thread and
+// init must re-execute itself to shed the others.
+func setupSandbox(s *Setup) (reexec bool, err error) {
+	// Trees from SetupFD+1 on: the root, then one per Tree mount.
+	nextTree := SetupFD + 1
+	tree := func() int {
+		fd := nextTree
+		nextTree++
+		return fd
+	}
+	rootTree := tree()
+	defer func() {
+		for fd := SetupFD + 1; fd < nextTree; fd++ {
+			unix.Close(fd)
+		}
+	}()
+	lastCap, err := readLastCap()
+	if err != nil {
+		return false, err
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return false, fmt.Errorf("make the mount tree private: %w", err)
+	}
+	if err := unix.Mount("tmpfs", setupMountBase, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=700,size=4k"); err != nil {
+		return false, fmt.Errorf("mount a tmpfs for the root: %w", err)
+	}
+	newRoot := setupMountBase + "/root"
+	if err := os.Mkdir(newRoot, 0o755); err != nil {
+		return false, fmt.Errorf("root mount point: %w", err)
+	}
+	if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return false, fmt.Errorf("attach the root: %w", err)
+	}
+	rdir, err := unix.Open(newRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("open the root: %w", err)
+	}
+	defer unix.Close(rdir)
+	for _, m := range s.Mounts {
+		if err := setupMount(rdir, m, tree); err != nil {
+			return false, err
+		}
+		if m.Dest == "/dev" && !m.Tree {
+			if err := setupDev(rdir, s.Devices); err != nil {
+				return false, err
+			}
+		}
+	}
+	for _, p := range s.MaskPaths {
+		if err := maskPath(rdir, p); err != nil {
+			return false, err
+		}
+	}
+	for _, p := range s.ReadonlyPaths {
+		if err := readonlyPath(rdir, p); err != nil {
+			return false, err
+		}
+	}
+	if err := unix.Fchdir(rdir); err != nil {
+		return false, fmt.Errorf("enter the root: %w", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return false, fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return false, fmt.Errorf("detach the host's mount tree: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return false, fmt.Errorf("chdir /: %w", err)
+	}
+	if s.Hostname != "" {
+		if err := unix.Sethostname([]byte(s.Hostname)); err != nil {
+			return false, fmt.Errorf("hostname: %w", err)
+		}
+	}
+	if err := loopbackUp(); err != nil {
+		return false, err
+	}
+	return dropCaps(s.Caps, lastCap)
+}
+
+// resolveFlags resolve a target inside the sandbox's root: ".." and
+// absolute symlinks stay inside it, magic links (/proc/<pid>/root) are
+// refused.
+const resolveFlags = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
+
+// openInRoot resolves p (absolute, inside the root) to an O_PATH
+// descriptor.
+func openInRoot(rdir int, p string, resolve uint64) (int, error) {
+	rel := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if rel == "" {
+		rel = "."
+	}
+	for {
+		fd, err := unix.Openat2(rdir, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolve})
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		return fd, err
+	}
+}
+
+// makeTarget returns a descriptor of the mount target p inside the
+// root, made (as a directory, or an empty file when file) where it is
+// missing. With strict, p is a name at the root's top that must be a real
+// directory: a symlink or anything else there is removed and a directory
+// made in its place.
+func makeTarget(rdir int, p string, file, strict bool) (int, error) {
+	clean := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if clean == "" {
+		return -1, fmt.Errorf("mount target %q: the root itself", p)
+	}
+	if strict {
+		if strings.Contains(clean, "/") {
+			return -1, fmt.Errorf("mount target %q: not at the root's top", p)
+		}
+		var st unix.Stat_t
+		err := unix.Fstatat(rdir, clean, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if err := unix.Unlinkat(rdir, clean, 0); err != nil {
+				return -1, fmt.Errorf("mount target /%s is not a directory and cannot be removed: %w", clean, err)
+			}
+		}
+		if err := unix.Mkdirat(rdir, clean, 0o755); err != nil && err != unix.EEXIST {
+			return -1, fmt.Errorf("mount target /%s: %w", clean, err)
+		}
+		fd, err := openInRoot(rdir, clean, resolveFlags|unix.RESOLVE_NO_SYMLINKS)
+		if err != nil {
+			return -1, fmt.Errorf("mount target /%s: %w", clean, err)
+		}
+		return fd, nil
+	}
+	// Make what is missing, one component at a time, each parent
+	// resolved again from the root, so a symlink met on the way is
+	// followed inside the root, never out of it. A dangling symlink is
+	// followed to what it names, which is made (as libcontainer's
+	// securejoin does: /etc/resolv.conf may link to a file not there yet).
+	for hops := 0; hops < 40; hops++ {
+		fd, err := openInRoot(rdir, clean, resolveFlags)
+		if err == nil {
+			return fd, nil
+		}
+		if err != unix.ENOENT {
+			return -1, fmt.Errorf("mount target %s: %w", p, err)
+		}
+		next, err := makeMissing(rdir, clean, file)
+		if err != nil {
+			return -1, fmt.Errorf("mount target %s: %w", p, err)
+		}
+		clean = next
+	}
+	return -1, fmt.Errorf("mount target %s: %w", p, unix.ELOOP)
+}
+
+// makeMissing makes the first missing component of rel (relative to the
+// root) and every one after it; it returns the path to try next: rel
+// itself, or, where a component is a dangling symlink, the path with the
+// link's target in its place.
+func makeMissing(rdir int, rel string, file bool) (string, error) {
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		prefix := strings.Join(parts[:i+1], "/")
+		fd, err := openInRoot(rdir, prefix, resolveFlags)
+		if err == nil {
+			unix.Close(fd)
+			continue
+		}
+		if err != unix.ENOENT {
+			return "", err
+		}
+		parent, err := openInRoot(rdir, strings.Join(parts[:i], "/"), resolveFlags)
+		if err != nil {
+			return "", err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(parent, parts[i], &st, unix.AT_SYMLINK_NOFOLLOW|unix.AT_EMPTY_PATH); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			buf := make([]byte, unix.PathMax)
+			n, err := unix.Readlinkat(parent, parts[i], buf)
+			unix.Close(parent)
+			if err != nil {
+				return "", err
+			}
+			target := string(buf[:n])
+			if !path.IsAbs(target) {
+				target = path.Join(strings.Join(parts[:i], "/"), target)
+			}
+			rest := strings.Join(parts[i+1:], "/")
+			return strings.TrimPrefix(path.Clean("/"+path.Join(target, rest)), "/"), nil
+		}
+		if i == len(parts)-1 && file {
+			var fd int
+			fd, err = unix.Openat(parent, parts[i], unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(fd)
+			}
+		} else {
+			err = unix.Mkdirat(parent, parts[i], 0o755)
+		}
+		unix.Close(parent)
+		if err != nil && err != unix.EEXIST {
+			return "", err
+		}
+	}
+	return rel, nil
+}
+
+// fdPath names a descriptor for mount(2) (the kernel follows the magic
+// link to exactly the file resolved).
+func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// setupMount makes one mount under the root.
+func setupMount(rdir int, m SetupMount, tree func() int) error {
+	strict := !m.Tree && !strings.Contains(strings.Trim(path.Clean(m.Dest), "/"), "/")
+	target, err := makeTarget(rdir, m.Dest, m.File, strict)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	if m.Tree {
+		if err := unix.MoveMount(tree(), "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Dest, err)
+		}
+		return nil
+	}
+	if err := unix.Mount(m.Source, fdPath(target), m.Type, m.Flags, m.Data); err != nil {
+		return fmt.Errorf("mount %s on %s: %w", m.Type, m.Dest, err)
+	}
+	return nil
+}
+
+// setupDev fills the sandbox's new /dev: the host's device files bound
+// in (a user namespace cannot make device nodes), and the usual links.
+func setupDev(rdir int, devices []string) error {
+	dev, err := openInRoot(rdir, "dev", resolveFlags|unix.RESOLVE_NO_SYMLINKS)
+	if err != nil {
+		return fmt.Errorf("open /dev: %w", err)
+	}
+	defer unix.Close(dev)
+	// An O_PATH descriptor cannot be a dirfd for creating files; the
+	// tmpfs is init's own, so a real one is opened through it.
+	d, err := unix.Openat(dev, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /dev: %w", err)
+	}
+	defer unix.Close(d)
+	for _, name := range devices {
+		if name == "" || strings.ContainsAny(name, "/") {
+			return fmt.Errorf("device %q: bad name", name)
+		}
+		fd, err := unix.Openat(d, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+		if err != nil {
+			return fmt.Errorf("device /dev/%s: %w", name, err)
+		}
+		err = unix.Mount("/dev/"+name, fdPath(fd), "", unix.MS_BIND, "")
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("bind device /dev/%s: %w", name, err)
+		}
+	}
+	links := [][2]string{
+		{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+		{"/proc/self/fd/2", "stderr"}, {"pts/ptmx", "ptmx"}, {"/proc/kcore", "core"},
+	}
+	for _, l := range links {
+		if err := unix.Symlinkat(l[0], d, l[1]); err != nil && err != unix.EEXIST {
+			return fmt.Errorf("link /dev/%s: %w", l[1], err)
+		}
+	}
+	return nil
+}
+
+// maskPath hides p: /dev/null over a file, an empty read-only tmpfs over
+// a directory. It follows no symlink (the paths are in /proc and /sys,
+// which init mounted).
+func maskPath(rdir int, p string) error {
+	fd, err := openInRoot(rdir, p, resolveFlags|unix.RESOLVE_NO_SYMLINKS)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("mask %s: %w", p, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		err = unix.Mount("tmpfs", fdPath(fd), "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	} else {
+		err = unix.Mount("/dev/null", fdPath(fd), "", unix.MS_BIND, "")
+	}
+	if err != nil {
+		return fmt.Errorf("mask %s: %w", p, err)
+	}
+	return nil
+}
+
+// readonlyPath makes p read-only: a read-only clone of its mount tree
+// placed over it.
+func readonlyPath(rdir int, p string) error {
+	fd, err := openInRoot(rdir, p, resolveFlags|unix.RESOLVE_NO_SYMLINKS)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	t, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("read-only %s: %w", p, err)
+	}
+	defer unix.Close(t)
+	if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return fmt.Errorf("read-only %s: %w", p, err)
+	}
+	if err := unix.MoveMount(t, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("read-only %s: %w", p, err)
+	}
+	return nil
+}
+
+// loopbackUp brings up the sandbox's loopback interface.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("loopback up: %w", err)
+	}
+	return nil
+}
+
+// readLastCap reads the highest capability number the kernel knows.
+func readLastCap() (int, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return 0, fmt.Errorf("capabilities: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 || n > 63 {
+		return 0, fmt.Errorf("capabilities: cap_last_cap %q", b)
+	}
+	return n, nil
+}
+
+// dropCaps leaves init (every thread of it) with just keep, in its
+// bounding, permitted and effective sets, none inheritable or ambient,
+// and no_new_privs. A capability is per thread: every thread of the Go
+// runtime is changed at once (AllThreadsSyscall), or, where that is not
+// available (a binary linked with cgo), this thread alone and reexec is
+// true: init then re-executes itself from it, and the new image starts
+// with this thread's sets.
+func dropCaps(keep []int, lastCap int) (reexec bool, err error) {
+	var data [2]unix.CapUserData
+	kept := map[int]bool{}
+	for _, c := range keep {
+		if c < 0 || c > lastCap {
+			continue
+		}
+		kept[c] = true
+		data[c/32].Effective |= 1 << (c % 32)
+		data[c/32].Permitted |= 1 << (c % 32)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	all := func(trap, a1, a2, a3 uintptr) error {
+		_, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3)
+		if e != 0 {
+			return e
+		}
+		return nil
+	}
+	if err := all(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); err == syscall.ENOTSUP {
+		return true, dropCapsThisThread(kept, lastCap)
+	} else if err != nil {
+		return false, fmt.Errorf("no_new_privs: %w", err)
+	}
+	for c := 0; c <= lastCap; c++ {
+		if kept[c] {
+			continue
+		}
+		if err := all(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); err != nil {
+			return false, fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	if err := all(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); err != nil {
+		return false, fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	err = all(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	runtime.KeepAlive(&hdr)
+	runtime.KeepAlive(&data)
+	if err != nil {
+		return false, fmt.Errorf("set capabilities: %w", err)
+	}
+	return false, nil
+}
+
+// dropCapsThisThread is dropCaps for the calling thread only, which stays
+// locked to its goroutine until init re-executes itself from it.
+func dropCapsThisThread(kept map[int]bool, lastCap int) error {
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	for c := 0; c <= lastCap; c++ {
+		if kept[c] {
+			continue
+		}
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	return nil
+}
+
+// reexecAfterSetup re-executes init from the thread whose capabilities
+// were dropped (dropCapsThisThread); the new image finds its setup done.
+// Root's permitted and effective sets after the exec are its bounding set.
+func reexecAfterSetup() error {
+	if _, err := unix.Seek(ConfigFD, 0, 0); err != nil {
+		return fmt.Errorf("re-execute init: rewind its config: %w", err)
+	}
+	env := append(os.Environ(), setupDoneEnv+"=1")
+	err := unix.Exec(fdPath(BinaryFD), os.Args, env)
+	return fmt.Errorf("re-execute init: %w", err)
+}

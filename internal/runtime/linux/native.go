@@ -1,0 +1,395 @@
+package linux
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/guest"
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+)
+
+// stead's own sandbox setup (Options.Native). libcontainer's start costs
+// a re-executed setup binary, nsexec's three processes and thousands of
+// system calls checking each mount target through /proc/thread-self
+// (bench/RESULTS.md, "Cold create against runc run"); here the sandbox's
+// init is started straight into its namespaces and makes its own mounts
+// (guest/setup.go), and the host does only what needs the host:
+//
+//   - the root and every bind mount are cloned as detached mount trees
+//     (open_tree), idmapped into the sandbox's user namespace and made
+//     read-only where asked (mount_setattr) before init starts; init
+//     attaches them with move_mount onto targets it resolves inside the
+//     root with openat2 RESOLVE_IN_ROOT;
+//   - init is forked (by the shim, or here) with the namespaces and the
+//     slot's id mapping, and the host joins it to its cgroups and attaches
+//     its network while init makes its mounts;
+//   - the host writes libcontainer's state file for it, so everything
+//     after the start (status, pause, stats, update, kill, destroy,
+//     adoption by a new daemon) is libcontainer's, unchanged, on a
+//     container it did not start.
+//
+// The setup socket carries init's "ready" (or its error) and the host's
+// "go": init serves nothing before its cgroups and network are in place.
+
+// nativeSetup is what the host prepared for a native start: init's setup
+// and the detached trees it attaches (the root's first).
+type nativeSetup struct {
+	guest *guest.Setup
+	trees []*os.File
+}
+
+func (n *nativeSetup) close() { closeFiles(n.trees) }
+
+// capNumbers maps the capability names of the runtime's set to numbers.
+var capNumbers = map[string]int{
+	"CAP_CHOWN": unix.CAP_CHOWN, "CAP_DAC_OVERRIDE": unix.CAP_DAC_OVERRIDE, "CAP_FSETID": unix.CAP_FSETID,
+	"CAP_FOWNER": unix.CAP_FOWNER, "CAP_MKNOD": unix.CAP_MKNOD, "CAP_NET_RAW": unix.CAP_NET_RAW,
+	"CAP_SETGID": unix.CAP_SETGID, "CAP_SETUID": unix.CAP_SETUID, "CAP_SETFCAP": unix.CAP_SETFCAP,
+	"CAP_SETPCAP": unix.CAP_SETPCAP, "CAP_NET_BIND_SERVICE": unix.CAP_NET_BIND_SERVICE,
+	"CAP_SYS_CHROOT": unix.CAP_SYS_CHROOT, "CAP_KILL": unix.CAP_KILL, "CAP_AUDIT_WRITE": unix.CAP_AUDIT_WRITE,
+}
+
+// prepareNative makes init's setup from libcontainer's configuration of
+// the sandbox (the one source of what a sandbox is) and the detached
+// trees; slot is the user-namespace slot (-1: none).
+func (r *Runtime) prepareNative(cfg *configs.Config, slot int) (_ *nativeSetup, retErr error) {
+	var userns *os.File
+	if slot >= 0 {
+		var err error
+		if userns, err = r.usernsFile(slot); err != nil {
+			return nil, err
+		}
+	}
+	n := &nativeSetup{guest: &guest.Setup{
+		Hostname:      cfg.Hostname,
+		MaskPaths:     cfg.MaskPaths,
+		ReadonlyPaths: cfg.ReadonlyPaths,
+	}}
+	defer func() {
+		if retErr != nil {
+			n.close()
+		}
+	}()
+	root, err := detachedTree(cfg.Rootfs, idmapMountFlags&^unix.MOUNT_ATTR_IDMAP, userns)
+	if err != nil {
+		return nil, fmt.Errorf("root %s: %w", cfg.Rootfs, err)
+	}
+	n.trees = append(n.trees, root)
+	for _, m := range cfg.Mounts {
+		if m.Device != "bind" {
+			n.guest.Mounts = append(n.guest.Mounts, guest.SetupMount{
+				Dest: m.Destination, Type: m.Device, Source: m.Source, Flags: uintptr(m.Flags), Data: m.Data})
+			continue
+		}
+		var attr uint64
+		for fl, a := range map[int]uint64{unix.MS_RDONLY: unix.MOUNT_ATTR_RDONLY, unix.MS_NODEV: unix.MOUNT_ATTR_NODEV,
+			unix.MS_NOSUID: unix.MOUNT_ATTR_NOSUID, unix.MS_NOEXEC: unix.MOUNT_ATTR_NOEXEC} {
+			if m.Flags&fl != 0 {
+				attr |= a
+			}
+		}
+		var ns *os.File
+		if m.IDMapping != nil {
+			ns = userns
+		}
+		t, err := detachedTree(m.Source, attr, ns)
+		if err != nil {
+			return nil, fmt.Errorf("mount %s: %w", m.Destination, err)
+		}
+		n.trees = append(n.trees, t)
+		var st unix.Stat_t
+		if err := unix.Fstat(int(t.Fd()), &st); err != nil {
+			return nil, fmt.Errorf("mount %s: %w", m.Destination, err)
+		}
+		n.guest.Mounts = append(n.guest.Mounts, guest.SetupMount{Dest: m.Destination, Tree: true, File: st.Mode&unix.S_IFMT != unix.S_IFDIR})
+	}
+	for _, d := range cfg.Devices {
+		if name, ok := strings.CutPrefix(d.Path, "/dev/"); ok && !strings.Contains(name, "/") {
+			n.guest.Devices = append(n.guest.Devices, name)
+		}
+	}
+	if cfg.Capabilities != nil {
+		for _, c := range cfg.Capabilities.Bounding {
+			v, ok := capNumbers[c]
+			if !ok {
+				return nil, fmt.Errorf("capability %s: unknown", c)
+			}
+			n.guest.Caps = append(n.guest.Caps, v)
+		}
+	}
+	return n, nil
+}
+
+// detachedTree clones the mount tree at path (the host's; paths inside a
+// sandbox's tree are never given here) as a detached mount with attr set,
+// idmapped through userns when given.
+func detachedTree(path string, attr uint64, userns *os.File) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
+		return nil, fmt.Errorf("open_tree: %w", err)
+	}
+	ma := unix.MountAttr{Attr_set: attr}
+	if userns != nil {
+		ma.Attr_set |= unix.MOUNT_ATTR_IDMAP
+		ma.Userns_fd = uint64(userns.Fd())
+	}
+	if ma.Attr_set != 0 {
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &ma); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("mount_setattr: %w", err)
+		}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// spawnSpec is how to fork a sandbox's init (by the shim or here).
+type spawnSpec struct {
+	Args  []string `json:"args"`
+	Env   []string `json:"env"`
+	Clone uintptr  `json:"clone"`
+	// HostID, when UserNS, is the host id of the sandbox's root: the new
+	// user namespace maps 0..IDRangeSize-1 from it.
+	UserNS bool  `json:"userns,omitempty"`
+	HostID int64 `json:"host_id,omitempty"`
+}
+
+// spawnInit forks init as spec says with stdout and stderr to logf and
+// extra from descriptor 3 on.
+func spawnInit(spec spawnSpec, logf *os.File, extra []*os.File) (*os.Process, error) {
+	if len(spec.Args) == 0 {
+		return nil, errors.New("spawn init: no arguments")
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("spawn init: %w", err)
+	}
+	defer null.Close()
+	sys := &syscall.SysProcAttr{Cloneflags: spec.Clone}
+	if spec.UserNS {
+		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(spec.HostID), Size: IDRangeSize}}
+		sys.Cloneflags |= unix.CLONE_NEWUSER
+		sys.UidMappings, sys.GidMappings = m, m
+		sys.GidMappingsEnableSetgroups = true
+		// Root of the new namespace once the maps are written.
+		sys.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	}
+	files := append([]*os.File{null, logf, logf}, extra...)
+	// Args[0] is /proc/self/fd/<n> of init's binary among extra: the
+	// child resolves it after its descriptors are in place.
+	p, err := os.StartProcess(spec.Args[0], spec.Args, &os.ProcAttr{Dir: "/", Env: spec.Env, Files: files, Sys: sys})
+	if err != nil {
+		return nil, fmt.Errorf("spawn init: %w", err)
+	}
+	return p, nil
+}
+
+// startNative starts a sandbox's init with stead's own setup; it returns
+// when the container was created (its state dir claimed).
+func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, proc initProcess, slot int, setup *nativeSetup) (created time.Time, retErr error) {
+	stateDir := filepath.Join(r.opts.StateDir, spec.ID)
+	if err := os.Mkdir(stateDir, 0o711); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return time.Time{}, fmt.Errorf("create sandbox %s: %w (%w)", spec.ID, errStateExists, errs.ErrConflict)
+		}
+		return time.Time{}, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	created = time.Now()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(stateDir)
+		return created, fmt.Errorf("start sandbox %s: setup socket: %w", spec.ID, err)
+	}
+	sync, theirs := os.NewFile(uintptr(fds[0]), "setup"), os.NewFile(uintptr(fds[1]), "setup")
+	defer sync.Close()
+	defer theirs.Close()
+	stateWritten := false
+	var kill func()
+	var cg cgroups.Manager
+	defer func() {
+		if retErr == nil || stateWritten {
+			return // the state's destroy (destroyFailedStart) cleans up
+		}
+		if kill != nil {
+			kill()
+		}
+		if cg != nil {
+			cg.Destroy()
+		}
+		os.RemoveAll(stateDir)
+	}()
+	sp := spawnSpec{Args: proc.args, Env: proc.env,
+		Clone: unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWPID | unix.CLONE_NEWNET}
+	if slot >= 0 {
+		sp.UserNS, sp.HostID = true, r.hostID(slot)
+	}
+	extra := append(append(append([]*os.File{}, proc.extra...), theirs), setup.trees...)
+	var pid int
+	if r.shim != nil {
+		// Not cut short by ctx, as startInShim.
+		rep, err := r.shim.call(context.WithoutCancel(ctx), shimRequest{Op: "spawn", ID: spec.ID, Spawn: &sp, Extra: len(extra)}, append([]*os.File{proc.log}, extra...)...)
+		if err != nil {
+			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		closeFiles(rep.files)
+		theirs.Close()
+		pid = rep.Pid
+		if pid <= 0 {
+			return created, fmt.Errorf("start sandbox %s: the shim sent pid %d", spec.ID, pid)
+		}
+		kill = func() {
+			if rep, err := r.shim.call(context.Background(), shimRequest{Op: "abort", ID: spec.ID}); err == nil {
+				closeFiles(rep.files)
+			}
+		}
+	} else {
+		p, err := spawnInit(sp, proc.log, extra)
+		if err != nil {
+			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		pid = p.Pid
+		kill = func() { p.Kill(); p.Wait() }
+		// Only init holds its end now: its exit is an end of file.
+		theirs.Close()
+		defer func() {
+			if retErr == nil || stateWritten {
+				r.reapPid(spec.ID, p.Pid, func() { p.Wait() })
+			}
+		}()
+	}
+	// Init makes its mounts meanwhile.
+	cg, err = manager.New(cfg.Cgroups)
+	if err != nil {
+		return created, fmt.Errorf("start sandbox %s: cgroups: %w", spec.ID, err)
+	}
+	if err := cg.Apply(pid); err != nil {
+		return created, fmt.Errorf("start sandbox %s: join cgroups: %w", spec.ID, err)
+	}
+	if err := cg.Set(cfg.Cgroups.Resources); err != nil {
+		return created, fmt.Errorf("start sandbox %s: set cgroup limits: %w", spec.ID, err)
+	}
+	start, err := processStartTime(pid)
+	if err != nil {
+		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	st := libcontainer.State{
+		BaseState: libcontainer.BaseState{ID: spec.ID, InitProcessPid: pid, InitProcessStartTime: start,
+			Created: created.UTC(), Config: *cfg},
+		CgroupPaths:    cg.GetPaths(),
+		NamespacePaths: map[configs.NamespaceType]string{},
+	}
+	for _, ns := range cfg.Namespaces {
+		st.NamespacePaths[ns.Type] = ns.GetPath(pid)
+	}
+	if err := writeState(stateDir, &st); err != nil {
+		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	stateWritten = true
+	if spec.Network != nil {
+		if err := spec.Network(ctx, pid); err != nil {
+			return created, fmt.Errorf("start sandbox %s: network: %w", spec.ID, err)
+		}
+	}
+	if err := awaitSetup(ctx, sync); err != nil {
+		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	if r.shim != nil {
+		// The shim reaps init from here on.
+		rep, err := r.shim.call(context.WithoutCancel(ctx), shimRequest{Op: "exec", ID: spec.ID})
+		if err != nil {
+			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		closeFiles(rep.files)
+	}
+	return created, nil
+}
+
+// setupTimeout bounds init's setup (it makes a few dozen mounts).
+const setupTimeout = 10 * time.Second
+
+// awaitSetup waits for init's "ready" on the setup socket and answers go.
+func awaitSetup(ctx context.Context, sync *os.File) error {
+	c, err := net.FileConn(sync)
+	if err != nil {
+		return fmt.Errorf("setup socket: %w", err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(setupTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.SetDeadline(deadline)
+	b := make([]byte, 4096)
+	n, err := c.Read(b)
+	if err != nil {
+		return fmt.Errorf("init's setup did not answer: %w", err)
+	}
+	msg := string(b[:n])
+	if msg != "ready" {
+		if n == 0 {
+			return errors.New("init exited during its setup")
+		}
+		return fmt.Errorf("init's setup: %s", strings.TrimPrefix(msg, "error: "))
+	}
+	if _, err := c.Write([]byte("go")); err != nil {
+		return fmt.Errorf("setup socket: %w", err)
+	}
+	return nil
+}
+
+// writeState writes libcontainer's state file of a container started
+// natively (temp file and rename, as libcontainer does; the state dir is
+// on tmpfs).
+func writeState(dir string, st *libcontainer.State) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	tmp := filepath.Join(dir, "state.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "state.json")); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
+
+// processStartTime is the start time of pid in clock ticks since boot
+// (field 22 of /proc/<pid>/stat), as libcontainer records it.
+func processStartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("init's start time: %w", err)
+	}
+	// The command may hold spaces and parentheses: fields follow the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("init's start time: bad stat %q", b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); field 22 is f[19].
+	if len(f) < 20 {
+		return 0, fmt.Errorf("init's start time: bad stat %q", b)
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("init's start time: %w", err)
+	}
+	return v, nil
+}
