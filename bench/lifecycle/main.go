@@ -134,11 +134,11 @@ func run(n int, bin, poolKind string) error {
 		return fmt.Errorf("warm pool: %w", err)
 	}
 	results = append(results, warmRows...)
-	netTotal, phases, err := createPhases(ctx, n, bin, poolKind)
+	netTotal, lcTotal, phases, lcPhases, err := createPhases(ctx, n, bin, poolKind)
 	if err != nil {
 		return fmt.Errorf("create phases: %w", err)
 	}
-	results = append(results, netTotal)
+	results = append(results, netTotal, lcTotal)
 
 	// Peers on the same root filesystem: the host template's skeleton with
 	// the host's /usr bound read-only, exactly what a stead sandbox sees.
@@ -232,13 +232,13 @@ func run(n int, bin, poolKind string) error {
 	}
 	tw.Flush()
 	if runcUserNSP50 > 0 {
-		fmt.Printf("\ncold create → first exec with user namespace + networking / `runc run` with a user namespace: %.2fx (target <= 0.75x)\n",
-			float64(netTotal.Pct(0.5))/float64(runcUserNSP50))
+		fmt.Printf("\ncold create → first exec with user namespace + networking / `runc run` with a user namespace: %.2fx (target <= 0.75x); with libcontainer's setup: %.2fx\n",
+			float64(netTotal.Pct(0.5))/float64(runcUserNSP50), float64(lcTotal.Pct(0.5))/float64(runcUserNSP50))
 	}
 	fmt.Printf("\ncreate → first exec from the warm pool / cold, paired: %.2fx\n",
 		float64(warmRows[0].Pct(0.5))/float64(warmRows[1].Pct(0.5)))
 	printWarmSteps(steps)
-	printPhases(netTotal, phases)
+	printPhases(netTotal, lcTotal, phases, lcPhases)
 	fmt.Printf("\nstead daemon CPU (its own user+sys, all threads) per create → first exec, first row: %s\n", benchd.Ms(createCPU))
 	fmt.Printf("\nstead daemon RSS with one idle sandbox: %.1f MiB\n", float64(idleRSS)/(1<<20))
 	return nil

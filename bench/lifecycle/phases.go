@@ -20,49 +20,75 @@ import (
 // state), its run (namespaces and runc's init: includes the network),
 // the network attach alone, stead's init up and ready, the cpu limit; and,
 // from the client, the first exec after the create returned.
-var phaseNames = []string{"clone", "quota", "rootfs", "create", "run", "network", "ready", "limits", "first exec"}
+var phaseNames = []string{"clone", "quota", "rootfs", "create", "run", "run: spawn init", "run: cgroups, state", "run: wait for network",
+	"run: wait for init's mounts", "network", "ready", "limits", "first exec"}
 
-// createPhases creates n sandboxes on a daemon with networking and user
-// namespaces on, each followed by its first exec, and returns the create →
-// first exec timings and the median of each phase, read from the daemon's
-// debug log.
-func createPhases(ctx context.Context, n int, bin, poolKind string) (benchd.Series, map[string]time.Duration, error) {
-	d, err := benchd.StartNetwork(ctx, bin, poolKind, 16, benchd.Network{Bridge: "stbench9", Subnet: "10.251.0.0/20",
-		// No sandbox here resolves a name: an upstream that answers
-		// nothing, never the machine's resolver.
-		DNSUpstream: "127.0.0.1:9"}, "--verbose")
-	if err != nil {
-		return benchd.Series{}, nil, err
+// subPhase reports whether a phase is part of another one (not summed).
+func subPhase(ph string) bool { return ph == "network" || strings.HasPrefix(ph, "run: ") }
+
+// createPhases creates n sandboxes on each of two daemons with networking
+// and user namespaces on, one with stead's own setup (the default) and one
+// with `--runtime libcontainer`, interleaved so that drift hits both alike;
+// each create is followed by its first exec. It returns the create →
+// first exec timings of both and the median of each phase, read from the
+// daemons' debug logs.
+func createPhases(ctx context.Context, n int, bin, poolKind string) (native, lc benchd.Series, nativePh, lcPh map[string]time.Duration, err error) {
+	start := func(bridge, subnet string, extra ...string) (*benchd.Daemon, error) {
+		return benchd.StartNetwork(ctx, bin, poolKind, 16, benchd.Network{Bridge: bridge, Subnet: subnet,
+			// No sandbox here resolves a name: an upstream that answers
+			// nothing, never the machine's resolver.
+			DNSUpstream: "127.0.0.1:9"}, append([]string{"--verbose"}, extra...)...)
 	}
-	defer d.Close()
-	c := d.Client
+	dn, err := start("stbench9", "10.251.0.0/20")
+	if err != nil {
+		return native, lc, nil, nil, err
+	}
+	defer dn.Close()
+	dl, err := start("stbench8", "10.252.0.0/20", "--runtime", "libcontainer")
+	if err != nil {
+		return native, lc, nil, nil, err
+	}
+	defer dl.Close()
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
-	warm, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
-	if err != nil {
-		return benchd.Series{}, nil, err
+	type side struct {
+		d     *benchd.Daemon
+		total []time.Duration
+		exec  map[string]time.Duration
 	}
-	c.DeleteSandbox(ctx, warm.ID, true)
-	var total []time.Duration
-	exec := map[string]time.Duration{}
-	for range n {
+	sides := []*side{{d: dn, exec: map[string]time.Duration{}}, {d: dl, exec: map[string]time.Duration{}}}
+	for _, sd := range sides {
+		warm, err := sd.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+		if err != nil {
+			return native, lc, nil, nil, err
+		}
+		sd.d.Client.DeleteSandbox(ctx, warm.ID, true)
+	}
+	for i := range 2 * n {
+		sd := sides[i%2]
+		c := sd.d.Client
 		t0 := time.Now()
 		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
-			return benchd.Series{}, nil, err
+			return native, lc, nil, nil, err
 		}
 		t1 := time.Now()
 		if _, err := c.Exec(ctx, sb.ID, trueCmd); err != nil {
-			return benchd.Series{}, nil, err
+			return native, lc, nil, nil, err
 		}
-		total = append(total, time.Since(t0))
-		exec[sb.ID] = time.Since(t1)
+		sd.total = append(sd.total, time.Since(t0))
+		sd.exec[sb.ID] = time.Since(t1)
 	}
-	log, err := d.Log()
-	if err != nil {
-		return benchd.Series{}, nil, err
+	var meds []map[string]time.Duration
+	for _, sd := range sides {
+		log, err := sd.d.Log()
+		if err != nil {
+			return native, lc, nil, nil, err
+		}
+		meds = append(meds, medianPhases(phasesOf(log, sd.exec)))
 	}
-	per := phasesOf(log, exec)
-	return benchd.Series{Name: "stead create → first exec, user namespace + networking", D: total}, medianPhases(per), nil
+	native = benchd.Series{Name: "stead create → first exec, user namespace + networking", D: sides[0].total}
+	lc = benchd.Series{Name: "the same with `serve --runtime libcontainer` (interleaved)", D: sides[1].total}
+	return native, lc, meds[0], meds[1], nil
 }
 
 // phasesOf reads each create's phases from a daemon's debug log, for the
@@ -80,6 +106,9 @@ func phasesOf(log []byte, firstExec map[string]time.Duration) map[string]map[str
 			keys = map[string]string{"fill": "clone", "quota": "quota"}
 		case strings.Contains(line, `msg="sandbox started"`):
 			keys = map[string]string{"rootfs": "rootfs", "create": "create", "run": "run", "ready": "ready", "limits": "limits"}
+		case strings.Contains(line, `msg="sandbox set up"`):
+			keys = map[string]string{"spawn": "run: spawn init", "cgroups_state": "run: cgroups, state",
+				"network_wait": "run: wait for network", "setup_wait": "run: wait for init's mounts"}
 		case strings.Contains(line, `msg="sandbox network attached"`):
 			keys = map[string]string{"dur": "network"}
 		default:
@@ -130,24 +159,40 @@ func logFields(line string) map[string]string {
 	return out
 }
 
-// printPhases prints where a cold create's time goes: the median of each
-// phase beside the median create → first exec.
-func printPhases(total benchd.Series, med map[string]time.Duration) {
-	fmt.Printf("\nwhere a cold create's time goes (medians of %d creates, user namespace + networking; run includes network):\n", len(total.D))
+// printPhases prints where a cold create's time goes on each setup: the
+// median of each phase beside the median create → first exec.
+func printPhases(native, lc benchd.Series, nativePh, lcPh map[string]time.Duration) {
+	fmt.Printf("\nwhere a cold create's time goes (medians of %d creates each, user namespace + networking; run includes network):\n", len(native.D))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	var sum time.Duration
+	fmt.Fprintln(tw, "phase\tnative\t\tlibcontainer\t\t")
+	sums := [2]time.Duration{}
 	for _, ph := range phaseNames {
-		v, ok := med[ph]
-		if !ok {
-			continue
+		row := ph
+		seen := false
+		for k, med := range []map[string]time.Duration{nativePh, lcPh} {
+			total := []benchd.Series{native, lc}[k].Pct(0.5)
+			v, ok := med[ph]
+			if !ok {
+				row += "\t—\t\t"
+				continue
+			}
+			seen = true
+			if !subPhase(ph) {
+				sums[k] += v
+			}
+			row += fmt.Sprintf("\t%s\t%.0f%%\t", benchd.Ms(v), 100*float64(v)/float64(total))
 		}
-		if ph != "network" {
-			sum += v
+		if seen {
+			fmt.Fprintln(tw, row+"\t")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t\n", ph, benchd.Ms(v), 100*float64(v)/float64(total.Pct(0.5)))
 	}
-	rest := total.Pct(0.5) - sum
-	fmt.Fprintf(tw, "API, store, secrets, rest\t%s\t%.0f%%\t\n", benchd.Ms(rest), 100*float64(rest)/float64(total.Pct(0.5)))
-	fmt.Fprintf(tw, "create → first exec\t%s\t100%%\t\n", benchd.Ms(total.Pct(0.5)))
+	row, end := "API, store, secrets, rest", "create → first exec"
+	for k, s := range []benchd.Series{native, lc} {
+		rest := s.Pct(0.5) - sums[k]
+		row += fmt.Sprintf("\t%s\t%.0f%%\t", benchd.Ms(rest), 100*float64(rest)/float64(s.Pct(0.5)))
+		end += fmt.Sprintf("\t%s\t100%%\t", benchd.Ms(s.Pct(0.5)))
+	}
+	fmt.Fprintln(tw, row+"\t")
+	fmt.Fprintln(tw, end+"\t")
 	tw.Flush()
 }

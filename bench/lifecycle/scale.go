@@ -162,7 +162,7 @@ func printScalePhases(s *scaleSide, marks []int) error {
 			case "API, store, rest":
 				v = totals[i]
 				for _, p := range phaseNames {
-					if p != "network" {
+					if !subPhase(p) {
 						v -= meds[i][p]
 					}
 				}
