@@ -16,15 +16,20 @@ import (
 
 // phaseNames are the phases of a cold create as the daemon logs them at
 // debug level, in order: the clone of the template and its quota (sandbox
-// service), the idmapped root mount, libcontainer's create (cgroups,
-// state), its run (namespaces and runc's init: includes the network),
-// the network attach alone, stead's init up and ready, the cpu limit; and,
-// from the client, the first exec after the create returned.
+// service), the root's mount (libcontainer) or detached trees (native),
+// libcontainer's create (cgroups, state; native: the state dir claimed),
+// the run (libcontainer: namespaces and runc's init; native: init forked,
+// cgroups joined and state written while the network is attached and init
+// makes its mounts; both include the network), the network attach alone
+// and its steps, stead's init up and ready, the cpu limit; and, from the
+// client, the first exec after the create returned.
 var phaseNames = []string{"clone", "quota", "rootfs", "create", "run", "run: spawn init", "run: cgroups, state", "run: wait for network",
-	"run: wait for init's mounts", "network", "ready", "limits", "first exec"}
+	"run: wait for init's mounts", "network", "network: lease", "network: links", "network: nftables", "ready", "limits", "first exec"}
 
 // subPhase reports whether a phase is part of another one (not summed).
-func subPhase(ph string) bool { return ph == "network" || strings.HasPrefix(ph, "run: ") }
+func subPhase(ph string) bool {
+	return ph == "network" || strings.HasPrefix(ph, "run: ") || strings.HasPrefix(ph, "network: ")
+}
 
 // createPhases creates n sandboxes on each of two daemons with networking
 // and user namespaces on, one with stead's own setup (the default) and one
@@ -109,6 +114,8 @@ func phasesOf(log []byte, firstExec map[string]time.Duration) map[string]map[str
 		case strings.Contains(line, `msg="sandbox set up"`):
 			keys = map[string]string{"spawn": "run: spawn init", "cgroups_state": "run: cgroups, state",
 				"network_wait": "run: wait for network", "setup_wait": "run: wait for init's mounts"}
+		case strings.Contains(line, `msg="attached network"`):
+			keys = map[string]string{"lease": "network: lease", "links": "network: links", "nft": "network: nftables"}
 		case strings.Contains(line, `msg="sandbox network attached"`):
 			keys = map[string]string{"dur": "network"}
 		default:

@@ -1,7 +1,8 @@
 // Package runtime defines how stead runs sandboxes: the Runtime interface
 // and the specification of one sandbox. The Linux implementation
-// (runtime/linux) uses runc's libcontainer in-process with stead's own init
-// as PID 1 (see package guest).
+// (runtime/linux) sets a sandbox up itself, with stead's own init as PID 1
+// making its mounts (see package guest), and keeps runc's libcontainer for
+// the lifecycle after the start.
 package runtime
 
 import (

@@ -1,7 +1,11 @@
-// Package linux is the Linux Runtime: runc's libcontainer used in-process
-// (namespaces including a user namespace per sandbox, cgroups v1 or v2,
-// capabilities, no_new_privs), with stead's init (package guest) as every
-// sandbox's PID 1 and stead's own seccomp filter installed by that init.
+// Package linux is the Linux Runtime: namespaces including a user
+// namespace per sandbox, cgroups v1 or v2, capabilities, no_new_privs, with
+// stead's init (package guest) as every sandbox's PID 1 and stead's own
+// seccomp filter installed by that init. By default a sandbox is set up by
+// stead itself (native.go: its init makes its own mounts on trees the host
+// cloned); with Options.Native off, runc's libcontainer sets it up.
+// Either way the state is libcontainer's, and libcontainer (used
+// in-process) pauses, updates, signals, destroys and adopts sandboxes.
 //
 // The stead binary re-executes itself twice: as "init" for libcontainer's
 // container setup (InitHook) and as "sandbox-init" for guest.Main inside the
@@ -374,7 +378,12 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	var t1 time.Time
 	t0 := time.Now()
 	if native != nil {
-		t1, err = r.startNative(ctx, spec, cfg, proc, slot, native)
+		if t1, err = r.startNative(ctx, spec, cfg, proc, slot, native); err != nil {
+			log, _ := os.ReadFile(filepath.Join(rd, "init.log"))
+			if len(log) > 0 {
+				err = fmt.Errorf("%w (init log: %s)", err, tail(log, 512))
+			}
+		}
 	} else if r.shim != nil {
 		t1, err = r.startInShim(ctx, spec, cfg, proc, slot)
 	} else {
@@ -394,7 +403,12 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	t3 := time.Now()
 	// The cpu quota goes on after setup so it does not slow the start.
 	if spec.Limits.CPUs > 0 {
-		if err := r.Update(ctx, spec.ID, spec.Limits); err != nil {
+		if native != nil {
+			// Recorded in the state at the start; written here.
+			if err := writeCPUQuota(native.cgroupPaths, spec.Limits.CPUs); err != nil {
+				return fmt.Errorf("start sandbox %s: cpu quota: %w", spec.ID, err)
+			}
+		} else if err := r.Update(ctx, spec.ID, spec.Limits); err != nil {
 			return err
 		}
 	}

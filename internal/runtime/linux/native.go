@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -54,6 +55,8 @@ import (
 type nativeSetup struct {
 	guest *guest.Setup
 	trees []*os.File
+	// cgroupPaths are the sandbox's cgroups once it started.
+	cgroupPaths map[string]string
 }
 
 func (n *nativeSetup) close() { closeFiles(n.trees) }
@@ -303,6 +306,13 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	if err := cg.Set(cfg.Cgroups.Resources); err != nil {
 		return created, fmt.Errorf("start sandbox %s: set cgroup limits: %w", spec.ID, err)
 	}
+	// The cpu quota is recorded now and written once init is up (Start),
+	// so that it does not slow the setup.
+	if spec.Limits.CPUs > 0 {
+		cfg.Cgroups.Resources.CpuPeriod = cpuPeriod
+		cfg.Cgroups.Resources.CpuQuota = int64(spec.Limits.CPUs * cpuPeriod)
+	}
+	setup.cgroupPaths = cg.GetPaths()
 	start, err := processStartTime(pid)
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
@@ -310,7 +320,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	st := libcontainer.State{
 		BaseState: libcontainer.BaseState{ID: spec.ID, InitProcessPid: pid, InitProcessStartTime: start,
 			Created: created.UTC(), Config: *cfg},
-		CgroupPaths:    cg.GetPaths(),
+		CgroupPaths:    setup.cgroupPaths,
 		NamespacePaths: map[configs.NamespaceType]string{},
 	}
 	for _, ns := range cfg.Namespaces {
@@ -331,12 +341,16 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	r.log.Debug("sandbox set up", "sandbox", spec.ID, "spawn", tSpawned.Sub(created), "cgroups_state", tState.Sub(tSpawned), "cgroups_apply", tApplied.Sub(tSpawned),
 		"network", netDur, "network_wait", tNet.Sub(tState), "setup_wait", time.Since(tNet))
 	if r.shim != nil {
-		// The shim reaps init from here on.
-		rep, err := r.shim.call(context.WithoutCancel(ctx), shimRequest{Op: "exec", ID: spec.ID})
-		if err != nil {
-			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-		}
-		closeFiles(rep.files)
+		// The shim reaps init from here on; the start does not wait for
+		// it to say so (init runs: nothing of the start is left to undo).
+		go func() {
+			rep, err := r.shim.call(context.Background(), shimRequest{Op: "exec", ID: spec.ID})
+			if err != nil {
+				r.log.Warn("runtime shim: release a started init for reaping", "sandbox", spec.ID, "err", err)
+				return
+			}
+			closeFiles(rep.files)
+		}()
 	}
 	return created, nil
 }
@@ -358,14 +372,13 @@ func awaitSetup(ctx context.Context, sync *os.File) error {
 	c.SetDeadline(deadline)
 	b := make([]byte, 4096)
 	n, err := c.Read(b)
+	if n == 0 && (err == nil || errors.Is(err, io.EOF)) {
+		return errors.New("init exited during its setup")
+	}
 	if err != nil {
 		return fmt.Errorf("init's setup did not answer: %w", err)
 	}
-	msg := string(b[:n])
-	if msg != "ready" {
-		if n == 0 {
-			return errors.New("init exited during its setup")
-		}
+	if msg := string(b[:n]); msg != "ready" {
 		return fmt.Errorf("init's setup: %s", strings.TrimPrefix(msg, "error: "))
 	}
 	if _, err := c.Write([]byte("go")); err != nil {
@@ -436,4 +449,20 @@ func expediteRCU(log *slog.Logger) {
 	}
 	log.Warn("expedited RCU grace periods for sandbox starts (a cgroup join waits for one: 8-14 ms, expedited well under 1 ms); serve --expedite-rcu=false leaves the setting alone",
 		"sysctl", "kernel.rcu_expedited", "was", "0", "now", "1")
+}
+
+// writeCPUQuota writes a cpu quota of cpus cores into the cpu cgroup of
+// paths (libcontainer's State.CgroupPaths: by controller on v1, "" on v2).
+func writeCPUQuota(paths map[string]string, cpus float64) error {
+	quota := int64(cpus * cpuPeriod)
+	if dir := paths["cpu"]; dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "cpu.cfs_period_us"), []byte(strconv.Itoa(cpuPeriod)), 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, "cpu.cfs_quota_us"), []byte(strconv.FormatInt(quota, 10)), 0o644)
+	}
+	if dir := paths[""]; dir != "" {
+		return os.WriteFile(filepath.Join(dir, "cpu.max"), []byte(fmt.Sprintf("%d %d", quota, cpuPeriod)), 0o644)
+	}
+	return errors.New("no cpu cgroup")
 }

@@ -734,7 +734,13 @@ func (s *shimServer) spawn(req shimRequest, files []*os.File) (int, error) {
 		return 0, fmt.Errorf("spawn sandbox %s: %d descriptors, want %d", req.ID, len(files), 1+req.Extra)
 	}
 	s.mu.Lock()
-	if _, ok := s.pending[req.ID]; ok {
+	if old, ok := s.pending[req.ID]; ok && old.c == nil {
+		// An earlier native start of the sandbox whose release (exec,
+		// sent without waiting) has not come yet: the daemon spawns again
+		// only once that one is gone, so it is reaped from here on.
+		delete(s.pending, req.ID)
+		go s.reap(old.pid)
+	} else if ok {
 		s.mu.Unlock()
 		return 0, fmt.Errorf("spawn sandbox %s: a start of it waits already", req.ID)
 	}

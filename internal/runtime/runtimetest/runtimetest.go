@@ -222,7 +222,9 @@ for p in 1 self; do
   for f in /proc/$p/fd/*; do
     n=${f##*/}
     if [ -d "$f" ]; then echo "DIR: $p $n $(readlink $f)"; fi
-    if [ -f "$f" ] && [ "$p" = 1 ] && [ "$n" != 1 ] && [ "$n" != 2 ] && [ "$n" != 5 ]; then echo "FILE: $p $n $(readlink $f)"; fi
+    # A leak stays; a descriptor init holds for a moment while it serves
+    # this exec is gone by the readlink (seen once in 33 runs).
+    if [ -f "$f" ] && [ "$p" = 1 ] && [ "$n" != 1 ] && [ "$n" != 2 ] && [ "$n" != 5 ]; then l=$(readlink $f) && [ -n "$l" ] && echo "FILE: $p $n $l"; fi
   done
 done
 readlink /proc/1/fd/3`)
