@@ -23,12 +23,14 @@ import (
 // makes its mounts; both include the network), the network attach alone
 // and its steps, stead's init up and ready, the cpu limit; and, from the
 // client, the first exec after the create returned.
-var phaseNames = []string{"clone", "quota", "rootfs", "create", "run", "run: spawn init", "run: cgroups, state", "run: wait for network",
-	"run: wait for init's mounts", "network", "network: lease", "network: links", "network: nftables", "ready", "limits", "first exec"}
+var phaseNames = []string{"admit: secrets, quotas, lease", "record: insert", "clone", "quota", "prepare: volumes, secrets, socket", "rootfs", "create", "run", "run: spawn init", "run: cgroups, state", "run: wait for network",
+	"run: wait for init's mounts", "network", "network: lease", "network: links", "network: nftables", "ready", "limits", "record: running", "first exec", "request in the daemon (all)", "audit record",
+	"call: checks, template", "call: take a spare", "call: materialize", "call: spare done"}
 
 // subPhase reports whether a phase is part of another one (not summed).
 func subPhase(ph string) bool {
-	return ph == "network" || strings.HasPrefix(ph, "run: ") || strings.HasPrefix(ph, "network: ")
+	return ph == "network" || strings.HasPrefix(ph, "run: ") || strings.HasPrefix(ph, "network: ") ||
+		ph == "request in the daemon (all)" || ph == "audit record" || strings.HasPrefix(ph, "call: ")
 }
 
 // createPhases creates n sandboxes on each of two daemons with networking
@@ -89,7 +91,13 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (native, lc 
 		if err != nil {
 			return native, lc, nil, nil, err
 		}
-		meds = append(meds, medianPhases(phasesOf(log, sd.exec)))
+		med := medianPhases(phasesOf(log, sd.exec))
+		// Request-wide steps (not logged by sandbox): every create of
+		// this daemon, the warm-up included.
+		for name, ds := range warmLogSteps(log) {
+			med[name] = benchd.Series{D: ds}.Pct(0.5)
+		}
+		meds = append(meds, med)
 	}
 	native = benchd.Series{Name: "stead create → first exec, user namespace + networking", D: sides[0].total}
 	lc = benchd.Series{Name: "the same with `serve --runtime libcontainer` (interleaved)", D: sides[1].total}
@@ -108,7 +116,11 @@ func phasesOf(log []byte, firstExec map[string]time.Duration) map[string]map[str
 		var keys map[string]string
 		switch {
 		case strings.Contains(line, `msg="sandbox root made"`):
-			keys = map[string]string{"fill": "clone", "quota": "quota"}
+			keys = map[string]string{"fill": "clone", "quota": "quota", "admit": "admit: secrets, quotas, lease", "record": "record: insert"}
+		case strings.Contains(line, `msg="sandbox create call"`):
+			keys = map[string]string{"checks": "call: checks, template", "spare": "call: take a spare", "materialize": "call: materialize", "spare_done": "call: spare done"}
+		case strings.Contains(line, `msg="sandbox start steps"`):
+			keys = map[string]string{"prepare": "prepare: volumes, secrets, socket", "record": "record: running"}
 		case strings.Contains(line, `msg="sandbox started"`):
 			keys = map[string]string{"rootfs": "rootfs", "create": "create", "run": "run", "ready": "ready", "limits": "limits"}
 		case strings.Contains(line, `msg="sandbox set up"`):

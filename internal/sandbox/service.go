@@ -356,6 +356,7 @@ func (s *Service) Info(ctx context.Context) client.Info {
 // CreateSandbox creates a sandbox from a template and, unless NoStart,
 // starts it.
 func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.CreateSandboxRequest) (client.Sandbox, error) {
+	tCall := time.Now()
 	it, err := lookupInstanceType(req.InstanceType)
 	if err != nil {
 		return client.Sandbox{}, err
@@ -430,9 +431,13 @@ func (s *Service) CreateSandbox(ctx context.Context, tenant string, req client.C
 		}
 	}
 	specJSON, _ := json.Marshal(sp)
+	tSpare := time.Now()
 	tk := s.takeSpare(templateDataset(tenant, tmpl.ID)) // spares.go
+	tMat := time.Now()
 	out, err := s.materializeWith(ctx, tenant, id, name, tmpl, specJSON, tk.root(), req.NoStart)
+	tDone := time.Now()
 	tk.done(ctx)
+	s.log.Debug("sandbox create call", "sandbox", id, "checks", tSpare.Sub(tCall), "spare", tMat.Sub(tSpare), "materialize", tDone.Sub(tMat), "spare_done", time.Since(tDone))
 	return out, err
 }
 
@@ -464,6 +469,7 @@ type rootSource struct {
 // clone, a spare clone renamed into place, or a restore from the
 // repository).
 func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, tmpl store.Template, specJSON []byte, root rootSource, noStart bool) (client.Sandbox, error) {
+	tAdmit := time.Now()
 	var sp spec
 	if err := json.Unmarshal(specJSON, &sp); err != nil {
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: %w", name, err)
@@ -508,6 +514,7 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 		return client.Sandbox{}, fmt.Errorf("create sandbox %s: take its lease: %w", name, err)
 	}
 	now := s.now()
+	tRecord := time.Now()
 	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
 		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateCreating,
 		Spec: specJSON, CreatedAt: now, UpdatedAt: now,
@@ -545,7 +552,8 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	}
 	// Where a create's time goes (bench/lifecycle reads fill and quota;
 	// root says whether fill was a clone or the rename of a spare).
-	s.log.Debug("sandbox root made", "sandbox", id, "root", root.how, "fill", t1.Sub(t0), "quota", time.Since(t1))
+	s.log.Debug("sandbox root made", "sandbox", id, "root", root.how, "fill", t1.Sub(t0), "quota", time.Since(t1),
+		"admit", tRecord.Sub(tAdmit), "record", t0.Sub(tRecord))
 	rec.State = store.StateStopped
 	rec.StopReason = "created"
 	if noStart {
@@ -658,6 +666,7 @@ func (s *Service) runtimeSpec(sb store.Sandbox, tmpl store.Template) (steadrt.Sp
 
 // startLocked starts a stopped sandbox; the caller holds its lock.
 func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.Template) (store.Sandbox, error) {
+	tPre := time.Now()
 	if err := s.tenantMayRun(ctx, sb.TenantID); err != nil {
 		return sb, err
 	}
@@ -695,6 +704,7 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 		rs.Mounts = append(rs.Mounts, steadrt.Mount{Source: dir, Destination: agentSocketDir, ReadOnly: true})
 		rs.Env = append(rs.Env, "STEAD_API_SOCKET="+agentSocketDir+"/api.sock", "STEAD_TOKEN="+s.SandboxToken(sb.ID))
 	}
+	tStart := time.Now()
 	err = s.rt.Start(ctx, rs)
 	release()
 	releaseSecrets()
@@ -703,6 +713,7 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 		s.detachNetwork(context.WithoutCancel(ctx), sb.ID)
 		return sb, err
 	}
+	tStarted := time.Now()
 	now := s.now()
 	sb.State = store.StateRunning
 	sb.StartedAt = &now
@@ -714,6 +725,8 @@ func (s *Service) startLocked(ctx context.Context, sb store.Sandbox, tmpl store.
 		return sb, err
 	}
 	s.act.started(sb.ID, now)
+	// Where a start's time goes outside the runtime (bench/lifecycle).
+	s.log.Debug("sandbox start steps", "sandbox", sb.ID, "prepare", tStart.Sub(tPre), "runtime", tStarted.Sub(tStart), "record", time.Since(tStarted))
 	return updated, nil
 }
 
