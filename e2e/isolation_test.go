@@ -204,3 +204,27 @@ func TestDiskQuotaHoldsInsideSandbox(t *testing.T) {
 	// The sandbox and the daemon live on; freeing space makes writes work again.
 	d.sh(ctx, sb.ID, "agent", "rm /workspace/big && echo ok > /workspace/small")
 }
+
+// TestEveryInitThreadHoldsOnlyTheDefaultCapabilities: stead-init sets
+// its sandbox up itself and then drops its capabilities on every thread
+// at once; any thread may fork the next process, so each must hold
+// Docker's default set, nothing inheritable or ambient, and no_new_privs.
+func TestEveryInitThreadHoldsOnlyTheDefaultCapabilities(t *testing.T) {
+	d := newDaemon(t)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "caps"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := d.sh(ctx, sb.ID, "root", `for s in /proc/1/task/*/status; do grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' $s | tr '\n\t' '  '; echo; done`)
+	threads := strings.Split(strings.TrimSpace(out), "\n")
+	if len(threads) < 8 { // init keeps spare threads
+		t.Fatalf("init's threads not seen: %q", out)
+	}
+	want := "CapInh: 0000000000000000 CapPrm: 00000000a80425fb CapEff: 00000000a80425fb CapBnd: 00000000a80425fb CapAmb: 0000000000000000 NoNewPrivs: 1"
+	for _, th := range threads {
+		if strings.Join(strings.Fields(th), " ") != want {
+			t.Fatalf("a thread of init has other capabilities:\n%s\nwant %s", out, want)
+		}
+	}
+}

@@ -497,6 +497,20 @@ func sandboxIsConfinedBySeccompAndCaps(t *testing.T, newRuntime Factory) {
 	if out, _ := run(t, r, "rt-conf", 1000, "sh", "-c", "grep CapEff /proc/self/status"); !strings.Contains(out, "0000000000000000") {
 		t.Fatalf("agent has capabilities: %s", out)
 	}
+	// Capabilities are per thread, and any of init's threads may fork the
+	// next process: each must hold Docker's default set and no more, with
+	// no_new_privs.
+	out, _ = run(t, r, "rt-conf", 0, "sh", "-c", "for s in /proc/1/task/*/status; do grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' $s | tr '\\n\\t' '  '; echo; done")
+	threads := strings.Split(strings.TrimSpace(out), "\n")
+	want := "CapInh: 0000000000000000 CapPrm: 00000000a80425fb CapEff: 00000000a80425fb CapBnd: 00000000a80425fb CapAmb: 0000000000000000 NoNewPrivs: 1"
+	if len(threads) < 2 {
+		t.Fatalf("init's threads not seen: %q", out)
+	}
+	for _, th := range threads {
+		if strings.Join(strings.Fields(th), " ") != want {
+			t.Fatalf("a thread of init has other capabilities:\n%s\nwant %s", out, want)
+		}
+	}
 }
 
 func initReapsOrphans(t *testing.T, newRuntime Factory) {
