@@ -24,7 +24,10 @@ import (
 // Main is the entry point of init inside a sandbox. It never returns.
 func Main() {
 	t0 := time.Now()
-	reserveThreads(spareThreads)
+	// The spare threads are made in newInit: after the setup when init
+	// sets the sandbox up itself (capabilities are dropped on every thread
+	// at once, which costs per thread), before anything of the sandbox's
+	// runs either way.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "init")
 	in, err := newInit(logger)
 	if os.Getenv("STEAD_INIT_TRACE") != "" {
@@ -97,11 +100,14 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		return nil, fmt.Errorf("decode init config: %w", err)
 	}
 	if in.cfg.Setup != nil && os.Getenv(setupDoneEnv) == "" {
-		// Init makes the sandbox itself (stead's own runtime); it may
-		// re-execute itself at the end, with its config and binary.
+		// Init makes the sandbox itself (stead's own runtime), and its
+		// spare threads while the host finishes; it may re-execute itself
+		// at the end, with its config and binary.
 		if err := prepare(in.cfg.Setup); err != nil {
 			return nil, fmt.Errorf("sandbox setup: %w", err)
 		}
+	} else {
+		reserveThreads(spareThreads)
 	}
 	os.Unsetenv(setupDoneEnv)
 	cf.Close()

@@ -53,6 +53,11 @@ func prepare(s *Setup) error {
 	if err := unix.Sendmsg(sock, []byte("ready"), nil, nil, 0); err != nil {
 		return fmt.Errorf("setup socket: %w", err)
 	}
+	if !reexec {
+		// While the host joins cgroups and attaches the network. (After
+		// a re-execution, the new image makes them.)
+		reserveThreads(spareThreads)
+	}
 	b := make([]byte, 16)
 	n, _, _, _, err := unix.Recvmsg(sock, b, nil, 0)
 	if err != nil {
