@@ -533,6 +533,11 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	unlock := s.lock(id)
 	defer unlock()
 	ctx = context.WithoutCancel(ctx) // see transition
+	if n := s.net(); n != nil && !noStart {
+		// The address's store commit while the root is made: the start's
+		// own lease ahead (withNetwork) then finds it.
+		n.LeaseAhead(context.Background(), id)
+	}
 	fail := func(err error) (client.Sandbox, error) {
 		s.releaseNetwork(context.WithoutCancel(ctx), id)
 		s.pool.Delete(context.WithoutCancel(ctx), datasetName(id))
