@@ -90,6 +90,8 @@ type initProc struct {
 }
 
 func newInit(logger *slog.Logger) (*initProc, error) {
+	// The runtime's umask is not the sandbox's.
+	unix.Umask(0o022)
 	cf := os.NewFile(ConfigFD, "config")
 	b, err := io.ReadAll(cf)
 	if err != nil {
@@ -99,7 +101,16 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 	if err := json.Unmarshal(b, &in.cfg); err != nil {
 		return nil, fmt.Errorf("decode init config: %w", err)
 	}
-	if in.cfg.Setup != nil && os.Getenv(setupDoneEnv) == "" {
+	// Whether this image is init re-executed after its setup is in its
+	// arguments, which the runtime alone sets (never in its environment,
+	// which is the sandbox's).
+	setupDone := len(os.Args) > 2 && os.Args[2] == setupDoneArg
+	if in.cfg.Setup != nil && !setupDone {
+		// Nothing but what the runtime handed over (stdio, the socket,
+		// the config, the binary, the setup socket and the trees) stays
+		// open: a descriptor the spawner held without close-on-exec
+		// would reach the sandbox.
+		unix.CloseRange(uint(SetupFD+1+setupTrees(in.cfg.Setup)), ^uint(0), 0)
 		// Init makes the sandbox itself (stead's own runtime), and its
 		// spare threads while the host finishes; it may re-execute itself
 		// at the end, with its config and binary.
@@ -107,16 +118,20 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 			return nil, fmt.Errorf("sandbox setup: %w", err)
 		}
 	} else {
+		unix.CloseRange(BinaryFD+1, ^uint(0), 0)
 		reserveThreads(spareThreads)
 	}
-	os.Unsetenv(setupDoneEnv)
 	cf.Close()
 	// Init's own binary is not for the processes it starts.
 	unix.Close(BinaryFD)
 	// The daemon made the listening socket on the host and passed it as
 	// fd 3: the run directory is mounted read-only, so nothing in the
-	// sandbox can replace the socket the daemon dials.
-	fl, err := net.FileListener(os.NewFile(ListenFD, SocketName))
+	// sandbox can replace the socket the daemon dials. The listener is a
+	// duplicate; the original goes, or every process init starts would
+	// inherit it and could accept the daemon's connections.
+	lf := os.NewFile(ListenFD, SocketName)
+	fl, err := net.FileListener(lf)
+	lf.Close()
 	if err != nil {
 		return nil, fmt.Errorf("init socket (fd %d from the runtime): %w", ListenFD, err)
 	}

@@ -30,9 +30,23 @@ import (
 // systems at the root's top (/proc, /dev, /sys, /tmp) follow no symlink at
 // all: a symlink or file there is replaced by an empty directory.
 
-// setupDoneEnv marks an init re-executed after its setup (setup.go's
-// fallback where capabilities cannot be dropped on every thread).
-const setupDoneEnv = "STEAD_INIT_SETUP_DONE"
+// setupDoneArg, after SandboxInitArg in init's arguments, marks an init
+// re-executed after its setup (the fallback where capabilities cannot be
+// dropped on every thread). An argument, set by init alone: the
+// environment is the sandbox's.
+const setupDoneArg = "--setup-done"
+
+// setupTrees is the number of detached trees the runtime hands init for
+// s: the root's and one per Tree mount.
+func setupTrees(s *Setup) int {
+	n := 1
+	for _, m := range s.Mounts {
+		if m.Tree {
+			n++
+		}
+	}
+	return n
+}
 
 // setupMountBase is where the root is attached before the pivot: a tmpfs
 // over the host's /tmp in init's own mount namespace.
@@ -67,6 +81,8 @@ func prepare(s *Setup) error {
 		return errors.New("the runtime gave up on this start")
 	}
 	if reexec {
+		// Only stdio, the socket, the config and the binary go along.
+		unix.CloseRange(BinaryFD+1, ^uint(0), 0)
 		return reexecAfterSetup()
 	}
 	return nil
@@ -279,6 +295,15 @@ func makeMissing(rdir int, rel string, file bool) (string, error) {
 	return rel, nil
 }
 
+// sameInode reports whether descriptors a and b are the same file.
+func sameInode(a, b int) bool {
+	var sa, sb unix.Stat_t
+	if unix.Fstat(a, &sa) != nil || unix.Fstat(b, &sb) != nil {
+		return false
+	}
+	return sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
 // fdPath names a descriptor for mount(2) (the kernel follows the magic
 // link to exactly the file resolved).
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
@@ -291,6 +316,9 @@ func setupMount(rdir int, m SetupMount, tree func() int) error {
 		return err
 	}
 	defer unix.Close(target)
+	if sameInode(target, rdir) {
+		return fmt.Errorf("mount target %s resolves to the root itself", m.Dest)
+	}
 	if m.Tree {
 		if err := unix.MoveMount(tree(), "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Dest, err)
@@ -334,7 +362,12 @@ func setupDev(rdir int, devices []string) error {
 	}
 	links := [][2]string{
 		{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
-		{"/proc/self/fd/2", "stderr"}, {"pts/ptmx", "ptmx"}, {"/proc/kcore", "core"},
+		{"/proc/self/fd/2", "stderr"}, {"pts/ptmx", "ptmx"},
+	}
+	// /dev/core only where the kernel has /proc/kcore (as libcontainer).
+	if fd, err := openInRoot(rdir, "proc/kcore", resolveFlags|unix.RESOLVE_NO_SYMLINKS); err == nil {
+		unix.Close(fd)
+		links = append(links, [2]string{"/proc/kcore", "core"})
 	}
 	for _, l := range links {
 		if err := unix.Symlinkat(l[0], d, l[1]); err != nil && err != unix.EEXIST {
@@ -387,7 +420,7 @@ func readonlyPath(rdir int, p string) error {
 		return fmt.Errorf("read-only %s: %w", p, err)
 	}
 	defer unix.Close(t)
-	if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+	if err := unix.MountSetattr(t, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY, Propagation: unix.MS_PRIVATE}); err != nil {
 		return fmt.Errorf("read-only %s: %w", p, err)
 	}
 	if err := unix.MoveMount(t, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
@@ -509,7 +542,7 @@ func reexecAfterSetup() error {
 	if _, err := unix.Seek(ConfigFD, 0, 0); err != nil {
 		return fmt.Errorf("re-execute init: rewind its config: %w", err)
 	}
-	env := append(os.Environ(), setupDoneEnv+"=1")
-	err := unix.Exec(fdPath(BinaryFD), os.Args, env)
+	args := append([]string{os.Args[0], os.Args[1], setupDoneArg}, os.Args[2:]...)
+	err := unix.Exec(fdPath(BinaryFD), args, os.Environ())
 	return fmt.Errorf("re-execute init: %w", err)
 }

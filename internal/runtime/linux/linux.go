@@ -365,8 +365,11 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	defer lnf.Close()
 	proc := initProcess{
 		args: []string{"/proc/self/fd/" + strconv.Itoa(guest.BinaryFD), SandboxInitArg},
-		env:  spec.Env,
-		log:  logf,
+		// Init's own environment is fixed: the sandbox's (spec.Env) goes
+		// to the processes it starts through its config, and must not
+		// reach init itself (a GODEBUG or GOMAXPROCS of the user's).
+		env: initEnv(),
+		log: logf,
 		// fd 3 = guest.ListenFD, 4 = guest.ConfigFD, 5 = guest.BinaryFD.
 		extra: []*os.File{lnf, cfgFile, r.bin},
 	}
@@ -414,6 +417,11 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	}
 	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3), "shim", r.shim != nil)
 	return nil
+}
+
+// initEnv is the environment of every sandbox's init process.
+func initEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
 }
 
 // initProcess is a sandbox's init as libcontainer starts it.

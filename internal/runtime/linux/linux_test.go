@@ -1,8 +1,17 @@
+// Init starts in the host's cgroups and sets its sandbox up before it
+// joins the sandbox's: the Go runtime must not open the host's cgroup
+// files to size GOMAXPROCS (Go 1.25's container-aware GOMAXPROCS keeps
+// them open, and the sandbox's root could read them through /proc/1/fd).
+//
+//go:debug containermaxprocs=0
+//go:debug updatemaxprocs=0
+
 package linux
 
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -26,10 +35,15 @@ func TestMain(m *testing.M) {
 // test's own process and through a shim (the test binary plays it), and
 // against stead's own setup (Native) both ways.
 func TestRuntimeContract(t *testing.T) {
+	testutil.RequireRoot(t)
+	static := buildStaticInit(t)
 	for _, v := range []struct {
-		name         string
-		shim, native bool
-	}{{"InProcess", false, false}, {"Shim", true, false}, {"Native", false, true}, {"NativeShim", true, true}} {
+		name                 string
+		shim, native, static bool
+	}{{"InProcess", false, false, false}, {"Shim", true, false, false}, {"Native", false, true, false}, {"NativeShim", true, true, false},
+		// The test binary links cgo, so as init it takes the setup's
+		// re-execution fallback; stead-init as built for use does not.
+		{"NativeShimStaticInit", true, true, true}} {
 		shim := v.shim
 		t.Run(v.name, func(t *testing.T) {
 			runtimetest.Run(t, func(t *testing.T, dir string) steadrt.Runtime {
@@ -39,6 +53,9 @@ func TestRuntimeContract(t *testing.T) {
 					t.Fatal(err)
 				}
 				opts := Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe, Native: v.native}
+				if v.static {
+					opts.Binary = static
+				}
 				if shim {
 					opts.Shim = exe
 				}
@@ -79,4 +96,17 @@ func TestSweepRemovesLeftoversButNotLiveSandboxes(t *testing.T) {
 	if st, _ := r.Status(ctx, "rt-live"); st != steadrt.StatusRunning {
 		t.Fatalf("live sandbox hurt by the sweep: %s", st)
 	}
+}
+
+// buildStaticInit builds cmd/stead-init as scripts/build.sh does (pure
+// Go, static) into a temp dir of t and returns its path.
+func buildStaticInit(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "stead-init")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", path, "github.com/stead-dev/stead/cmd/stead-init")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build stead-init: %v: %s", err, out)
+	}
+	return path
 }

@@ -129,6 +129,10 @@ func (r *Runtime) prepareNative(cfg *configs.Config, slot int) (_ *nativeSetup, 
 			n.guest.Devices = append(n.guest.Devices, name)
 		}
 	}
+	// Everything goes to init in one message (shim.go).
+	if len(n.trees)+initDescriptors > shimMaxFiles {
+		return nil, fmt.Errorf("%d mounts: a sandbox can have at most %d: %w", len(n.trees)-1, shimMaxFiles-initDescriptors-1, errs.ErrInvalid)
+	}
 	if cfg.Capabilities != nil {
 		for _, c := range cfg.Capabilities.Bounding {
 			v, ok := capNumbers[c]
@@ -149,19 +153,26 @@ func detachedTree(path string, attr uint64, userns *os.File) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open_tree: %w", err)
 	}
-	ma := unix.MountAttr{Attr_set: attr}
+	// Private, always: a clone of a mount in a shared peer group joins
+	// that group, and mounts made under it in the sandbox (its /proc,
+	// binds the agent points at it) would appear on the host, and the
+	// host's later mounts in the sandbox.
+	ma := unix.MountAttr{Attr_set: attr, Propagation: unix.MS_PRIVATE}
 	if userns != nil {
 		ma.Attr_set |= unix.MOUNT_ATTR_IDMAP
 		ma.Userns_fd = uint64(userns.Fd())
 	}
-	if ma.Attr_set != 0 {
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &ma); err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("mount_setattr: %w", err)
-		}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &ma); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("mount_setattr: %w", err)
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
+
+// initDescriptors is how many descriptors a native start hands init
+// beside the trees: its log, listening socket, config, binary and setup
+// socket.
+const initDescriptors = 5
 
 // spawnSpec is how to fork a sandbox's init (by the shim or here).
 type spawnSpec struct {
@@ -208,7 +219,18 @@ func spawnInit(spec spawnSpec, logf *os.File, extra []*os.File) (*os.Process, er
 // when the container was created (its state dir claimed).
 func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, proc initProcess, slot int, setup *nativeSetup) (created time.Time, retErr error) {
 	stateDir := filepath.Join(r.opts.StateDir, spec.ID)
-	if err := os.Mkdir(stateDir, 0o711); err != nil {
+	err := os.Mkdir(stateDir, 0o711)
+	if errors.Is(err, os.ErrExist) {
+		// A state dir without a state file is what a crash inside a
+		// start leaves (the dir is claimed first); Start's caller holds
+		// the sandbox, so no other start of it is in progress.
+		if _, serr := os.Stat(filepath.Join(stateDir, "state.json")); errors.Is(serr, os.ErrNotExist) {
+			r.log.Info("removing the state dir of a start that did not finish", "sandbox", spec.ID)
+			os.RemoveAll(stateDir)
+			err = os.Mkdir(stateDir, 0o711)
+		}
+	}
+	if err != nil {
 		if errors.Is(err, os.ErrExist) {
 			return time.Time{}, fmt.Errorf("create sandbox %s: %w (%w)", spec.ID, errStateExists, errs.ErrConflict)
 		}
@@ -258,7 +280,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 			return created, fmt.Errorf("start sandbox %s: the shim sent pid %d", spec.ID, pid)
 		}
 		kill = func() {
-			if rep, err := r.shim.call(context.Background(), shimRequest{Op: "abort", ID: spec.ID}); err == nil {
+			if rep, err := r.shim.call(context.Background(), shimRequest{Op: "abort", ID: spec.ID, Pid: pid}); err == nil {
 				closeFiles(rep.files)
 			}
 		}
@@ -344,7 +366,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		// The shim reaps init from here on; the start does not wait for
 		// it to say so (init runs: nothing of the start is left to undo).
 		go func() {
-			rep, err := r.shim.call(context.Background(), shimRequest{Op: "exec", ID: spec.ID})
+			rep, err := r.shim.call(context.Background(), shimRequest{Op: "exec", ID: spec.ID, Pid: pid})
 			if err != nil {
 				r.log.Warn("runtime shim: release a started init for reaping", "sandbox", spec.ID, "err", err)
 				return

@@ -108,6 +108,9 @@ type shimRequest struct {
 	// spawn: a native init (native.go) forked as Spawn says; files are
 	// the log, then Extra files. It waits, unreaped, until exec or abort.
 	Spawn *spawnSpec `json:"spawn,omitempty"`
+	// exec, abort: when set, the pid of the spawn they are for (another
+	// start of the same sandbox may wait in the shim by then).
+	Pid int `json:"pid,omitempty"`
 }
 
 // shimAnswer is the shim's answer to the request with the same Seq; its
@@ -619,11 +622,11 @@ func (s *shimServer) handle(req shimRequest, files []*os.File) {
 			a.Err = err.Error()
 		}
 	case "exec":
-		if err := s.finish(req.ID, true); err != nil {
+		if err := s.finish(req.ID, req.Pid, true); err != nil {
 			a.Err = err.Error()
 		}
 	case "abort":
-		if err := s.finish(req.ID, false); err != nil {
+		if err := s.finish(req.ID, req.Pid, false); err != nil {
 			a.Err = err.Error()
 		}
 	case "userns":
@@ -766,19 +769,31 @@ func (s *shimServer) spawn(req shimRequest, files []*os.File) (int, error) {
 	return pid, nil
 }
 
-// finish runs (exec) or destroys (abort) a container started with Stop.
-func (s *shimServer) finish(id string, run bool) error {
+// finish runs (exec) or destroys (abort) a container started with Stop,
+// or releases (exec) or kills (abort) a native spawn; pid, when not 0,
+// names the spawn.
+func (s *shimServer) finish(id string, pid int, run bool) error {
 	s.mu.Lock()
 	ps, ok := s.pending[id]
-	delete(s.pending, id)
+	stale := ok && pid != 0 && ps.pid != pid
+	if !stale {
+		delete(s.pending, id)
+	}
 	s.mu.Unlock()
+	if stale {
+		// For an earlier spawn of the sandbox, given up for reaping when
+		// this one came (spawn).
+		return nil
+	}
 	defer func() {
 		s.mu.Lock()
 		s.maybeExit()
 		s.mu.Unlock()
 	}()
 	if !ok {
-		if run {
+		// A native release (pid set) finds nothing when the next spawn
+		// of the sandbox gave its init up for reaping already.
+		if run && pid == 0 {
 			return fmt.Errorf("start sandbox %s: not waiting to run", id)
 		}
 		return nil

@@ -43,6 +43,32 @@ func Run(t *testing.T, newRuntime Factory) {
 	t.Run("NoProcessHoldsAHostDirectory", func(t *testing.T) { noHostDirectory(t, newRuntime) })
 	t.Run("AHostileRootMovesNoMountOutOfIt", func(t *testing.T) { hostileRoot(t, newRuntime) })
 	t.Run("AFileMountFollowsADanglingLinkInsideTheRoot", func(t *testing.T) { danglingLinkTarget(t, newRuntime) })
+	t.Run("TheSandboxEnvironmentStopsAtInit", func(t *testing.T) { environmentStopsAtInit(t, newRuntime) })
+}
+
+// environmentStopsAtInit: the sandbox's environment reaches the
+// processes init starts and not init itself (a variable of init's, a
+// GODEBUG or GOMAXPROCS of the user's, changes nothing), and they start
+// with the usual umask.
+func environmentStopsAtInit(t *testing.T, newRuntime Factory) {
+	r := newRuntime(t, t.TempDir())
+	root, mounts := miniRoot(t)
+	env := append(append([]string{}, baseEnv...), "STEAD_INIT_SETUP_DONE=1", "GODEBUG=containermaxprocs=1", "GOMAXPROCS=64", "MARK=sandbox-env")
+	ctx := context.Background()
+	if err := r.Start(ctx, steadrt.Spec{ID: "rt-env", Rootfs: root, Mounts: mounts, Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(context.Background(), "rt-env") })
+	out, code := run(t, r, "rt-env", 0, "sh", "-c", "echo $MARK; umask; grep -q '^Name:' /proc/self/status && echo procfs; tr '\\0' '\\n' < /proc/1/environ")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) < 3 || lines[0] != "sandbox-env" || lines[1] != "0022" || lines[2] != "procfs" {
+		t.Fatalf("exit %d, want the sandbox's env, umask 0022 and its own /proc:\n%s", code, out)
+	}
+	for _, l := range lines[3:] {
+		if strings.HasPrefix(l, "MARK=") || strings.HasPrefix(l, "GODEBUG=") || strings.HasPrefix(l, "GOMAXPROCS=") || strings.HasPrefix(l, "STEAD_") {
+			t.Fatalf("init's own environment holds the sandbox's %q:\n%s", l, out)
+		}
+	}
 }
 
 // danglingLinkTarget: a file mounted where the root holds a symlink to a
@@ -183,6 +209,19 @@ true`)
 	}
 	close(stop)
 	<-done
+	// A bind mount whose target is a link to the root itself would be
+	// stacked on the root: refused.
+	root, mounts := miniRoot(t)
+	if err := os.Symlink("/", filepath.Join(root, "rootlink")); err != nil {
+		t.Fatal(err)
+	}
+	mounts = append(mounts, steadrt.Mount{Source: data, Destination: "/rootlink"})
+	if err := r.Start(ctx, steadrt.Spec{ID: "rt-hostile-onroot", Rootfs: root, Mounts: mounts, Env: baseEnv}); err == nil {
+		r.Kill(ctx, "rt-hostile-onroot")
+		t.Fatal("a bind mount through a link to / started")
+	} else if st, _ := r.Status(ctx, "rt-hostile-onroot"); st != steadrt.StatusAbsent {
+		t.Fatalf("a refused start left state: %s", st)
+	}
 	if b, err := os.ReadFile(filepath.Join(hostDir, "marker")); err != nil || string(b) != "host" {
 		t.Fatalf("host dir marker: %q %v", b, err)
 	}
@@ -225,11 +264,14 @@ for p in 1 self; do
     # A leak stays; a descriptor init holds for a moment while it serves
     # this exec is gone by the readlink (seen once in 33 runs).
     if [ -f "$f" ] && [ "$p" = 1 ] && [ "$n" != 1 ] && [ "$n" != 2 ] && [ "$n" != 5 ]; then l=$(readlink $f) && [ -n "$l" ] && echo "FILE: $p $n $l"; fi
+    # A process init starts holds its stdio and nothing of init's (its
+    # listening socket would let it take the daemon's connections).
+    if [ "$p" = self ] && [ "$n" -gt 2 ]; then case "$(readlink $f)" in socket:*|anon_inode:*|/memfd:*) echo "LEAK: $n $(readlink $f)";; esac; fi
   done
 done
-readlink /proc/1/fd/3`)
-	// fd 3 is init's listening socket: the check could see init's table.
-	if code != 0 || strings.Contains(out, "DIR:") || strings.Contains(out, "FILE:") || !strings.Contains(out, "socket:") {
+for f in /proc/1/fd/*; do readlink $f; done | grep -m1 socket:`)
+	// init holds its listening socket: the check could see init's table.
+	if code != 0 || strings.Contains(out, "DIR:") || strings.Contains(out, "FILE:") || strings.Contains(out, "LEAK:") || !strings.Contains(out, "socket:") {
 		t.Fatalf("descriptors a sandbox should not see, or none seen (exit %d):\n%s", code, out)
 	}
 }
