@@ -247,13 +247,31 @@ func TestWebhookDeliveriesRouteReadsTheWebhookID(t *testing.T) {
 func TestEventStreamSendsKeepAlivesWhileIdle(t *testing.T) {
 	hub, _, _ := newEventServer(t)
 	s := &server{log: slog.New(slog.DiscardHandler)}
-	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	// Read until three keep-alives came, not for a fixed window: a loaded
+	// machine may run the ticker late.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	rec := httptest.NewRecorder()
+	rec := &keepAliveCounter{ResponseRecorder: httptest.NewRecorder(), want: 3, enough: cancel}
 	if err := s.streamEvents(ctx, rec, hub, "t-alice", client.EventQuery{}, 20*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(rec.Body.String(), ": keep-alive\n\n"); n < 3 {
-		t.Fatalf("%d keep-alives in 200ms at 20ms: %q", n, rec.Body.String())
+	if n := strings.Count(rec.Body.String(), ": keep-alive\n\n"); n < 3 || rec.Body.Len() != n*len(": keep-alive\n\n") {
+		t.Fatalf("%d keep-alives in 5 s at 20 ms, want 3 and nothing else: %q", n, rec.Body.String())
 	}
+}
+
+// keepAliveCounter records a stream and calls enough once it holds want
+// keep-alives.
+type keepAliveCounter struct {
+	*httptest.ResponseRecorder
+	want   int
+	enough func()
+}
+
+func (k *keepAliveCounter) Write(b []byte) (int, error) {
+	n, err := k.ResponseRecorder.Write(b)
+	if strings.Count(k.Body.String(), ": keep-alive\n\n") >= k.want {
+		k.enough()
+	}
+	return n, err
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,8 +246,11 @@ func TestWebhookReceiverDownGetsEveryEventInOrderAfterRecovery(t *testing.T) {
 	for i := 6; i <= 10; i++ {
 		f.emit(fmt.Sprintf("sandbox.e%d", i))
 	}
-	time.Sleep(150 * time.Millisecond) // several refused connects
-	f.stop()                           // the daemon restarts while the receiver is down
+	waitFor(t, "a refused connect in the delivery log", func() bool {
+		ds, err := f.hub.ListWebhookDeliveries(ctx, store.DefaultTenant, w.ID, 1000)
+		return err == nil && slices.ContainsFunc(ds, refusedConnect)
+	})
+	f.stop() // the daemon restarts while the receiver is down
 	f.start()
 	for i := 11; i <= 15; i++ {
 		f.emit(fmt.Sprintf("sandbox.e%d", i))
@@ -282,7 +286,7 @@ func TestWebhookReceiverDownGetsEveryEventInOrderAfterRecovery(t *testing.T) {
 		switch {
 		case d.StatusCode == 503:
 			unavailable++
-		case !d.OK && d.StatusCode == 0:
+		case refusedConnect(d):
 			refused++
 		}
 		if d.Attempt > 1 {
@@ -293,6 +297,9 @@ func TestWebhookReceiverDownGetsEveryEventInOrderAfterRecovery(t *testing.T) {
 		t.Fatalf("delivery log has %d 503s, %d refused connects, %d retries; want some of each", unavailable, refused, retried)
 	}
 }
+
+// refusedConnect reports whether d is an attempt that reached no receiver.
+func refusedConnect(d client.WebhookDelivery) bool { return !d.OK && d.StatusCode == 0 }
 
 func TestWebhookGuardRefusesLinkLocalMetadataAndLoopback(t *testing.T) {
 	for _, tc := range []struct {

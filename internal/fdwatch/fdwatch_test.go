@@ -2,6 +2,7 @@ package fdwatch
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -170,30 +171,57 @@ func TestWatchRestsWhenAskedAndResumes(t *testing.T) {
 	w := newWatcher(t)
 	r, wr := pipe(t)
 	unix.Write(wr, []byte("x")) // never read: r stays readable
-	var calls atomic.Int32
-	if _, err := w.Watch(r, func() time.Duration { calls.Add(1); return 100 * time.Millisecond }); err != nil {
+	const rest = 100 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time // when each call ran
+	if _, err := w.Watch(r, func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		return rest
+	}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first call", func() bool { return calls.Load() >= 1 })
-	time.Sleep(50 * time.Millisecond)
-	if c := calls.Load(); c != 1 {
-		t.Fatalf("%d calls within a rest, want 1", c)
+	calls := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), at...)
 	}
-	eventually(t, "a call after the rest", func() bool { return calls.Load() >= 2 })
-	if c := calls.Load(); c > 4 {
-		t.Fatalf("%d calls: the watch spins", c)
+	eventually(t, "three calls, two rests apart", func() bool { return len(calls()) >= 3 })
+	// Measured between the calls themselves, not around them: a late
+	// look at the count on a loaded machine can see the next call.
+	// (Timers never fire early: the gap is the rest at least.)
+	cs := calls()
+	for i := 1; i < len(cs); i++ {
+		if gap := cs[i].Sub(cs[i-1]); gap < rest-time.Millisecond {
+			t.Fatalf("call %d came %v after the one before, within a rest of %v: the watch spins", i, gap, rest)
+		}
 	}
 
+	// A rest far longer than it takes to see the first call and stop.
+	const longRest = time.Second
 	r2, wr2 := pipe(t)
 	unix.Write(wr2, []byte("x"))
 	var calls2 atomic.Int32
-	stop, err := w.Watch(r2, func() time.Duration { calls2.Add(1); return 50 * time.Millisecond })
+	var first atomic.Int64 // the first call's time, in Unix nanoseconds
+	stop, err := w.Watch(r2, func() time.Duration {
+		if calls2.Add(1) == 1 {
+			first.Store(time.Now().UnixNano())
+		}
+		return longRest
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the call", func() bool { return calls2.Load() == 1 })
+	eventually(t, "the call", func() bool { return calls2.Load() >= 1 })
 	stop()
-	time.Sleep(150 * time.Millisecond)
+	restEnds := time.Unix(0, first.Load()).Add(longRest)
+	if c := calls2.Load(); c != 1 || time.Now().After(restEnds) {
+		t.Fatalf("stopped after %d calls, %v after the first: not during its rest of %v",
+			c, time.Since(time.Unix(0, first.Load())), longRest)
+	}
+	// Past the end of the rest, with room for the call that would follow.
+	time.Sleep(time.Until(restEnds) + longRest/2)
 	if c := calls2.Load(); c != 1 {
 		t.Fatalf("a watch stopped during its rest was called %d times", c)
 	}
