@@ -21,7 +21,7 @@ func TestCheckpointsSurviveDaemonKill9DuringPuts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for round := 0; round < 3; round++ {
-		var acked atomic.Int64
+		var acked, n atomic.Int64 // the latest version acknowledged, and how many this round
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -32,9 +32,16 @@ func TestCheckpointsSurviveDaemonKill9DuringPuts(t *testing.T) {
 					return // the daemon is gone
 				}
 				acked.Store(cp.Version)
+				n.Add(1)
 			}
 		}()
-		time.Sleep(time.Duration(150+100*round) * time.Millisecond)
+		// Kill amid the puts, after a number of them (more each round),
+		// not after a time: a loaded machine may acknowledge none in it.
+		for want, deadline := int64(50*(round+1)), time.Now().Add(30*time.Second); n.Load() < want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: %d puts acknowledged in 30 s, want %d before the kill", round, n.Load(), want)
+			}
+		}
 		d.kill9()
 		<-done
 		d.start()

@@ -320,11 +320,16 @@ func TestClusterHarnessIsolatesNodesAndPartitions(t *testing.T) {
 	}
 
 	// The checker: one sandbox id with a process in node1's and node3's
-	// cgroups is an overlap; frozen in one of them, it is not.
+	// cgroups is an overlap; frozen in one of them, it is not. The checker
+	// finds a sandbox by its pids cgroup: node3's copy joins it only once
+	// its freezer cgroup (frozen while empty) reports it FROZEN, so no
+	// sample can catch it running.
 	fake := fmt.Sprintf("sb-rigcheck%d", time.Now().UnixNano()%1e9)
+	freeze := filepath.Join("/sys/fs/cgroup/freezer", c.Nodes[2].CgroupParent(), fake, "freezer.state")
 	var procs []*os.Process
 	var dirs []string
 	defer func() {
+		os.WriteFile(freeze, []byte("THAWED"), 0) // a frozen process cannot die
 		for _, p := range procs {
 			p.Kill()
 			p.Wait()
@@ -341,22 +346,32 @@ func TestClusterHarnessIsolatesNodesAndPartitions(t *testing.T) {
 			}
 			dirs = append([]string{d}, dirs...)
 		}
+	}
+	if err := os.WriteFile(freeze, []byte("FROZEN"), 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*rig.Node{c.Nodes[0], c.Nodes[2]} {
 		p, err := os.StartProcess("/bin/sleep", []string{"sleep", "120"}, &os.ProcAttr{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		procs = append(procs, p)
-		for _, ctrl := range []string{"pids", "freezer"} {
-			if err := os.WriteFile(filepath.Join("/sys/fs/cgroup", ctrl, n.CgroupParent(), fake, "cgroup.procs"), []byte(fmt.Sprint(p.Pid)), 0); err != nil {
+		for _, ctrl := range []string{"freezer", "pids"} {
+			dir := filepath.Join("/sys/fs/cgroup", ctrl, n.CgroupParent(), fake)
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(p.Pid)), 0); err != nil {
 				t.Fatal(err)
+			}
+			if ctrl == "freezer" && n == c.Nodes[2] {
+				waitFrozen(t, freeze)
 			}
 		}
 	}
-	freeze := filepath.Join("/sys/fs/cgroup/freezer", c.Nodes[2].CgroupParent(), fake, "freezer.state")
-	if err := os.WriteFile(freeze, []byte("FROZEN"), 0); err != nil {
-		t.Fatal(err)
+	// Several samples with both copies in place.
+	for s0, deadline := c.chk.Samples(), time.Now().Add(10*time.Second); c.chk.Samples() < s0+3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the checker took fewer than 3 samples in 10 s")
+		}
 	}
-	time.Sleep(400 * time.Millisecond)
 	if ov := c.chk.Overlaps(); len(ov) != 0 {
 		t.Fatalf("a frozen copy counted as running: %v", ov)
 	}
@@ -366,7 +381,7 @@ func TestClusterHarnessIsolatesNodesAndPartitions(t *testing.T) {
 	if err := os.WriteFile(freeze, []byte("THAWED"), 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for len(c.chk.Overlaps()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -383,6 +398,24 @@ func TestClusterHarnessIsolatesNodesAndPartitions(t *testing.T) {
 	procs = nil
 	c.chk.Stop()
 	c.chk = c.StartChecker(100 * time.Millisecond)
+}
+
+// waitFrozen waits up to 10 s until the freezer cgroup of state reports
+// FROZEN (a process that joins a frozen cgroup is frozen after it).
+func waitFrozen(t *testing.T, state string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(b)) == "FROZEN" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s after 10 s, want FROZEN", state, strings.TrimSpace(string(b)))
+		}
+	}
 }
 
 // runOut runs a command and returns its standard output.

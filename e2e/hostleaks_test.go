@@ -174,11 +174,8 @@ func checkDrillLeftNothing(t *testing.T, args string) {
 	if n := mountsUnder(t, base); n > 0 {
 		t.Errorf("%d mounts left under %s", n, base)
 	}
-	loops, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, l := range loops {
-		if b, _ := os.ReadFile(l); strings.HasPrefix(string(b), base) {
-			t.Errorf("loop device %s still backed by %s", filepath.Dir(filepath.Dir(l)), strings.TrimSpace(string(b)))
-		}
+	if left := testutil.LoopDevicesLeft(base); len(left) > 0 {
+		t.Errorf("loop devices still backed by files in %s after 10 s: %v", base, left)
 	}
 	parent := linux.CgroupParentFor(filepath.Join(flagValue(args, "run-dir"), "containers"))
 	if left := testutil.CgroupsNamed(parent); len(left) > 0 {
@@ -237,8 +234,11 @@ func TestDrillRestoresOnBtrfsWithoutSecretsInArgv(t *testing.T) {
 		t.Errorf("no warning about the secret in the URL:\n%s", d2.logText())
 	}
 	_, leaks, children = drillWatched(t, ctx, d2, sb.ID, cfg.SecretKey)
+	own := strings.Join(d2.cmd.Args, " ")
 	for pid, args := range leaks {
-		if pid != d2.cmd.Process.Pid {
+		// d2 itself, or a fork of it caught before its exec: that has d2's
+		// command line until then (a loaded machine shows some).
+		if pid != d2.cmd.Process.Pid && args != own {
 			t.Errorf("the S3 secret is on the command line of pid %d: %s", pid, args)
 		}
 	}

@@ -114,7 +114,12 @@ func TestLifecycleTransitions(t *testing.T) {
 func TestAutoStopStopsIdleButNotBusy(t *testing.T) {
 	d := newDaemon(t, "--policy-interval", "500ms")
 	ctx := ctxT(t)
-	busy, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "busy", IdleTimeout: "3s"})
+	// Work inside the sandbox counts as activity, not only API calls: the
+	// busy one's service spins from its start on (a loop started by an exec
+	// after the other creates could come after its timeout on a loaded
+	// machine).
+	busy, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "busy", IdleTimeout: "3s",
+		Service: &client.Service{Command: []string{"sh", "-c", "while :; do :; done"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +131,6 @@ func TestAutoStopStopsIdleButNotBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Work inside the sandbox counts as activity, not only API calls.
-	d.sh(ctx, busy.ID, "agent", "(while :; do :; done) >/dev/null 2>&1 &")
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		i, _ := d.c.GetSandbox(ctx, idle.ID)

@@ -33,7 +33,7 @@ func TestSessionAppendsSurviveDaemonKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var acked atomic.Int64
+	var acked, n atomic.Int64 // the latest seq acknowledged, and how many notes
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -44,9 +44,16 @@ func TestSessionAppendsSurviveDaemonKill9(t *testing.T) {
 				return
 			}
 			acked.Store(ev.Seq)
+			n.Add(1)
 		}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Kill amid the appends, after a number of them, not after a time: a
+	// loaded machine may acknowledge too few in it.
+	for deadline := time.Now().Add(30 * time.Second); n.Load() < 50; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d appends acknowledged in 30 s, want 50 before the kill", n.Load())
+		}
+	}
 	d.kill9()
 	<-done
 	d.start()

@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // RequireRoot stops a test that needs root (namespaces, cgroups, loop
@@ -39,4 +41,26 @@ func CgroupsNamed(name string) []string {
 		return nil
 	})
 	return out
+}
+
+// LoopDevicesLeft waits up to 10 s until no loop device is backed by a
+// file whose path starts with prefix, and returns those still left then
+// ("/dev/loopN: backing file"). An autoclear loop device is released
+// when its last user closes it, which the kernel may do a moment after
+// the unmount that ended its use.
+func LoopDevicesLeft(prefix string) []string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); strings.HasPrefix(string(b), prefix) {
+				left = append(left, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f)))+": "+strings.TrimSpace(string(b)))
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

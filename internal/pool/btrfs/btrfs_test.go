@@ -770,11 +770,8 @@ func TestBtrfsDestroyRemovesDatasetsImageAndLoopDevice(t *testing.T) {
 	if _, err := os.Stat(p.image); !os.IsNotExist(err) {
 		t.Fatalf("image left: %v", err)
 	}
-	backing, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
-	for _, b := range backing {
-		if f, _ := os.ReadFile(b); strings.HasPrefix(string(f), p.image) {
-			t.Fatalf("loop device %s left for the image", b)
-		}
+	if left := testutil.LoopDevicesLeft(p.image); len(left) > 0 {
+		t.Fatalf("loop devices left for the image after 10 s: %v", left)
 	}
 	if err := os.RemoveAll(p.dir); err != nil {
 		t.Fatalf("the pool dir cannot be removed: %v", err)
