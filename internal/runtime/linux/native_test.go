@@ -14,6 +14,7 @@ import (
 
 	"github.com/stead-dev/stead/internal/guest"
 	steadrt "github.com/stead-dev/stead/internal/runtime"
+	"github.com/stead-dev/stead/internal/runtime/runtimetest"
 	"github.com/stead-dev/stead/internal/testutil"
 )
 
@@ -89,7 +90,7 @@ func TestNativeStartOnASharedHost(t *testing.T) {
 				o.Shim = exe
 			}
 		})
-		before := mountPoints(t)
+		before := runtimetest.HostMountPoints(t)
 		ctx := context.Background()
 		id := fmt.Sprintf("shared-%v", shim)
 		if err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
@@ -100,7 +101,7 @@ func TestNativeStartOnASharedHost(t *testing.T) {
 			t.Fatalf("shim %v: exec: %+v %v", shim, res, err)
 		}
 		var added []string
-		for m := range mountPoints(t) {
+		for m := range runtimetest.HostMountPoints(t) {
 			if !before[m] {
 				added = append(added, m)
 			}
@@ -110,22 +111,6 @@ func TestNativeStartOnASharedHost(t *testing.T) {
 			t.Fatalf("shim %v: the start made mounts on the host: %v", shim, added)
 		}
 	}
-}
-
-// mountPoints is the set of mount points of this process's namespace.
-func mountPoints(t *testing.T) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]bool{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 4 {
-			m[f[4]] = true
-		}
-	}
-	return m
 }
 
 // TestNativeInitClosesWhatItsSpawnerLeaked: a descriptor the process that

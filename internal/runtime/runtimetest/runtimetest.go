@@ -98,9 +98,9 @@ func danglingLinkTarget(t *testing.T, newRuntime Factory) {
 	}
 }
 
-// hostMountPoints is the set of mount points in this process's mount
-// namespace (the host's).
-func hostMountPoints(t *testing.T) map[string]bool {
+// HostMountPoints is the set of mount points in the calling process's
+// mount namespace (the host's, for a test of a runtime).
+func HostMountPoints(t *testing.T) map[string]bool {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
@@ -133,7 +133,7 @@ func hostileRoot(t *testing.T, newRuntime Factory) {
 	}
 	data := t.TempDir() // a volume's source
 	ctx := context.Background()
-	before := hostMountPoints(t)
+	before := HostMountPoints(t)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	var roots []string
@@ -233,7 +233,7 @@ true`)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var extra []string
-		for m := range hostMountPoints(t) {
+		for m := range HostMountPoints(t) {
 			if !before[m] && !strings.HasPrefix(m, dir) && !strings.HasPrefix(m, "/run/stead-rootfs") {
 				extra = append(extra, m)
 			}
