@@ -110,7 +110,7 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		// the config, the binary, the setup socket and the trees) stays
 		// open: a descriptor the spawner held without close-on-exec
 		// would reach the sandbox.
-		unix.CloseRange(uint(SetupFD+1+setupTrees(in.cfg.Setup)), ^uint(0), 0)
+		closeInherited(SetupFD + 1 + setupTrees(in.cfg.Setup))
 		// Init makes the sandbox itself (stead's own runtime), and its
 		// spare threads while the host finishes; it may re-execute itself
 		// at the end, with its config and binary.
@@ -118,7 +118,7 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 			return nil, fmt.Errorf("sandbox setup: %w", err)
 		}
 	} else {
-		unix.CloseRange(BinaryFD+1, ^uint(0), 0)
+		closeInherited(BinaryFD + 1)
 		reserveThreads(spareThreads)
 	}
 	cf.Close()

@@ -36,6 +36,44 @@ import (
 // environment is the sandbox's.
 const setupDoneArg = "--setup-done"
 
+// closeInherited closes every descriptor from from on that names a file,
+// a directory or a socket: what the process that forked init held without
+// close-on-exec, which would reach the sandbox (a host directory is a way
+// out of any root). Anonymous inodes stay: the Go runtime's own poller
+// (epoll, eventfd) may be among them, and they name nothing on the host.
+func closeInherited(from int) {
+	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		// No /proc: close them all, as a last resort.
+		unix.CloseRange(uint(from), ^uint(0), 0)
+		return
+	}
+	var fds []int
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.Getdents(dir, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		var names []string
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		for _, name := range names {
+			if fd, err := strconv.Atoi(name); err == nil && fd >= from && fd != dir {
+				fds = append(fds, fd)
+			}
+		}
+	}
+	unix.Close(dir)
+	link := make([]byte, 256)
+	for _, fd := range fds {
+		n, err := unix.Readlink(fdPath(fd), link)
+		if err == nil && strings.HasPrefix(string(link[:n]), "anon_inode:") {
+			continue
+		}
+		unix.Close(fd)
+	}
+}
+
 // setupTrees is the number of detached trees the runtime hands init for
 // s: the root's and one per Tree mount.
 func setupTrees(s *Setup) int {
@@ -81,8 +119,9 @@ func prepare(s *Setup) error {
 		return errors.New("the runtime gave up on this start")
 	}
 	if reexec {
-		// Only stdio, the socket, the config and the binary go along.
-		unix.CloseRange(BinaryFD+1, ^uint(0), 0)
+		// Only stdio, the socket, the config and the binary go along
+		// (the trees are closed; the new image closes anything else).
+		unix.Close(sock)
 		return reexecAfterSetup()
 	}
 	return nil
