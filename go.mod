@@ -14,6 +14,7 @@ require (
 	github.com/klauspost/compress v1.20.4
 	github.com/miekg/dns v1.1.73
 	github.com/minio/minio-go/v7 v7.4.1
+	github.com/moby/sys/capability v0.5.0
 	github.com/moby/sys/mountinfo v0.7.2
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/opencontainers/cgroups v0.1.0
@@ -61,7 +62,6 @@ require (
 	github.com/mdlayher/socket v0.5.0 // indirect
 	github.com/minio/crc64nvme v1.1.1 // indirect
 	github.com/minio/md5-simd v1.1.2 // indirect
-	github.com/moby/sys/capability v0.5.0 // indirect
 	github.com/moby/sys/user v0.4.0 // indirect
 	github.com/moby/sys/userns v0.2.1 // indirect
 	github.com/mrunalp/fileutils v0.5.1 // indirect

@@ -23,16 +23,12 @@ import (
 
 // Main is the entry point of init inside a sandbox. It never returns.
 func Main() {
-	t0 := time.Now()
 	// The spare threads are made in newInit: after the setup when init
 	// sets the sandbox up itself (capabilities are dropped on every thread
 	// at once, which costs per thread), before anything of the sandbox's
 	// runs either way.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("component", "init")
 	in, err := newInit(logger)
-	if os.Getenv("STEAD_INIT_TRACE") != "" {
-		logger.Info("init ready", "main", t0.Format("15:04:05.000000"), "setup", time.Since(t0))
-	}
 	if err != nil {
 		logger.Error("init failed", "err", err)
 		os.Exit(1)

@@ -16,10 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/capability"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/system"
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
@@ -61,13 +63,15 @@ type nativeSetup struct {
 
 func (n *nativeSetup) close() { closeFiles(n.trees) }
 
-// capNumbers maps the capability names of the runtime's set to numbers.
-var capNumbers = map[string]int{
-	"CAP_CHOWN": unix.CAP_CHOWN, "CAP_DAC_OVERRIDE": unix.CAP_DAC_OVERRIDE, "CAP_FSETID": unix.CAP_FSETID,
-	"CAP_FOWNER": unix.CAP_FOWNER, "CAP_MKNOD": unix.CAP_MKNOD, "CAP_NET_RAW": unix.CAP_NET_RAW,
-	"CAP_SETGID": unix.CAP_SETGID, "CAP_SETUID": unix.CAP_SETUID, "CAP_SETFCAP": unix.CAP_SETFCAP,
-	"CAP_SETPCAP": unix.CAP_SETPCAP, "CAP_NET_BIND_SERVICE": unix.CAP_NET_BIND_SERVICE,
-	"CAP_SYS_CHROOT": unix.CAP_SYS_CHROOT, "CAP_KILL": unix.CAP_KILL, "CAP_AUDIT_WRITE": unix.CAP_AUDIT_WRITE,
+// capNumber is the number of the capability named as in libcontainer's
+// configuration ("CAP_CHOWN").
+func capNumber(name string) (int, bool) {
+	for _, c := range capability.ListKnown() {
+		if "CAP_"+strings.ToUpper(c.String()) == name {
+			return int(c), true
+		}
+	}
+	return 0, false
 }
 
 // prepareNative makes init's setup from libcontainer's configuration of
@@ -135,7 +139,7 @@ func (r *Runtime) prepareNative(cfg *configs.Config, slot int) (_ *nativeSetup, 
 	}
 	if cfg.Capabilities != nil {
 		for _, c := range cfg.Capabilities.Bounding {
-			v, ok := capNumbers[c]
+			v, ok := capNumber(c)
 			if !ok {
 				return nil, fmt.Errorf("capability %s: unknown", c)
 			}
@@ -335,12 +339,13 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		cfg.Cgroups.Resources.CpuQuota = int64(spec.Limits.CPUs * cpuPeriod)
 	}
 	setup.cgroupPaths = cg.GetPaths()
-	start, err := processStartTime(pid)
+	// The start time libcontainer's liveness check compares with.
+	stat, err := system.Stat(pid)
 	if err != nil {
-		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		return created, fmt.Errorf("start sandbox %s: init's start time: %w", spec.ID, err)
 	}
 	st := libcontainer.State{
-		BaseState: libcontainer.BaseState{ID: spec.ID, InitProcessPid: pid, InitProcessStartTime: start,
+		BaseState: libcontainer.BaseState{ID: spec.ID, InitProcessPid: pid, InitProcessStartTime: stat.StartTime,
 			Created: created.UTC(), Config: *cfg},
 		CgroupPaths:    setup.cgroupPaths,
 		NamespacePaths: map[configs.NamespaceType]string{},
@@ -425,30 +430,6 @@ func writeState(dir string, st *libcontainer.State) error {
 		return fmt.Errorf("write state: %w", err)
 	}
 	return nil
-}
-
-// processStartTime is the start time of pid in clock ticks since boot
-// (field 22 of /proc/<pid>/stat), as libcontainer records it.
-func processStartTime(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, fmt.Errorf("init's start time: %w", err)
-	}
-	// The command may hold spaces and parentheses: fields follow the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, fmt.Errorf("init's start time: bad stat %q", b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); field 22 is f[19].
-	if len(f) < 20 {
-		return 0, fmt.Errorf("init's start time: bad stat %q", b)
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("init's start time: %w", err)
-	}
-	return v, nil
 }
 
 // rcuExpedited is the kernel's switch for expedited RCU grace periods.

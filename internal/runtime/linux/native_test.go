@@ -47,15 +47,21 @@ func TestExpediteRCUTurnsItOnAndSaysSo(t *testing.T) {
 	}
 }
 
-// TestProcessStartTimeReadsField22: a command with spaces and
-// parentheses does not shift the fields.
-func TestProcessStartTimeReadsField22(t *testing.T) {
-	v, err := processStartTime(os.Getpid())
-	if err != nil || v == 0 {
-		t.Fatalf("own start time: %d %v", v, err)
+// TestCapNumbersAreTheKernels: every capability of the runtime's set
+// has its kernel number.
+func TestCapNumbersAreTheKernels(t *testing.T) {
+	for name, want := range map[string]int{"CAP_CHOWN": unix.CAP_CHOWN, "CAP_NET_BIND_SERVICE": unix.CAP_NET_BIND_SERVICE, "CAP_SETFCAP": unix.CAP_SETFCAP} {
+		if got, ok := capNumber(name); !ok || got != want {
+			t.Errorf("%s: %d %v, want %d", name, got, ok, want)
+		}
 	}
-	if _, err := processStartTime(-5); err == nil {
-		t.Fatal("a bad pid gave a start time")
+	for _, name := range defaultCaps {
+		if _, ok := capNumber(name); !ok {
+			t.Errorf("%s of the default set has no number", name)
+		}
+	}
+	if _, ok := capNumber("CAP_NO_SUCH"); ok {
+		t.Error("an unknown capability got a number")
 	}
 }
 
