@@ -176,6 +176,7 @@ start adopts them.`,
 	f.BoolVar(&cfg.NoUserNS, "insecure-no-userns", false, "run sandboxes without user namespaces: root inside is root on the host (for measurements only)")
 	f.MarkHidden("insecure-no-userns")
 	f.BoolVar(&cfg.ExpediteRCU, "expedite-rcu", true, "set the host's kernel.rcu_expedited to 1: a sandbox start waits for an RCU grace period to join its cgroups, 8-14 ms on a VM, well under 1 ms expedited (a host-wide setting; false leaves it alone)")
+	f.IntVar(&cfg.Shells, "shells", 2, "sandbox inits the native runtime keeps spawned ahead in their namespaces and cgroups, empty until a start claims one (0: every start spawns its own); each is an idle process of a few MiB")
 	f.StringVar(&cfg.Runtime, "runtime", "native", "how sandboxes are set up: native (stead's own setup, the default) or libcontainer (runc's; for comparison)")
 	f.BoolVar(&cfg.PoolFullQgroups, "pool-full-qgroups", false, "give a new btrfs pool full qgroup accounting instead of simple quotas (for measurements: clones slow down as datasets accumulate)")
 	f.MarkHidden("pool-full-qgroups")

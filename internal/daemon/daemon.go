@@ -131,6 +131,9 @@ type Config struct {
 	// ExpediteRCU turns on the host's expedited RCU grace periods
 	// (linux.Options.ExpediteRCU).
 	ExpediteRCU bool
+	// Shells is how many sandbox inits the native runtime spawns ahead
+	// (linux.Options.Shells).
+	Shells int
 	// PoolFullQgroups gives a new btrfs pool full qgroup accounting instead
 	// of simple quotas (for measurements: btrfs.Options.FullQgroups).
 	PoolFullQgroups bool
@@ -214,7 +217,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Runtime != "" && cfg.Runtime != "native" && cfg.Runtime != "libcontainer" {
 		return fmt.Errorf("runtime %q: want native or libcontainer: %w", cfg.Runtime, errs.ErrInvalid)
 	}
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Shim: shimBinary(exe, log), NoUserNS: cfg.NoUserNS, Native: cfg.Runtime != "libcontainer", ExpediteRCU: cfg.ExpediteRCU, Logger: log})
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Shim: shimBinary(exe, log), NoUserNS: cfg.NoUserNS, Native: cfg.Runtime != "libcontainer", ExpediteRCU: cfg.ExpediteRCU, Shells: cfg.Shells, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,21 @@ type initProc struct {
 func newInit(logger *slog.Logger) (*initProc, error) {
 	// The runtime's umask is not the sandbox's.
 	unix.Umask(0o022)
+	// Whether this image is init re-executed after its setup, or a shell
+	// (ShellArg), is in its arguments, which the runtime alone sets (never
+	// in its environment, which is the sandbox's).
+	setupDone := len(os.Args) > 2 && os.Args[2] == setupDoneArg
+	shell := len(os.Args) > 2 && os.Args[2] == ShellArg
+	var trees []int
+	if shell {
+		// Nothing the spawner leaked stays while the shell waits; what
+		// the claim hands over arrives after this.
+		closeInherited(SetupFD+1, nil)
+		var err error
+		if trees, err = awaitClaim(); err != nil {
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+	}
 	cf := os.NewFile(ConfigFD, "config")
 	b, err := io.ReadAll(cf)
 	if err != nil {
@@ -97,24 +112,25 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 	if err := json.Unmarshal(b, &in.cfg); err != nil {
 		return nil, fmt.Errorf("decode init config: %w", err)
 	}
-	// Whether this image is init re-executed after its setup is in its
-	// arguments, which the runtime alone sets (never in its environment,
-	// which is the sandbox's).
-	setupDone := len(os.Args) > 2 && os.Args[2] == setupDoneArg
 	if in.cfg.Setup != nil && !setupDone {
+		if !shell {
+			trees = spawnedTrees(setupTrees(in.cfg.Setup))
+		}
 		// Nothing but what the runtime handed over (stdio, the socket,
 		// the config, the binary, the setup socket and the trees) stays
 		// open: a descriptor the spawner held without close-on-exec
 		// would reach the sandbox.
-		closeInherited(SetupFD + 1 + setupTrees(in.cfg.Setup))
+		closeInherited(SetupFD+1, trees)
 		// Init makes the sandbox itself (stead's own runtime), and its
 		// spare threads while the host finishes; it may re-execute itself
 		// at the end, with its config and binary.
-		if err := prepare(in.cfg.Setup); err != nil {
+		if err := prepare(in.cfg.Setup, trees); err != nil {
 			return nil, fmt.Errorf("sandbox setup: %w", err)
 		}
+	} else if shell {
+		return nil, errors.New("shell: a claim without a setup")
 	} else {
-		closeInherited(BinaryFD + 1)
+		closeInherited(BinaryFD+1, nil)
 		reserveThreads(spareThreads)
 	}
 	cf.Close()

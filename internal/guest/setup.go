@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,16 +37,94 @@ import (
 // environment is the sandbox's.
 const setupDoneArg = "--setup-done"
 
-// closeInherited closes every descriptor from from on that names a file,
-// a directory or a socket: what the process that forked init held without
-// close-on-exec, which would reach the sandbox (a host directory is a way
-// out of any root). Anonymous inodes stay: the Go runtime's own poller
-// (epoll, eventfd) may be among them, and they name nothing on the host.
-func closeInherited(from int) {
+// ShellArg, after SandboxInitArg in init's arguments, starts init as a
+// shell: in the sandbox's new namespaces, as the runtime spawns it, but
+// with no sandbox yet. It waits on the setup socket for the runtime's
+// claim, which hands it a sandbox (awaitClaim), and goes on as an init
+// spawned for that sandbox. The runtime keeps a few shells ready so that a
+// start skips the fork, the id maps and the cgroup join. An argument, set
+// by the runtime alone.
+const ShellArg = "--shell"
+
+// claimMsg is the payload of the runtime's claim of a shell.
+const claimMsg = "claim"
+
+// maxClaimFiles bounds the descriptors of a claim: the log, the listening
+// socket, the config and the trees, in one message (the kernel's
+// SCM_MAX_FD).
+const maxClaimFiles = 253
+
+// awaitClaim waits, in a shell, for the runtime's claim on the setup
+// socket: descriptors of the sandbox's log, init socket, config and trees
+// (the root's first). The log goes to stdout and stderr, the socket and
+// the config to ListenFD and ConfigFD (where a spawned init has them: the
+// shell was started with placeholders there); the trees stay where they
+// arrived and are returned, in order. An end of file (the runtime gave the
+// shell up, or is gone) is an error: init exits.
+func awaitClaim() ([]int, error) {
+	b := make([]byte, 64)
+	oob := make([]byte, unix.CmsgSpace(4*maxClaimFiles))
+	n, oobn, _, _, err := unix.Recvmsg(SetupFD, b, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("setup socket: %w", err)
+	}
+	var fds []int
+	if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+		for i := range msgs {
+			if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+				fds = append(fds, f...)
+			}
+		}
+	}
+	if n == 0 && len(fds) == 0 {
+		return nil, errors.New("the runtime gave this shell up")
+	}
+	if string(b[:n]) != claimMsg || len(fds) < 4 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return nil, fmt.Errorf("setup socket: a claim with %d descriptors and %q", len(fds), b[:n])
+	}
+	for _, mv := range [][2]int{{fds[0], 1}, {fds[0], 2}, {fds[1], ListenFD}, {fds[2], ConfigFD}} {
+		if err := unix.Dup3(mv[0], mv[1], 0); err != nil {
+			return nil, fmt.Errorf("claim: descriptor %d: %w", mv[1], err)
+		}
+	}
+	for _, fd := range fds[:3] {
+		unix.Close(fd)
+	}
+	return fds[3:], nil
+}
+
+// spawnedTrees are the descriptors of n trees in an init the runtime
+// spawned for its sandbox: from SetupFD+1 on.
+func spawnedTrees(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = SetupFD + 1 + i
+	}
+	return out
+}
+
+// closeInherited closes every descriptor from from on, but those in keep,
+// that names a file, a directory or a socket: what the process that
+// forked init held without close-on-exec, which would reach the sandbox (a
+// host directory is a way out of any root). Anonymous inodes stay: the Go
+// runtime's own poller (epoll, eventfd) may be among them, and they name
+// nothing on the host.
+func closeInherited(from int, keep []int) {
 	dir, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		// No /proc: close them all, as a last resort.
-		unix.CloseRange(uint(from), ^uint(0), 0)
+		// No /proc: close them all (but keep), as a last resort.
+		lo := from
+		for _, k := range append(slices.Sorted(slices.Values(keep)), int(^uint32(0)>>1)) {
+			if k >= lo {
+				if k > lo {
+					unix.CloseRange(uint(lo), uint(k-1), 0)
+				}
+				lo = k + 1
+			}
+		}
 		return
 	}
 	var fds []int
@@ -58,7 +137,7 @@ func closeInherited(from int) {
 		var names []string
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 		for _, name := range names {
-			if fd, err := strconv.Atoi(name); err == nil && fd >= from && fd != dir {
+			if fd, err := strconv.Atoi(name); err == nil && fd >= from && fd != dir && !slices.Contains(keep, fd) {
 				fds = append(fds, fd)
 			}
 		}
@@ -90,13 +169,13 @@ func setupTrees(s *Setup) int {
 // over the host's /tmp in init's own mount namespace.
 const setupMountBase = "/tmp"
 
-// prepare makes the sandbox of s (the caller is init before it serves):
-// it returns once the runtime said go. A failure is reported on the setup
-// socket too.
-func prepare(s *Setup) error {
+// prepare makes the sandbox of s from trees (the caller is init before it
+// serves): it returns once the runtime said go. A failure is reported on
+// the setup socket too.
+func prepare(s *Setup, trees []int) error {
 	sock := SetupFD
 	defer unix.Close(sock)
-	reexec, err := setupSandbox(s)
+	reexec, err := setupSandbox(s, trees)
 	if err != nil {
 		msg := err.Error()
 		unix.Sendmsg(sock, []byte("error: "+msg), nil, nil, 0)
@@ -130,20 +209,22 @@ func prepare(s *Setup) error {
 // setupSandbox makes the mounts, pivots and drops capabilities; reexec
 // is true when the capabilities could not be dropped on every thread and
 // init must re-execute itself to shed the others.
-func setupSandbox(s *Setup) (reexec bool, err error) {
-	// Trees from SetupFD+1 on: the root, then one per Tree mount.
-	nextTree := SetupFD + 1
-	tree := func() int {
-		fd := nextTree
-		nextTree++
-		return fd
+func setupSandbox(s *Setup, trees []int) (reexec bool, err error) {
+	// The root, then one per Tree mount.
+	if len(trees) != setupTrees(s) {
+		return false, fmt.Errorf("%d mount trees for a setup of %d", len(trees), setupTrees(s))
 	}
-	rootTree := tree()
 	defer func() {
-		for fd := SetupFD + 1; fd < nextTree; fd++ {
+		for _, fd := range trees {
 			unix.Close(fd)
 		}
 	}()
+	next := 0
+	tree := func() int {
+		next++
+		return trees[next-1]
+	}
+	rootTree := tree()
 	lastCap, err := readLastCap()
 	if err != nil {
 		return false, err
@@ -581,7 +662,12 @@ func reexecAfterSetup() error {
 	if _, err := unix.Seek(ConfigFD, 0, 0); err != nil {
 		return fmt.Errorf("re-execute init: rewind its config: %w", err)
 	}
-	args := append([]string{os.Args[0], os.Args[1], setupDoneArg}, os.Args[2:]...)
+	args := []string{os.Args[0], os.Args[1], setupDoneArg}
+	for _, a := range os.Args[2:] {
+		if a != ShellArg { // the new image is claimed already
+			args = append(args, a)
+		}
+	}
 	err := unix.Exec(fdPath(BinaryFD), args, os.Environ())
 	return fmt.Errorf("re-execute init: %w", err)
 }

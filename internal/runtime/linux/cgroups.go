@@ -125,6 +125,7 @@ func removeEmptyParents(stateDir string, keep []string) []string {
 // Call it when the daemon stops; the runtime must not start sandboxes
 // afterwards.
 func (r *Runtime) Close() error {
+	r.closeShells()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if left := removeEmptyParents(r.opts.StateDir, nil); len(left) > 0 {

@@ -125,7 +125,11 @@ type Options struct {
 	// sandbox process; stead-shim, or any binary that runs ShimMain for
 	// ShimArg and InitHook for InitArg). Empty: libcontainer runs in this
 	// process.
-	Shim   string
+	Shim string
+	// Shells is how many inits a native runtime keeps spawned ahead, in
+	// their namespaces and cgroups, for starts to claim (shells.go); 0:
+	// every start spawns its own.
+	Shells int
 	Logger *slog.Logger
 }
 
@@ -146,6 +150,15 @@ type Runtime struct {
 	parents    []string         // this process's cgroup parent directories (cgroups.go)
 	watch      *fdwatch.Watcher // the pidfds of started inits until they exit (reap)
 	shim       *shim            // nil without Options.Shim
+
+	// Shells (shells.go), under mu.
+	shells       []*shell
+	shellFilling bool
+	shellsClosed bool
+	shellSeq     int
+	shellTag     string          // this runtime's part of its shells' names
+	shellLive    map[string]bool // names of shells not yet claimed or discarded
+	shellWG      sync.WaitGroup
 }
 
 var _ steadrt.Runtime = (*Runtime)(nil)
@@ -209,6 +222,10 @@ func New(opts Options) (*Runtime, error) {
 	r.loadSlots()
 	if !opts.NoUserNS {
 		r.prewarm()
+	}
+	if opts.Native {
+		r.shellTag = strconv.FormatInt(time.Now().UnixNano()%(1<<40), 36)
+		r.fillShells()
 	}
 	return r, nil
 }
@@ -296,9 +313,24 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	var (
 		rootfsDur time.Duration
 		err       error
+		sh        *shell
 	)
+	if r.opts.Native {
+		// A shell spawned ahead, if one is ready; its slot becomes the
+		// sandbox's. The next one is spawned once this start is over.
+		if sh = r.takeShell(); sh != nil {
+			defer func() {
+				if sh != nil { // not claimed
+					r.discardShell(sh)
+				}
+			}()
+		}
+		defer r.fillShells()
+	}
 	if !r.opts.NoUserNS {
-		if slot, err = r.allocSlot(spec.ID); err != nil {
+		if sh != nil {
+			slot = r.moveSlot(sh.name, spec.ID)
+		} else if slot, err = r.allocSlot(spec.ID); err != nil {
 			return err
 		}
 		// The next start's user namespace, once this one is up.
@@ -381,6 +413,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	var t1 time.Time
 	t0 := time.Now()
 	if native != nil {
+		native.shell, sh = sh, nil // the start's to claim or discard
 		if t1, err = r.startNative(ctx, spec, cfg, proc, slot, native); err != nil {
 			log, _ := os.ReadFile(filepath.Join(rd, "init.log"))
 			if len(log) > 0 {
@@ -1044,6 +1077,9 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 	}
 	for _, id := range ids {
 		known[id] = true
+	}
+	for _, name := range r.shellNames() {
+		known[name] = true
 	}
 	cleaned := map[string]bool{}
 	// Run directories.

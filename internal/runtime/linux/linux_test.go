@@ -40,10 +40,13 @@ func TestRuntimeContract(t *testing.T) {
 	for _, v := range []struct {
 		name                 string
 		shim, native, static bool
-	}{{"InProcess", false, false, false}, {"Shim", true, false, false}, {"Native", false, true, false}, {"NativeShim", true, true, false},
+		shells               int
+	}{{"InProcess", false, false, false, 0}, {"Shim", true, false, false, 0}, {"Native", false, true, false, 0}, {"NativeShim", true, true, false, 0},
 		// The test binary links cgo, so as init it takes the setup's
 		// re-execution fallback; stead-init as built for use does not.
-		{"NativeShimStaticInit", true, true, true}} {
+		{"NativeShimStaticInit", true, true, true, 0},
+		// Starts claim inits spawned ahead (shells.go).
+		{"NativeShells", false, true, false, 2}, {"NativeShimShellsStaticInit", true, true, true, 2}} {
 		shim := v.shim
 		t.Run(v.name, func(t *testing.T) {
 			runtimetest.Run(t, func(t *testing.T, dir string) steadrt.Runtime {
@@ -52,7 +55,7 @@ func TestRuntimeContract(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts := Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe, Native: v.native}
+				opts := Options{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), Binary: exe, Native: v.native, Shells: v.shells}
 				if v.static {
 					opts.Binary = static
 				}
@@ -67,6 +70,9 @@ func TestRuntimeContract(t *testing.T) {
 					r.Close()
 					RemoveHostState(filepath.Join(dir, "state"))
 				})
+				if v.shells > 0 {
+					waitShells(t, r, v.shells) // so that starts claim them
+				}
 				return r
 			})
 		})

@@ -59,7 +59,14 @@ type nativeSetup struct {
 	trees []*os.File
 	// cgroupPaths are the sandbox's cgroups once it started.
 	cgroupPaths map[string]string
+	// shell, when set, is the shell the start claims instead of spawning
+	// an init (shells.go); the start claims or discards it.
+	shell *shell
 }
+
+// nativeClone are the namespaces a native init is spawned into (the user
+// namespace is added with a slot).
+const nativeClone = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWPID | unix.CLONE_NEWNET
 
 func (n *nativeSetup) close() { closeFiles(n.trees) }
 
@@ -241,14 +248,6 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		return time.Time{}, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
 	created = time.Now()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		os.Remove(stateDir)
-		return created, fmt.Errorf("start sandbox %s: setup socket: %w", spec.ID, err)
-	}
-	setupSock, theirs := os.NewFile(uintptr(fds[0]), "setup"), os.NewFile(uintptr(fds[1]), "setup")
-	defer setupSock.Close()
-	defer theirs.Close()
 	stateWritten := false
 	var kill func()
 	var cg cgroups.Manager
@@ -264,44 +263,53 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		}
 		os.RemoveAll(stateDir)
 	}()
-	sp := spawnSpec{Args: proc.args, Env: proc.env,
-		Clone: unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWPID | unix.CLONE_NEWNET}
-	if slot >= 0 {
-		sp.UserNS, sp.HostID = true, r.hostID(slot)
-	}
-	extra := append(append(append([]*os.File{}, proc.extra...), theirs), setup.trees...)
 	var pid int
-	if r.shim != nil {
-		// Not cut short by ctx, as startInShim.
-		rep, err := r.shim.call(context.WithoutCancel(ctx), shimRequest{Op: "spawn", ID: spec.ID, Spawn: &sp, Extra: len(extra)}, append([]*os.File{proc.log}, extra...)...)
-		if err != nil {
-			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-		}
-		closeFiles(rep.files)
-		theirs.Close()
-		pid = rep.Pid
-		if pid <= 0 {
-			return created, fmt.Errorf("start sandbox %s: the shim sent pid %d", spec.ID, pid)
-		}
-		kill = func() {
-			if rep, err := r.shim.call(context.Background(), shimRequest{Op: "abort", ID: spec.ID, Pid: pid}); err == nil {
-				closeFiles(rep.files)
+	var setupSock *os.File
+	// shimID names init in the shim: a shell keeps its own name.
+	shimID := spec.ID
+	sh := setup.shell
+	setup.shell = nil
+	if sh != nil {
+		if err := sh.claim(proc, setup.trees); err != nil {
+			// Dead since it was spawned: spawn instead.
+			r.log.Warn("a shell could not be claimed; spawning init", "sandbox", spec.ID, "err", err)
+			r.discardShell(sh)
+			sh = nil
+		} else {
+			pid, setupSock, shimID = sh.pid, sh.sock, sh.name
+			defer setupSock.Close()
+			kill = func() { r.discardShell(sh) }
+			if sh.proc != nil {
+				defer func() {
+					if retErr == nil || stateWritten {
+						r.reapPid(spec.ID, sh.pid, func() { sh.proc.Wait() })
+					}
+				}()
 			}
 		}
-	} else {
-		p, err := spawnInit(sp, proc.log, extra)
+	}
+	if sh == nil {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
-			return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+			return created, fmt.Errorf("start sandbox %s: setup socket: %w", spec.ID, err)
 		}
-		pid = p.Pid
-		kill = func() { p.Kill(); p.Wait() }
+		var theirs *os.File
+		setupSock, theirs = os.NewFile(uintptr(fds[0]), "setup"), os.NewFile(uintptr(fds[1]), "setup")
+		defer setupSock.Close()
+		defer theirs.Close()
+		var reap func()
+		if pid, kill, reap, err = r.spawnNative(ctx, spec, proc, slot, theirs, setup.trees); err != nil {
+			return created, err
+		}
 		// Only init holds its end now: its exit is an end of file.
 		theirs.Close()
-		defer func() {
-			if retErr == nil || stateWritten {
-				r.reapPid(spec.ID, p.Pid, func() { p.Wait() })
-			}
-		}()
+		if reap != nil {
+			defer func() {
+				if retErr == nil || stateWritten {
+					reap()
+				}
+			}()
+		}
 	}
 	tSpawned := time.Now()
 	// Init makes its mounts meanwhile, and the network is attached
@@ -325,7 +333,16 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: cgroups: %w", spec.ID, err)
 	}
-	if err := cg.Apply(pid); err != nil {
+	apply := func() error { return cg.Apply(pid) }
+	if sh != nil {
+		// The shell's cgroups become the sandbox's.
+		if err = sh.moveCgroups(cg.GetPaths(), apply); err == nil {
+			r.shellGone(sh)
+		}
+	} else {
+		err = apply()
+	}
+	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: join cgroups: %w", spec.ID, err)
 	}
 	tApplied := time.Now()
@@ -365,13 +382,13 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	if err := awaitSetup(ctx, setupSock); err != nil {
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
-	r.log.Debug("sandbox set up", "sandbox", spec.ID, "spawn", tSpawned.Sub(created), "cgroups_state", tState.Sub(tSpawned), "cgroups_apply", tApplied.Sub(tSpawned),
+	r.log.Debug("sandbox set up", "sandbox", spec.ID, "shell", shimID != spec.ID, "spawn", tSpawned.Sub(created), "cgroups_state", tState.Sub(tSpawned), "cgroups_apply", tApplied.Sub(tSpawned),
 		"network", netDur, "network_wait", tNet.Sub(tState), "setup_wait", time.Since(tNet))
 	if r.shim != nil {
 		// The shim reaps init from here on; the start does not wait for
 		// it to say so (init runs: nothing of the start is left to undo).
 		go func() {
-			rep, err := r.shim.call(context.Background(), shimRequest{Op: "exec", ID: spec.ID, Pid: pid})
+			rep, err := r.shim.call(context.Background(), shimRequest{Op: "exec", ID: shimID, Pid: pid})
 			if err != nil {
 				r.log.Warn("runtime shim: release a started init for reaping", "sandbox", spec.ID, "err", err)
 				return
@@ -380,6 +397,42 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		}()
 	}
 	return created, nil
+}
+
+// spawnNative forks a sandbox's init (by the shim, or here) into its new
+// namespaces, with theirs as its end of the setup socket and the trees
+// after it. kill kills it while its start is not done; reap (nil when the
+// shim reaps) reaps it once the start is.
+func (r *Runtime) spawnNative(ctx context.Context, spec steadrt.Spec, proc initProcess, slot int, theirs *os.File, trees []*os.File) (pid int, kill, reap func(), err error) {
+	sp := spawnSpec{Args: proc.args, Env: proc.env, Clone: nativeClone}
+	if slot >= 0 {
+		sp.UserNS, sp.HostID = true, r.hostID(slot)
+	}
+	extra := append(append(append([]*os.File{}, proc.extra...), theirs), trees...)
+	if r.shim != nil {
+		// Not cut short by ctx, as startInShim.
+		rep, err := r.shim.call(context.WithoutCancel(ctx), shimRequest{Op: "spawn", ID: spec.ID, Spawn: &sp, Extra: len(extra)}, append([]*os.File{proc.log}, extra...)...)
+		if err != nil {
+			return 0, nil, nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+		}
+		closeFiles(rep.files)
+		pid = rep.Pid
+		if pid <= 0 {
+			return 0, nil, nil, fmt.Errorf("start sandbox %s: the shim sent pid %d", spec.ID, pid)
+		}
+		kill = func() {
+			if rep, err := r.shim.call(context.Background(), shimRequest{Op: "abort", ID: spec.ID, Pid: pid}); err == nil {
+				closeFiles(rep.files)
+			}
+		}
+		return pid, kill, nil, nil
+	}
+	p, err := spawnInit(sp, proc.log, extra)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	pid = p.Pid
+	return pid, func() { p.Kill(); p.Wait() }, func() { r.reapPid(spec.ID, pid, func() { p.Wait() }) }, nil
 }
 
 // setupTimeout bounds init's setup (it makes a few dozen mounts).

@@ -79,6 +79,16 @@ func (r *Runtime) lowestFreeSlot(except string) int {
 	return -1
 }
 
+// moveSlot gives the slot from holds (a shell's) to id and returns it.
+func (r *Runtime) moveSlot(from, id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.slots[from]
+	delete(r.slots, from)
+	r.slots[id] = s
+	return s
+}
+
 func (r *Runtime) freeSlot(id string) {
 	r.mu.Lock()
 	delete(r.slots, id)

@@ -1,0 +1,302 @@
+package linux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/guest"
+)
+
+// Shells (Options.Shells): inits spawned ahead, each in new namespaces
+// (user, with the id mapping of a slot it holds; mount, pid, network, IPC,
+// UTS) and its own cgroups, holding nothing of any sandbox. A native start
+// claims one instead of spawning its init: it hands the shell, on its
+// setup socket, what a spawn would have given it (the sandbox's log, init
+// socket, config and detached trees), renames the shell's cgroups to the
+// sandbox's and writes the sandbox's limits into them. The fork, the id
+// maps, the cgroup join (which waits for an RCU grace period) and, with
+// Options.ShellNetwork, the network's links are then off the start's path;
+// the shell sets the sandbox up as a spawned init does (guest/setup.go).
+//
+// A shell runs none of a sandbox's code and sees none of its files until
+// it is claimed, and it is claimed once: a warm pool's sandboxes
+// (identity-less work) are whole sandboxes, a shell is only the empty
+// namespaces. A shell exits when the runtime's end of its setup socket
+// closes: a daemon that dies takes its shells along. Its cgroups, left
+// empty, are a later runtime's Sweep's.
+
+// shell is one init spawned ahead.
+type shell struct {
+	name  string // its cgroup name and its id in the shim
+	slot  int    // its user-namespace slot (-1: none)
+	pid   int
+	sock  *os.File    // the runtime's end of its setup socket
+	proc  *os.Process // nil when the shim spawned it
+	paths map[string]string
+}
+
+// shellPrefix starts every shell's name: a sandbox id never does (ids
+// the daemon makes start with a letter).
+const shellPrefix = "_shell-"
+
+// fillShells keeps Options.Shells shells ready, spawning the missing ones
+// in the background (one filler at a time). A spawn that fails stops the
+// filling until the next start: starts spawn their own meanwhile.
+func (r *Runtime) fillShells() {
+	r.mu.Lock()
+	if r.shellFilling || r.shellsClosed || r.opts.Shells <= 0 || len(r.shells) >= r.opts.Shells {
+		r.mu.Unlock()
+		return
+	}
+	r.shellFilling = true
+	r.shellWG.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.shellWG.Done()
+		for {
+			r.mu.Lock()
+			if r.shellsClosed || len(r.shells) >= r.opts.Shells {
+				r.shellFilling = false
+				r.mu.Unlock()
+				return
+			}
+			r.mu.Unlock()
+			sh, err := r.spawnShell(context.Background())
+			r.mu.Lock()
+			if err != nil || r.shellsClosed {
+				r.shellFilling = false
+				closed := r.shellsClosed
+				r.mu.Unlock()
+				if err != nil {
+					r.log.Warn("spawn a shell ahead; starts spawn their own init", "err", err)
+				} else if closed {
+					r.discardShell(sh)
+				}
+				return
+			}
+			r.shells = append(r.shells, sh)
+			r.mu.Unlock()
+		}
+	}()
+}
+
+// takeShell returns a ready shell, or nil.
+func (r *Runtime) takeShell() *shell {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.shells) == 0 {
+		return nil
+	}
+	sh := r.shells[0]
+	r.shells = r.shells[1:]
+	return sh
+}
+
+// shellNames are the names of the shells this runtime has, ready or
+// being spawned or claimed (for Sweep: their cgroups are not leftovers).
+func (r *Runtime) shellNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.shellLive))
+	for name := range r.shellLive {
+		out = append(out, name)
+	}
+	return out
+}
+
+// shellGone forgets a shell claimed (its cgroups renamed) or discarded.
+func (r *Runtime) shellGone(sh *shell) {
+	r.mu.Lock()
+	delete(r.shellLive, sh.name)
+	r.mu.Unlock()
+}
+
+// closeShells discards every ready shell and stops the filling.
+func (r *Runtime) closeShells() {
+	r.mu.Lock()
+	r.shellsClosed = true
+	r.mu.Unlock()
+	r.shellWG.Wait()
+	r.mu.Lock()
+	list := r.shells
+	r.shells = nil
+	r.mu.Unlock()
+	for _, sh := range list {
+		r.discardShell(sh)
+	}
+}
+
+// spawnShell spawns a shell and joins it to cgroups of its own.
+func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
+	r.mu.Lock()
+	r.shellSeq++
+	name := shellPrefix + r.shellTag + "-" + strconv.Itoa(r.shellSeq)
+	if r.shellLive == nil {
+		r.shellLive = map[string]bool{}
+	}
+	r.shellLive[name] = true
+	r.mu.Unlock()
+	sh := &shell{name: name, slot: -1}
+	defer func() {
+		if retErr != nil {
+			r.discardShell(sh)
+		}
+	}()
+	if !r.opts.NoUserNS {
+		slot, err := r.allocSlot(name)
+		if err != nil {
+			return nil, err
+		}
+		sh.slot = slot
+		// The idmapped mounts of the start that claims it.
+		if _, err := r.usernsFile(slot); err != nil {
+			return nil, err
+		}
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shell: setup socket: %w", err)
+	}
+	theirs := os.NewFile(uintptr(fds[1]), "setup")
+	defer theirs.Close()
+	sh.sock = os.NewFile(uintptr(fds[0]), "setup")
+	logf, err := os.OpenFile(filepath.Join(r.opts.RunDir, "shells.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("shell: %w", err)
+	}
+	defer logf.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("shell: %w", err)
+	}
+	defer null.Close()
+	sp := spawnSpec{Args: []string{"/proc/self/fd/" + strconv.Itoa(guest.BinaryFD), SandboxInitArg, guest.ShellArg},
+		Env: initEnv(), Clone: nativeClone}
+	if sh.slot >= 0 {
+		sp.UserNS, sp.HostID = true, r.hostID(sh.slot)
+	}
+	// Placeholders where a spawned init has its socket and config: the
+	// claim puts them there.
+	extra := []*os.File{null, null, r.bin, theirs}
+	if r.shim != nil {
+		rep, err := r.shim.call(ctx, shimRequest{Op: "spawn", ID: name, Spawn: &sp, Extra: len(extra)}, append([]*os.File{logf}, extra...)...)
+		if err != nil {
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+		closeFiles(rep.files)
+		if rep.Pid <= 0 {
+			return nil, fmt.Errorf("shell: the shim sent pid %d", rep.Pid)
+		}
+		sh.pid = rep.Pid
+	} else {
+		p, err := spawnInit(sp, logf, extra)
+		if err != nil {
+			return nil, fmt.Errorf("shell: %w", err)
+		}
+		sh.proc, sh.pid = p, p.Pid
+	}
+	cg, err := manager.New(&cgroups.Cgroup{Name: name, Parent: r.opts.CgroupParent, Resources: &cgroups.Resources{}})
+	if err != nil {
+		return nil, fmt.Errorf("shell: cgroups: %w", err)
+	}
+	if err := cg.Apply(sh.pid); err != nil {
+		sh.paths = cg.GetPaths()
+		return nil, fmt.Errorf("shell: join cgroups: %w", err)
+	}
+	sh.paths = cg.GetPaths()
+	return sh, nil
+}
+
+// discardShell kills a shell that will not be claimed (or whose claim
+// failed) and removes its cgroups.
+func (r *Runtime) discardShell(sh *shell) {
+	if sh.pid > 0 {
+		if r.shim != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if rep, err := r.shim.call(ctx, shimRequest{Op: "abort", ID: sh.name, Pid: sh.pid}); err == nil {
+				closeFiles(rep.files)
+			}
+			cancel()
+		} else if sh.proc != nil {
+			sh.proc.Kill()
+			sh.proc.Wait()
+		}
+	}
+	if sh.sock != nil {
+		sh.sock.Close()
+	}
+	for _, p := range sh.paths {
+		removeCgroupDir(p)
+	}
+	if sh.slot >= 0 {
+		r.freeSlot(sh.name)
+	}
+	r.shellGone(sh)
+}
+
+// removeCgroupDir removes an (emptied) cgroup directory, waiting a little
+// for a killed task to leave it.
+func removeCgroupDir(dir string) {
+	for range 50 {
+		if err := os.Remove(dir); err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// claim hands sh the sandbox's log, init socket, config and trees (the
+// guest's awaitClaim).
+func (sh *shell) claim(proc initProcess, trees []*os.File) error {
+	fds := []int{int(proc.log.Fd()), int(proc.extra[0].Fd()), int(proc.extra[1].Fd())}
+	for _, t := range trees {
+		fds = append(fds, int(t.Fd()))
+	}
+	if err := unix.Sendmsg(int(sh.sock.Fd()), []byte("claim"), unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
+		return fmt.Errorf("claim shell %s: %w", sh.name, err)
+	}
+	return nil
+}
+
+// moveCgroups makes the shell's cgroups the sandbox's (paths, as its
+// manager computes them): each is renamed in place where the hierarchy
+// allows it (cgroup v1: the shell's parent is the sandbox's), else the
+// sandbox's is made, init moved into it and the shell's removed (cgroup
+// v2 has no rename: the unified hierarchy of a hybrid host, or a v2
+// host). With no paths alike (another parent), apply joins anew.
+func (sh *shell) moveCgroups(paths map[string]string, apply func() error) error {
+	for k, to := range paths {
+		if from := sh.paths[k]; from == "" || to == "" || filepath.Dir(from) != filepath.Dir(to) {
+			if err := apply(); err != nil {
+				return err
+			}
+			for _, p := range sh.paths {
+				removeCgroupDir(p)
+			}
+			return nil
+		}
+	}
+	for k, to := range paths {
+		from := sh.paths[k]
+		if os.Rename(from, to) == nil {
+			continue
+		}
+		if err := os.Mkdir(to, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("cgroup %s: %w", to, err)
+		}
+		if err := os.WriteFile(filepath.Join(to, "cgroup.procs"), []byte(strconv.Itoa(sh.pid)), 0o644); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", to, err)
+		}
+		removeCgroupDir(from)
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package linux
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/guest"
+	steadrt "github.com/stead-dev/stead/internal/runtime"
+)
+
+// waitShells waits until r holds n ready shells.
+func waitShells(t *testing.T, r *Runtime, n int) []*shell {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		ready := slices.Clone(r.shells)
+		r.mu.Unlock()
+		if len(ready) >= n {
+			return ready
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d shells ready after 10 s, want %d", len(ready), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cgroupProcs are the pids in the pids-controller cgroup dir.
+func cgroupProcs(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		t.Fatalf("cgroup %s: %v", dir, err)
+	}
+	return strings.Fields(string(b))
+}
+
+// TestAStartClaimsAShell: with shells, a start's init is a shell spawned
+// ahead (its pid), in the sandbox's own cgroups by the sandbox's name (the
+// shell's are gone), in the slot the shell held; the sandbox runs as any
+// other; and the runtime spawns the next shell. With the shim and without.
+func TestAStartClaimsAShell(t *testing.T) {
+	for _, shim := range []bool{false, true} {
+		t.Run("shim="+strconv.FormatBool(shim), func(t *testing.T) {
+			r, root := newSkeletonRuntime(t, func(o *Options) {
+				o.Native, o.Shells = true, 1
+				if shim {
+					o.Shim = o.Binary
+				}
+			})
+			t.Cleanup(func() { r.Close() })
+			ctx := context.Background()
+			sh := waitShells(t, r, 1)[0]
+			pidsDir := sh.paths["pids"]
+			if pidsDir == "" {
+				t.Skip("no pids controller") // cgroup v2: no rename (moveCgroups joins anew)
+			}
+			if procs := cgroupProcs(t, pidsDir); !slices.Equal(procs, []string{strconv.Itoa(sh.pid)}) {
+				t.Fatalf("the shell's cgroup holds %v, want its init %d", procs, sh.pid)
+			}
+			r.mu.Lock()
+			slot := r.slots[sh.name]
+			r.mu.Unlock()
+			id := "shell-claim"
+			if err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Kill(ctx, id) })
+			c, err := r.load(id)
+			if err != nil || c == nil {
+				t.Fatalf("load: %v", err)
+			}
+			st, err := c.State()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.InitProcessPid != sh.pid {
+				t.Fatalf("init is pid %d, the shell was %d", st.InitProcessPid, sh.pid)
+			}
+			if want := filepath.Join(filepath.Dir(pidsDir), id); st.CgroupPaths["pids"] != want {
+				t.Fatalf("pids cgroup %s, want %s", st.CgroupPaths["pids"], want)
+			}
+			if procs := cgroupProcs(t, st.CgroupPaths["pids"]); !slices.Contains(procs, strconv.Itoa(sh.pid)) {
+				t.Fatalf("the sandbox's cgroup holds %v, not its init %d", procs, sh.pid)
+			}
+			if _, err := os.Stat(pidsDir); !os.IsNotExist(err) {
+				t.Fatalf("the shell's cgroup is still there: %v", err)
+			}
+			r.mu.Lock()
+			got, held := r.slots[id]
+			_, shellHeld := r.slots[sh.name]
+			r.mu.Unlock()
+			if !held || got != slot || shellHeld {
+				t.Fatalf("slot of the sandbox %d (%v), the shell's was %d (still held: %v)", got, held, slot, shellHeld)
+			}
+			var out, errOut strings.Builder
+			res, err := r.Exec(ctx, id, guest.ExecSpec{Args: []string{"/bin/sh", "-c", "hostname; ls /"}, Stdout: &out, Stderr: &errOut})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 0 || !strings.HasPrefix(out.String(), id+"\n") || !strings.Contains(out.String(), "usr\n") {
+				t.Fatalf("exec in the claimed sandbox: %d %q %q", res.ExitCode, out.String(), errOut.String())
+			}
+			next := waitShells(t, r, 1)[0]
+			if next.name == sh.name || next.pid == sh.pid {
+				t.Fatalf("no new shell: %s %d", next.name, next.pid)
+			}
+			// Sweep leaves shells alone.
+			if swept, err := r.Sweep(ctx); err != nil || len(swept) != 0 {
+				t.Fatalf("sweep: %v %v", swept, err)
+			}
+			if unix.Kill(next.pid, 0) != nil {
+				t.Fatal("the sweep killed a shell")
+			}
+		})
+	}
+}
+
+// TestADeadShellIsNotClaimed: a shell killed while it waited costs its
+// start nothing but a spawn (the start still succeeds), and Close
+// discards the shells it holds: no process and no cgroup of theirs stays.
+func TestADeadShellIsNotClaimed(t *testing.T) {
+	r, root := newSkeletonRuntime(t, func(o *Options) { o.Native, o.Shells, o.Shim = true, 2, o.Binary })
+	ctx := context.Background()
+	shells := waitShells(t, r, 2)
+	if shells[0].pid <= 0 {
+		t.Fatalf("shell pid %d", shells[0].pid)
+	}
+	unix.Kill(shells[0].pid, unix.SIGKILL)
+	// Dead (a zombie: the shim reaps only once it is given up), so its
+	// socket is closed. (A shell that dies during its claim fails that
+	// start, as an init that dies during its setup does.)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(shells[0].pid) + "/stat")
+		if f := strings.Fields(string(b)); err != nil || len(f) > 2 && f[2] == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed shell did not die")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	id := "shell-dead"
+	if err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Exec(ctx, id, guest.ExecSpec{Args: []string{"/bin/true"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+	r.Kill(ctx, id)
+	ready := waitShells(t, r, 2)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range append(ready, shells[0]) {
+		for _, p := range sh.paths {
+			if _, err := os.Stat(p); !os.IsNotExist(err) {
+				t.Errorf("cgroup %s of shell %s left: %v", p, sh.name, err)
+			}
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, sh := range ready {
+		for unix.Kill(sh.pid, 0) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("shell %s (pid %d) still runs after Close", sh.name, sh.pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
