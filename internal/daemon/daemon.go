@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +30,7 @@ import (
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/events"
 	"github.com/stead-dev/stead/internal/fsutil"
+	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/pool/btrfs"
 	"github.com/stead-dev/stead/internal/pool/dir"
@@ -217,7 +219,17 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Runtime != "" && cfg.Runtime != "native" && cfg.Runtime != "libcontainer" {
 		return fmt.Errorf("runtime %q: want native or libcontainer: %w", cfg.Runtime, errs.ErrInvalid)
 	}
-	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Shim: shimBinary(exe, log), NoUserNS: cfg.NoUserNS, Native: cfg.Runtime != "libcontainer", ExpediteRCU: cfg.ExpediteRCU, Shells: cfg.Shells, Logger: log})
+	// The shells' network links are made ahead once the network is up
+	// (those spawned before get theirs at their start).
+	var shellNet atomic.Pointer[network.Manager]
+	prepareShell := func(ctx context.Context, name string, pid int) error {
+		if m := shellNet.Load(); m != nil {
+			return m.Prepare(ctx, name, pid)
+		}
+		return nil
+	}
+	rt, err := linux.New(linux.Options{StateDir: filepath.Join(cfg.RunDir, "containers"), RunDir: filepath.Join(cfg.RunDir, "sandboxes"), Binary: initBin, Shim: shimBinary(exe, log), NoUserNS: cfg.NoUserNS,
+		Native: cfg.Runtime != "libcontainer", ExpediteRCU: cfg.ExpediteRCU, Shells: cfg.Shells, ShellNetwork: prepareShell, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -275,6 +287,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer netp.close()
+	if netp.mgr != nil {
+		shellNet.Store(netp.mgr)
+	}
 	socks := newAgentSockets(filepath.Join(cfg.RunDir, "api"), log)
 	defer socks.closeAll()
 	// Who hears of what happens to sandboxes: every lifecycle transition

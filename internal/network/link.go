@@ -2,7 +2,9 @@ package network
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -138,9 +140,140 @@ func (m *Manager) keepAcceptingRA() {
 	}
 }
 
+// preparedPrefix starts the name of a veth pair's host end that Prepare
+// made (vethName's start "sv"'s sibling).
+const preparedPrefix = "sp"
+
+// preparedName is the host end's name of the pair Prepare makes for name.
+func preparedName(table, name string) string {
+	sum := sha256.Sum256([]byte(table + "\x00prepared\x00" + name))
+	return preparedPrefix + hex.EncodeToString(sum[:])[:12]
+}
+
+// nsInode is the inode of the network namespace at path.
+func nsInode(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Ino, nil
+}
+
+// Prepare makes, ahead of any sandbox, the links of a network namespace
+// that a sandbox will get (a runtime's shell, named name, whose init is
+// pid): the veth pair, down and on no bridge, with eth0 inside, loopback
+// up and the namespace's sysctls set. The Attach whose Attachment.NetNS is
+// that namespace takes the pair (renamed as the sandbox's, addressed,
+// routed, its rules made) instead of making one; until then nothing
+// reaches or leaves the namespace. The pair goes with the namespace.
+// Prepare changes nothing of the host's but the new pair, so it runs
+// beside Attach and Detach.
+func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
+	src := fmt.Sprintf("/proc/%d/ns/net", pid)
+	ino, err := nsInode(src)
+	if err != nil {
+		return fmt.Errorf("prepare the network of %s: %w", name, err)
+	}
+	nsh, err := netns.GetFromPath(src)
+	if err != nil {
+		return fmt.Errorf("prepare the network of %s: open netns: %w", name, err)
+	}
+	defer nsh.Close()
+	nh, err := netlink.NewHandleAt(nsh)
+	if err != nil {
+		return fmt.Errorf("prepare the network of %s: netlink in its netns: %w", name, err)
+	}
+	defer nh.Close()
+	la := netlink.NewLinkAttrs()
+	la.Name = preparedName(m.cfg.Table, name)
+	la.MTU = m.mtu()
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}); err != nil {
+		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, err)
+	}
+	if lo, err := nh.LinkByName("lo"); err == nil {
+		if err := nh.LinkSetUp(lo); err != nil {
+			return fmt.Errorf("prepare the network of %s: bring up lo: %w", name, err)
+		}
+	}
+	if err := inNetNS(src, func() error { return m.nsSysctls() }); err != nil {
+		return fmt.Errorf("prepare the network of %s: sysctls: %w", name, err)
+	}
+	m.prepMu.Lock()
+	defer m.prepMu.Unlock()
+	if m.prepared == nil {
+		m.prepared = map[uint64]string{}
+	}
+	// Those of namespaces gone (shells discarded) go.
+	for i, l := range m.prepared {
+		if _, err := netlink.LinkByName(l); err != nil {
+			delete(m.prepared, i)
+		}
+	}
+	m.prepared[ino] = la.Name
+	return nil
+}
+
+// takePrepared returns (and forgets) the host end's name of the pair
+// Prepare made in the namespace at path, if it did.
+func (m *Manager) takePrepared(path string) (string, bool) {
+	ino, err := nsInode(path)
+	if err != nil {
+		return "", false
+	}
+	m.prepMu.Lock()
+	defer m.prepMu.Unlock()
+	name, ok := m.prepared[ino]
+	delete(m.prepared, ino)
+	return name, ok
+}
+
+// mtu is the sandboxes' links' MTU: the bridge's.
+func (m *Manager) mtu() int {
+	if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil && br.Attrs().MTU > 0 {
+		return br.Attrs().MTU
+	}
+	return 1500
+}
+
+// nsSysctls sets a sandbox namespace's sysctls (the caller's thread is in
+// it). IPv6 is off unless the sandboxes have addresses (then without
+// router advertisements: the route is set by Attach).
+func (m *Manager) nsSysctls() error {
+	sysctls := [][2]string{
+		{"net/ipv4/ip_unprivileged_port_start", "0"},
+		{"net/ipv4/ping_group_range", "0 2147483647"},
+		{"net/ipv6/conf/all/disable_ipv6", "1"},
+		{"net/ipv6/conf/default/disable_ipv6", "1"},
+		{"net/ipv6/conf/eth0/disable_ipv6", "1"},
+	}
+	if m.cfg.Subnet6.IsValid() {
+		sysctls = [][2]string{
+			{"net/ipv4/ip_unprivileged_port_start", "0"},
+			{"net/ipv4/ping_group_range", "0 2147483647"},
+			{"net/ipv6/conf/all/accept_ra", "0"},
+			{"net/ipv6/conf/default/accept_ra", "0"},
+			{"net/ipv6/conf/eth0/accept_ra", "0"},
+			{"net/ipv6/conf/all/disable_ipv6", "0"},
+			{"net/ipv6/conf/eth0/disable_ipv6", "0"},
+		}
+	}
+	for _, kv := range sysctls {
+		if err := writeSysctl(kv[0], kv[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // ensureLinks makes (or repairs) a sandbox's netns, veth pair, addresses,
 // routes and sysctls. An existing netns is always kept.
 func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
+	// A pair Prepare made in the namespace given is the sandbox's: its
+	// host end takes the sandbox's name (it is down and on no bridge).
+	prepared, adopt := "", false
+	if sb.source != "" {
+		prepared, adopt = m.takePrepared(sb.source)
+	}
 	if sb.source != "" && isNetNS(sb.netns) && !sameFile(sb.source, sb.netns) {
 		// A namespace of an earlier run of the sandbox: its links go with it.
 		if err := removeNetNS(sb.netns); err != nil {
@@ -169,6 +302,23 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 
 	host, herr := netlink.LinkByName(sb.veth)
 	peer, perr := nh.LinkByName("eth0")
+	if adopt && perr == nil {
+		if p, err := netlink.LinkByName(prepared); err == nil && p.Type() == "veth" && peer.Attrs().ParentIndex == p.Attrs().Index && p.Attrs().ParentIndex == peer.Attrs().Index {
+			if herr == nil { // the sandbox's name is taken: by a stale link
+				if err := delLink(netlink.LinkDel, host); err != nil {
+					return fmt.Errorf("delete stale veth %s: %w", sb.veth, err)
+				}
+			}
+			if err := netlink.LinkSetName(p, sb.veth); err != nil {
+				return fmt.Errorf("name the prepared veth %s %s: %w", prepared, sb.veth, err)
+			}
+			host, herr = netlink.LinkByName(sb.veth)
+		} else {
+			adopt = false
+		}
+	} else {
+		adopt = false
+	}
 	paired := herr == nil && perr == nil && peer.Attrs().ParentIndex == host.Attrs().Index && host.Type() == "veth"
 	if !paired {
 		if herr == nil {
@@ -181,6 +331,7 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 				return fmt.Errorf("delete stale eth0 in %s: %w", sb.netns, err)
 			}
 		}
+		adopt = false
 		la := netlink.NewLinkAttrs()
 		la.Name = sb.veth
 		la.MTU = br.Attrs().MTU
@@ -213,41 +364,17 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 		return fmt.Errorf("bring up %s: %w", sb.veth, err)
 	}
 
-	// Inside: lo, eth0 with the leased address, the default route.
-	if lo, err := nh.LinkByName("lo"); err == nil {
-		if err := nh.LinkSetUp(lo); err != nil {
-			return fmt.Errorf("bring up lo in %s: %w", sb.netns, err)
-		}
-	}
-	// IPv6 is off in the netns unless the sandbox has an address (then
-	// without router advertisements: the route is set here).
-	sysctls := [][2]string{
-		{"net/ipv4/ip_unprivileged_port_start", "0"},
-		{"net/ipv4/ping_group_range", "0 2147483647"},
-		{"net/ipv6/conf/all/disable_ipv6", "1"},
-		{"net/ipv6/conf/default/disable_ipv6", "1"},
-		{"net/ipv6/conf/eth0/disable_ipv6", "1"},
-	}
-	if sb.addr6.IsValid() {
-		sysctls = [][2]string{
-			{"net/ipv4/ip_unprivileged_port_start", "0"},
-			{"net/ipv4/ping_group_range", "0 2147483647"},
-			{"net/ipv6/conf/all/accept_ra", "0"},
-			{"net/ipv6/conf/default/accept_ra", "0"},
-			{"net/ipv6/conf/eth0/accept_ra", "0"},
-			{"net/ipv6/conf/all/disable_ipv6", "0"},
-			{"net/ipv6/conf/eth0/disable_ipv6", "0"},
-		}
-	}
-	if err := inNetNS(sb.netns, func() error {
-		for _, kv := range sysctls {
-			if err := writeSysctl(kv[0], kv[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
+	// Inside: lo, eth0 with the leased address, the default route (lo
+	// and the sysctls of a prepared pair were made with it).
+	if !adopt {
+		if lo, err := nh.LinkByName("lo"); err == nil {
+			if err := nh.LinkSetUp(lo); err != nil {
+				return fmt.Errorf("bring up lo in %s: %w", sb.netns, err)
 			}
 		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("set sysctls in %s: %w", sb.netns, err)
+		if err := inNetNS(sb.netns, m.nsSysctls); err != nil {
+			return fmt.Errorf("set sysctls in %s: %w", sb.netns, err)
+		}
 	}
 	if err := nh.AddrReplace(peer, toNlAddr(netip.PrefixFrom(sb.addr, m.cfg.Subnet.Bits()))); err != nil {
 		return fmt.Errorf("address eth0 in %s: %w", sb.netns, err)

@@ -137,6 +137,9 @@ type Leases interface {
 	// lowest free one (after the gateway) on the first call; the same
 	// address on every later call. errs.ErrQuota when the subnet is full.
 	LeaseAddress(ctx context.Context, sandboxID string, subnet netip.Prefix) (netip.Addr, error)
+	// LeaseAddresses is LeaseAddress for each subnet (one of each family)
+	// in one transaction.
+	LeaseAddresses(ctx context.Context, sandboxID string, subnets ...netip.Prefix) ([]netip.Addr, error)
 	// ReleaseLease frees every address of the sandbox (idempotent).
 	ReleaseLease(ctx context.Context, sandboxID string) error
 	// ListLeases lists every lease.
@@ -226,6 +229,11 @@ type Manager struct {
 	// by sandbox; a Release waits for its sandbox's.
 	leaseMu sync.Mutex
 	leasing map[string]chan struct{}
+
+	// prepared names the host end of the veth pair Prepare made in a
+	// namespace not yet attached, by the namespace's inode.
+	prepMu   sync.Mutex
+	prepared map[uint64]string
 }
 
 // sandbox is an attached sandbox as the Manager remembers it.
@@ -356,15 +364,21 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 
 // lease returns the sandbox's addresses, leasing them if needed.
 func (m *Manager) lease(ctx context.Context, id string) (addr, addr6 netip.Addr, err error) {
-	addr, err = m.cfg.Leases.LeaseAddress(ctx, id, m.cfg.Subnet)
-	if err != nil {
-		return addr, addr6, fmt.Errorf("lease address for %s: %w", id, err)
-	}
+	subnets := []netip.Prefix{m.cfg.Subnet}
 	if m.cfg.Subnet6.IsValid() {
-		addr6, err = m.cfg.Leases.LeaseAddress(ctx, id, m.cfg.Subnet6)
-		if err != nil {
-			return addr, addr6, fmt.Errorf("lease IPv6 address for %s: %w", id, err)
-		}
+		subnets = append(subnets, m.cfg.Subnet6)
+	}
+	// One transaction (one commit) for both families.
+	addrs, err := m.cfg.Leases.LeaseAddresses(ctx, id, subnets...)
+	if err != nil {
+		return addr, addr6, fmt.Errorf("lease addresses for %s: %w", id, err)
+	}
+	if len(addrs) != len(subnets) {
+		return addr, addr6, fmt.Errorf("lease addresses for %s: %d for %d subnets", id, len(addrs), len(subnets))
+	}
+	addr = addrs[0]
+	if len(addrs) > 1 {
+		addr6 = addrs[1]
 	}
 	return addr, addr6, nil
 }
@@ -432,6 +446,24 @@ func (m *Manager) remember(sb *sandbox) {
 // installSandbox replaces a sandbox's nftables objects in one
 // transaction (rebuilding the whole table if its base is missing).
 func (m *Manager) installSandbox(sb *sandbox) error {
+	m.mu.RLock()
+	_, known := m.sbs[sb.id]
+	m.mu.RUnlock()
+	if !known {
+		// A sandbox not attached (a create, a start): its objects go in
+		// at once, without a listing of the table first (addSandbox's
+		// fresh). A failure (the table's base is missing; an element of
+		// its address is there from before) takes the listing way.
+		b, err := m.newBatch()
+		if err == nil {
+			if err = m.addSandbox(b, sb, time.Now(), true); err == nil {
+				if err = b.flush("rules of " + sb.id); err == nil {
+					return nil
+				}
+			}
+		}
+		m.log.Debug("adding a sandbox's rules at once failed; listing the table first", "sandbox", sb.id, "err", err)
+	}
 	b, err := m.newBatch()
 	if err != nil {
 		return err
@@ -474,7 +506,7 @@ func (m *Manager) installSandbox(sb *sandbox) error {
 		addrs = append(addrs, old.addr, old.addr6)
 	}
 	m.delSandbox(b, p, sb.key, addrs...)
-	if err := m.addSandbox(b, sb, time.Now()); err != nil {
+	if err := m.addSandbox(b, sb, time.Now(), false); err != nil {
 		return err
 	}
 	return b.flush("rules of " + sb.id)

@@ -1062,3 +1062,8 @@ func (l slowLeases) LeaseAddress(ctx context.Context, id string, subnet netip.Pr
 	time.Sleep(30 * time.Millisecond)
 	return l.Leases.LeaseAddress(ctx, id, subnet)
 }
+
+func (l slowLeases) LeaseAddresses(ctx context.Context, id string, subnets ...netip.Prefix) ([]netip.Addr, error) {
+	time.Sleep(30 * time.Millisecond)
+	return l.Leases.LeaseAddresses(ctx, id, subnets...)
+}

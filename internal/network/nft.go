@@ -148,7 +148,7 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 		}
 	}
 	for _, sb := range sbs {
-		if err := m.addSandbox(b, sb, now); err != nil {
+		if err := m.addSandbox(b, sb, now, false); err != nil {
 			return err
 		}
 	}
@@ -212,8 +212,20 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 
 // addSandbox queues one sandbox's objects: its counter, named sets,
 // chains, and its elements in the shared sets.
-func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time) error {
+//
+// With fresh, nothing of the sandbox's is known to exist, but the batch
+// holds whether it does or not: each chain and named set is emptied right
+// after it is added (adding an existing one is no error and would keep
+// what it held), so no listing of the table comes first.
+func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time, fresh bool) error {
 	b.c.AddObj(&nftables.NamedObj{Table: b.t, Name: counterName(sb.key), Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
+	addChain := func(c *nftables.Chain) *nftables.Chain {
+		c = b.c.AddChain(c)
+		if fresh {
+			b.c.FlushChain(c)
+		}
+		return c
+	}
 
 	for _, is4 := range m.families() {
 		ns := b.namedSet(sb.key, is4)
@@ -223,23 +235,35 @@ func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time) error {
 				elems = append(elems, nftables.SetElement{Key: a.AsSlice(), Timeout: left.Truncate(time.Millisecond)})
 			}
 		}
-		if err := b.addSet(ns, elems); err != nil {
+		if !fresh {
+			if err := b.addSet(ns, elems); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := b.addSet(ns, nil); err != nil {
 			return err
+		}
+		b.c.FlushSet(ns)
+		if len(elems) > 0 {
+			if err := b.c.SetAddElements(ns, elems); err != nil {
+				return fmt.Errorf("queue elements of %s: %w", ns.Name, err)
+			}
 		}
 	}
 
 	if sb.lim.MaxConns > 0 {
 		// Its own chain, which SetPolicy leaves alone: the connection
 		// count lives in the rule.
-		lim := b.c.AddChain(&nftables.Chain{Name: limitName(sb.key), Table: b.t})
+		lim := addChain(&nftables.Chain{Name: limitName(sb.key), Table: b.t})
 		b.rule(lim, matchCtState(expr.CtStateBitNEW),
 			[]expr.Any{&expr.Connlimit{Count: uint32(sb.lim.MaxConns), Flags: 1}}, refuse(counterName(sb.key)))
 	}
-	ch := b.c.AddChain(&nftables.Chain{Name: chainName(sb.key), Table: b.t})
+	ch := addChain(&nftables.Chain{Name: chainName(sb.key), Table: b.t})
 	m.sandboxRules(b, ch, sb)
 
 	prio := nftables.ChainPriority(-500)
-	ing := b.c.AddChain(&nftables.Chain{Name: ingressName(sb.key), Table: b.t, Type: nftables.ChainTypeFilter,
+	ing := addChain(&nftables.Chain{Name: ingressName(sb.key), Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookRef(hookInetIngress), Priority: &prio, Device: sb.veth})
 	ref := refuse(counterName(sb.key))
 	b.rule(ing, matchAddr(src, sb.addr, false), ref)

@@ -249,11 +249,14 @@ type Lease struct {
 //     the gateway), before its last (broadcast, for IPv4). Two sandboxes
 //     never hold one address. errs.ErrQuota when the subnet is full;
 //     errs.ErrInvalid for an empty id or an invalid subnet.
+//   - LeaseAddresses is LeaseAddress for each subnet (one of each family)
+//     in one transaction: all are leased or none.
 //   - ReleaseLease frees every address of the sandbox; releasing none is
 //     not an error.
 //   - ListLeases is ordered by SandboxID, then address.
 type LeaseStore interface {
 	LeaseAddress(ctx context.Context, sandboxID string, subnet netip.Prefix) (netip.Addr, error)
+	LeaseAddresses(ctx context.Context, sandboxID string, subnets ...netip.Prefix) ([]netip.Addr, error)
 	ReleaseLease(ctx context.Context, sandboxID string) error
 	ListLeases(ctx context.Context) ([]Lease, error)
 }

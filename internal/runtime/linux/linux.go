@@ -130,7 +130,12 @@ type Options struct {
 	// their namespaces and cgroups, for starts to claim (shells.go); 0:
 	// every start spawns its own.
 	Shells int
-	Logger *slog.Logger
+	// ShellNetwork, when set, makes a shell's network links ahead (name
+	// is the shell's, pid its init): package network's Prepare, which
+	// the start's Spec.Network then finds in the namespace. A failure
+	// leaves the links to Spec.Network.
+	ShellNetwork func(ctx context.Context, name string, pid int) error
+	Logger       *slog.Logger
 }
 
 // Runtime runs sandboxes with libcontainer.
@@ -290,6 +295,7 @@ func validID(id string) bool {
 
 // Start creates and starts a sandbox and waits until its init answers.
 func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
+	tEntry := time.Now()
 	if !validID(spec.ID) {
 		return fmt.Errorf("sandbox id %q: %w", spec.ID, errs.ErrInvalid)
 	}
@@ -314,6 +320,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		rootfsDur time.Duration
 		err       error
 		sh        *shell
+		early     *networkAttach
 	)
 	if r.opts.Native {
 		// A shell spawned ahead, if one is ready; its slot becomes the
@@ -324,8 +331,15 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 					r.discardShell(sh)
 				}
 			}()
+			// The shell's namespace exists: its network is attached
+			// beside everything else of the start from now on (every
+			// return waits for it).
+			early = attachNetwork(ctx, spec.Network, sh.pid)
+			defer early.wait()
 		}
-		defer r.fillShells()
+		// Not at once: the spawn would compete for the CPU with the
+		// rest of this create (its record, its reply, its first exec).
+		defer time.AfterFunc(shellRefillDelay, r.fillShells)
 	}
 	if !r.opts.NoUserNS {
 		if sh != nil {
@@ -414,6 +428,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	t0 := time.Now()
 	if native != nil {
 		native.shell, sh = sh, nil // the start's to claim or discard
+		native.network = early
 		if t1, err = r.startNative(ctx, spec, cfg, proc, slot, native); err != nil {
 			log, _ := os.ReadFile(filepath.Join(rd, "init.log"))
 			if len(log) > 0 {
@@ -448,7 +463,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 			return err
 		}
 	}
-	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3), "shim", r.shim != nil)
+	r.log.Debug("sandbox started", "sandbox", spec.ID, "run_end", t2.Format("15:04:05.000000"), "pre", t0.Sub(tEntry)-rootfsDur, "rootfs", rootfsDur, "create", t1.Sub(t0), "run", t2.Sub(t1), "ready", t3.Sub(t2), "limits", time.Since(t3), "shim", r.shim != nil)
 	return nil
 }
 
@@ -641,13 +656,20 @@ var defaultCaps = []string{
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
+// sandboxDevices are the device cgroup rules of every sandbox (runc's
+// default set).
+func sandboxDevices() []*devconfig.Rule {
+	var out []*devconfig.Rule
+	for _, d := range specconv.AllowedDevices {
+		out = append(out, &d.Rule)
+	}
+	return out
+}
+
 // config is libcontainer's configuration of a sandbox; slot is its
 // user-namespace slot (-1 without a user namespace).
 func (r *Runtime) config(spec steadrt.Spec, slot int) (*configs.Config, error) {
-	var devRules []*devconfig.Rule
-	for _, d := range specconv.AllowedDevices {
-		devRules = append(devRules, &d.Rule)
-	}
+	devRules := sandboxDevices()
 	tmp := spec.TmpBytes
 	if tmp <= 0 {
 		tmp = 256 << 20

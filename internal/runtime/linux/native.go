@@ -62,6 +62,35 @@ type nativeSetup struct {
 	// shell, when set, is the shell the start claims instead of spawning
 	// an init (shells.go); the start claims or discards it.
 	shell *shell
+	// network, when set, is the attach started for shell's namespace as
+	// soon as the shell was taken.
+	network *networkAttach
+}
+
+// networkAttach is a sandbox's network attach (Spec.Network) running
+// beside the rest of its start.
+type networkAttach struct {
+	pid  int // whose namespace
+	done chan error
+	wait func() error
+	dur  time.Duration // once done
+}
+
+// attachNetwork runs network (if set) for init pid in the background.
+func attachNetwork(ctx context.Context, network func(context.Context, int) error, pid int) *networkAttach {
+	a := &networkAttach{pid: pid, done: make(chan error, 1)}
+	a.wait = sync.OnceValue(func() error { return <-a.done })
+	if network == nil {
+		a.done <- nil
+		return a
+	}
+	go func() {
+		t := time.Now()
+		err := network(ctx, pid)
+		a.dur = time.Since(t)
+		a.done <- err
+	}()
+	return a
 }
 
 // nativeClone are the namespaces a native init is spawned into (the user
@@ -315,28 +344,27 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	// Init makes its mounts meanwhile, and the network is attached
 	// beside the cgroups (it needs only init's namespaces); every return
 	// waits for the attach to end.
-	netDone := make(chan error, 1)
-	var netDur time.Duration
-	if spec.Network != nil {
-		go func() {
-			t := time.Now()
-			err := spec.Network(ctx, pid)
-			netDur = time.Since(t)
-			netDone <- err
-		}()
-	} else {
-		netDone <- nil
+	attach := setup.network
+	if attach != nil && attach.pid != pid {
+		// Attached to a shell that could not be claimed: again, to the
+		// init spawned instead (Attach replaces what it made).
+		attach.wait()
+		attach = nil
 	}
-	waitNet := sync.OnceValue(func() error { return <-netDone })
+	if attach == nil {
+		attach = attachNetwork(ctx, spec.Network, pid)
+	}
+	waitNet := attach.wait
 	defer waitNet()
 	cg, err = manager.New(cfg.Cgroups)
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: cgroups: %w", spec.ID, err)
 	}
 	apply := func() error { return cg.Apply(pid) }
+	var renamed map[string]bool
 	if sh != nil {
 		// The shell's cgroups become the sandbox's.
-		if err = sh.moveCgroups(cg.GetPaths(), apply); err == nil {
+		if renamed, err = sh.moveCgroups(cg.GetPaths(), apply); err == nil {
 			r.shellGone(sh)
 		}
 	} else {
@@ -346,7 +374,15 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		return created, fmt.Errorf("start sandbox %s: join cgroups: %w", spec.ID, err)
 	}
 	tApplied := time.Now()
-	if err := cg.Set(cfg.Cgroups.Resources); err != nil {
+	res := cfg.Cgroups.Resources
+	if renamed["devices"] {
+		// The shell's (v1) devices cgroup holds every sandbox's device
+		// rules already (spawnShell).
+		skip := *res
+		skip.SkipDevices = true
+		res = &skip
+	}
+	if err := cg.Set(res); err != nil {
 		return created, fmt.Errorf("start sandbox %s: set cgroup limits: %w", spec.ID, err)
 	}
 	// The cpu quota is recorded now and written once init is up (Start),
@@ -383,7 +419,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
 	r.log.Debug("sandbox set up", "sandbox", spec.ID, "shell", shimID != spec.ID, "spawn", tSpawned.Sub(created), "cgroups_state", tState.Sub(tSpawned), "cgroups_apply", tApplied.Sub(tSpawned),
-		"network", netDur, "network_wait", tNet.Sub(tState), "setup_wait", time.Since(tNet))
+		"network", attach.dur, "network_wait", tNet.Sub(tState), "setup_wait", time.Since(tNet))
 	if r.shim != nil {
 		// The shim reaps init from here on; the start does not wait for
 		// it to say so (init runs: nothing of the start is left to undo).

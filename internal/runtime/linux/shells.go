@@ -44,6 +44,11 @@ type shell struct {
 	paths map[string]string
 }
 
+// shellRefillDelay is how long after a start the runtime spawns the
+// shell it took (a start's caller has more to do: a create's record, its
+// reply, the first exec, about 10 ms here).
+const shellRefillDelay = 30 * time.Millisecond
+
 // shellPrefix starts every shell's name: a sandbox id never does (ids
 // the daemon makes start with a letter).
 const shellPrefix = "_shell-"
@@ -204,15 +209,26 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 		}
 		sh.proc, sh.pid = p, p.Pid
 	}
-	cg, err := manager.New(&cgroups.Cgroup{Name: name, Parent: r.opts.CgroupParent, Resources: &cgroups.Resources{}})
+	// The device rules every sandbox has are written now (the claim
+	// writes the rest of the sandbox's limits).
+	res := &cgroups.Resources{Devices: sandboxDevices()}
+	cg, err := manager.New(&cgroups.Cgroup{Name: name, Parent: r.opts.CgroupParent, Resources: res})
 	if err != nil {
 		return nil, fmt.Errorf("shell: cgroups: %w", err)
 	}
-	if err := cg.Apply(sh.pid); err != nil {
-		sh.paths = cg.GetPaths()
+	err = cg.Apply(sh.pid)
+	sh.paths = cg.GetPaths()
+	if err != nil {
 		return nil, fmt.Errorf("shell: join cgroups: %w", err)
 	}
-	sh.paths = cg.GetPaths()
+	if err := cg.Set(res); err != nil {
+		return nil, fmt.Errorf("shell: device rules: %w", err)
+	}
+	if r.opts.ShellNetwork != nil {
+		if err := r.opts.ShellNetwork(ctx, name, sh.pid); err != nil {
+			r.log.Warn("make a shell's network links ahead; its start makes them", "shell", name, "err", err)
+		}
+	}
 	return sh, nil
 }
 
@@ -272,31 +288,34 @@ func (sh *shell) claim(proc initProcess, trees []*os.File) error {
 // allows it (cgroup v1: the shell's parent is the sandbox's), else the
 // sandbox's is made, init moved into it and the shell's removed (cgroup
 // v2 has no rename: the unified hierarchy of a hybrid host, or a v2
-// host). With no paths alike (another parent), apply joins anew.
-func (sh *shell) moveCgroups(paths map[string]string, apply func() error) error {
+// host). With no paths alike (another parent), apply joins anew. It
+// returns the controllers renamed: those keep what spawnShell wrote.
+func (sh *shell) moveCgroups(paths map[string]string, apply func() error) (map[string]bool, error) {
+	renamed := map[string]bool{}
 	for k, to := range paths {
 		if from := sh.paths[k]; from == "" || to == "" || filepath.Dir(from) != filepath.Dir(to) {
 			if err := apply(); err != nil {
-				return err
+				return renamed, err
 			}
 			for _, p := range sh.paths {
 				removeCgroupDir(p)
 			}
-			return nil
+			return renamed, nil
 		}
 	}
 	for k, to := range paths {
 		from := sh.paths[k]
 		if os.Rename(from, to) == nil {
+			renamed[k] = true
 			continue
 		}
 		if err := os.Mkdir(to, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("cgroup %s: %w", to, err)
+			return renamed, fmt.Errorf("cgroup %s: %w", to, err)
 		}
 		if err := os.WriteFile(filepath.Join(to, "cgroup.procs"), []byte(strconv.Itoa(sh.pid)), 0o644); err != nil {
-			return fmt.Errorf("join cgroup %s: %w", to, err)
+			return renamed, fmt.Errorf("join cgroup %s: %w", to, err)
 		}
 		removeCgroupDir(from)
 	}
-	return nil
+	return renamed, nil
 }

@@ -92,6 +92,13 @@ func TestAStartClaimsAShell(t *testing.T) {
 			if procs := cgroupProcs(t, st.CgroupPaths["pids"]); !slices.Contains(procs, strconv.Itoa(sh.pid)) {
 				t.Fatalf("the sandbox's cgroup holds %v, not its init %d", procs, sh.pid)
 			}
+			// The device rules written ahead are the sandbox's.
+			if dev := st.CgroupPaths["devices"]; dev != "" {
+				b, err := os.ReadFile(filepath.Join(dev, "devices.list"))
+				if err != nil || strings.Contains(string(b), "a *:* rwm") || !strings.Contains(string(b), "c 1:3 rwm") {
+					t.Fatalf("the sandbox's device rules: %q %v", b, err)
+				}
+			}
 			if _, err := os.Stat(pidsDir); !os.IsNotExist(err) {
 				t.Fatalf("the shell's cgroup is still there: %v", err)
 			}

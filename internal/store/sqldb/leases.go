@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
@@ -14,78 +15,107 @@ import (
 // LeaseAddress returns the sandbox's address in subnet, leasing the lowest
 // free one on the first call (see store.LeaseStore).
 func (s *Store) LeaseAddress(ctx context.Context, sandboxID string, subnet netip.Prefix) (netip.Addr, error) {
+	out, err := s.LeaseAddresses(ctx, sandboxID, subnet)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return out[0], nil
+}
+
+// LeaseAddresses is LeaseAddress for each subnet, in one transaction (one
+// commit for a sandbox's IPv4 and IPv6 addresses).
+func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ...netip.Prefix) ([]netip.Addr, error) {
 	if sandboxID == "" {
-		return netip.Addr{}, fmt.Errorf("lease address: empty sandbox id: %w", errs.ErrInvalid)
+		return nil, fmt.Errorf("lease address: empty sandbox id: %w", errs.ErrInvalid)
 	}
-	if !subnet.IsValid() || subnet.Bits() > subnet.Addr().BitLen()-2 {
-		return netip.Addr{}, fmt.Errorf("lease address for sandbox %s: subnet %s is invalid or too small: %w", sandboxID, subnet, errs.ErrInvalid)
+	if len(subnets) == 0 {
+		return nil, fmt.Errorf("lease address for sandbox %s: no subnet: %w", sandboxID, errs.ErrInvalid)
 	}
-	subnet = subnet.Masked()
+	subnets = slices.Clone(subnets)
+	for i, subnet := range subnets {
+		if !subnet.IsValid() || subnet.Bits() > subnet.Addr().BitLen()-2 {
+			return nil, fmt.Errorf("lease address for sandbox %s: subnet %s is invalid or too small: %w", sandboxID, subnet, errs.ErrInvalid)
+		}
+		subnets[i] = subnet.Masked()
+	}
+	out := make([]netip.Addr, len(subnets))
+	err := s.writeTx(ctx, func(tx *txn) error {
+		for i, subnet := range subnets {
+			a, err := leaseIn(ctx, tx, sandboxID, subnet)
+			if err != nil {
+				return err
+			}
+			out[i] = a
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease address for sandbox %s: %w", sandboxID, err)
+	}
+	return out, nil
+}
+
+// leaseIn leases the sandbox's address in subnet within tx.
+func leaseIn(ctx context.Context, tx *txn, sandboxID string, subnet netip.Prefix) (netip.Addr, error) {
 	family := 4
 	if subnet.Addr().Is6() {
 		family = 6
 	}
 	var out netip.Addr
-	err := s.writeTx(ctx, func(tx *txn) error {
-		var have string
-		err := tx.QueryRowContext(ctx, "SELECT address FROM network_leases WHERE sandbox_id = ? AND family = ?", sandboxID, family).Scan(&have)
-		switch {
-		case err == nil:
-			if a, perr := netip.ParseAddr(have); perr == nil && subnet.Contains(a) {
-				out = a
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, "DELETE FROM network_leases WHERE sandbox_id = ? AND family = ?", sandboxID, family); err != nil {
-				return err
-			}
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
+	var have string
+	err := tx.QueryRowContext(ctx, "SELECT address FROM network_leases WHERE sandbox_id = ? AND family = ?", sandboxID, family).Scan(&have)
+	switch {
+	case err == nil:
+		if a, perr := netip.ParseAddr(have); perr == nil && subnet.Contains(a) {
+			out = a
+			return out, nil
 		}
-		rows, err := tx.QueryContext(ctx, "SELECT address FROM network_leases WHERE family = ?", family)
-		if err != nil {
-			return err
+		if _, err := tx.ExecContext(ctx, "DELETE FROM network_leases WHERE sandbox_id = ? AND family = ?", sandboxID, family); err != nil {
+			return out, err
 		}
-		taken := map[netip.Addr]bool{}
-		for rows.Next() {
-			var a string
-			if err := rows.Scan(&a); err != nil {
-				rows.Close()
-				return err
-			}
-			if pa, err := netip.ParseAddr(a); err == nil {
-				taken[pa] = true
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		// The network address and the gateway are never leased; nor is
-		// an IPv4 subnet's broadcast address.
-		for a := subnet.Addr().Next().Next(); a.IsValid() && subnet.Contains(a); a = a.Next() {
-			if family == 4 && !subnet.Contains(a.Next()) {
-				break
-			}
-			if !taken[a] {
-				out = a
-				break
-			}
-		}
-		if !out.IsValid() {
-			return fmt.Errorf("subnet %s is full: %w", subnet, errs.ErrQuota)
-		}
-		created, err := FormatTime(now())
-		if err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO network_leases (sandbox_id, family, address, created_at) VALUES (?, ?, ?, ?)",
-			sandboxID, family, out.String(), created)
-		return err
-	})
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("lease address for sandbox %s: %w", sandboxID, err)
+	case !errors.Is(err, sql.ErrNoRows):
+		return out, err
 	}
-	return out, nil
+	rows, err := tx.QueryContext(ctx, "SELECT address FROM network_leases WHERE family = ?", family)
+	if err != nil {
+		return out, err
+	}
+	taken := map[netip.Addr]bool{}
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			rows.Close()
+			return out, err
+		}
+		if pa, err := netip.ParseAddr(a); err == nil {
+			taken[pa] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, err
+	}
+	// The network address and the gateway are never leased; nor is
+	// an IPv4 subnet's broadcast address.
+	for a := subnet.Addr().Next().Next(); a.IsValid() && subnet.Contains(a); a = a.Next() {
+		if family == 4 && !subnet.Contains(a.Next()) {
+			break
+		}
+		if !taken[a] {
+			out = a
+			break
+		}
+	}
+	if !out.IsValid() {
+		return out, fmt.Errorf("subnet %s is full: %w", subnet, errs.ErrQuota)
+	}
+	created, err := FormatTime(now())
+	if err != nil {
+		return out, err
+	}
+	_, err = tx.ExecContext(ctx, "INSERT INTO network_leases (sandbox_id, family, address, created_at) VALUES (?, ?, ?, ?)",
+		sandboxID, family, out.String(), created)
+	return out, err
 }
 
 // ReleaseLease frees every address of the sandbox.

@@ -65,6 +65,40 @@ func testLeaseStableLowestFree(t *testing.T, s store.Store) {
 	}
 }
 
+// testLeaseBothFamiliesAtOnce: LeaseAddresses leases one address per
+// subnet, as LeaseAddress would, all or none (a full subnet leaves the
+// other family unleased too), and again returns the same.
+func testLeaseBothFamiliesAtOnce(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	v6 := netip.MustParsePrefix("fd00:5ead::/64")
+	mustLease(t, s, "sb-x", leaseNet)
+	got, err := s.LeaseAddresses(ctx, "sb-a", leaseNet, v6)
+	if err != nil || len(got) != 2 || got[0].String() != "10.88.0.3" || got[1].String() != "fd00:5ead::2" {
+		t.Fatalf("LeaseAddresses = %v %v", got, err)
+	}
+	again, err := s.LeaseAddresses(ctx, "sb-a", leaseNet, v6)
+	if err != nil || fmt.Sprint(again) != fmt.Sprint(got) {
+		t.Fatalf("LeaseAddresses again = %v %v, want %v", again, err, got)
+	}
+	if a := mustLease(t, s, "sb-a", v6); a != got[1] {
+		t.Fatalf("LeaseAddress of the same = %s, want %s", a, got[1])
+	}
+	full := netip.MustParsePrefix("192.168.7.0/30") // one address: .2
+	mustLease(t, s, "sb-y", full)
+	if _, err := s.LeaseAddresses(ctx, "sb-b", v6, full); !errors.Is(err, errs.ErrQuota) {
+		t.Fatalf("LeaseAddresses with a full subnet: %v, want ErrQuota", err)
+	}
+	list, _ := s.ListLeases(ctx)
+	for _, l := range list {
+		if l.SandboxID == "sb-b" {
+			t.Fatalf("a failed LeaseAddresses left %s", l.Addr)
+		}
+	}
+	if _, err := s.LeaseAddresses(ctx, "sb-b"); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("LeaseAddresses without a subnet: %v, want ErrInvalid", err)
+	}
+}
+
 func testLeaseSkipsReserved(t *testing.T, s store.Store) {
 	small := netip.MustParsePrefix("192.168.7.0/29") // .0 net, .1 gateway, .7 broadcast
 	var got []string

@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 
 		{"LeaseAddressIsStableAndLowestFree", testLeaseStableLowestFree},
 		{"LeaseAddressSkipsNetworkGatewayAndBroadcast", testLeaseSkipsReserved},
+		{"LeaseAddressesLeasesBothFamiliesAtOnce", testLeaseBothFamiliesAtOnce},
 		{"LeaseAddressMovesIntoANewSubnet", testLeaseNewSubnet},
 		{"LeaseAddressRefusesBadInputAndFullSubnet", testLeaseBadInputFull},
 		{"ConcurrentLeasesNeverShareAnAddress", testLeaseConcurrent},

@@ -1,0 +1,132 @@
+package network_test
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/stead-dev/stead/internal/network"
+	"github.com/stead-dev/stead/internal/network/nettest"
+	"github.com/stead-dev/stead/internal/network/policy"
+)
+
+// netnsProc starts a process in a new network namespace and returns its
+// pid and namespace path.
+func netnsProc(t *testing.T) (int, string) {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid, fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid)
+}
+
+// eth0 is the eth0 link inside the namespace at ns.
+func eth0(t *testing.T, ns string) netlink.Link {
+	t.Helper()
+	h, err := netns.GetFromPath(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	l, err := nh.LinkByName("eth0")
+	if err != nil {
+		t.Fatalf("eth0 in %s: %v", ns, err)
+	}
+	return l
+}
+
+// TestAPreparedPairIsTakenByTheAttachOfItsNamespace: Prepare makes the
+// namespace's eth0 and a host end that is down and on no bridge (nothing
+// leaves); the Attach of a sandbox given that namespace takes that pair
+// (the same eth0, the host end renamed as the sandbox's) and the sandbox
+// reaches the internet; the Attach of another namespace does not take it.
+func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
+	e := newEnv(t)
+	pid, ns := netnsProc(t)
+	if err := e.m.Prepare(e.ctx, "shell-a", pid); err != nil {
+		t.Fatal(err)
+	}
+	before := eth0(t, ns)
+	var host netlink.Link
+	for _, l := range linkList(t) {
+		if l.Attrs().Index == before.Attrs().ParentIndex {
+			host = l
+		}
+	}
+	if host == nil || !strings.HasPrefix(host.Attrs().Name, "sp") || host.Attrs().MasterIndex != 0 || host.Attrs().Flags&1 != 0 {
+		t.Fatalf("prepared host end: %+v", host)
+	}
+	// Another namespace's attach leaves the prepared pair alone.
+	_, other := netnsProc(t)
+	if _, err := e.m.Attach(e.ctx, network.Attachment{ID: "sb-other", NetNS: other, Policy: policy.Default()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(host.Attrs().Name); err != nil {
+		t.Fatalf("another namespace's attach took the prepared pair: %v", err)
+	}
+	a, err := e.m.Attach(e.ctx, network.Attachment{ID: "sb-prep", NetNS: ns, Policy: policy.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := eth0(t, a.NetNS); after.Attrs().Index != before.Attrs().Index || after.Attrs().HardwareAddr.String() != before.Attrs().HardwareAddr.String() {
+		t.Fatalf("eth0 was made anew: %+v, prepared %+v", after.Attrs(), before.Attrs())
+	}
+	if _, err := netlink.LinkByName(host.Attrs().Name); err == nil {
+		t.Fatal("the prepared host end kept its name")
+	}
+	if l, err := netlink.LinkByIndex(host.Attrs().Index); err != nil || l.Attrs().MasterIndex == 0 || l.Attrs().OperState != netlink.OperUp && l.Attrs().Flags&1 == 0 {
+		t.Fatalf("the sandbox's host end: %+v %v", l, err)
+	}
+	if _, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web.String())); err != nil {
+		t.Fatalf("fetch from the prepared namespace: %v", err)
+	}
+}
+
+// TestANewSandboxsRulesReplaceLeftoversOfItsName: an Attach of a
+// sandbox the Manager does not hold adds its rules without listing the
+// table first; a leftover chain of its name that admits everything (a
+// table changed behind the Manager's back) is emptied, not appended to, so
+// the sandbox's policy still refuses.
+func TestANewSandboxsRulesReplaceLeftoversOfItsName(t *testing.T) {
+	e := newEnv(t)
+	// The table's base exists once a first sandbox is attached.
+	e.attach("sb-first", policy.Default(), network.Limits{})
+	c, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := &nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyINet}
+	ch := c.AddChain(&nftables.Chain{Name: "sb-sb-stale", Table: tab})
+	c.AddRule(&nftables.Rule{Table: tab, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}})
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	a := e.attach("sb-stale", parse(t, nil, nil, false), network.Limits{})
+	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
+	rules, err := c.GetRules(tab, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rules {
+		if len(r.Exprs) == 1 {
+			if v, ok := r.Exprs[0].(*expr.Verdict); ok && v.Kind == expr.VerdictAccept {
+				t.Fatal("the leftover accept-all rule is still in the sandbox's chain")
+			}
+		}
+	}
+}
