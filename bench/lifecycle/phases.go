@@ -39,7 +39,11 @@ func subPhase(ph string) bool {
 // each create is followed by its first exec. It returns the create →
 // first exec timings of both and the median of each phase, read from the
 // daemons' debug logs.
-func createPhases(ctx context.Context, n int, bin, poolKind string) (native, lc benchd.Series, nativePh, lcPh map[string]time.Duration, err error) {
+//
+// peer, when set, is run after each pair too (`runc run` with a user
+// namespace), so that the target's ratio compares runs of one stretch of
+// time: the machine's speed drifts between the bench's sections.
+func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i int) error) (native, lc, peers benchd.Series, nativePh, lcPh map[string]time.Duration, err error) {
 	start := func(bridge, subnet string, extra ...string) (*benchd.Daemon, error) {
 		return benchd.StartNetwork(ctx, bin, poolKind, 16, benchd.Network{Bridge: bridge, Subnet: subnet,
 			// No sandbox here resolves a name: an upstream that answers
@@ -48,12 +52,12 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (native, lc 
 	}
 	dn, err := start("stbench9", "10.251.0.0/20")
 	if err != nil {
-		return native, lc, nil, nil, err
+		return native, lc, peers, nil, nil, err
 	}
 	defer dn.Close()
 	dl, err := start("stbench8", "10.252.0.0/20", "--runtime", "libcontainer")
 	if err != nil {
-		return native, lc, nil, nil, err
+		return native, lc, peers, nil, nil, err
 	}
 	defer dl.Close()
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
@@ -66,7 +70,7 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (native, lc 
 	for _, sd := range sides {
 		warm, err := sd.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
-			return native, lc, nil, nil, err
+			return native, lc, peers, nil, nil, err
 		}
 		sd.d.Client.DeleteSandbox(ctx, warm.ID, true)
 	}
@@ -76,20 +80,28 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (native, lc 
 		t0 := time.Now()
 		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
-			return native, lc, nil, nil, err
+			return native, lc, peers, nil, nil, err
 		}
 		t1 := time.Now()
 		if _, err := c.Exec(ctx, sb.ID, trueCmd); err != nil {
-			return native, lc, nil, nil, err
+			return native, lc, peers, nil, nil, err
 		}
 		sd.total = append(sd.total, time.Since(t0))
 		sd.exec[sb.ID] = time.Since(t1)
+		if peer != nil && i%2 == 1 {
+			t := time.Now()
+			if err := peer(1000 + i); err != nil {
+				return native, lc, peers, nil, nil, err
+			}
+			peers.D = append(peers.D, time.Since(t))
+		}
 	}
+	peers.Name = "`runc run` /bin/true, user namespace (interleaved with the two rows above)"
 	var meds []map[string]time.Duration
 	for _, sd := range sides {
 		log, err := sd.d.Log()
 		if err != nil {
-			return native, lc, nil, nil, err
+			return native, lc, peers, nil, nil, err
 		}
 		med := medianPhases(phasesOf(log, sd.exec))
 		// Request-wide steps (not logged by sandbox): every create of
@@ -101,7 +113,7 @@ func createPhases(ctx context.Context, n int, bin, poolKind string) (native, lc 
 	}
 	native = benchd.Series{Name: "stead create → first exec, user namespace + networking", D: sides[0].total}
 	lc = benchd.Series{Name: "the same with `serve --runtime libcontainer` (interleaved)", D: sides[1].total}
-	return native, lc, meds[0], meds[1], nil
+	return native, lc, peers, meds[0], meds[1], nil
 }
 
 // phasesOf reads each create's phases from a daemon's debug log, for the

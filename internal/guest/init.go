@@ -109,6 +109,7 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		return nil, fmt.Errorf("read init config (fd %d from the runtime): %w", ConfigFD, err)
 	}
 	in := &initProc{log: logger, waiters: map[int]chan exitStatus{}, stopping: make(chan struct{})}
+	filtered := false // the seccomp filter is on
 	if err := json.Unmarshal(b, &in.cfg); err != nil {
 		return nil, fmt.Errorf("decode init config: %w", err)
 	}
@@ -124,7 +125,7 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		// Init makes the sandbox itself (stead's own runtime), and its
 		// spare threads while the host finishes; it may re-execute itself
 		// at the end, with its config and binary.
-		if err := prepare(in.cfg.Setup, trees); err != nil {
+		if filtered, err = prepare(in.cfg.Setup, trees, in.cfg.Seccomp); err != nil {
 			return nil, fmt.Errorf("sandbox setup: %w", err)
 		}
 	} else if shell {
@@ -153,7 +154,7 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 	}
 	ln.SetUnlinkOnClose(false)
 	in.ln = ln
-	if in.cfg.Seccomp {
+	if in.cfg.Seccomp && !filtered {
 		if err := loadSeccomp(); err != nil {
 			return nil, err
 		}

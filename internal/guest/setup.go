@@ -169,20 +169,39 @@ func setupTrees(s *Setup) int {
 // over the host's /tmp in init's own mount namespace.
 const setupMountBase = "/tmp"
 
+// Init's answers on the setup socket once its setup is done: readyMsg
+// when nothing is left that can fail (the filter is on; after go, init
+// only serves its socket, where the daemon's connections wait), or
+// readyReexecMsg when init re-executes itself after go (the new image
+// loads the filter: the daemon must wait for it to answer).
+const (
+	readyMsg       = "ready"
+	readyReexecMsg = "ready reexec"
+)
+
 // prepare makes the sandbox of s from trees (the caller is init before it
-// serves): it returns once the runtime said go. A failure is reported on
-// the setup socket too.
-func prepare(s *Setup, trees []int) error {
+// serves), with the seccomp filter on when seccomp is set (filtered is
+// whether it is: not when init re-executes itself): it returns once the
+// runtime said go. A failure is reported on the setup socket too.
+func prepare(s *Setup, trees []int, seccomp bool) (filtered bool, err error) {
 	sock := SetupFD
 	defer unix.Close(sock)
 	reexec, err := setupSandbox(s, trees)
+	if err == nil && seccomp && !reexec {
+		err = loadSeccomp()
+		filtered = err == nil
+	}
 	if err != nil {
 		msg := err.Error()
 		unix.Sendmsg(sock, []byte("error: "+msg), nil, nil, 0)
-		return err
+		return false, err
 	}
-	if err := unix.Sendmsg(sock, []byte("ready"), nil, nil, 0); err != nil {
-		return fmt.Errorf("setup socket: %w", err)
+	ready := readyMsg
+	if reexec {
+		ready = readyReexecMsg
+	}
+	if err := unix.Sendmsg(sock, []byte(ready), nil, nil, 0); err != nil {
+		return filtered, fmt.Errorf("setup socket: %w", err)
 	}
 	if !reexec {
 		// While the host joins cgroups and attaches the network. (After
@@ -192,18 +211,18 @@ func prepare(s *Setup, trees []int) error {
 	b := make([]byte, 16)
 	n, _, _, _, err := unix.Recvmsg(sock, b, nil, 0)
 	if err != nil {
-		return fmt.Errorf("setup socket: %w", err)
+		return filtered, fmt.Errorf("setup socket: %w", err)
 	}
 	if string(b[:n]) != "go" {
-		return errors.New("the runtime gave up on this start")
+		return filtered, errors.New("the runtime gave up on this start")
 	}
 	if reexec {
 		// Only stdio, the socket, the config and the binary go along
 		// (the trees are closed; the new image closes anything else).
 		unix.Close(sock)
-		return reexecAfterSetup()
+		return filtered, reexecAfterSetup()
 	}
-	return nil
+	return filtered, nil
 }
 
 // setupSandbox makes the mounts, pivots and drops capabilities; reexec

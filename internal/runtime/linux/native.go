@@ -65,6 +65,8 @@ type nativeSetup struct {
 	// network, when set, is the attach started for shell's namespace as
 	// soon as the shell was taken.
 	network *networkAttach
+	// served: init serves from the start's end on (awaitSetup).
+	served bool
 }
 
 // networkAttach is a sandbox's network attach (Spec.Network) running
@@ -415,7 +417,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		return created, fmt.Errorf("start sandbox %s: network: %w", spec.ID, err)
 	}
 	tNet := time.Now()
-	if err := awaitSetup(ctx, setupSock); err != nil {
+	if setup.served, err = awaitSetup(ctx, setupSock); err != nil {
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
 	r.log.Debug("sandbox set up", "sandbox", spec.ID, "shell", shimID != spec.ID, "spawn", tSpawned.Sub(created), "cgroups_state", tState.Sub(tSpawned), "cgroups_apply", tApplied.Sub(tSpawned),
@@ -474,11 +476,13 @@ func (r *Runtime) spawnNative(ctx context.Context, spec steadrt.Spec, proc initP
 // setupTimeout bounds init's setup (it makes a few dozen mounts).
 const setupTimeout = 10 * time.Second
 
-// awaitSetup waits for init's "ready" on the setup socket and answers go.
-func awaitSetup(ctx context.Context, sync *os.File) error {
+// awaitSetup waits for init's "ready" on the setup socket and answers go;
+// served is true when init serves its socket from then on with nothing
+// left that can fail (the daemon need not wait for it to answer).
+func awaitSetup(ctx context.Context, sync *os.File) (served bool, err error) {
 	c, err := net.FileConn(sync)
 	if err != nil {
-		return fmt.Errorf("setup socket: %w", err)
+		return false, fmt.Errorf("setup socket: %w", err)
 	}
 	defer c.Close()
 	deadline := time.Now().Add(setupTimeout)
@@ -489,18 +493,22 @@ func awaitSetup(ctx context.Context, sync *os.File) error {
 	b := make([]byte, 4096)
 	n, err := c.Read(b)
 	if n == 0 && (err == nil || errors.Is(err, io.EOF)) {
-		return errors.New("init exited during its setup")
+		return false, errors.New("init exited during its setup")
 	}
 	if err != nil {
-		return fmt.Errorf("init's setup did not answer: %w", err)
+		return false, fmt.Errorf("init's setup did not answer: %w", err)
 	}
-	if msg := string(b[:n]); msg != "ready" {
-		return fmt.Errorf("init's setup: %s", strings.TrimPrefix(msg, "error: "))
+	switch msg := string(b[:n]); msg {
+	case "ready": // guest's readyMsg
+		served = true
+	case "ready reexec": // readyReexecMsg
+	default:
+		return false, fmt.Errorf("init's setup: %s", strings.TrimPrefix(msg, "error: "))
 	}
 	if _, err := c.Write([]byte("go")); err != nil {
-		return fmt.Errorf("setup socket: %w", err)
+		return false, fmt.Errorf("setup socket: %w", err)
 	}
-	return nil
+	return served, nil
 }
 
 // writeState writes libcontainer's state file of a container started

@@ -39,6 +39,11 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 		subnets[i] = subnet.Masked()
 	}
 	out := make([]netip.Addr, len(subnets))
+	// Leased already (a lease made ahead, an attach again): read without
+	// taking the write lock.
+	if s.heldLeases(ctx, sandboxID, subnets, out) {
+		return out, nil
+	}
 	err := s.writeTx(ctx, func(tx *txn) error {
 		for i, subnet := range subnets {
 			a, err := leaseIn(ctx, tx, sandboxID, subnet)
@@ -53,6 +58,42 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 		return nil, fmt.Errorf("lease address for sandbox %s: %w", sandboxID, err)
 	}
 	return out, nil
+}
+
+// heldLeases fills out with the sandbox's addresses in subnets and
+// reports whether it holds one in each.
+func (s *Store) heldLeases(ctx context.Context, sandboxID string, subnets []netip.Prefix, out []netip.Addr) bool {
+	rows, err := s.r.QueryContext(ctx, "SELECT address FROM network_leases WHERE sandbox_id = ?", sandboxID)
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	var have []netip.Addr
+	for rows.Next() {
+		var a string
+		if rows.Scan(&a) != nil {
+			return false
+		}
+		if pa, err := netip.ParseAddr(a); err == nil {
+			have = append(have, pa)
+		}
+	}
+	if rows.Err() != nil {
+		return false
+	}
+	for i, subnet := range subnets {
+		ok := slices.ContainsFunc(have, func(a netip.Addr) bool {
+			if subnet.Contains(a) {
+				out[i] = a
+				return true
+			}
+			return false
+		})
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // leaseIn leases the sandbox's address in subnet within tx.
