@@ -23,7 +23,7 @@ import (
 // makes its mounts; both include the network), the network attach alone
 // and its steps, stead's init up and ready, the cpu limit; and, from the
 // client, the first exec after the create returned.
-var phaseNames = []string{"admit: secrets, quotas, lease", "record: insert", "clone", "quota", "prepare: volumes, secrets, socket", "rootfs", "create", "run", "run: spawn init", "run: cgroups, state", "run: wait for network",
+var phaseNames = []string{"admit: secrets, quotas, lease", "record: insert", "clone", "quota", "prepare: volumes, secrets, socket", "runtime: run dir, config, init's files", "rootfs", "create", "run", "run: spawn init", "run: cgroups, state", "run: wait for network",
 	"run: wait for init's mounts", "network", "network: lease", "network: links", "network: nftables", "ready", "limits", "record: running", "first exec", "request in the daemon (all)", "audit record",
 	"call: checks, template", "call: take a spare", "call: materialize", "call: spare done"}
 
@@ -134,7 +134,7 @@ func phasesOf(log []byte, firstExec map[string]time.Duration) map[string]map[str
 		case strings.Contains(line, `msg="sandbox start steps"`):
 			keys = map[string]string{"prepare": "prepare: volumes, secrets, socket", "record": "record: running"}
 		case strings.Contains(line, `msg="sandbox started"`):
-			keys = map[string]string{"rootfs": "rootfs", "create": "create", "run": "run", "ready": "ready", "limits": "limits"}
+			keys = map[string]string{"pre": "runtime: run dir, config, init's files", "rootfs": "rootfs", "create": "create", "run": "run", "ready": "ready", "limits": "limits"}
 		case strings.Contains(line, `msg="sandbox set up"`):
 			keys = map[string]string{"spawn": "run: spawn init", "cgroups_state": "run: cgroups, state",
 				"network_wait": "run: wait for network", "setup_wait": "run: wait for init's mounts"}

@@ -358,7 +358,18 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	}
 	waitNet := attach.wait
 	defer waitNet()
-	cg, err = manager.New(cfg.Cgroups)
+	if sh != nil {
+		// The sandbox's cgroups are the shell's renamed (moveCgroups):
+		// beside them, by the sandbox's name (no parse of this process's
+		// cgroups and mounts, as manager.New does).
+		paths := make(map[string]string, len(sh.paths))
+		for k, p := range sh.paths {
+			paths[k] = filepath.Join(filepath.Dir(p), spec.ID)
+		}
+		cg, err = manager.NewWithPaths(cfg.Cgroups, paths)
+	} else {
+		cg, err = manager.New(cfg.Cgroups)
+	}
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: cgroups: %w", spec.ID, err)
 	}
