@@ -90,6 +90,9 @@ start adopts them.`,
 			if !(cfg.PoolOvercommit > 0) || math.IsInf(cfg.PoolOvercommit, 0) {
 				return usageError{fmt.Errorf("--pool-overcommit %g: want a ratio above 0, such as 1 (no over-commit) or 2", cfg.PoolOvercommit)}
 			}
+			if cfg.Shells < 0 {
+				return usageError{fmt.Errorf("--shells %d: want 0 (none) or more", cfg.Shells)}
+			}
 			var err error
 			if cfg.Growth.Levels, err = parseWarnLevels(warnLevels); err != nil {
 				return usageError{fmt.Errorf("--warn-levels %q: %v", warnLevels, err)}

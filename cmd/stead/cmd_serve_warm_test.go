@@ -18,3 +18,14 @@ func TestServeRefusesABadWarmPool(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRefusesNegativeShells: --shells below 0 is a usage error before
+// anything starts.
+func TestServeRefusesNegativeShells(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	dir := t.TempDir()
+	code := runIO([]string{"serve", "--data-dir", dir, "--shells", "-1"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--shells -1") {
+		t.Errorf("serve --shells -1: exit %d, %q", code, stderr.String())
+	}
+}

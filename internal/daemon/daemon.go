@@ -163,6 +163,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.PolicyInterval == 0 {
 		cfg.PolicyInterval = 15 * time.Second
 	}
+	// Settings checked before anything is made.
+	if cfg.Shells < 0 {
+		return fmt.Errorf("shells %d: want 0 or more: %w", cfg.Shells, errs.ErrInvalid)
+	}
+	if cfg.Runtime != "" && cfg.Runtime != "native" && cfg.Runtime != "libcontainer" {
+		return fmt.Errorf("runtime %q: want native or libcontainer: %w", cfg.Runtime, errs.ErrInvalid)
+	}
 	if err := prepareDirs(cfg, log); err != nil {
 		return err
 	}
@@ -216,9 +223,6 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("find own binary: %w", err)
 	}
 	initBin := initBinary(exe, log)
-	if cfg.Runtime != "" && cfg.Runtime != "native" && cfg.Runtime != "libcontainer" {
-		return fmt.Errorf("runtime %q: want native or libcontainer: %w", cfg.Runtime, errs.ErrInvalid)
-	}
 	// The shells' network links are made ahead once the network is up
 	// (those spawned before get theirs at their start).
 	var shellNet atomic.Pointer[network.Manager]

@@ -98,6 +98,9 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		// Nothing the spawner leaked stays while the shell waits; what
 		// the claim hands over arrives after this.
 		closeInherited(SetupFD+1, nil)
+		if err := prepareShell(); err != nil {
+			return nil, fmt.Errorf("shell: %w", err)
+		}
 		var err error
 		if trees, err = awaitClaim(); err != nil {
 			return nil, fmt.Errorf("shell: %w", err)
@@ -125,7 +128,7 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		// Init makes the sandbox itself (stead's own runtime), and its
 		// spare threads while the host finishes; it may re-execute itself
 		// at the end, with its config and binary.
-		if filtered, err = prepare(in.cfg.Setup, trees, in.cfg.Seccomp); err != nil {
+		if filtered, err = prepare(in.cfg.Setup, trees, in.cfg.Seccomp, shell); err != nil {
 			return nil, fmt.Errorf("sandbox setup: %w", err)
 		}
 	} else if shell {

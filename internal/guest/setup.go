@@ -96,6 +96,71 @@ func awaitClaim() ([]int, error) {
 	return fds[3:], nil
 }
 
+// shellDevices are the host device nodes a shell keeps in its placeholder
+// root's /dev for the claim's setup to bind into the sandbox (runc's
+// default set, which the runtime gives every sandbox).
+var shellDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// prepareShell gives a shell, before it waits for its claim, a root of
+// its own in place of the copy of the host's mount tree its new mount
+// namespace started with: a read-only placeholder tmpfs holding only what
+// the claim's setup needs from the host (a procfs and a sysfs of the
+// shell's own namespaces, which also let the sandbox mount its own; the
+// device nodes of shellDevices, bound). The host's tree is detached, so a
+// waiting shell pins none of the host's file systems (one unmounted on
+// the host meanwhile is released). The claim mounts the sandbox's root on
+// top of the placeholder's and chroots into it (setupSandbox): a process
+// that breaks out of that chroot finds the empty placeholder, not the
+// host. The pivot's walk of every task on the machine is the shell's, not
+// a start's.
+func prepareShell() error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make the mount tree private: %w", err)
+	}
+	base := setupMountBase
+	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=64k"); err != nil {
+		return fmt.Errorf("mount the placeholder root: %w", err)
+	}
+	for _, d := range []string{"proc", "sys", "dev"} {
+		if err := os.Mkdir(base+"/"+d, 0o755); err != nil {
+			return fmt.Errorf("placeholder root: %w", err)
+		}
+	}
+	if err := unix.Mount("proc", base+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("placeholder root: mount proc: %w", err)
+	}
+	if err := unix.Mount("sysfs", base+"/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("placeholder root: mount sysfs: %w", err)
+	}
+	for _, name := range shellDevices {
+		target := base + "/dev/" + name
+		f, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+		if err != nil {
+			return fmt.Errorf("placeholder root: %w", err)
+		}
+		f.Close()
+		if err := unix.Mount("/dev/"+name, target, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("placeholder root: bind /dev/%s: %w", name, err)
+		}
+	}
+	if err := unix.Mount("", base, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("placeholder root: make it read-only: %w", err)
+	}
+	if err := unix.Chdir(base); err != nil {
+		return fmt.Errorf("placeholder root: %w", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("placeholder root: pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host's mount tree: %w", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return fmt.Errorf("chdir /: %w", err)
+	}
+	return nil
+}
+
 // spawnedTrees are the descriptors of n trees in an init the runtime
 // spawned for its sandbox: from SetupFD+1 on.
 func spawnedTrees(n int) []int {
@@ -180,13 +245,13 @@ const (
 )
 
 // prepare makes the sandbox of s from trees (the caller is init before it
-// serves), with the seccomp filter on when seccomp is set (filtered is
+// serves; shell: a claimed shell, prepareShell done), with the seccomp filter on when seccomp is set (filtered is
 // whether it is: not when init re-executes itself): it returns once the
 // runtime said go. A failure is reported on the setup socket too.
-func prepare(s *Setup, trees []int, seccomp bool) (filtered bool, err error) {
+func prepare(s *Setup, trees []int, seccomp, shell bool) (filtered bool, err error) {
 	sock := SetupFD
 	defer unix.Close(sock)
-	reexec, err := setupSandbox(s, trees)
+	reexec, err := setupSandbox(s, trees, shell)
 	if err == nil && seccomp && !reexec {
 		err = loadSeccomp()
 		filtered = err == nil
@@ -228,7 +293,7 @@ func prepare(s *Setup, trees []int, seccomp bool) (filtered bool, err error) {
 // setupSandbox makes the mounts, pivots and drops capabilities; reexec
 // is true when the capabilities could not be dropped on every thread and
 // init must re-execute itself to shed the others.
-func setupSandbox(s *Setup, trees []int) (reexec bool, err error) {
+func setupSandbox(s *Setup, trees []int, shell bool) (reexec bool, err error) {
 	// The root, then one per Tree mount.
 	if len(trees) != setupTrees(s) {
 		return false, fmt.Errorf("%d mount trees for a setup of %d", len(trees), setupTrees(s))
@@ -248,22 +313,33 @@ func setupSandbox(s *Setup, trees []int) (reexec bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return false, fmt.Errorf("make the mount tree private: %w", err)
-	}
-	if err := unix.Mount("tmpfs", setupMountBase, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=700,size=4k"); err != nil {
-		return false, fmt.Errorf("mount a tmpfs for the root: %w", err)
-	}
-	newRoot := setupMountBase + "/root"
-	if err := os.Mkdir(newRoot, 0o755); err != nil {
-		return false, fmt.Errorf("root mount point: %w", err)
-	}
-	if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return false, fmt.Errorf("attach the root: %w", err)
-	}
-	rdir, err := unix.Open(newRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, fmt.Errorf("open the root: %w", err)
+	var rdir int
+	if shell {
+		// prepareShell made the placeholder root: the sandbox's goes on
+		// top of it (entered by chroot below).
+		if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, "/", unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return false, fmt.Errorf("attach the root: %w", err)
+		}
+		if rdir, err = unix.FcntlInt(uintptr(rootTree), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			return false, fmt.Errorf("open the root: %w", err)
+		}
+	} else {
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			return false, fmt.Errorf("make the mount tree private: %w", err)
+		}
+		if err := unix.Mount("tmpfs", setupMountBase, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=700,size=4k"); err != nil {
+			return false, fmt.Errorf("mount a tmpfs for the root: %w", err)
+		}
+		newRoot := setupMountBase + "/root"
+		if err := os.Mkdir(newRoot, 0o755); err != nil {
+			return false, fmt.Errorf("root mount point: %w", err)
+		}
+		if err := unix.MoveMount(rootTree, "", unix.AT_FDCWD, newRoot, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return false, fmt.Errorf("attach the root: %w", err)
+		}
+		if rdir, err = unix.Open(newRoot, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return false, fmt.Errorf("open the root: %w", err)
+		}
 	}
 	defer unix.Close(rdir)
 	for _, m := range s.Mounts {
@@ -289,11 +365,18 @@ func setupSandbox(s *Setup, trees []int) (reexec bool, err error) {
 	if err := unix.Fchdir(rdir); err != nil {
 		return false, fmt.Errorf("enter the root: %w", err)
 	}
-	if err := unix.PivotRoot(".", "."); err != nil {
-		return false, fmt.Errorf("pivot_root: %w", err)
-	}
-	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return false, fmt.Errorf("detach the host's mount tree: %w", err)
+	if shell {
+		// Beneath is the placeholder, which holds nothing of the host.
+		if err := unix.Chroot("."); err != nil {
+			return false, fmt.Errorf("chroot: %w", err)
+		}
+	} else {
+		if err := unix.PivotRoot(".", "."); err != nil {
+			return false, fmt.Errorf("pivot_root: %w", err)
+		}
+		if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+			return false, fmt.Errorf("detach the host's mount tree: %w", err)
+		}
 	}
 	if err := unix.Chdir("/"); err != nil {
 		return false, fmt.Errorf("chdir /: %w", err)

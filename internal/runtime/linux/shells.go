@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -273,6 +274,12 @@ func removeCgroupDir(dir string) {
 // claim hands sh the sandbox's log, init socket, config and trees (the
 // guest's awaitClaim).
 func (sh *shell) claim(proc initProcess, trees []*os.File) error {
+	// A shell that died (unreaped: a zombie) may still have its end of
+	// the socket held by a process that handed it over: the send would
+	// not fail.
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(sh.pid) + "/stat"); err != nil || deadStat(b) {
+		return fmt.Errorf("claim shell %s: it died", sh.name)
+	}
 	fds := []int{int(proc.log.Fd()), int(proc.extra[0].Fd()), int(proc.extra[1].Fd())}
 	for _, t := range trees {
 		fds = append(fds, int(t.Fd()))
@@ -281,6 +288,16 @@ func (sh *shell) claim(proc initProcess, trees []*os.File) error {
 		return fmt.Errorf("claim shell %s: %w", sh.name, err)
 	}
 	return nil
+}
+
+// deadStat reports whether a /proc/<pid>/stat says the process exited
+// (zombie or dead).
+func deadStat(b []byte) bool {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return true
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // moveCgroups makes the shell's cgroups the sandbox's (paths, as its

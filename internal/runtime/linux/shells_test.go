@@ -186,3 +186,129 @@ func TestADeadShellIsNotClaimed(t *testing.T) {
 		}
 	}
 }
+
+// TestAShellExitsWhenTheDaemonIsGone: a shell whose runtime end of the
+// setup socket closes (the daemon died) exits on its own, so a crashed
+// daemon leaves no shell behind (their cgroups are a later Sweep's).
+func TestAShellExitsWhenTheDaemonIsGone(t *testing.T) {
+	r, _ := newSkeletonRuntime(t, func(o *Options) { o.Native, o.Shells = true, 1 })
+	t.Cleanup(func() { r.Close() })
+	sh := r.takeShell()
+	for deadline := time.Now().Add(10 * time.Second); sh == nil; sh = r.takeShell() {
+		if time.Now().After(deadline) {
+			t.Fatal("no shell")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sh.sock.Close()
+	done := make(chan error, 1)
+	go func() { _, err := sh.proc.Wait(); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		sh.proc.Kill()
+		t.Fatal("the shell still runs 5 s after its runtime's end closed")
+	}
+	for _, p := range sh.paths {
+		removeCgroupDir(p)
+	}
+}
+
+// TestAWaitingShellHoldsNoHostMount: a shell waits in a root of its own
+// (prepareShell), not in the copy of the host's mount tree its namespace
+// began with: its mount table holds none of the host's mounts, so a file
+// system unmounted on the host meanwhile is released (a loop device
+// frees), and a mount made on the host before the shell was spawned is
+// not in it.
+func TestAWaitingShellHoldsNoHostMount(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatal(err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			unix.Unmount(dir, unix.MNT_DETACH)
+		}
+	})
+	r, _ := newSkeletonRuntime(t, func(o *Options) { o.Native, o.Shells, o.Shim = true, 1, o.Binary })
+	t.Cleanup(func() { r.Close() })
+	sh := waitShells(t, r, 1)[0]
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(sh.pid) + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var points []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			points = append(points, f[4])
+		}
+	}
+	want := []string{"/", "/proc", "/sys", "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}
+	slices.Sort(points)
+	slices.Sort(want)
+	if !slices.Equal(points, want) {
+		t.Fatalf("a waiting shell's mounts: %v, want only its placeholder root's %v", points, want)
+	}
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+}
+
+// TestAChrootBreakoutFromAClaimedShellFindsNothingOfTheHost: a claimed
+// shell's sandbox is entered by chroot over the placeholder root
+// (setupSandbox), not by pivot_root: root inside, which holds
+// CAP_SYS_CHROOT, can break out of a chroot; it must find the sandbox's
+// own root (mounted over the placeholder's) or the placeholder, never the
+// host's tree.
+func TestAChrootBreakoutFromAClaimedShellFindsNothingOfTheHost(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("no python3 on the host's /usr") // the host template binds it
+	}
+	r, root := newSkeletonRuntime(t, func(o *Options) { o.Native, o.Shells, o.Shim = true, 1, o.Binary })
+	t.Cleanup(func() { r.Close() })
+	waitShells(t, r, 1)
+	ctx := context.Background()
+	id := "shell-breakout"
+	if err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(ctx, id) })
+	c, _ := r.load(id)
+	if st, err := c.State(); err != nil || st.InitProcessPid <= 0 {
+		t.Fatalf("state: %v", err)
+	}
+	script := `import os
+print(" ".join(sorted(os.listdir("/"))))
+os.makedirs("/tmp/x", exist_ok=True)
+os.chroot("/tmp/x")
+for _ in range(64):
+    os.chdir("..")
+os.chroot(".")
+print(" ".join(sorted(os.listdir("/"))))`
+	var out, errOut strings.Builder
+	res, err := r.Exec(ctx, id, guest.ExecSpec{Args: []string{"/usr/bin/python3", "-c", script}, Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("breakout script: exit %d: %s", res.ExitCode, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("breakout script printed %q", out.String())
+	}
+	// The walk up stops at the mount namespace's root: the placeholder,
+	// where the sandbox's root is mounted on top (what a lookup from
+	// there finds); never the host's tree.
+	own, got := lines[0], lines[1]
+	if got != own && got != "dev proc sys" {
+		t.Fatalf("a chroot breakout found %q; the sandbox's root is %q", got, own)
+	}
+	for _, host := range []string{"etc", "home", "var", "root", "boot"} {
+		if slices.Contains(strings.Fields(got), host) {
+			t.Fatalf("a chroot breakout found the host's %s: %q", host, got)
+		}
+	}
+}
