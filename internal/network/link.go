@@ -266,8 +266,11 @@ func (m *Manager) nsSysctls() error {
 }
 
 // ensureLinks makes (or repairs) a sandbox's netns, veth pair, addresses,
-// routes and sysctls. An existing netns is always kept.
-func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
+// routes and sysctls. An existing netns is always kept. The sandbox's
+// addresses are needed only for the second half: lease (nil when sb has
+// them) is called between the two, so that the links are made while a
+// lease made ahead commits.
+func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) error {
 	// A pair Prepare made in the namespace given is the sandbox's: its
 	// host end takes the sandbox's name (it is down and on no bridge).
 	prepared, adopt := "", false
@@ -364,6 +367,11 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link) error {
 		return fmt.Errorf("bring up %s: %w", sb.veth, err)
 	}
 
+	if lease != nil {
+		if err := lease(); err != nil {
+			return err
+		}
+	}
 	// Inside: lo, eth0 with the leased address, the default route (lo
 	// and the sysctls of a prepared pair were made with it).
 	if !adopt {

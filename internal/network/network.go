@@ -337,28 +337,51 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	m.op.Lock()
 	defer m.op.Unlock()
 	t1 := time.Now()
-	addr, addr6, err := m.lease(ctx, a.ID)
-	if err != nil {
-		return Attached{}, err
-	}
-	sb := m.newSandbox(a, addr, addr6)
+	// The links first: the addresses (a lease made ahead may still be
+	// committing) are needed only halfway through them.
+	sb := m.newSandbox(a, netip.Addr{}, netip.Addr{})
 	br, err := m.ensureBridge()
 	if err != nil {
 		return Attached{}, err
 	}
-	t2 := time.Now()
-	if err := m.ensureLinks(sb, br); err != nil {
-		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
+	var leaseDur, nftDur time.Duration
+	var nft chan error
+	lease := func() error {
+		t := time.Now()
+		m.leaseAheadDone(a.ID)
+		var err error
+		sb.addr, sb.addr6, err = m.lease(ctx, a.ID)
+		leaseDur = time.Since(t)
+		if err == nil {
+			// The rules need the addresses and the host link's name
+			// (made or taken by now), not what the links' second half
+			// does inside the namespace: they go in beside it.
+			nft = make(chan error, 1)
+			go func() {
+				t := time.Now()
+				err := m.installSandbox(sb)
+				nftDur = time.Since(t)
+				nft <- err
+			}()
+		}
+		return err
 	}
+	err = m.ensureLinks(sb, br, lease)
 	t3 := time.Now()
-	if err := m.installSandbox(sb); err != nil {
+	if nft != nil {
+		if nerr := <-nft; err == nil && nerr != nil {
+			return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, nerr)
+		}
+	}
+	if err != nil {
 		return Attached{}, fmt.Errorf("attach network of %s: %w", a.ID, err)
 	}
 	m.remember(sb)
 	// The phases are what bench/network reads to tell where create's
-	// time goes.
-	m.log.InfoContext(ctx, "attached network", "sandbox", a.ID, "addr", addr, "veth", sb.veth, "dur", time.Since(t0),
-		"wait", t1.Sub(t0), "lease", t2.Sub(t1), "links", t3.Sub(t2), "nft", time.Since(t3))
+	// time goes (links and the rules overlap: nft_wait is what the rules
+	// took beyond the links).
+	m.log.InfoContext(ctx, "attached network", "sandbox", a.ID, "addr", sb.addr, "veth", sb.veth, "dur", time.Since(t0),
+		"wait", t1.Sub(t0), "lease", leaseDur, "links", t3.Sub(t1)-leaseDur, "nft", nftDur, "nft_wait", time.Since(t3))
 	return sb.attached(m.gw), nil
 }
 

@@ -41,7 +41,7 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 		}
 		sb := m.newSandbox(a, addr, addr6)
 		keep[sb.key], keepLink[sb.veth] = true, true
-		if err := m.ensureLinks(sb, br); err != nil {
+		if err := m.ensureLinks(sb, br, nil); err != nil {
 			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
 			continue
 		}

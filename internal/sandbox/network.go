@@ -138,11 +138,12 @@ func (s *Service) withNetwork(rs *steadrt.Spec, sb store.Sandbox, sp spec) {
 	if n == nil {
 		return
 	}
-	// The address is leased while the runtime makes the sandbox.
-	leased := n.LeaseAhead(context.Background(), sb.ID)
+	// The address is leased while the runtime makes the sandbox (Attach
+	// waits for the lease halfway through the links; an error is its to
+	// report: it leases again).
+	n.LeaseAhead(context.Background(), sb.ID)
 	rs.Network = func(ctx context.Context, pid int) error {
 		t0 := time.Now()
-		leased() // an error is Attach's to report: it leases again
 		_, err := n.Attach(ctx, attachment(sb, sp, fmt.Sprintf("/proc/%d/ns/net", pid)))
 		s.log.Debug("sandbox network attached", "sandbox", sb.ID, "dur", time.Since(t0))
 		return err
