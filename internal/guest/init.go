@@ -99,7 +99,11 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		// the claim hands over arrives after this.
 		closeInherited(SetupFD+1, nil)
 		if err := prepareShell(); err != nil {
+			unix.Sendmsg(SetupFD, []byte("error: "+err.Error()), nil, nil, 0)
 			return nil, fmt.Errorf("shell: %w", err)
+		}
+		if err := unix.Sendmsg(SetupFD, []byte(ShellWaitingMsg), nil, nil, 0); err != nil {
+			return nil, fmt.Errorf("shell: setup socket: %w", err)
 		}
 		var err error
 		if trees, err = awaitClaim(); err != nil {

@@ -49,6 +49,11 @@ const ShellArg = "--shell"
 // claimMsg is the payload of the runtime's claim of a shell.
 const claimMsg = "claim"
 
+// ShellWaitingMsg is what a shell says on its setup socket once it waits
+// for its claim in its own root (prepareShell done); an error is
+// "error: " and its text.
+const ShellWaitingMsg = "waiting"
+
 // maxClaimFiles bounds the descriptors of a claim: the log, the listening
 // socket, the config and the trees, in one message (the kernel's
 // SCM_MAX_FD).
@@ -100,6 +105,16 @@ func awaitClaim() ([]int, error) {
 // root's /dev for the claim's setup to bind into the sandbox (runc's
 // default set, which the runtime gives every sandbox).
 var shellDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// placeholderMounts are the mounts prepareShell makes in the placeholder
+// root (after its pivot), the device nodes first and /proc last.
+func placeholderMounts() []string {
+	var out []string
+	for _, name := range shellDevices {
+		out = append(out, "/dev/"+name)
+	}
+	return append(out, "/sys", "/proc")
+}
 
 // prepareShell gives a shell, before it waits for its claim, a root of
 // its own in place of the copy of the host's mount tree its new mount
@@ -366,6 +381,15 @@ func setupSandbox(s *Setup, trees []int, shell bool) (reexec bool, err error) {
 		return false, fmt.Errorf("enter the root: %w", err)
 	}
 	if shell {
+		// The placeholder's procfs, sysfs and device nodes served the
+		// mounts above; they go, so the sandbox's masked /proc is the
+		// only procfs of the namespace (a fully visible one would let a
+		// nested namespace mount an unmasked procfs).
+		for _, p := range placeholderMounts() {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+				return false, fmt.Errorf("detach the placeholder's %s: %w", p, err)
+			}
+		}
 		// Beneath is the placeholder, which holds nothing of the host.
 		if err := unix.Chroot("."); err != nil {
 			return false, fmt.Errorf("chroot: %w", err)

@@ -326,11 +326,6 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 		// A shell spawned ahead, if one is ready; its slot becomes the
 		// sandbox's. The next one is spawned once this start is over.
 		if sh = r.takeShell(); sh != nil {
-			defer func() {
-				if sh != nil { // not claimed
-					r.discardShell(sh)
-				}
-			}()
 			// The shell's namespace exists: its network is attached
 			// beside everything else of the start from now on (every
 			// return waits for it).
@@ -359,6 +354,13 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 			}
 		}()
 	}
+	// A shell not handed to the start (a failure before it) is discarded,
+	// before its slot is freed above: it runs with that slot's ids.
+	defer func() {
+		if sh != nil {
+			r.discardShell(sh)
+		}
+	}()
 	if !r.opts.NoUserNS && !r.opts.Native {
 		tm := time.Now()
 		root, err := r.mountRootfs(spec.ID, spec.Rootfs, slot)
@@ -1104,9 +1106,6 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 	for _, id := range ids {
 		known[id] = true
 	}
-	for _, name := range r.shellNames() {
-		known[name] = true
-	}
 	cleaned := map[string]bool{}
 	// Run directories.
 	if ents, err := os.ReadDir(r.opts.RunDir); err == nil {
@@ -1144,7 +1143,8 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 		}
 		for _, e := range ents {
 			id := e.Name()
-			if !e.IsDir() || !validID(id) || known[id] {
+			// A shell's, looked up now: one may be spawned meanwhile.
+			if !e.IsDir() || !validID(id) || known[id] || r.shellIsLive(id) {
 				continue
 			}
 			dir := filepath.Join(root, id)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,6 +261,16 @@ func spawnInit(spec spawnSpec, logf *os.File, extra []*os.File) (*os.Process, er
 // startNative starts a sandbox's init with stead's own setup; it returns
 // when the container was created (its state dir claimed).
 func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *configs.Config, proc initProcess, slot int, setup *nativeSetup) (created time.Time, retErr error) {
+	// The shell is this start's from here: claimed below, or discarded
+	// on any return before that.
+	sh := setup.shell
+	setup.shell = nil
+	claimed := false
+	defer func() {
+		if sh != nil && !claimed {
+			r.discardShell(sh)
+		}
+	}()
 	stateDir := filepath.Join(r.opts.StateDir, spec.ID)
 	err := os.Mkdir(stateDir, 0o711)
 	if errors.Is(err, os.ErrExist) {
@@ -282,9 +293,23 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	stateWritten := false
 	var kill func()
 	var cg cgroups.Manager
+	var pid int
+	// shimID names init in the shim: a shell keeps its own name.
+	shimID := spec.ID
 	defer func() {
-		if retErr == nil || stateWritten {
-			return // the state's destroy (destroyFailedStart) cleans up
+		if retErr == nil {
+			return
+		}
+		if stateWritten {
+			// The state's destroy (destroyFailedStart) cleans up; it
+			// asks the shim to give up the init it names by the
+			// sandbox's id, and a claimed shell's goes by its own.
+			if claimed && r.shim != nil {
+				if rep, err := r.shim.call(context.Background(), shimRequest{Op: "abort", ID: shimID, Pid: pid}); err == nil {
+					closeFiles(rep.files)
+				}
+			}
+			return
 		}
 		if kill != nil {
 			kill()
@@ -294,12 +319,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		}
 		os.RemoveAll(stateDir)
 	}()
-	var pid int
 	var setupSock *os.File
-	// shimID names init in the shim: a shell keeps its own name.
-	shimID := spec.ID
-	sh := setup.shell
-	setup.shell = nil
 	if sh != nil {
 		if err := sh.claim(proc, setup.trees); err != nil {
 			// Dead since it was spawned: spawn instead.
@@ -307,6 +327,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 			r.discardShell(sh)
 			sh = nil
 		} else {
+			claimed = true
 			pid, setupSock, shimID = sh.pid, sh.sock, sh.name
 			defer setupSock.Close()
 			kill = func() { r.discardShell(sh) }
@@ -388,7 +409,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	}
 	tApplied := time.Now()
 	res := cfg.Cgroups.Resources
-	if renamed["devices"] {
+	if renamed["devices"] && reflect.DeepEqual(res.Devices, sandboxDevices()) {
 		// The shell's (v1) devices cgroup holds every sandbox's device
 		// rules already (spawnShell).
 		skip := *res

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/cgroups"
@@ -107,16 +108,12 @@ func (r *Runtime) takeShell() *shell {
 	return sh
 }
 
-// shellNames are the names of the shells this runtime has, ready or
-// being spawned or claimed (for Sweep: their cgroups are not leftovers).
-func (r *Runtime) shellNames() []string {
+// shellIsLive reports whether name is a shell this runtime has, ready or
+// being spawned or claimed (for Sweep: its cgroups are not leftovers).
+func (r *Runtime) shellIsLive(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.shellLive))
-	for name := range r.shellLive {
-		out = append(out, name)
-	}
-	return out
+	return r.shellLive[name]
 }
 
 // shellGone forgets a shell claimed (its cgroups renamed) or discarded.
@@ -222,6 +219,12 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("shell: join cgroups: %w", err)
 	}
+	// Ready only once it waits in its own root: one that cannot make it
+	// (a host without one of the device nodes) is an error here, not a
+	// failed claim at every start.
+	if err := awaitShell(sh.sock, shellReadyTimeout); err != nil {
+		return nil, fmt.Errorf("shell: %w", err)
+	}
 	if err := cg.Set(res); err != nil {
 		return nil, fmt.Errorf("shell: device rules: %w", err)
 	}
@@ -231,6 +234,45 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 		}
 	}
 	return sh, nil
+}
+
+// shellReadyTimeout bounds a shell's start (its Go runtime and its
+// placeholder root: a few milliseconds).
+const shellReadyTimeout = 10 * time.Second
+
+// awaitShell waits for a shell's guest.ShellWaitingMsg on its setup
+// socket.
+func awaitShell(sock *os.File, timeout time.Duration) error {
+	fd := int(sock.Fd())
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return errors.New("it did not say it waits")
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("setup socket: %w", err)
+		}
+		if n > 0 {
+			break
+		}
+	}
+	b := make([]byte, 4096)
+	n, _, _, _, err := unix.Recvmsg(fd, b, nil, unix.MSG_DONTWAIT)
+	if err != nil {
+		return fmt.Errorf("setup socket: %w", err)
+	}
+	switch msg := string(b[:n]); {
+	case n == 0:
+		return errors.New("it exited before it waited")
+	case msg != guest.ShellWaitingMsg:
+		return errors.New(strings.TrimPrefix(msg, "error: "))
+	}
+	return nil
 }
 
 // discardShell kills a shell that will not be claimed (or whose claim

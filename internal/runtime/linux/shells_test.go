@@ -312,3 +312,34 @@ print(" ".join(sorted(os.listdir("/"))))`
 		}
 	}
 }
+
+// TestAClaimedShellThatFailsItsSetupIsReaped: a claimed shell whose
+// setup fails after the start wrote its state (a mount onto the root,
+// which init refuses) is given up in the shim by its own name and reaped:
+// no zombie, no process, no state left.
+func TestAClaimedShellThatFailsItsSetupIsReaped(t *testing.T) {
+	r, root := newSkeletonRuntime(t, func(o *Options) { o.Native, o.Shells, o.Shim = true, 1, o.Binary })
+	t.Cleanup(func() { r.Close() })
+	sh := waitShells(t, r, 1)[0]
+	ctx := context.Background()
+	id := "shell-fails"
+	err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/.."}}})
+	if err == nil {
+		r.Kill(ctx, id)
+		t.Fatal("a start with a mount onto the root succeeded")
+	}
+	t.Log(err)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(sh.pid)); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(sh.pid) + "/stat")
+			t.Fatalf("the failed shell's init is still there 5 s later: %s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st, _ := r.Status(ctx, id); st != steadrt.StatusAbsent {
+		t.Fatalf("status after the failed start: %s", st)
+	}
+}
