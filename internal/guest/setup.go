@@ -104,51 +104,57 @@ func awaitClaim() ([]int, error) {
 // shellDevices are the host device nodes a shell keeps in its placeholder
 // root's /dev for the claim's setup to bind into the sandbox (runc's
 // default set, which the runtime gives every sandbox).
-var shellDevices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+func shellDevices() []string { return []string{"null", "zero", "full", "random", "urandom", "tty"} }
 
-// placeholderMounts are the mounts prepareShell makes in the placeholder
-// root (after its pivot), the device nodes first and /proc last.
-func placeholderMounts() []string {
-	var out []string
-	for _, name := range shellDevices {
-		out = append(out, "/dev/"+name)
-	}
-	return append(out, "/sys", "/proc")
-}
+// placeholderAux is the one mount of a shell's placeholder root holding
+// what the claim's setup needs from outside the sandbox (its procfs,
+// sysfs and device nodes, reached through the symlinks /proc, /sys and
+// /dev): one detach removes them all (each unmount waits for an RCU grace
+// period).
+const placeholderAux = "/aux"
 
 // prepareShell gives a shell, before it waits for its claim, a root of
 // its own in place of the copy of the host's mount tree its new mount
 // namespace started with: a read-only placeholder tmpfs holding only what
 // the claim's setup needs from the host (a procfs and a sysfs of the
 // shell's own namespaces, which also let the sandbox mount its own; the
-// device nodes of shellDevices, bound). The host's tree is detached, so a
-// waiting shell pins none of the host's file systems (one unmounted on
-// the host meanwhile is released). The claim mounts the sandbox's root on
-// top of the placeholder's and chroots into it (setupSandbox): a process
-// that breaks out of that chroot finds the empty placeholder, not the
-// host. The pivot's walk of every task on the machine is the shell's, not
-// a start's.
+// device nodes of shellDevices, bound), all under placeholderAux. The
+// host's tree is detached, so a waiting shell pins none of the host's file
+// systems (one unmounted on the host meanwhile is released). The claim
+// mounts the sandbox's root on top of the placeholder's, detaches
+// placeholderAux and chroots into the root (setupSandbox). The pivot's
+// walk of every task on the machine is the shell's, not a start's.
 func prepareShell() error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make the mount tree private: %w", err)
 	}
 	base := setupMountBase
-	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=64k"); err != nil {
+	aux := base + placeholderAux
+	if err := unix.Mount("tmpfs", base, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=16k"); err != nil {
 		return fmt.Errorf("mount the placeholder root: %w", err)
 	}
+	if err := os.Mkdir(aux, 0o755); err != nil {
+		return fmt.Errorf("placeholder root: %w", err)
+	}
+	if err := unix.Mount("tmpfs", aux, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=16k"); err != nil {
+		return fmt.Errorf("placeholder root: %w", err)
+	}
 	for _, d := range []string{"proc", "sys", "dev"} {
-		if err := os.Mkdir(base+"/"+d, 0o755); err != nil {
+		if err := os.Mkdir(aux+"/"+d, 0o755); err != nil {
+			return fmt.Errorf("placeholder root: %w", err)
+		}
+		if err := os.Symlink(strings.TrimPrefix(placeholderAux, "/")+"/"+d, base+"/"+d); err != nil {
 			return fmt.Errorf("placeholder root: %w", err)
 		}
 	}
-	if err := unix.Mount("proc", base+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := unix.Mount("proc", aux+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("placeholder root: mount proc: %w", err)
 	}
-	if err := unix.Mount("sysfs", base+"/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := unix.Mount("sysfs", aux+"/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("placeholder root: mount sysfs: %w", err)
 	}
-	for _, name := range shellDevices {
-		target := base + "/dev/" + name
+	for _, name := range shellDevices() {
+		target := aux + "/dev/" + name
 		f, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
 		if err != nil {
 			return fmt.Errorf("placeholder root: %w", err)
@@ -158,8 +164,10 @@ func prepareShell() error {
 			return fmt.Errorf("placeholder root: bind /dev/%s: %w", name, err)
 		}
 	}
-	if err := unix.Mount("", base, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("placeholder root: make it read-only: %w", err)
+	for _, d := range []string{aux, base} {
+		if err := unix.Mount("", d, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("placeholder root: make it read-only: %w", err)
+		}
 	}
 	if err := unix.Chdir(base); err != nil {
 		return fmt.Errorf("placeholder root: %w", err)
@@ -385,10 +393,8 @@ func setupSandbox(s *Setup, trees []int, shell bool) (reexec bool, err error) {
 		// mounts above; they go, so the sandbox's masked /proc is the
 		// only procfs of the namespace (a fully visible one would let a
 		// nested namespace mount an unmasked procfs).
-		for _, p := range placeholderMounts() {
-			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
-				return false, fmt.Errorf("detach the placeholder's %s: %w", p, err)
-			}
+		if err := unix.Unmount(placeholderAux, unix.MNT_DETACH); err != nil {
+			return false, fmt.Errorf("detach the placeholder's %s: %w", placeholderAux, err)
 		}
 		// Beneath is the placeholder, which holds nothing of the host.
 		if err := unix.Chroot("."); err != nil {
