@@ -133,12 +133,10 @@ func (c *Config) setDefaults() error {
 
 // Leases keeps each sandbox's address (the store implements it).
 type Leases interface {
-	// LeaseAddress returns the sandbox's address in subnet, leasing the
-	// lowest free one (after the gateway) on the first call; the same
-	// address on every later call. errs.ErrQuota when the subnet is full.
-	LeaseAddress(ctx context.Context, sandboxID string, subnet netip.Prefix) (netip.Addr, error)
-	// LeaseAddresses is LeaseAddress for each subnet (one of each family)
-	// in one transaction.
+	// LeaseAddresses returns the sandbox's address in each subnet (one of
+	// each family), leasing the lowest free one (after the gateway) on the
+	// first call, all in one transaction; the same addresses on every
+	// later call. errs.ErrQuota when a subnet is full.
 	LeaseAddresses(ctx context.Context, sandboxID string, subnets ...netip.Prefix) ([]netip.Addr, error)
 	// ReleaseLease frees every address of the sandbox (idempotent).
 	ReleaseLease(ctx context.Context, sandboxID string) error

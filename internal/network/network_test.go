@@ -1058,11 +1058,6 @@ func TestLeaseAheadIsAttachsLeaseAndNeverOutlivesARelease(t *testing.T) {
 // slowLeases delays every lease by 30 ms.
 type slowLeases struct{ network.Leases }
 
-func (l slowLeases) LeaseAddress(ctx context.Context, id string, subnet netip.Prefix) (netip.Addr, error) {
-	time.Sleep(30 * time.Millisecond)
-	return l.Leases.LeaseAddress(ctx, id, subnet)
-}
-
 func (l slowLeases) LeaseAddresses(ctx context.Context, id string, subnets ...netip.Prefix) ([]netip.Addr, error) {
 	time.Sleep(30 * time.Millisecond)
 	return l.Leases.LeaseAddresses(ctx, id, subnets...)

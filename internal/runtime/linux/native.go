@@ -380,29 +380,24 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	waitNet := attach.wait
 	defer waitNet()
 	if sh != nil {
-		// The sandbox's cgroups are the shell's renamed (moveCgroups):
-		// beside them, by the sandbox's name (no parse of this process's
-		// cgroups and mounts, as manager.New does).
-		paths := make(map[string]string, len(sh.paths))
-		for k, p := range sh.paths {
-			paths[k] = filepath.Join(filepath.Dir(p), spec.ID)
-		}
-		cg, err = manager.NewWithPaths(cfg.Cgroups, paths)
+		// The sandbox's cgroups are the shell's renamed (moveCgroups;
+		// no parse of this process's cgroups and mounts, as manager.New
+		// does).
+		cg, err = manager.NewWithPaths(cfg.Cgroups, sh.cgroupPaths(spec.ID))
 	} else {
 		cg, err = manager.New(cfg.Cgroups)
 	}
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: cgroups: %w", spec.ID, err)
 	}
-	apply := func() error { return cg.Apply(pid) }
 	var renamed map[string]bool
 	if sh != nil {
 		// The shell's cgroups become the sandbox's.
-		if renamed, err = sh.moveCgroups(cg.GetPaths(), apply); err == nil {
+		if renamed, err = sh.moveCgroups(spec.ID); err == nil {
 			r.shellGone(sh)
 		}
 	} else {
-		err = apply()
+		err = cg.Apply(pid)
 	}
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: join cgroups: %w", spec.ID, err)
@@ -479,17 +474,11 @@ func (r *Runtime) spawnNative(ctx context.Context, spec steadrt.Spec, proc initP
 		sp.UserNS, sp.HostID = true, r.hostID(slot)
 	}
 	extra := append(append(append([]*os.File{}, proc.extra...), theirs), trees...)
-	if r.shim != nil {
-		// Not cut short by ctx, as startInShim.
-		rep, err := r.shim.call(context.WithoutCancel(ctx), shimRequest{Op: "spawn", ID: spec.ID, Spawn: &sp, Extra: len(extra)}, append([]*os.File{proc.log}, extra...)...)
-		if err != nil {
-			return 0, nil, nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-		}
-		closeFiles(rep.files)
-		pid = rep.Pid
-		if pid <= 0 {
-			return 0, nil, nil, fmt.Errorf("start sandbox %s: the shim sent pid %d", spec.ID, pid)
-		}
+	pid, p, err := r.spawn(ctx, spec.ID, sp, proc.log, extra)
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
+	}
+	if p == nil {
 		kill = func() {
 			if rep, err := r.shim.call(context.Background(), shimRequest{Op: "abort", ID: spec.ID, Pid: pid}); err == nil {
 				closeFiles(rep.files)
@@ -497,12 +486,29 @@ func (r *Runtime) spawnNative(ctx context.Context, spec steadrt.Spec, proc initP
 		}
 		return pid, kill, nil, nil
 	}
-	p, err := spawnInit(sp, proc.log, extra)
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
-	}
-	pid = p.Pid
 	return pid, func() { p.Kill(); p.Wait() }, func() { r.reapPid(spec.ID, pid, func() { p.Wait() }) }, nil
+}
+
+// spawn forks an init as sp says, with stdout and stderr to logf and
+// extra from descriptor 3 on: by the shim, which keeps it pending under
+// id (p is nil), or here (p is the process, this one's to reap).
+func (r *Runtime) spawn(ctx context.Context, id string, sp spawnSpec, logf *os.File, extra []*os.File) (pid int, p *os.Process, err error) {
+	if r.shim == nil {
+		if p, err = spawnInit(sp, logf, extra); err != nil {
+			return 0, nil, err
+		}
+		return p.Pid, p, nil
+	}
+	// Not cut short by ctx, as startInShim.
+	rep, err := r.shim.call(context.WithoutCancel(ctx), shimRequest{Op: "spawn", ID: id, Spawn: &sp, Extra: len(extra)}, append([]*os.File{logf}, extra...)...)
+	if err != nil {
+		return 0, nil, err
+	}
+	closeFiles(rep.files)
+	if rep.Pid <= 0 {
+		return 0, nil, fmt.Errorf("the shim sent pid %d", rep.Pid)
+	}
+	return rep.Pid, nil, nil
 }
 
 // setupTimeout bounds init's setup (it makes a few dozen mounts).
@@ -522,15 +528,11 @@ func awaitSetup(ctx context.Context, sync *os.File) (served bool, err error) {
 		deadline = d
 	}
 	c.SetDeadline(deadline)
-	b := make([]byte, 4096)
-	n, err := c.Read(b)
-	if n == 0 && (err == nil || errors.Is(err, io.EOF)) {
-		return false, errors.New("init exited during its setup")
-	}
+	msg, err := readSetupMsg(c)
 	if err != nil {
-		return false, fmt.Errorf("init's setup did not answer: %w", err)
+		return false, err
 	}
-	switch msg := string(b[:n]); msg {
+	switch msg {
 	case "ready": // guest's readyMsg
 		served = true
 	case "ready reexec": // readyReexecMsg
@@ -541,6 +543,19 @@ func awaitSetup(ctx context.Context, sync *os.File) (served bool, err error) {
 		return false, fmt.Errorf("setup socket: %w", err)
 	}
 	return served, nil
+}
+
+// readSetupMsg reads init's next message on its setup connection.
+func readSetupMsg(c net.Conn) (string, error) {
+	b := make([]byte, 4096)
+	n, err := c.Read(b)
+	if n == 0 && (err == nil || errors.Is(err, io.EOF)) {
+		return "", errors.New("init exited during its setup")
+	}
+	if err != nil {
+		return "", fmt.Errorf("init's setup did not answer: %w", err)
+	}
+	return string(b[:n]), nil
 }
 
 // writeState writes libcontainer's state file of a container started

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -190,22 +191,8 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 	// Placeholders where a spawned init has its socket and config: the
 	// claim puts them there.
 	extra := []*os.File{null, null, r.bin, theirs}
-	if r.shim != nil {
-		rep, err := r.shim.call(ctx, shimRequest{Op: "spawn", ID: name, Spawn: &sp, Extra: len(extra)}, append([]*os.File{logf}, extra...)...)
-		if err != nil {
-			return nil, fmt.Errorf("shell: %w", err)
-		}
-		closeFiles(rep.files)
-		if rep.Pid <= 0 {
-			return nil, fmt.Errorf("shell: the shim sent pid %d", rep.Pid)
-		}
-		sh.pid = rep.Pid
-	} else {
-		p, err := spawnInit(sp, logf, extra)
-		if err != nil {
-			return nil, fmt.Errorf("shell: %w", err)
-		}
-		sh.proc, sh.pid = p, p.Pid
+	if sh.pid, sh.proc, err = r.spawn(ctx, name, sp, logf, extra); err != nil {
+		return nil, fmt.Errorf("shell: %w", err)
 	}
 	// The device rules every sandbox has are written now (the claim
 	// writes the rest of the sandbox's limits).
@@ -243,33 +230,17 @@ const shellReadyTimeout = 10 * time.Second
 // awaitShell waits for a shell's guest.ShellWaitingMsg on its setup
 // socket.
 func awaitShell(sock *os.File, timeout time.Duration) error {
-	fd := int(sock.Fd())
-	deadline := time.Now().Add(timeout)
-	for {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return errors.New("it did not say it waits")
-		}
-		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int(left.Milliseconds())+1)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("setup socket: %w", err)
-		}
-		if n > 0 {
-			break
-		}
-	}
-	b := make([]byte, 4096)
-	n, _, _, _, err := unix.Recvmsg(fd, b, nil, unix.MSG_DONTWAIT)
+	c, err := net.FileConn(sock)
 	if err != nil {
 		return fmt.Errorf("setup socket: %w", err)
 	}
-	switch msg := string(b[:n]); {
-	case n == 0:
-		return errors.New("it exited before it waited")
-	case msg != guest.ShellWaitingMsg:
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(timeout))
+	msg, err := readSetupMsg(c)
+	if err != nil {
+		return err
+	}
+	if msg != guest.ShellWaitingMsg {
 		return errors.New(strings.TrimPrefix(msg, "error: "))
 	}
 	return nil
@@ -342,27 +313,25 @@ func deadStat(b []byte) bool {
 	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
-// moveCgroups makes the shell's cgroups the sandbox's (paths, as its
-// manager computes them): each is renamed in place where the hierarchy
-// allows it (cgroup v1: the shell's parent is the sandbox's), else the
+// cgroupPaths are the sandbox id's cgroups once moveCgroups made the
+// shell's its: beside the shell's, by the sandbox's name.
+func (sh *shell) cgroupPaths(id string) map[string]string {
+	out := make(map[string]string, len(sh.paths))
+	for k, p := range sh.paths {
+		out[k] = filepath.Join(filepath.Dir(p), id)
+	}
+	return out
+}
+
+// moveCgroups makes the shell's cgroups sandbox id's (cgroupPaths): each
+// is renamed in place where the hierarchy allows it (cgroup v1), else the
 // sandbox's is made, init moved into it and the shell's removed (cgroup
 // v2 has no rename: the unified hierarchy of a hybrid host, or a v2
-// host). With no paths alike (another parent), apply joins anew. It
-// returns the controllers renamed: those keep what spawnShell wrote.
-func (sh *shell) moveCgroups(paths map[string]string, apply func() error) (map[string]bool, error) {
+// host). It returns the controllers renamed: those keep what spawnShell
+// wrote.
+func (sh *shell) moveCgroups(id string) (map[string]bool, error) {
 	renamed := map[string]bool{}
-	for k, to := range paths {
-		if from := sh.paths[k]; from == "" || to == "" || filepath.Dir(from) != filepath.Dir(to) {
-			if err := apply(); err != nil {
-				return renamed, err
-			}
-			for _, p := range sh.paths {
-				removeCgroupDir(p)
-			}
-			return renamed, nil
-		}
-	}
-	for k, to := range paths {
+	for k, to := range sh.cgroupPaths(id) {
 		from := sh.paths[k]
 		if os.Rename(from, to) == nil {
 			renamed[k] = true
