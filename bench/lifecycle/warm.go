@@ -113,7 +113,7 @@ func warmLogSteps(log []byte) map[string][]time.Duration {
 		switch {
 		case strings.Contains(line, `msg="warm sandbox taken"`):
 			keys = map[string]string{"status": "take: runtime status", "admit": "take: tenant, budget, quota admission",
-				"network": "take: network policy", "seal": "take: seal env", "store": "take: lease, record + event (one commit), meter",
+				"network": "take: network policy", "seal": "take: seal env", "store": "take: ownership; record, event and meter interval (one commit)",
 				"rest": "take: rest", "dur": "take (all)"}
 		case strings.Contains(line, `msg="request audited" action="POST /v1/sandboxes"`):
 			keys = map[string]string{"dur": "audit record"}
@@ -145,7 +145,7 @@ func printWarmSteps(s *warmSteps) {
 	}
 	row("create call (client)", s.create)
 	for _, k := range []string{"request in the daemon (all)", "take (all)", "take: runtime status", "take: tenant, budget, quota admission",
-		"take: network policy", "take: seal env", "take: lease, record + event (one commit), meter", "take: rest", "audit record"} {
+		"take: network policy", "take: seal env", "take: ownership; record, event and meter interval (one commit)", "take: rest", "audit record"} {
 		row("  "+k, s.daemon[k])
 	}
 	row("first exec (client)", s.exec)

@@ -169,10 +169,11 @@ func (o *observed) CreateSandbox(ctx context.Context, s store.Sandbox) (store.Sa
 	e := Event{Type: SandboxCreated, Tenant: s.TenantID, Sandbox: s.ID, State: string(s.State)}
 	if w, h, rest := o.together(e); w != nil {
 		e.Time = o.now().UTC()
-		out, _, err := w.CreateSandboxEvent(ctx, s, h.row(e))
+		open, opener := rest.interval(e, s)
+		out, _, err := w.CreateSandboxEvent(ctx, s, h.row(e), open)
 		if err == nil {
 			h.notify()
-			rest.Emit(ctx, e)
+			rest.emitOpened(ctx, e, opener)
 		}
 		return out, err
 	}
@@ -190,10 +191,11 @@ func (o *observed) UpdateSandbox(ctx context.Context, s store.Sandbox) (store.Sa
 		if e, ok := transitionEvent(prev, s); ok {
 			if w, h, rest := o.together(e); w != nil {
 				e.Time = o.now().UTC()
-				out, _, err := w.UpdateSandboxEvent(ctx, s, h.row(e))
+				open, opener := rest.interval(e, s)
+				out, _, err := w.UpdateSandboxEvent(ctx, s, h.row(e), open)
 				if err == nil {
 					h.notify()
-					rest.Emit(ctx, e)
+					rest.emitOpened(ctx, e, opener)
 				}
 				return out, err
 			}
@@ -208,6 +210,46 @@ func (o *observed) UpdateSandbox(ctx context.Context, s store.Sandbox) (store.Sa
 		o.sink.Emit(ctx, e)
 	}
 	return out, err
+}
+
+// An IntervalOpener is a sink that opens a meter interval for some
+// lifecycle events (the meter). When a change and its event commit in one
+// transaction (store.SandboxEventWriter), ObserveStore opens the interval
+// in it too, so that a start and its metering are one durable write, and
+// then hands the event to EmitOpened instead of Emit.
+type IntervalOpener interface {
+	Sink
+	// OpensInterval is the interval e opens, sb being the record as changed
+	// (false: none).
+	OpensInterval(e Event, sb store.Sandbox) (store.MeterInterval, bool)
+	// EmitOpened is Emit for an event whose interval was opened with it.
+	EmitOpened(ctx context.Context, e Event)
+}
+
+// interval is the interval the first IntervalOpener of m opens for e and
+// that sink's index (-1: none).
+func (m Multi) interval(e Event, sb store.Sandbox) (*store.MeterInterval, int) {
+	for i, s := range m {
+		if o, ok := s.(IntervalOpener); ok {
+			if iv, ok := o.OpensInterval(e, sb); ok {
+				return &iv, i
+			}
+			return nil, -1
+		}
+	}
+	return nil, -1
+}
+
+// emitOpened sends e to every sink, through EmitOpened to the one at
+// opener (whose interval was opened with e).
+func (m Multi) emitOpened(ctx context.Context, e Event, opener int) {
+	for i, s := range m {
+		if i == opener {
+			s.(IntervalOpener).EmitOpened(ctx, e)
+			continue
+		}
+		s.Emit(ctx, e)
+	}
 }
 
 // transitionEvent is the event of a sandbox record going from prev to

@@ -146,20 +146,13 @@ func (m *Meter) Emit(ctx context.Context, e events.Event) {
 	if at.IsZero() {
 		at = m.now()
 	}
+	if opens(e) {
+		if err := m.open(ctx, e.Tenant, e.Sandbox, at); err != nil {
+			m.log.Error("meter: open a running interval", "sandbox", e.Sandbox, "err", err)
+		}
+		return
+	}
 	switch e.Type {
-	case events.SandboxCreated:
-		// A create from the warm pool makes its record running: it
-		// starts no sandbox, and runs from its create on.
-		if e.State != string(store.StateRunning) {
-			break
-		}
-		if err := m.open(ctx, e.Tenant, e.Sandbox, at); err != nil {
-			m.log.Error("meter: open a running interval", "sandbox", e.Sandbox, "err", err)
-		}
-	case events.SandboxStarted, events.SandboxResumed:
-		if err := m.open(ctx, e.Tenant, e.Sandbox, at); err != nil {
-			m.log.Error("meter: open a running interval", "sandbox", e.Sandbox, "err", err)
-		}
 	case events.SandboxPaused, events.SandboxStopped, events.SandboxArchived, events.SandboxDeleted,
 		events.SandboxPurged, events.SandboxError:
 		m.mu.Lock()
@@ -176,14 +169,49 @@ func (m *Meter) open(ctx context.Context, tenant, id string, at time.Time) error
 	if err != nil {
 		return err
 	}
+	_, err = m.st.OpenMeterInterval(ctx, interval(tenant, sb, at))
+	return err
+}
+
+// interval is the running interval of sb from at.
+func interval(tenant string, sb store.Sandbox, at time.Time) store.MeterInterval {
 	sp := specOf(sb)
 	if tenant == "" {
 		tenant = sb.TenantID
 	}
-	_, err = m.st.OpenMeterInterval(ctx, store.MeterInterval{TenantID: tenant, SandboxID: id, InstanceType: sp.InstanceType,
-		CPUs: sp.Limits.CPUs, MemoryBytes: sp.Limits.MemoryBytes, Start: at})
-	return err
+	return store.MeterInterval{TenantID: tenant, SandboxID: sb.ID, InstanceType: sp.InstanceType,
+		CPUs: sp.Limits.CPUs, MemoryBytes: sp.Limits.MemoryBytes, Start: at}
 }
+
+// opens reports whether e opens a running interval: a start, a resume,
+// or a create from the warm pool (its record is made running: it starts
+// no sandbox, and runs from its create on).
+func opens(e events.Event) bool {
+	switch e.Type {
+	case events.SandboxCreated:
+		return e.State == string(store.StateRunning)
+	case events.SandboxStarted, events.SandboxResumed:
+		return true
+	}
+	return false
+}
+
+// OpensInterval implements events.IntervalOpener: the interval a start opens,
+// which then commits with the start.
+func (m *Meter) OpensInterval(e events.Event, sb store.Sandbox) (store.MeterInterval, bool) {
+	if e.Sandbox == "" || e.Sandbox != sb.ID || !opens(e) {
+		return store.MeterInterval{}, false
+	}
+	at := e.Time
+	if at.IsZero() {
+		at = m.now()
+	}
+	return interval(e.Tenant, sb, at), true
+}
+
+// EmitOpened implements events.IntervalOpener: e's interval was opened
+// with it, and opening is all a start asks of the meter.
+func (m *Meter) EmitOpened(context.Context, events.Event) {}
 
 func (m *Meter) close(ctx context.Context, id string, at time.Time) {
 	before, _ := m.st.ListMeterIntervals(ctx, store.MeterFilter{SandboxID: id, OpenOnly: true})

@@ -372,3 +372,63 @@ func TestLoadPricesKeepsDefaultsItDoesNotName(t *testing.T) {
 		t.Fatal("a negative price: want an error")
 	}
 }
+
+// apartStore is a store that refuses to write an interval or an event on
+// its own: each must commit with the sandbox change that makes it.
+type apartStore struct{ *sqlite.Store }
+
+func (apartStore) OpenMeterInterval(context.Context, store.MeterInterval) (store.MeterInterval, error) {
+	return store.MeterInterval{}, errors.New("OpenMeterInterval called: the start and its interval were written apart")
+}
+
+func (apartStore) AppendDaemonEvent(context.Context, store.DaemonEvent) (store.DaemonEvent, error) {
+	return store.DaemonEvent{}, errors.New("AppendDaemonEvent called: the change and its event were written apart")
+}
+
+// TestAStartAndItsIntervalCommitTogether: wired as the daemon wires it
+// (the Hub's log first, in the same store), a start, a resume and a create
+// from the warm pool open their running interval in the transaction of the
+// change and its event (the store refuses OpenMeterInterval), and the
+// running time is billed as before.
+func TestAStartAndItsIntervalCommitTogether(t *testing.T) {
+	c := &clock{t: t0}
+	raw := openStore(t, filepath.Join(t.TempDir(), "stead.db"))
+	defer raw.Close()
+	st := apartStore{raw}
+	m := New(Options{Store: st, Now: c.now, Logger: slog.New(slog.DiscardHandler)})
+	sinks := events.Multi{events.New(st, events.Options{Now: c.now})}
+	r := &rig{t: t, raw: st, obs: events.ObserveStore(st, &sinks, c.now), m: m, c: c}
+	sinks = append(sinks, m)
+	if err := m.Recover(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sb := r.create("worker", "small", 2<<30)
+	c.add(30 * time.Second)
+	r.to(sb.ID, store.StateRunning)
+	c.add(2 * time.Minute)
+	r.tick()
+	r.to(sb.ID, store.StatePaused)
+	c.add(time.Minute)
+	r.to(sb.ID, store.StateRunning)
+	c.add(time.Minute)
+	r.to(sb.ID, store.StateStopped)
+	// A create from the warm pool: made running.
+	spec, _ := json.Marshal(map[string]any{"instance_type": "small", "limits": client.Limits{CPUs: 1, MemoryBytes: 2 << 30}})
+	if _, err := r.obs.CreateSandbox(t.Context(), store.Sandbox{ID: "sb-warm", TenantID: store.DefaultTenant, Name: "warm", TemplateID: "host",
+		State: store.StateRunning, Spec: spec, CreatedAt: c.now(), UpdatedAt: c.now()}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(45 * time.Second)
+	r.to("sb-warm", store.StateStopped)
+	ivs, err := raw.ListMeterIntervals(t.Context(), store.MeterFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ivs) != 3 {
+		t.Fatalf("intervals: %+v", ivs)
+	}
+	rep := r.report(client.UsageQuery{Since: t0.Add(-time.Hour)})
+	if got, want := rep.Total.RunningSeconds, float64(3*60+45); got != want {
+		t.Fatalf("running seconds %v, want %v (report %+v)", got, want, rep.Total)
+	}
+}

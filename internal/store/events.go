@@ -79,13 +79,18 @@ type WebhookDelivery struct {
 // SandboxEventWriter is implemented by a store that writes a sandbox
 // record and the daemon event that tells of it in one transaction: both
 // commit together, in one durable write, or neither does. The event gets
-// its ID as AppendDaemonEvent would give it. events.ObserveStore uses it
-// when the event log is kept in the same store.
+// its ID as AppendDaemonEvent would give it. open, when not nil, is a
+// meter interval opened in the same transaction as OpenMeterInterval
+// opens it (the one already open is kept): a sandbox that starts running
+// and its metering commit in one write. events.ObserveStore uses it when
+// the event log is kept in the same store.
 type SandboxEventWriter interface {
-	// CreateSandboxEvent is CreateSandbox that also appends e.
-	CreateSandboxEvent(ctx context.Context, sb Sandbox, e DaemonEvent) (Sandbox, DaemonEvent, error)
-	// UpdateSandboxEvent is UpdateSandbox that also appends e.
-	UpdateSandboxEvent(ctx context.Context, sb Sandbox, e DaemonEvent) (Sandbox, DaemonEvent, error)
+	// CreateSandboxEvent is CreateSandbox that also appends e (and
+	// opens open).
+	CreateSandboxEvent(ctx context.Context, sb Sandbox, e DaemonEvent, open *MeterInterval) (Sandbox, DaemonEvent, error)
+	// UpdateSandboxEvent is UpdateSandbox that also appends e (and
+	// opens open).
+	UpdateSandboxEvent(ctx context.Context, sb Sandbox, e DaemonEvent, open *MeterInterval) (Sandbox, DaemonEvent, error)
 }
 
 // EventStore keeps the event log, the webhooks and their delivery log.

@@ -21,7 +21,7 @@ const (
 
 // AppendDaemonEvent stores e with the next event id (see store.EventStore).
 func (s *Store) AppendDaemonEvent(ctx context.Context, e store.DaemonEvent) (store.DaemonEvent, error) {
-	row, err := eventRow(e)
+	row, err := eventRow(e, nil)
 	if err != nil {
 		return store.DaemonEvent{}, err
 	}
@@ -32,16 +32,25 @@ func (s *Store) AppendDaemonEvent(ctx context.Context, e store.DaemonEvent) (sto
 	return row.e, nil
 }
 
-// pendingEvent is a daemon event ready to be inserted.
+// pendingEvent is a daemon event ready to be inserted, with the meter
+// interval that opens with it.
 type pendingEvent struct {
 	e        store.DaemonEvent // ID set by insert
 	at, data string
+	open     *pendingInterval
 }
 
-// eventRow checks e and encodes its columns.
-func eventRow(e store.DaemonEvent) (*pendingEvent, error) {
+// eventRow checks e (and open, when not nil) and encodes its columns.
+func eventRow(e store.DaemonEvent, open *store.MeterInterval) (*pendingEvent, error) {
 	if e.Type == "" || e.Tenant == "" {
 		return nil, fmt.Errorf("append event: empty type or tenant: %w", errs.ErrInvalid)
+	}
+	var iv *pendingInterval
+	if open != nil {
+		var err error
+		if iv, err = intervalRow(*open); err != nil {
+			return nil, fmt.Errorf("append event %s: %w", e.Type, err)
+		}
 	}
 	if e.Time.IsZero() {
 		e.Time = now()
@@ -59,14 +68,19 @@ func eventRow(e store.DaemonEvent) (*pendingEvent, error) {
 		}
 		data = string(b)
 	}
-	return &pendingEvent{e: e, at: at, data: data}, nil
+	return &pendingEvent{e: e, at: at, data: data, open: iv}, nil
 }
 
-// insert inserts the event in tx with the next event id.
+// insert inserts the event in tx with the next event id, and opens its
+// interval.
 func (p *pendingEvent) insert(ctx context.Context, tx *txn) error {
 	var err error
 	p.e.ID, err = insertID(ctx, tx, "daemon_events", "time, type, tenant_id, sandbox_id, state, reason, data", "?, ?, ?, ?, ?, ?, ?",
 		p.at, p.e.Type, p.e.Tenant, p.e.Sandbox, p.e.State, p.e.Reason, p.data)
+	if err != nil || p.open == nil {
+		return err
+	}
+	_, err = p.open.insert(ctx, tx)
 	return err
 }
 

@@ -36,37 +36,57 @@ func scanInterval(r rowScanner) (store.MeterInterval, error) {
 
 // OpenMeterInterval opens a running interval (see store.MeterStore).
 func (s *Store) OpenMeterInterval(ctx context.Context, iv store.MeterInterval) (store.MeterInterval, error) {
-	if iv.TenantID == "" || iv.SandboxID == "" || iv.Start.IsZero() {
-		return iv, fmt.Errorf("open meter interval of sandbox %q: empty tenant, sandbox or start: %w", iv.SandboxID, errs.ErrInvalid)
-	}
-	start, err := FormatTime(iv.Start)
+	p, err := intervalRow(iv)
 	if err != nil {
-		return iv, fmt.Errorf("open meter interval of sandbox %s: %w", iv.SandboxID, err)
+		return iv, err
 	}
 	var out store.MeterInterval
 	err = s.writeTx(ctx, func(tx *txn) error {
-		got, err := scanInterval(tx.QueryRowContext(ctx, "SELECT "+meterCols+" FROM meter_intervals WHERE sandbox_id = ? AND open = 1", iv.SandboxID))
-		if err == nil {
-			out = got
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		id, err := insertID(ctx, tx, "meter_intervals", "tenant_id, sandbox_id, instance_type, cpus, memory_bytes, start_at, checkpoint_at, open",
-			"?, ?, ?, ?, ?, ?, ?, 1", iv.TenantID, iv.SandboxID, iv.InstanceType, iv.CPUs, iv.MemoryBytes, start, start)
-		if err != nil {
-			return err
-		}
-		out = iv
-		out.ID = id
-		out.Start, out.Checkpoint, out.Open = normTime(iv.Start), normTime(iv.Start), true
-		return nil
+		out, err = p.insert(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return store.MeterInterval{}, fmt.Errorf("open meter interval of sandbox %s: %w", iv.SandboxID, err)
 	}
 	return out, nil
+}
+
+// pendingInterval is a meter interval ready to be opened.
+type pendingInterval struct {
+	iv    store.MeterInterval
+	start string
+}
+
+// intervalRow checks iv and encodes its start.
+func intervalRow(iv store.MeterInterval) (*pendingInterval, error) {
+	if iv.TenantID == "" || iv.SandboxID == "" || iv.Start.IsZero() {
+		return nil, fmt.Errorf("open meter interval of sandbox %q: empty tenant, sandbox or start: %w", iv.SandboxID, errs.ErrInvalid)
+	}
+	start, err := FormatTime(iv.Start)
+	if err != nil {
+		return nil, fmt.Errorf("open meter interval of sandbox %s: %w", iv.SandboxID, err)
+	}
+	return &pendingInterval{iv: iv, start: start}, nil
+}
+
+// insert opens the interval in tx, or returns the sandbox's open one.
+func (p *pendingInterval) insert(ctx context.Context, tx *txn) (store.MeterInterval, error) {
+	iv := p.iv
+	got, err := scanInterval(tx.QueryRowContext(ctx, "SELECT "+meterCols+" FROM meter_intervals WHERE sandbox_id = ? AND open = 1", iv.SandboxID))
+	if err == nil {
+		return got, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return store.MeterInterval{}, err
+	}
+	id, err := insertID(ctx, tx, "meter_intervals", "tenant_id, sandbox_id, instance_type, cpus, memory_bytes, start_at, checkpoint_at, open",
+		"?, ?, ?, ?, ?, ?, ?, 1", iv.TenantID, iv.SandboxID, iv.InstanceType, iv.CPUs, iv.MemoryBytes, p.start, p.start)
+	if err != nil {
+		return store.MeterInterval{}, err
+	}
+	iv.ID = id
+	iv.Start, iv.Checkpoint, iv.Open = normTime(iv.Start), normTime(iv.Start), true
+	return iv, nil
 }
 
 // CheckpointMeterIntervals moves every open interval's checkpoint to at.

@@ -82,8 +82,8 @@ func (s *Store) CreateSandbox(ctx context.Context, sb store.Sandbox) (store.Sand
 
 // CreateSandboxEvent is CreateSandbox appending e in the same transaction
 // (store.SandboxEventWriter).
-func (s *Store) CreateSandboxEvent(ctx context.Context, sb store.Sandbox, e store.DaemonEvent) (store.Sandbox, store.DaemonEvent, error) {
-	row, err := eventRow(e)
+func (s *Store) CreateSandboxEvent(ctx context.Context, sb store.Sandbox, e store.DaemonEvent, open *store.MeterInterval) (store.Sandbox, store.DaemonEvent, error) {
+	row, err := eventRow(e, open)
 	if err != nil {
 		return store.Sandbox{}, store.DaemonEvent{}, err
 	}
@@ -214,8 +214,8 @@ func (s *Store) UpdateSandbox(ctx context.Context, sb store.Sandbox) (store.Sand
 
 // UpdateSandboxEvent is UpdateSandbox appending e in the same transaction
 // (store.SandboxEventWriter).
-func (s *Store) UpdateSandboxEvent(ctx context.Context, sb store.Sandbox, e store.DaemonEvent) (store.Sandbox, store.DaemonEvent, error) {
-	row, err := eventRow(e)
+func (s *Store) UpdateSandboxEvent(ctx context.Context, sb store.Sandbox, e store.DaemonEvent, open *store.MeterInterval) (store.Sandbox, store.DaemonEvent, error) {
+	row, err := eventRow(e, open)
 	if err != nil {
 		return store.Sandbox{}, store.DaemonEvent{}, err
 	}

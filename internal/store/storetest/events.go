@@ -278,7 +278,8 @@ func testPurgeTenantEventsLeavesOtherTenants(t *testing.T, s store.Store) {
 // testSandboxChangeAndItsEventCommitTogether: a store that is a
 // store.SandboxEventWriter writes a sandbox record and its event in one
 // transaction: both, with the event's id after every earlier one, or, when
-// the record is refused, neither.
+// the record is refused, neither; a meter interval given opens with them
+// (the one open is kept), or not at all.
 func testSandboxChangeAndItsEventCommitTogether(t *testing.T, s store.Store) {
 	w, ok := s.(store.SandboxEventWriter)
 	if !ok {
@@ -286,7 +287,7 @@ func testSandboxChangeAndItsEventCommitTogether(t *testing.T, s store.Store) {
 	}
 	ctx := context.Background()
 	before := appendEvent(t, s, store.DaemonEvent{Type: "x.before", Tenant: store.DefaultTenant})
-	sb, e, err := w.CreateSandboxEvent(ctx, newSandbox("sb-ev", store.DefaultTenant, "ev", time.Now()), store.DaemonEvent{Type: "sandbox.created", Tenant: store.DefaultTenant, Sandbox: "sb-ev"})
+	sb, e, err := w.CreateSandboxEvent(ctx, newSandbox("sb-ev", store.DefaultTenant, "ev", time.Now()), store.DaemonEvent{Type: "sandbox.created", Tenant: store.DefaultTenant, Sandbox: "sb-ev"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,22 +295,57 @@ func testSandboxChangeAndItsEventCommitTogether(t *testing.T, s store.Store) {
 		t.Fatalf("created %+v with event %+v (after event %d)", sb, e, before.ID)
 	}
 	sb.State = store.StateRunning
-	sb, e2, err := w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Type: "sandbox.started", Tenant: store.DefaultTenant, Sandbox: "sb-ev", State: "running"})
+	// A refused interval (no start) refuses the change and its event.
+	if _, _, err := w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Type: "sandbox.started", Tenant: store.DefaultTenant, Sandbox: "sb-ev", State: "running"},
+		&store.MeterInterval{TenantID: store.DefaultTenant, SandboxID: "sb-ev"}); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("update with an interval without a start: %v", err)
+	}
+	start := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
+	iv := &store.MeterInterval{TenantID: store.DefaultTenant, SandboxID: "sb-ev", InstanceType: "small", CPUs: 1, MemoryBytes: 1 << 30, Start: start}
+	sb, e2, err := w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Type: "sandbox.started", Tenant: store.DefaultTenant, Sandbox: "sb-ev", State: "running"}, iv)
 	if err != nil || sb.State != store.StateRunning || e2.ID <= e.ID {
 		t.Fatalf("update: %+v %+v %v", sb, e2, err)
 	}
+	openIntervals := func() []store.MeterInterval {
+		t.Helper()
+		ivs, err := s.ListMeterIntervals(ctx, store.MeterFilter{SandboxID: "sb-ev", OpenOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ivs
+	}
+	if ivs := openIntervals(); len(ivs) != 1 || !ivs[0].Start.Equal(start) || ivs[0].InstanceType != "small" || ivs[0].CPUs != 1 {
+		t.Fatalf("open intervals after the start: %+v", ivs)
+	}
 	// Refused: a taken id, a stale version, an event without a type.
-	if _, _, err := w.CreateSandboxEvent(ctx, newSandbox("sb-ev", store.DefaultTenant, "other", time.Now()), store.DaemonEvent{Type: "sandbox.created", Tenant: store.DefaultTenant}); !errors.Is(err, errs.ErrConflict) {
+	if _, _, err := w.CreateSandboxEvent(ctx, newSandbox("sb-ev", store.DefaultTenant, "other", time.Now()), store.DaemonEvent{Type: "sandbox.created", Tenant: store.DefaultTenant}, nil); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("create with a taken id: %v", err)
 	}
 	stale := sb
 	stale.Version--
-	if _, _, err := w.UpdateSandboxEvent(ctx, stale, store.DaemonEvent{Type: "sandbox.stopped", Tenant: store.DefaultTenant}); !errors.Is(err, errs.ErrConflict) {
+	later := *iv
+	later.Start = start.Add(time.Second)
+	if _, _, err := w.UpdateSandboxEvent(ctx, stale, store.DaemonEvent{Type: "sandbox.stopped", Tenant: store.DefaultTenant}, &later); !errors.Is(err, errs.ErrConflict) {
 		t.Fatalf("stale update: %v", err)
 	}
 	sb.State = store.StateStopped
-	if _, _, err := w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Tenant: store.DefaultTenant}); !errors.Is(err, errs.ErrInvalid) {
+	if _, _, err := w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Tenant: store.DefaultTenant}, nil); !errors.Is(err, errs.ErrInvalid) {
 		t.Fatalf("update with an event without a type: %v", err)
+	}
+	if ivs := openIntervals(); len(ivs) != 1 || !ivs[0].Start.Equal(start) {
+		t.Fatalf("open intervals after refused changes: %+v", ivs)
+	}
+	// An interval open already is kept.
+	sb.State = store.StatePaused
+	if sb, _, err = w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Type: "sandbox.paused", Tenant: store.DefaultTenant, Sandbox: "sb-ev", State: "paused"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sb.State = store.StateRunning
+	if sb, _, err = w.UpdateSandboxEvent(ctx, sb, store.DaemonEvent{Type: "sandbox.resumed", Tenant: store.DefaultTenant, Sandbox: "sb-ev", State: "running"}, &later); err != nil {
+		t.Fatal(err)
+	}
+	if ivs := openIntervals(); len(ivs) != 1 || !ivs[0].Start.Equal(start) {
+		t.Fatalf("open intervals after a second open: %+v", ivs)
 	}
 	if got, err := s.GetSandbox(ctx, store.DefaultTenant, "sb-ev"); err != nil || got.State != store.StateRunning {
 		t.Fatalf("after refused changes: %+v %v", got, err)
@@ -318,7 +354,7 @@ func testSandboxChangeAndItsEventCommitTogether(t *testing.T, s store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(es) != 2 || es[0].ID != e.ID || es[0].Type != "sandbox.created" || es[1].ID != e2.ID || es[1].State != "running" {
+	if len(es) != 4 || es[0].ID != e.ID || es[0].Type != "sandbox.created" || es[1].ID != e2.ID || es[1].State != "running" {
 		t.Fatalf("events after the changes: %+v", es)
 	}
 }
