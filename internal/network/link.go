@@ -161,13 +161,15 @@ func nsInode(path string) (uint64, error) {
 
 // Prepare makes, ahead of any sandbox, the links of a network namespace
 // that a sandbox will get (a runtime's shell, named name, whose init is
-// pid): the veth pair, down and on no bridge, with eth0 inside, loopback
-// up and the namespace's sysctls set. The Attach whose Attachment.NetNS is
-// that namespace takes the pair (renamed as the sandbox's, addressed,
-// routed, its rules made) instead of making one; until then nothing
-// reaches or leaves the namespace. The pair goes with the namespace.
-// Prepare changes nothing of the host's but the new pair, so it runs
-// beside Attach and Detach.
+// pid): the veth pair, its host end down, an isolated port of the bridge,
+// with eth0 inside, loopback up and the namespace's sysctls set. The
+// Attach whose Attachment.NetNS is that namespace takes the pair (its host
+// end keeps the name Prepare gave it and gets the sandbox's alias, then is
+// addressed, routed, brought up and its rules made) instead of making one;
+// until then nothing reaches or leaves the namespace (a port that is down
+// forwards nothing). The pair goes with the namespace. Prepare changes
+// nothing of the host's but the new pair, so it runs beside Attach and
+// Detach.
 func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	src := fmt.Sprintf("/proc/%d/ns/net", pid)
 	ino, err := nsInode(src)
@@ -186,9 +188,25 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	defer nh.Close()
 	la := netlink.NewLinkAttrs()
 	la.Name = preparedName(m.cfg.Table, name)
-	la.MTU = m.mtu()
+	la.MTU = 1500
+	br, err := netlink.LinkByName(m.cfg.Bridge)
+	if err == nil {
+		// Made a port of the bridge (down) at once: one change fewer
+		// for the attach.
+		la.MasterIndex = br.Attrs().Index
+		if mtu := br.Attrs().MTU; mtu > 0 {
+			la.MTU = mtu
+		}
+	}
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}); err != nil {
 		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, err)
+	}
+	ported := false
+	if host, err := netlink.LinkByName(la.Name); err == nil && br != nil && host.Attrs().MasterIndex == br.Attrs().Index {
+		if err := netlink.LinkSetIsolated(host, true); err != nil {
+			return fmt.Errorf("prepare the network of %s: isolate bridge port %s: %w", name, la.Name, err)
+		}
+		ported = true
 	}
 	if lo, err := nh.LinkByName("lo"); err == nil {
 		if err := nh.LinkSetUp(lo); err != nil {
@@ -201,38 +219,50 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	m.prepMu.Lock()
 	defer m.prepMu.Unlock()
 	if m.prepared == nil {
-		m.prepared = map[uint64]string{}
+		m.prepared = map[uint64]preparedPair{}
 	}
 	// Those of namespaces gone (shells discarded) go.
-	for i, l := range m.prepared {
-		if _, err := netlink.LinkByName(l); err != nil {
+	for i, p := range m.prepared {
+		if _, err := netlink.LinkByName(p.name); err != nil {
 			delete(m.prepared, i)
 		}
 	}
-	m.prepared[ino] = la.Name
+	m.prepared[ino] = preparedPair{name: la.Name, ported: ported}
 	return nil
 }
 
-// takePrepared returns (and forgets) the host end's name of the pair
-// Prepare made in the namespace at path, if it did.
-func (m *Manager) takePrepared(path string) (string, bool) {
+// preparedPair is a veth pair Prepare made: its host end's name, and
+// whether that end is an isolated port of the bridge already.
+type preparedPair struct {
+	name   string
+	ported bool
+}
+
+// isPrepared reports whether link name is the host end of a pair Prepare
+// made that no attach has taken yet.
+func (m *Manager) isPrepared(name string) bool {
+	m.prepMu.Lock()
+	defer m.prepMu.Unlock()
+	for _, p := range m.prepared {
+		if p.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// takePrepared returns (and forgets) the pair Prepare made in the
+// namespace at path, if it did.
+func (m *Manager) takePrepared(path string) (preparedPair, bool) {
 	ino, err := nsInode(path)
 	if err != nil {
-		return "", false
+		return preparedPair{}, false
 	}
 	m.prepMu.Lock()
 	defer m.prepMu.Unlock()
-	name, ok := m.prepared[ino]
+	p, ok := m.prepared[ino]
 	delete(m.prepared, ino)
-	return name, ok
-}
-
-// mtu is the sandboxes' links' MTU: the bridge's.
-func (m *Manager) mtu() int {
-	if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil && br.Attrs().MTU > 0 {
-		return br.Attrs().MTU
-	}
-	return 1500
+	return p, ok
 }
 
 // nsSysctls sets a sandbox namespace's sysctls (the caller's thread is in
@@ -272,8 +302,10 @@ func (m *Manager) nsSysctls() error {
 // lease made ahead commits.
 func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) error {
 	// A pair Prepare made in the namespace given is the sandbox's: its
-	// host end takes the sandbox's name (it is down and on no bridge).
-	prepared, adopt := "", false
+	// host end keeps its name (a rename waits for an RCU grace period)
+	// and gets the sandbox's alias, by which a restart finds it.
+	var prepared preparedPair
+	adopt := false
 	if sb.source != "" {
 		prepared, adopt = m.takePrepared(sb.source)
 	}
@@ -306,16 +338,13 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 	host, herr := netlink.LinkByName(sb.veth)
 	peer, perr := nh.LinkByName("eth0")
 	if adopt && perr == nil {
-		if p, err := netlink.LinkByName(prepared); err == nil && p.Type() == "veth" && peer.Attrs().ParentIndex == p.Attrs().Index && p.Attrs().ParentIndex == peer.Attrs().Index {
-			if herr == nil { // the sandbox's name is taken: by a stale link
+		if p, err := netlink.LinkByName(prepared.name); err == nil && p.Type() == "veth" && peer.Attrs().ParentIndex == p.Attrs().Index && p.Attrs().ParentIndex == peer.Attrs().Index {
+			if herr == nil { // a stale link of the sandbox's usual name
 				if err := delLink(netlink.LinkDel, host); err != nil {
 					return fmt.Errorf("delete stale veth %s: %w", sb.veth, err)
 				}
 			}
-			if err := netlink.LinkSetName(p, sb.veth); err != nil {
-				return fmt.Errorf("name the prepared veth %s %s: %w", prepared, sb.veth, err)
-			}
-			host, herr = netlink.LinkByName(sb.veth)
+			sb.veth, host, herr = prepared.name, p, nil
 		} else {
 			adopt = false
 		}
@@ -360,8 +389,10 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 			return fmt.Errorf("enslave %s to %s: %w", sb.veth, m.cfg.Bridge, err)
 		}
 	}
-	if err := netlink.LinkSetIsolated(host, true); err != nil {
-		return fmt.Errorf("isolate bridge port %s: %w", sb.veth, err)
+	if !adopt || !prepared.ported {
+		if err := netlink.LinkSetIsolated(host, true); err != nil {
+			return fmt.Errorf("isolate bridge port %s: %w", sb.veth, err)
+		}
 	}
 	if err := netlink.LinkSetUp(host); err != nil {
 		return fmt.Errorf("bring up %s: %w", sb.veth, err)

@@ -228,10 +228,10 @@ type Manager struct {
 	leaseMu sync.Mutex
 	leasing map[string]chan struct{}
 
-	// prepared names the host end of the veth pair Prepare made in a
-	// namespace not yet attached, by the namespace's inode.
+	// prepared holds the veth pairs Prepare made in namespaces not yet
+	// attached, by the namespace's inode.
 	prepMu   sync.Mutex
-	prepared map[uint64]string
+	prepared map[uint64]preparedPair
 }
 
 // sandbox is an attached sandbox as the Manager remembers it.
@@ -313,6 +313,8 @@ func (m *Manager) newSandbox(a Attachment, addr, addr6 netip.Addr) *sandbox {
 	}
 	m.mu.RLock()
 	if old, ok := m.sbs[a.ID]; ok {
+		// Its host end may have kept a name given ahead (Prepare).
+		sb.veth = old.veth
 		sb.refusedBase, sb.noted = old.refusedBase, old.noted
 		for a, exp := range old.resolved {
 			sb.resolved[a] = exp

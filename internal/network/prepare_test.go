@@ -51,14 +51,21 @@ func eth0(t *testing.T, ns string) netlink.Link {
 }
 
 // TestAPreparedPairIsTakenByTheAttachOfItsNamespace: Prepare makes the
-// namespace's eth0 and a host end that is down and on no bridge (nothing
-// leaves); the Attach of a sandbox given that namespace takes that pair
-// (the same eth0, the host end renamed as the sandbox's) and the sandbox
-// reaches the internet; the Attach of another namespace does not take it.
+// namespace's eth0 and a host end that is down, an isolated port of the
+// bridge (nothing leaves); a Sync leaves it alone; the Attach of another
+// namespace does not take it; the Attach of a sandbox given that namespace
+// takes the pair (the same eth0, the host end under the name it was given,
+// with the sandbox's alias, up) and the sandbox reaches the internet; a
+// restarted daemon (a new Manager's Sync) finds the host end by its alias
+// and keeps it.
 func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	e := newEnv(t)
 	pid, ns := netnsProc(t)
 	if err := e.m.Prepare(e.ctx, "shell-a", pid); err != nil {
+		t.Fatal(err)
+	}
+	br, err := netlink.LinkByName(e.cfg.Bridge)
+	if err != nil {
 		t.Fatal(err)
 	}
 	before := eth0(t, ns)
@@ -68,8 +75,19 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 			host = l
 		}
 	}
-	if host == nil || !strings.HasPrefix(host.Attrs().Name, "sp") || host.Attrs().MasterIndex != 0 || host.Attrs().Flags&1 != 0 {
+	if host == nil || !strings.HasPrefix(host.Attrs().Name, "sp") || host.Attrs().MasterIndex != br.Attrs().Index || host.Attrs().Flags&1 != 0 {
 		t.Fatalf("prepared host end: %+v", host)
+	}
+	if pi, err := netlink.LinkGetProtinfo(host); err != nil || !pi.Isolated {
+		t.Fatalf("the prepared port is not isolated: %+v %v", pi, err)
+	}
+	// A Sync (of no sandbox) sweeps links of the bridge that no sandbox
+	// holds, but not a pair made ahead.
+	if err := e.m.Sync(e.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByName(host.Attrs().Name); err != nil {
+		t.Fatalf("a Sync took the prepared pair: %v", err)
 	}
 	// Another namespace's attach leaves the prepared pair alone.
 	_, other := netnsProc(t)
@@ -79,21 +97,34 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	if _, err := netlink.LinkByName(host.Attrs().Name); err != nil {
 		t.Fatalf("another namespace's attach took the prepared pair: %v", err)
 	}
-	a, err := e.m.Attach(e.ctx, network.Attachment{ID: "sb-prep", NetNS: ns, Policy: policy.Default()})
+	att := network.Attachment{ID: "sb-prep", NetNS: ns, Policy: policy.Default()}
+	a, err := e.m.Attach(e.ctx, att)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after := eth0(t, a.NetNS); after.Attrs().Index != before.Attrs().Index || after.Attrs().HardwareAddr.String() != before.Attrs().HardwareAddr.String() {
 		t.Fatalf("eth0 was made anew: %+v, prepared %+v", after.Attrs(), before.Attrs())
 	}
-	if _, err := netlink.LinkByName(host.Attrs().Name); err == nil {
-		t.Fatal("the prepared host end kept its name")
+	sandboxEnd := func() {
+		t.Helper()
+		l, err := netlink.LinkByIndex(host.Attrs().Index)
+		if err != nil || l.Attrs().Name != host.Attrs().Name || l.Attrs().MasterIndex != br.Attrs().Index || l.Attrs().Flags&1 == 0 ||
+			!strings.HasPrefix(l.Attrs().Alias, "stead:"+e.cfg.Table+":") {
+			t.Fatalf("the sandbox's host end: %+v %v", l, err)
+		}
+		if _, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web.String())); err != nil {
+			t.Fatalf("fetch from the prepared namespace: %v", err)
+		}
 	}
-	if l, err := netlink.LinkByIndex(host.Attrs().Index); err != nil || l.Attrs().MasterIndex == 0 || l.Attrs().OperState != netlink.OperUp && l.Attrs().Flags&1 == 0 {
-		t.Fatalf("the sandbox's host end: %+v %v", l, err)
+	sandboxEnd()
+	// A restart: a new Manager finds the host end by its alias.
+	e.m = e.newManager()
+	if err := e.m.Sync(e.ctx, []network.Attachment{att, {ID: "sb-other", NetNS: other, Policy: policy.Default()}}, nil); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web.String())); err != nil {
-		t.Fatalf("fetch from the prepared namespace: %v", err)
+	sandboxEnd()
+	if st, err := e.m.Status(e.ctx, "sb-prep"); err != nil || st.TxBytes == 0 {
+		t.Fatalf("status after the restart: %+v %v", st, err)
 	}
 }
 

@@ -33,6 +33,16 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	keep := map[string]bool{}     // keys of RunDir entries
 	keepLink := map[string]bool{} // host veth names
 	keepAddr := map[netip.Addr]bool{}
+	// A host end made ahead (Prepare) keeps its name: each sandbox's is
+	// found by its alias.
+	byAlias := map[string]string{}
+	if links, err := m.ownedLinks(br); err == nil {
+		for name, l := range links {
+			if a := l.Attrs().Alias; a != "" && l.Type() == "veth" {
+				byAlias[a] = name
+			}
+		}
+	}
 	for _, a := range running {
 		addr, addr6, err := m.lease(ctx, a.ID)
 		if err != nil {
@@ -40,6 +50,9 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 			continue
 		}
 		sb := m.newSandbox(a, addr, addr6)
+		if name, ok := byAlias[aliasPrefix(m.cfg.Table)+sb.key]; ok {
+			sb.veth = name
+		}
 		keep[sb.key], keepLink[sb.veth] = true, true
 		if err := m.ensureLinks(sb, br, nil); err != nil {
 			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
@@ -117,7 +130,7 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		errs = append(errs, err)
 	}
 	for name, l := range links {
-		if keepLink[name] {
+		if keepLink[name] || m.isPrepared(name) {
 			continue
 		}
 		if err := delLink(netlink.LinkDel, l); err != nil {
