@@ -170,6 +170,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Runtime != "" && cfg.Runtime != "native" && cfg.Runtime != "libcontainer" {
 		return fmt.Errorf("runtime %q: want native or libcontainer: %w", cfg.Runtime, errs.ErrInvalid)
 	}
+	if err := keepInheritedFromChildren(); err != nil {
+		log.Warn("descriptors the daemon inherited may reach the processes it starts", "err", err)
+	}
 	if err := prepareDirs(cfg, log); err != nil {
 		return err
 	}
