@@ -448,6 +448,9 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 		}
 	}
 
+	if adopt && sb.lim.BandwidthBits <= 0 {
+		return nil // a pair made ahead has no rate limit to remove
+	}
 	if err := setRate(netlink.QdiscReplace, netlink.QdiscDel, netlink.QdiscList, host, sb.lim.BandwidthBits); err != nil {
 		return fmt.Errorf("limit %s: %w", sb.veth, err)
 	}
