@@ -107,6 +107,17 @@ type Runtime interface {
 	OpenPTY(ctx context.Context, id string, spec guest.ExecSpec, rows, cols uint16) (PTY, error)
 }
 
+// A Reserver is a runtime that can begin a sandbox's start ahead of its
+// Start: Reserve readies what the start will use (for the native runtime,
+// a shell, with the sandbox's network attach begun in it through network,
+// which is what Spec.Network will be) while the caller still makes the
+// sandbox's record and root. The Start of id uses it; cancel gives it up
+// when no Start is to come. Reserve may do nothing (the Start then goes
+// as without it).
+type Reserver interface {
+	Reserve(ctx context.Context, id string, network func(ctx context.Context, pid int) error) (cancel func())
+}
+
 // PTY is an interactive terminal session.
 type PTY interface {
 	io.ReadWriteCloser

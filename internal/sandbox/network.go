@@ -142,14 +142,20 @@ func (s *Service) withNetwork(rs *steadrt.Spec, sb store.Sandbox, sp spec) {
 	// waits for the lease halfway through the links; an error is its to
 	// report: it leases again).
 	n.LeaseAhead(context.Background(), sb.ID)
-	rs.Network = func(ctx context.Context, pid int) error {
+	rs.Network = s.attachFunc(n, sb, sp)
+	if s.opts.Net.ResolvConf != "" {
+		rs.Mounts = append(rs.Mounts, steadrt.Mount{Source: s.opts.Net.ResolvConf, Destination: "/etc/resolv.conf", ReadOnly: true})
+	}
+}
+
+// attachFunc is a sandbox's steadrt.Spec.Network: it attaches the
+// network namespace of the sandbox's init.
+func (s *Service) attachFunc(n Network, sb store.Sandbox, sp spec) func(ctx context.Context, pid int) error {
+	return func(ctx context.Context, pid int) error {
 		t0 := time.Now()
 		_, err := n.Attach(ctx, attachment(sb, sp, fmt.Sprintf("/proc/%d/ns/net", pid)))
 		s.log.Debug("sandbox network attached", "sandbox", sb.ID, "dur", time.Since(t0))
 		return err
-	}
-	if s.opts.Net.ResolvConf != "" {
-		rs.Mounts = append(rs.Mounts, steadrt.Mount{Source: s.opts.Net.ResolvConf, Destination: "/etc/resolv.conf", ReadOnly: true})
 	}
 }
 

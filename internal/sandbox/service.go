@@ -533,12 +533,19 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	unlock := s.lock(id)
 	defer unlock()
 	ctx = context.WithoutCancel(ctx) // see transition
+	cancelReserve := func() {}
 	if n := s.net(); n != nil && !noStart {
 		// The address's store commit while the root is made: the start's
 		// own lease ahead (withNetwork) then finds it.
 		n.LeaseAhead(context.Background(), id)
+		if rv, ok := s.rt.(steadrt.Reserver); ok {
+			// And the network attach too, in what the start will use
+			// (a shell made ahead), from now on.
+			cancelReserve = rv.Reserve(ctx, id, s.attachFunc(n, rec, sp))
+		}
 	}
 	fail := func(err error) (client.Sandbox, error) {
+		cancelReserve()
 		s.releaseNetwork(context.WithoutCancel(ctx), id)
 		s.pool.Delete(context.WithoutCancel(ctx), datasetName(id))
 		s.st.DeleteSandbox(context.WithoutCancel(ctx), tenant, id)

@@ -163,6 +163,7 @@ type Runtime struct {
 	shellSeq     int
 	shellTag     string          // this runtime's part of its shells' names
 	shellLive    map[string]bool // names of shells not yet claimed or discarded
+	reserved     map[string]*reservation // shells taken ahead of a Start (Reserve), by sandbox
 	shellWG      sync.WaitGroup
 }
 
@@ -325,7 +326,12 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	if r.opts.Native {
 		// A shell spawned ahead, if one is ready; its slot becomes the
 		// sandbox's. The next one is spawned once this start is over.
-		if sh = r.takeShell(); sh != nil {
+		if res := r.takeReservation(spec.ID); res != nil {
+			// Taken ahead (Reserve): its network attach has been
+			// running since.
+			sh, early = res.sh, res.early
+			defer early.wait()
+		} else if sh = r.takeShell(); sh != nil {
 			// The shell's namespace exists: its network is attached
 			// beside everything else of the start from now on (every
 			// return waits for it).

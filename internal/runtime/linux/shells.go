@@ -133,10 +133,84 @@ func (r *Runtime) closeShells() {
 	r.mu.Lock()
 	list := r.shells
 	r.shells = nil
+	var held []*reservation
+	for id, res := range r.reserved {
+		held = append(held, res)
+		delete(r.reserved, id)
+	}
 	r.mu.Unlock()
+	for _, res := range held {
+		res.early.wait()
+		list = append(list, res.sh)
+	}
 	for _, sh := range list {
 		r.discardShell(sh)
 	}
+}
+
+// reservation is a shell taken ahead of its sandbox's Start (Reserve),
+// with the sandbox's network attach begun in it.
+type reservation struct {
+	sh    *shell
+	early *networkAttach
+}
+
+// Reserve takes a ready shell for sandbox id ahead of its Start and
+// begins the sandbox's network attach in it (network is what the Start's
+// Spec.Network will be), so that the attach runs beside what the caller
+// does before the Start (its record, the sandbox's root). The Start of id
+// claims that shell. Without a ready shell Reserve does nothing, and the
+// Start goes as before. cancel gives the shell up if no Start is to come
+// (a create that failed): it is discarded once the attach has ended, and
+// undoing the attach (network.Manager.Detach) is the caller's, as after
+// a failed Start. cancel after the Start does nothing.
+func (r *Runtime) Reserve(ctx context.Context, id string, network func(context.Context, int) error) (cancel func()) {
+	if !r.opts.Native || !validID(id) {
+		return func() {}
+	}
+	sh := r.takeShell()
+	if sh == nil {
+		return func() {}
+	}
+	res := &reservation{sh: sh, early: attachNetwork(ctx, network, sh.pid)}
+	r.mu.Lock()
+	if r.reserved == nil {
+		r.reserved = map[string]*reservation{}
+	}
+	old := r.reserved[id]
+	r.reserved[id] = res
+	r.mu.Unlock()
+	if old != nil { // a second Reserve of id: the first is given up
+		r.dropReservation(old)
+	}
+	return func() {
+		r.mu.Lock()
+		mine := r.reserved[id] == res
+		if mine {
+			delete(r.reserved, id)
+		}
+		r.mu.Unlock()
+		if mine {
+			r.dropReservation(res)
+		}
+	}
+}
+
+// dropReservation discards a reserved shell once its attach has ended,
+// and has the shells refilled.
+func (r *Runtime) dropReservation(res *reservation) {
+	res.early.wait()
+	r.discardShell(res.sh)
+	time.AfterFunc(shellRefillDelay, r.fillShells)
+}
+
+// takeReservation returns (and forgets) the shell Reserve took for id.
+func (r *Runtime) takeReservation(id string) *reservation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := r.reserved[id]
+	delete(r.reserved, id)
+	return res
 }
 
 // spawnShell spawns a shell and joins it to cgroups of its own.

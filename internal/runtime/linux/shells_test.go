@@ -350,3 +350,92 @@ func TestAClaimedShellThatFailsItsSetupIsReaped(t *testing.T) {
 		t.Fatalf("status after the failed start: %s", st)
 	}
 }
+
+// TestAReservedShellIsTheStartsAndACancelledOneGoes: Reserve takes a ready
+// shell and runs the network attach in its namespace at once (before any
+// Start); the Start of that sandbox claims that very shell and does not
+// attach again; a reservation cancelled (a create that failed) has its
+// shell discarded (process, cgroups, slot), a second cancel and a cancel
+// after the Start do nothing, and Close discards a reservation left over.
+func TestAReservedShellIsTheStartsAndACancelledOneGoes(t *testing.T) {
+	r, root := newSkeletonRuntime(t, func(o *Options) { o.Native, o.Shells = true, 1 })
+	t.Cleanup(func() { r.Close() })
+	ctx := context.Background()
+	sh := waitShells(t, r, 1)[0]
+	attached := make(chan int, 2)
+	cancel := r.Reserve(ctx, "reserved", func(_ context.Context, pid int) error { attached <- pid; return nil })
+	select {
+	case pid := <-attached:
+		if pid != sh.pid {
+			t.Fatalf("attached pid %d, the shell is %d", pid, sh.pid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Reserve did not begin the attach")
+	}
+	spec := steadrt.Spec{ID: "reserved", Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}},
+		Network: func(context.Context, int) error { attached <- -1; return nil }}
+	if err := r.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Kill(ctx, "reserved") })
+	c, err := r.load("reserved")
+	if err != nil || c == nil {
+		t.Fatalf("load: %v", err)
+	}
+	if st, err := c.State(); err != nil || st.InitProcessPid != sh.pid {
+		t.Fatalf("init of the started sandbox: %+v %v, the reserved shell was %d", st, err, sh.pid)
+	}
+	select {
+	case pid := <-attached:
+		t.Fatalf("the Start attached again (pid %d)", pid)
+	default:
+	}
+	cancel() // after the Start: nothing
+	if res, err := r.Exec(ctx, "reserved", guest.ExecSpec{Args: []string{"/bin/true"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec after a late cancel: %v %+v", err, res)
+	}
+
+	// Cancelled: the shell goes.
+	next := waitShells(t, r, 1)[0]
+	r.mu.Lock()
+	_, slotHeld := r.slots[next.name]
+	r.mu.Unlock()
+	if !slotHeld {
+		t.Fatalf("the ready shell holds no slot")
+	}
+	cancel2 := r.Reserve(ctx, "never-started", func(context.Context, int) error { return nil })
+	cancel2()
+	cancel2()
+	for deadline := time.Now().Add(5 * time.Second); unix.Kill(next.pid, 0) == nil; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(next.pid) + "/stat"); strings.Contains(string(b), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cancelled shell (pid %d) still runs", next.pid)
+		}
+	}
+	for _, p := range next.paths {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s of the cancelled shell left: %v", p, err)
+		}
+	}
+	r.mu.Lock()
+	_, slotHeld = r.slots[next.name]
+	_, live := r.shellLive[next.name]
+	r.mu.Unlock()
+	if slotHeld || live {
+		t.Fatalf("the cancelled shell still holds its slot (%v) or counts as live (%v)", slotHeld, live)
+	}
+
+	// Left over at Close: discarded.
+	last := waitShells(t, r, 1)[0]
+	r.Reserve(ctx, "left-over", func(context.Context, int) error { return nil })
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range last.paths {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s of the reservation left at Close: %v", p, err)
+		}
+	}
+}
