@@ -161,8 +161,8 @@ type Runtime struct {
 	shellFilling bool
 	shellsClosed bool
 	shellSeq     int
-	shellTag     string          // this runtime's part of its shells' names
-	shellLive    map[string]bool // names of shells not yet claimed or discarded
+	shellTag     string                  // this runtime's part of its shells' names
+	shellLive    map[string]bool         // names of shells not yet claimed or discarded
 	reserved     map[string]*reservation // shells taken ahead of a Start (Reserve), by sandbox
 	shellWG      sync.WaitGroup
 }
