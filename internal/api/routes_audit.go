@@ -24,7 +24,8 @@ import (
 const auditIntro = "The audit trail records every state-changing API request (any method but GET, HEAD and OPTIONS, " +
 	"failed and refused ones included; requests without a valid API key are not recorded) and every lifecycle " +
 	"transition the daemon makes on its own, in an append-only, hash-chained log with ed25519-signed checkpoints. " +
-	"It lives outside every sandbox and survives sandbox deletion and purge. Admin keys only; an admin of the " +
+	"A request's entry is appended right after its answer has been sent; a read of the trail waits for the entries " +
+	"of answers already sent. It lives outside every sandbox and survives sandbox deletion and purge. Admin keys only; an admin of the " +
 	"default tenant reads every tenant's entries, other admins their own tenant's. "
 
 // auditRecordTimeout bounds recording one request in the trail.
