@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -66,10 +65,6 @@ type server struct {
 	adminKey string
 	// router is Options.Router (nil: nothing is forwarded).
 	router Router
-	// appending is held for reading by each audit append of an answer
-	// already sent (auditRequests), for writing by a read of the trail
-	// waiting for them (settled).
-	appending sync.RWMutex
 }
 
 // NewHandler returns the HTTP handler of the stead API:
