@@ -62,6 +62,12 @@ func (p *netParts) close() {
 	if p == nil {
 		return
 	}
+	if p.mgr != nil {
+		// The shells go with the daemon (the runtime closes after
+		// this); the links made ahead for them go now, not once the
+		// kernel has cleaned up their namespaces.
+		p.mgr.DropPrepared()
+	}
 	if p.ln != nil {
 		p.ln.Close()
 	}

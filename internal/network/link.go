@@ -171,6 +171,12 @@ func nsInode(path string) (uint64, error) {
 // nothing of the host's but the new pair, so it runs beside Attach and
 // Detach.
 func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
+	m.prepMu.Lock()
+	closed := m.prepClosed
+	m.prepMu.Unlock()
+	if closed {
+		return fmt.Errorf("prepare the network of %s: the network is closing", name)
+	}
 	src := fmt.Sprintf("/proc/%d/ns/net", pid)
 	ino, err := nsInode(src)
 	if err != nil {
@@ -218,6 +224,12 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	}
 	m.prepMu.Lock()
 	defer m.prepMu.Unlock()
+	if m.prepClosed { // dropped meanwhile: this pair goes too
+		if l, err := netlink.LinkByName(la.Name); err == nil {
+			delLink(netlink.LinkDel, l)
+		}
+		return fmt.Errorf("prepare the network of %s: the network is closing", name)
+	}
 	if m.prepared == nil {
 		m.prepared = map[uint64]preparedPair{}
 	}
@@ -229,6 +241,29 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	}
 	m.prepared[ino] = preparedPair{name: la.Name, ported: ported}
 	return nil
+}
+
+// DropPrepared deletes the pairs Prepare made that no attach has taken,
+// and has Prepare refuse from then on: the daemon stops, and the shells
+// they were made for go with it (their namespaces would take the links
+// along only once the kernel has cleaned them up, after the daemon is
+// gone).
+func (m *Manager) DropPrepared() {
+	m.prepMu.Lock()
+	m.prepClosed = true
+	var names []string
+	for _, p := range m.prepared {
+		names = append(names, p.name)
+	}
+	m.prepared = nil
+	m.prepMu.Unlock()
+	for _, name := range names {
+		if l, err := netlink.LinkByName(name); err == nil {
+			if err := delLink(netlink.LinkDel, l); err != nil {
+				m.log.Warn("delete a link made ahead for a shell", "link", name, "err", err)
+			}
+		}
+	}
 }
 
 // preparedPair is a veth pair Prepare made: its host end's name, and

@@ -230,8 +230,9 @@ type Manager struct {
 
 	// prepared holds the veth pairs Prepare made in namespaces not yet
 	// attached, by the namespace's inode.
-	prepMu   sync.Mutex
-	prepared map[uint64]preparedPair
+	prepMu     sync.Mutex
+	prepared   map[uint64]preparedPair
+	prepClosed bool // DropPrepared ran: Prepare refuses
 }
 
 // sandbox is an attached sandbox as the Manager remembers it.

@@ -161,3 +161,42 @@ func TestANewSandboxsRulesReplaceLeftoversOfItsName(t *testing.T) {
 		}
 	}
 }
+
+// TestDropPreparedDeletesThePairsNotTaken: when the daemon stops, the pairs
+// made ahead that no attach took are deleted at once (not when the kernel
+// gets to their namespaces), a pair an attach took stays, and Prepare
+// refuses from then on.
+func TestDropPreparedDeletesThePairsNotTaken(t *testing.T) {
+	e := newEnv(t)
+	hostEnd := func(ns string) string {
+		t.Helper()
+		idx := eth0(t, ns).Attrs().ParentIndex
+		l, err := netlink.LinkByIndex(idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Attrs().Name
+	}
+	pidA, nsA := netnsProc(t)
+	pidB, nsB := netnsProc(t)
+	for i, pid := range []int{pidA, pidB} {
+		if err := e.m.Prepare(e.ctx, fmt.Sprint("shell-", i), pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taken, waiting := hostEnd(nsA), hostEnd(nsB)
+	if _, err := e.m.Attach(e.ctx, network.Attachment{ID: "sb-took", NetNS: nsA, Policy: policy.Default()}); err != nil {
+		t.Fatal(err)
+	}
+	e.m.DropPrepared()
+	if _, err := netlink.LinkByName(waiting); err == nil {
+		t.Fatalf("the pair not taken (%s) is still there", waiting)
+	}
+	if _, err := netlink.LinkByName(taken); err != nil {
+		t.Fatalf("the pair an attach took (%s) went: %v", taken, err)
+	}
+	pidC, _ := netnsProc(t)
+	if err := e.m.Prepare(e.ctx, "shell-late", pidC); err == nil {
+		t.Fatal("Prepare after DropPrepared succeeded")
+	}
+}
