@@ -171,12 +171,6 @@ func nsInode(path string) (uint64, error) {
 // nothing of the host's but the new pair, so it runs beside Attach and
 // Detach.
 func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
-	m.prepMu.Lock()
-	closed := m.prepClosed
-	m.prepMu.Unlock()
-	if closed {
-		return fmt.Errorf("prepare the network of %s: the network is closing", name)
-	}
 	src := fmt.Sprintf("/proc/%d/ns/net", pid)
 	ino, err := nsInode(src)
 	if err != nil {
