@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -449,9 +450,15 @@ func assertNoNetworkLeftovers(t *testing.T, d *daemon, bridge string) {
 	if n := mountsUnder(t, filepath.Join(d.runDir, "net")); n != 0 {
 		t.Errorf("%d mounts left under %s/net", n, d.runDir)
 	}
-	out, _ := exec.Command("nft", "list", "table", "inet", bridge).CombinedOutput()
-	if strings.Contains(string(out), "sb-") {
-		t.Errorf("per-sandbox rules left in table %s:\n%s", bridge, out)
+	// A sandbox is elements of the tables' sets (the kernel keeps and
+	// drops the connection counts itself).
+	for _, fam := range []string{"inet", "bridge"} {
+		out, _ := exec.Command("nft", "list", "table", fam, bridge).CombinedOutput()
+		for _, blk := range regexp.MustCompile(`\n\t(?:set|map) `).Split(string(out), -1)[1:] {
+			if strings.Contains(blk, "elements = ") && !strings.HasPrefix(blk, "conns") {
+				t.Errorf("a sandbox's elements left in %s table %s:\n%s", fam, bridge, out)
+			}
+		}
 	}
 	st, err := sqlite.Open(context.Background(), filepath.Join(d.dataDir, "stead.db"))
 	if err != nil {

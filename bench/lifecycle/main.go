@@ -34,10 +34,11 @@ func main() {
 	scaleN := flag.Int("scale", 0, "scale mode: create this many sandboxes per daemon and print the create cost by fleet size")
 	running := flag.Int("running", 1000, "scale mode: how many of the sandboxes stay running (the rest are stopped)")
 	full := flag.Bool("full-qgroups", true, "scale mode: also measure a daemon whose btrfs pool has full qgroup accounting")
+	network := flag.Bool("net", false, "scale mode: networked sandboxes (a bridge and subnet of the bench's own)")
 	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
 	flag.Parse()
 	if *scaleN > 0 {
-		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *pprofAddr); err != nil {
+		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *network, *pprofAddr); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

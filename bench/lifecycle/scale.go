@@ -30,22 +30,33 @@ type scaleSide struct {
 // daemon's RSS there. The first running sandboxes stay running; the rest
 // are stopped after their first exec (a stopped sandbox should cost no
 // process and no memory). full=false measures only the default.
-func scale(ctx context.Context, total, running int, bin, poolKind string, full bool, pprofAddr string) error {
+func scale(ctx context.Context, total, running int, bin, poolKind string, full, network bool, pprofAddr string) error {
 	var sides []*scaleSide
+	// start starts a daemon of the run, networked on its own bridge with
+	// network.
+	startDaemon := func(bridge, subnet string, extra ...string) (*benchd.Daemon, error) {
+		if !network {
+			return benchd.Start(ctx, bin, poolKind, 16, extra...)
+		}
+		// A /20 holds 4,094 sandboxes; no sandbox resolves a name (an
+		// upstream that answers nothing, never the machine's resolver).
+		return benchd.StartNetwork(ctx, bin, poolKind, 16, benchd.Network{Bridge: bridge, Subnet: subnet,
+			DNSUpstream: "127.0.0.1:9"}, extra...)
+	}
 	// A fleet of 1,000 promises more disk than a bench pool holds.
 	// --verbose: the phases of each create are read from the debug log.
 	extra := []string{"--pool-overcommit", "10000", "--verbose"}
 	if pprofAddr != "" {
 		extra = append(extra, "--pprof-listen", pprofAddr)
 	}
-	d, err := benchd.Start(ctx, bin, poolKind, 16, extra...)
+	d, err := startDaemon("stbench7", "10.252.0.0/20", extra...)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	sides = append(sides, &scaleSide{name: "simple quotas", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
 	if full && poolKind == "btrfs" {
-		d, err := benchd.Start(ctx, bin, poolKind, 16, "--pool-overcommit", "10000", "--pool-full-qgroups")
+		d, err := startDaemon("stbench8", "10.252.16.0/20", "--pool-overcommit", "10000", "--pool-full-qgroups")
 		if err != nil {
 			return err
 		}
@@ -89,8 +100,12 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full b
 			fmt.Fprintf(os.Stderr, "scale: %d sandboxes per daemon (%s)\n", i, time.Since(start).Round(time.Second))
 		}
 	}
-	fmt.Printf("stead create cost by fleet size: %d sandboxes per daemon (the first %d running, the rest stopped), pool %s, %s\n\n",
-		total, min(running, total), poolKind, time.Now().UTC().Format(time.RFC3339))
+	netw := "no network"
+	if network {
+		netw = "networked (user namespaces, a veth each, egress rules)"
+	}
+	fmt.Printf("stead create cost by fleet size: %d sandboxes per daemon (the first %d running, the rest stopped), pool %s, %s, %s\n\n",
+		total, min(running, total), poolKind, netw, time.Now().UTC().Format(time.RFC3339))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "sandboxes\t")
 	for _, s := range sides {

@@ -30,15 +30,3 @@ func vethName(table, id string) string {
 // aliasPrefix starts the alias of every host-side link of a table's
 // sandboxes; the sandbox's key follows it.
 func aliasPrefix(table string) string { return "stead:" + table + ":" }
-
-// nftables object names of one sandbox.
-func chainName(k string) string   { return "sb-" + k }
-func ingressName(k string) string { return "in-" + k }
-func limitName(k string) string   { return "lim-" + k }
-func namedSet(k string, is4 bool) string {
-	if is4 {
-		return "named4-" + k
-	}
-	return "named6-" + k
-}
-func counterName(k string) string { return "refused-" + k }

@@ -48,6 +48,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,24 +234,31 @@ type Manager struct {
 	prepMu     sync.Mutex
 	prepared   map[uint64]preparedPair
 	prepClosed bool // DropPrepared ran: Prepare refuses
+
+	// Guarded by op: the last tag given (tags are never given twice in
+	// a table's life) and the limits whose sets and rule the table has.
+	nextTag uint32
+	limits  map[int]bool
 }
 
 // sandbox is an attached sandbox as the Manager remembers it.
 type sandbox struct {
 	id, key     string
 	addr, addr6 netip.Addr
-	pol         policy.Policy
-	lim         Limits
-	veth        string
-	netns       string
+	// tag keys its policy's elements in the table (0: none yet).
+	tag   uint32
+	pol   policy.Policy
+	lim   Limits
+	veth  string
+	netns string
 	// source is the namespace the caller made (Attachment.NetNS), bound
 	// at netns; "" keeps the one held there or makes a new one.
 	source string
 	resolv string
-	// refusedBase counts firewall drops of counter objects since replaced
-	// (a Sync rebuilds them); noted counts NoteRefused.
+	// refusedBase counts firewall drops of counters since replaced (a
+	// Sync rebuilds them); noted counts NoteRefused.
 	refusedBase, noted uint64
-	// resolved mirrors sets named4-<id> and named6-<id>: address -> expiry.
+	// resolved mirrors its elements of named4|6: address -> expiry.
 	resolved map[netip.Addr]time.Time
 }
 
@@ -268,6 +276,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		gw:     cfg.Subnet.Addr().Next(),
 		sbs:    map[string]*sandbox{},
 		byAddr: map[netip.Addr]*sandbox{},
+		limits: map[int]bool{},
 	}
 	if cfg.Subnet6.IsValid() {
 		m.gw6 = cfg.Subnet6.Addr().Next()
@@ -291,7 +300,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err := m.rebuild(b, nil, time.Now()); err != nil {
 		return nil, err
 	}
-	if err := b.flush("table " + cfg.Table); err != nil {
+	if err := m.flush(b, "table "+cfg.Table); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -315,7 +324,7 @@ func (m *Manager) newSandbox(a Attachment, addr, addr6 netip.Addr) *sandbox {
 	m.mu.RLock()
 	if old, ok := m.sbs[a.ID]; ok {
 		// Its host end may have kept a name given ahead (Prepare).
-		sb.veth = old.veth
+		sb.veth, sb.tag = old.veth, old.tag
 		sb.refusedBase, sb.noted = old.refusedBase, old.noted
 		for a, exp := range old.resolved {
 			sb.resolved[a] = exp
@@ -467,73 +476,58 @@ func (m *Manager) remember(sb *sandbox) {
 	}
 }
 
-// installSandbox replaces a sandbox's nftables objects in one
-// transaction (rebuilding the whole table if its base is missing).
+// installSandbox puts a sandbox's elements in the table, or changes them
+// from what the table holds of it, in one transaction. A failure (a table
+// changed behind the Manager's back: its base missing, an element of the
+// sandbox's address from before) rebuilds the table from what the Manager
+// holds.
 func (m *Manager) installSandbox(sb *sandbox) error {
 	m.mu.RLock()
-	_, known := m.sbs[sb.id]
+	old := m.sbs[sb.id]
 	m.mu.RUnlock()
-	if !known {
-		// A sandbox not attached (a create, a start): its objects go in
-		// at once, without a listing of the table first (addSandbox's
-		// fresh). A failure (the table's base is missing; an element of
-		// its address is there from before) takes the listing way.
-		b, err := m.newBatch()
-		if err == nil {
-			if err = m.addSandbox(b, sb, time.Now(), true); err == nil {
-				if err = b.flush("rules of " + sb.id); err == nil {
-					return nil
-				}
+	b, err := m.newBatch()
+	if err == nil {
+		if err = m.addSandbox(b, sb, old, time.Now()); err == nil {
+			if err = m.flush(b, "rules of "+sb.id); err == nil {
+				return nil
 			}
 		}
-		m.log.Debug("adding a sandbox's rules at once failed; listing the table first", "sandbox", sb.id, "err", err)
 	}
+	m.log.Warn("nftables table is not as held: rebuilding it", "table", m.cfg.Table, "sandbox", sb.id, "err", err)
+	m.mu.RLock()
+	all := []*sandbox{sb}
+	for id, o := range m.sbs {
+		if id != sb.id {
+			all = append(all, o)
+		}
+	}
+	m.mu.RUnlock()
+	return m.rebuildFrom(all, old == nil, sb.id)
+}
+
+// rebuildFrom replaces the table with one holding sbs, carrying their
+// counters over (but a fresh sandbox's: what its address was refused
+// before is not its own).
+func (m *Manager) rebuildFrom(sbs []*sandbox, fresh bool, freshID string) error {
 	b, err := m.newBatch()
 	if err != nil {
 		return err
 	}
-	p, err := m.listPresent(b, sb.key)
+	counts, err := m.refusedCounters(b)
 	if err != nil {
+		m.log.Warn("read nftables counters before a rebuild", "err", err)
+	}
+	m.mu.Lock()
+	for _, o := range sbs {
+		if !(fresh && o.id == freshID) {
+			o.refusedBase += refusedOf(counts, o)
+		}
+	}
+	m.mu.Unlock()
+	if err := m.rebuild(b, sbs, time.Now()); err != nil {
 		return err
 	}
-	complete := p.chains["forward"] && p.chains["input"]
-	for _, is4 := range m.families() {
-		complete = complete && p.sets[b.sandboxMap(is4).Name] && p.sets[b.domainSet(is4).Name]
-	}
-	if !complete {
-		m.log.Warn("nftables table incomplete: rebuilding it", "table", m.cfg.Table)
-		m.mu.RLock()
-		all := []*sandbox{sb}
-		for id, o := range m.sbs {
-			if id != sb.id {
-				all = append(all, o)
-			}
-		}
-		m.mu.RUnlock()
-		if err := m.rebuild(b, all, time.Now()); err != nil {
-			return err
-		}
-		return b.flush("table " + m.cfg.Table)
-	}
-	if p.objs[counterName(sb.key)] {
-		counts, err := m.refusedCounters(b)
-		if err != nil {
-			return err
-		}
-		sb.refusedBase += counts[counterName(sb.key)]
-	}
-	m.mu.RLock()
-	old, ok := m.sbs[sb.id]
-	m.mu.RUnlock()
-	addrs := []netip.Addr{sb.addr, sb.addr6}
-	if ok {
-		addrs = append(addrs, old.addr, old.addr6)
-	}
-	m.delSandbox(b, p, sb.key, addrs...)
-	if err := m.addSandbox(b, sb, time.Now(), false); err != nil {
-		return err
-	}
-	return b.flush("rules of " + sb.id)
+	return m.flush(b, "table "+m.cfg.Table)
 }
 
 // resolvConfName is the one resolv.conf every sandbox binds, in RunDir.
@@ -619,15 +613,8 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	// The rules go first (a failure there still removes the links: with
 	// its veth gone a sandbox has no network, so nothing is left open).
 	var errs []error
-	if b, err := m.newBatch(); err != nil {
+	if err := m.removeElements(sb, ok); err != nil {
 		errs = append(errs, err)
-	} else if p, err := m.listPresent(b, sb.key); err != nil {
-		errs = append(errs, err)
-	} else {
-		m.delSandbox(b, p, sb.key, sb.addr, sb.addr6)
-		if err := b.flush("removal of " + id); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
 		if !a.IsValid() {
@@ -661,6 +648,55 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	}
 	m.log.InfoContext(ctx, "detached network", "sandbox", id)
 	return nil
+}
+
+// removeElements takes a sandbox's elements out of the table. One the
+// Manager holds (known) goes by what it holds; one it does not (a Detach
+// after a restart, before a Sync) by its addresses: its entries in
+// sandboxes4|6, whose tag keys its policy's elements (inert from then on:
+// no tag is given twice), its counters and its port. A table that
+// refuses the removal is rebuilt without the sandbox.
+func (m *Manager) removeElements(sb *sandbox, known bool) error {
+	b, err := m.newBatch()
+	if err != nil {
+		return err
+	}
+	if known {
+		m.delSandbox(b, sb)
+	} else {
+		for _, is4 := range m.families() {
+			a := sb.addrOf(is4)
+			if !a.IsValid() {
+				continue
+			}
+			tag, found, err := m.tagOf(b, a)
+			if err != nil {
+				return err
+			}
+			if found {
+				b.del(b.sandboxMap(is4), nftables.SetElement{Key: a.AsSlice(), Val: tagBytes(tag)})
+			}
+			b.del(b.sourceSet(is4), nftables.SetElement{Key: slices.Concat(ifname(sb.veth), a.AsSlice())})
+		}
+		b.del(b.portSet(), nftables.SetElement{Key: ifname(sb.veth)})
+		for _, e := range m.counters(b, sb) {
+			b.del(e.s, e.e)
+		}
+	}
+	if err := m.flush(b, "removal of "+sb.id); err == nil {
+		return nil
+	} else {
+		m.log.Warn("nftables table refused a removal: rebuilding it", "table", m.cfg.Table, "sandbox", sb.id, "err", err)
+	}
+	m.mu.RLock()
+	var rest []*sandbox
+	for id, o := range m.sbs {
+		if id != sb.id {
+			rest = append(rest, o)
+		}
+	}
+	m.mu.RUnlock()
+	return m.rebuildFrom(rest, false, "")
 }
 
 // forgetConnections deletes the connection-tracking entries from and to
@@ -714,29 +750,18 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, p policy.Policy) err
 	if !ok {
 		return fmt.Errorf("set policy of %s: %w", id, ErrNotAttached)
 	}
+	m.mu.RLock()
 	next := *cur
+	m.mu.RUnlock()
 	next.pol = p
 	b, err := m.newBatch()
 	if err != nil {
 		return err
 	}
-	ch := &nftables.Chain{Name: chainName(cur.key), Table: b.t}
-	b.c.FlushChain(ch)
-	m.sandboxRules(b, ch, &next)
-	for _, is4 := range m.families() {
-		a := cur.addrOf(is4)
-		if !a.IsValid() {
-			continue
-		}
-		el := []nftables.SetElement{{Key: a.AsSlice()}}
-		switch had := cur.pol.HasDomains(); {
-		case p.HasDomains() && !had:
-			_ = b.c.SetAddElements(b.domainSet(is4), el)
-		case had && !p.HasDomains():
-			_ = b.c.SetDeleteElements(b.domainSet(is4), el)
-		}
+	if err := m.addSandbox(b, &next, cur, time.Now()); err != nil {
+		return err
 	}
-	if err := b.flush("policy of " + id); err != nil {
+	if err := m.flush(b, "policy of "+id); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -549,23 +549,26 @@ func (e *env) leftovers() []string {
 		out = append(out, "netns file "+en.Name())
 	}
 	c, _ := nftables.New()
-	tab := &nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyINet}
 	chains, _ := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	for _, ch := range chains {
-		base := map[string]bool{"forward": true, "input": true, "prerouting": true, "postrouting": true}
-		if ch.Table.Name == e.cfg.Table && !base[ch.Name] {
+		fixed := map[string]bool{"forward": true, "input": true, "prerouting": true, "postrouting": true, "policy": true, "limits": true}
+		if ch.Table.Name == e.cfg.Table && !fixed[ch.Name] {
 			out = append(out, "chain "+ch.Name)
 		}
 	}
-	sets, _ := c.GetSets(tab)
-	for _, s := range sets {
-		if els, _ := c.GetSetElements(s); len(els) > 0 || strings.HasPrefix(s.Name, "named-") {
-			out = append(out, "set "+s.Name)
+	// A sandbox is elements of the tables' sets: none may be left (but
+	// the connection counts, which the kernel keeps and drops itself).
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyINet, nftables.TableFamilyBridge} {
+		tab := &nftables.Table{Name: e.cfg.Table, Family: fam}
+		sets, _ := c.GetSets(tab)
+		for _, s := range sets {
+			if strings.HasPrefix(s.Name, "conns") {
+				continue
+			}
+			if els, _ := c.GetSetElements(s); len(els) > 0 {
+				out = append(out, fmt.Sprintf("%d elements of set %s", len(els), s.Name))
+			}
 		}
-	}
-	objs, _ := c.GetNamedObjects(tab)
-	for _, o := range objs {
-		out = append(out, fmt.Sprintf("object %v", o))
 	}
 	leases, _ := e.st.ListLeases(e.ctx)
 	for _, l := range leases {

@@ -1,41 +1,66 @@
 package network
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/network/policy"
 )
 
-// The firewall is one inet table, owned entirely by the Manager (4|6:
-// one per IP family, the IPv6 ones only with Config.Subnet6):
+// The firewall is two tables named Config.Table, owned entirely by the
+// Manager: its rules are fixed, and a sandbox is only elements of sets.
+// Attaching one adds no rule and no chain, so a commit never has the
+// kernel validate every sandbox's rules again (it walks every chain a
+// table's base chains reach on each commit that adds a rule or a jump):
+// an attach costs the same with 1 or 1,000 sandboxes.
 //
-//	map sandboxes4|6   address : verdict      source address -> jump sb-<id>
-//	set domains4|6     address                sandboxes whose policy names domains
-//	set named4|6-<id>  address, timeout       addresses admitted by name (AddResolved)
-//	counter refused-<id>                      every drop on the sandbox's behalf
-//	chain in-<id>      inet ingress on the host veth: anti-spoof (own source only)
-//	chain sb-<id>      jump lim-<id>, gateway services, always-refused, policy
-//	chain lim-<id>     the conntrack limit (new connections over it refused)
-//	chain forward      from the bridge: established, else dispatch by source; to the bridge: replies only
-//	chain input        from the bridge: established, neighbour discovery, else dispatch by source
+// Each attached sandbox has a tag, a number the Manager never gives twice
+// in a table's life; its policy's elements are keyed by the tag, so an
+// element left behind names no later sandbox (4|6: one per IP family,
+// the IPv6 ones only with Config.Subnet6).
+//
+// The inet table:
+//
+//	map sandboxes4|6   address : tag          attached sandboxes by source address
+//	set refused4|6     address, counter       a drop on a sandbox's behalf, counted per address
+//	set offline        tag                    policies without the internet
+//	set open           tag                    policies that admit by default
+//	set deny4|6        tag . prefix           denied CIDRs (intervals)
+//	set allow4|6       tag . prefix           allowed CIDRs (intervals)
+//	set byname         tag                    policies that allow domains
+//	set named4|6       tag . address, timeout addresses admitted by name (AddResolved)
+//	set domains        tag                    policies that name domains: 80/443 to the egress proxy
+//	set limit<N>       tag                    sandboxes whose conntrack limit is N
+//	set conns<N>4|6    address, dynamic       their connection counts
+//	chain forward      from the bridge: established, else a sandbox's source to policy; to the bridge: replies only
+//	chain input        from the bridge: established, neighbour discovery, else a sandbox's source to policy
+//	chain policy       limits, gateway services, always-refused, then the policy's sets in order of decision
+//	chain limits       one rule per limit in use
 //	chain prerouting   (nat) 80/443 of domain sandboxes -> egress proxy; 53 -> resolver port
 //	chain postrouting  (nat) masquerade the subnets leaving by another interface
 //
-// A source address identifies a sandbox only because its ingress chain
-// drops every other source from its veth.
-const (
-	// hookInetIngress is NF_INET_INGRESS: the inet family's ingress hook
-	// (nftables.ChainHookIngress is the netdev family's, a different number).
-	hookInetIngress nftables.ChainHook = 5
-)
+// The bridge table (anti-spoof, before the IP stack sees a frame):
+//
+//	set ports          ifname                 sandboxes' host ends
+//	set sources4|6     ifname . address       each port's own address
+//	set spoofed        ifname, counter        drops of another source, counted per port
+//	chain prerouting   from a port, a source not its own -> counted, dropped
+//
+// A source address identifies a sandbox only because the bridge table
+// drops every other source from its port.
+
+// tagType is a tag's set type (4 bytes, as a mark).
+var tagType = nftables.TypeMark
 
 func famName(is4 bool) string {
 	if is4 {
@@ -51,12 +76,29 @@ func keyType(is4 bool) nftables.SetDatatype {
 	return nftables.TypeIP6Addr
 }
 
-// batch is one nftables transaction. Rules refer to sets by name (the
-// kernel finds a set added earlier in the same transaction by name).
+// dynamicSize bounds the sets the kernel adds to itself (a dynamic set
+// needs one); it is more than a subnet's addresses.
+const dynamicSize = 1 << 17
+
+// batch is one nftables transaction over both tables. Rules refer to sets
+// by name (the kernel finds a set added earlier in the same transaction by
+// name). Elements queued with add go in after everything else, so that a
+// removal queued with del comes first.
 type batch struct {
 	c      *nftables.Conn
-	t      *nftables.Table
+	t, bt  *nftables.Table // inet, bridge
 	nextID uint32
+	adds   map[string]*pendingElems
+	order  []string
+	// limits are the limits whose sets and rule this batch makes;
+	// rebuilt when it replaces the tables.
+	limits  map[int]bool
+	rebuilt bool
+}
+
+type pendingElems struct {
+	s     *nftables.Set
+	elems []nftables.SetElement
 }
 
 // addSet queues a set with its elements. It numbers the set itself: the
@@ -76,31 +118,111 @@ func (m *Manager) newBatch() (*batch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open nftables: %w", err)
 	}
-	return &batch{c: c, t: &nftables.Table{Name: m.cfg.Table, Family: nftables.TableFamilyINet}}, nil
+	return &batch{c: c,
+		t:      &nftables.Table{Name: m.cfg.Table, Family: nftables.TableFamilyINet},
+		bt:     &nftables.Table{Name: m.cfg.Table, Family: nftables.TableFamilyBridge},
+		adds:   map[string]*pendingElems{},
+		limits: map[int]bool{},
+	}, nil
 }
 
-func (b *batch) flush(what string) error {
+// add queues elements of s, to go in at flush.
+func (b *batch) add(s *nftables.Set, elems ...nftables.SetElement) {
+	k := strconv.Itoa(int(s.Table.Family)) + "/" + s.Name
+	p, ok := b.adds[k]
+	if !ok {
+		p = &pendingElems{s: s}
+		b.adds[k] = p
+		b.order = append(b.order, k)
+	}
+	p.elems = append(p.elems, elems...)
+}
+
+// del queues the removal of elements of s, present or not: each is added
+// first (a no-op when present), so the removal never fails for a missing
+// one.
+func (b *batch) del(s *nftables.Set, elems ...nftables.SetElement) {
+	if len(elems) == 0 {
+		return
+	}
+	_ = b.c.SetAddElements(s, elems)
+	_ = b.c.SetDeleteElements(s, elems)
+}
+
+// flush applies the batch, then records the limits it made.
+func (m *Manager) flush(b *batch, what string) error {
+	for _, k := range b.order {
+		p := b.adds[k]
+		if err := b.c.SetAddElements(p.s, p.elems); err != nil {
+			return fmt.Errorf("queue elements of %s: %w", p.s.Name, err)
+		}
+	}
 	if err := b.c.Flush(); err != nil {
 		return fmt.Errorf("apply nftables %s: %w", what, err)
+	}
+	if b.rebuilt {
+		m.limits = map[int]bool{}
+	}
+	for n := range b.limits {
+		m.limits[n] = true
 	}
 	return nil
 }
 
 func (b *batch) rule(chain *nftables.Chain, exprs ...[]expr.Any) {
-	b.c.AddRule(&nftables.Rule{Table: b.t, Chain: chain, Exprs: cat(exprs...)})
+	b.c.AddRule(&nftables.Rule{Table: chain.Table, Chain: chain, Exprs: cat(exprs...)})
 }
+
+// The sets, by name. The library needs a set's key type to encode its
+// elements, and its flags to make it.
 
 func (b *batch) sandboxMap(is4 bool) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: "sandboxes" + famName(is4), IsMap: true, KeyType: keyType(is4), DataType: nftables.TypeVerdict}
+	return &nftables.Set{Table: b.t, Name: "sandboxes" + famName(is4), IsMap: true, KeyType: keyType(is4), DataType: tagType}
 }
 
-func (b *batch) domainSet(is4 bool) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: "domains" + famName(is4), KeyType: keyType(is4)}
+func (b *batch) refusedSet(is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: "refused" + famName(is4), KeyType: keyType(is4), Dynamic: true, Counter: true, Size: dynamicSize}
 }
 
-func (b *batch) namedSet(k string, is4 bool) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: namedSet(k, is4), KeyType: keyType(is4), HasTimeout: true}
+func (b *batch) tagSet(name string) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: name, KeyType: tagType}
 }
+
+func (b *batch) limitSet(n int) *nftables.Set { return b.tagSet("limit" + strconv.Itoa(n)) }
+
+func (b *batch) connsSet(n int, is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: "conns" + strconv.Itoa(n) + famName(is4), KeyType: keyType(is4), Dynamic: true, Size: dynamicSize}
+}
+
+// cidrSet is deny4|6 or allow4|6: tag . prefix intervals.
+func (b *batch) cidrSet(name string, is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: name + famName(is4), KeyType: nftables.MustConcatSetType(tagType, keyType(is4)),
+		Interval: true, Concatenation: true}
+}
+
+func (b *batch) namedSet(is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: "named" + famName(is4), KeyType: nftables.MustConcatSetType(tagType, keyType(is4)), HasTimeout: true}
+}
+
+func (b *batch) portSet() *nftables.Set {
+	return &nftables.Set{Table: b.bt, Name: "ports", KeyType: nftables.TypeIFName}
+}
+
+func (b *batch) sourceSet(is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.bt, Name: "sources" + famName(is4), KeyType: nftables.MustConcatSetType(nftables.TypeIFName, keyType(is4))}
+}
+
+func (b *batch) spoofedSet() *nftables.Set {
+	return &nftables.Set{Table: b.bt, Name: "spoofed", KeyType: nftables.TypeIFName, Dynamic: true, Counter: true, Size: dynamicSize}
+}
+
+// Names of the tag sets.
+const (
+	setOffline = "offline"
+	setOpen    = "open"
+	setByName  = "byname"
+	setDomains = "domains"
+)
 
 // families are the IP families the Manager serves: IPv4, and IPv6 with
 // Subnet6.
@@ -133,35 +255,59 @@ func (m *Manager) subnetOf(is4 bool) netip.Prefix {
 	return m.cfg.Subnet6
 }
 
-// rebuild queues the whole table for sbs: delete (if present) and
-// recreate, so one transaction replaces the ruleset.
-func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
-	b.c.AddTable(b.t)
-	b.c.DelTable(b.t)
-	b.c.AddTable(b.t)
+func tagBytes(tag uint32) []byte { return binaryutil.BigEndian.PutUint32(tag) }
 
-	for _, is4 := range m.families() {
-		for _, s := range []*nftables.Set{b.sandboxMap(is4), b.domainSet(is4)} {
-			if err := b.addSet(s, nil); err != nil {
-				return err
-			}
-		}
+// rebuild queues both tables for sbs: delete (if present) and recreate,
+// so one transaction replaces the ruleset.
+func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
+	b.rebuilt = true
+	for _, t := range []*nftables.Table{b.t, b.bt} {
+		b.c.AddTable(t)
+		b.c.DelTable(t)
+		b.c.AddTable(t)
 	}
-	for _, sb := range sbs {
-		if err := m.addSandbox(b, sb, now, false); err != nil {
+	sets := []*nftables.Set{b.tagSet(setOffline), b.tagSet(setOpen), b.tagSet(setByName), b.tagSet(setDomains),
+		b.portSet(), b.spoofedSet()}
+	for _, is4 := range m.families() {
+		sets = append(sets, b.sandboxMap(is4), b.refusedSet(is4), b.cidrSet("deny", is4), b.cidrSet("allow", is4),
+			b.namedSet(is4), b.sourceSet(is4))
+	}
+	for _, s := range sets {
+		if err := b.addSet(s, nil); err != nil {
 			return err
 		}
 	}
+	m.baseRules(b)
+	m.bridgeRules(b)
+	for _, sb := range sbs {
+		if sb.tag == 0 {
+			m.nextTag++
+			sb.tag = m.nextTag
+		}
+		if err := m.ensureLimit(b, sb.lim.MaxConns); err != nil {
+			return err
+		}
+		for _, e := range m.elements(b, sb, now) {
+			b.add(e.s, e.e)
+		}
+	}
+	return nil
+}
 
+// baseRules queues the inet table's chains and rules.
+func (m *Manager) baseRules(b *batch) {
 	pAccept := nftables.ChainPolicyAccept
 	br := m.cfg.Bridge
 	est := matchCtState(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED)
+	pol := b.c.AddChain(&nftables.Chain{Name: "policy", Table: b.t})
+	lim := b.c.AddChain(&nftables.Chain{Name: "limits", Table: b.t})
+	toPolicy := []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: pol.Name}}
 
 	fwd := b.c.AddChain(&nftables.Chain{Name: "forward", Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
 	b.rule(fwd, matchIif(br, true), est, accept())
 	for _, is4 := range m.families() {
-		b.rule(fwd, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4), true))
+		b.rule(fwd, matchIif(br, true), b.loadTag(is4), toPolicy)
 	}
 	b.rule(fwd, matchIif(br, true), drop())
 	b.rule(fwd, matchOif(br, true), est, accept())
@@ -183,15 +329,48 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 		b.rule(in, matchIif(br, true), matchPrefix(dst, netip.MustParsePrefix("ff00::/8"), true), drop())
 	}
 	for _, is4 := range m.families() {
-		b.rule(in, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4), true))
+		b.rule(in, matchIif(br, true), b.loadTag(is4), toPolicy)
 	}
 	b.rule(in, matchIif(br, true), drop())
 
+	// The policy chain, in the policy's order of decision, after what no
+	// policy opens. Each rule is per family: a refusal is counted by the
+	// source address.
+	b.rule(pol, []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: lim.Name}})
+	fams := m.families()
+	for _, is4 := range fams {
+		gw := matchAddr(dst, m.gwOf(is4), true)
+		b.rule(pol, gw, matchL4Port(unix.IPPROTO_UDP, m.cfg.ResolverPort), accept())
+		b.rule(pol, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.ResolverPort), accept())
+		b.rule(pol, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.EgressPort), accept())
+	}
+	for _, is4 := range fams {
+		ref := b.refuse(is4)
+		b.rule(pol, matchFamily(is4), matchLocalDaddr(true), ref)
+		b.rule(pol, matchFamily(is4), matchOif(br, true), ref)
+		b.rule(pol, matchPrefix(dst, m.subnetOf(is4), true), ref)
+		for _, p := range policy.AlwaysDenied {
+			if p.Addr().Is4() == is4 {
+				b.rule(pol, matchPrefix(dst, p, true), ref)
+			}
+		}
+	}
+	for _, is4 := range fams {
+		tag := b.loadTag(is4)
+		ref := b.refuse(is4)
+		b.rule(pol, tag, lookupReg(b.tagSet(setOffline)), ref)
+		b.rule(pol, tag, b.loadDst(is4), lookupReg(b.cidrSet("deny", is4)), ref)
+		b.rule(pol, tag, lookupReg(b.tagSet(setOpen)), accept())
+		b.rule(pol, tag, b.loadDst(is4), lookupReg(b.cidrSet("allow", is4)), accept())
+		b.rule(pol, tag, lookupReg(b.tagSet(setByName)), b.loadDst(is4), lookupReg(b.namedSet(is4)), accept())
+		b.rule(pol, matchFamily(is4), ref)
+	}
+
 	pre := b.c.AddChain(&nftables.Chain{Name: "prerouting", Table: b.t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &pAccept})
-	for _, is4 := range m.families() {
+	for _, is4 := range fams {
 		for _, port := range []int{80, 443} {
-			b.rule(pre, matchIif(br, true), lookupAddr(src, is4, b.domainSet(is4), false),
+			b.rule(pre, matchIif(br, true), b.loadTag(is4), lookupReg(b.tagSet(setDomains)),
 				matchLocalDaddr(false), matchL4Port(unix.IPPROTO_TCP, port), redirectTo(m.cfg.EgressPort))
 		}
 		if m.cfg.ResolverPort != 53 {
@@ -204,95 +383,44 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 
 	post := b.c.AddChain(&nftables.Chain{Name: "postrouting", Table: b.t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &pAccept})
-	for _, is4 := range m.families() {
+	for _, is4 := range fams {
 		b.rule(post, matchPrefix(src, m.subnetOf(is4), true), matchOif(br, false), []expr.Any{&expr.Masq{}})
 	}
-	return nil
 }
 
-// addSandbox queues one sandbox's objects: its counter, named sets,
-// chains, and its elements in the shared sets.
-//
-// With fresh, nothing of the sandbox's is known to exist, but the batch
-// holds whether it does or not: each chain and named set is emptied right
-// after it is added (adding an existing one is no error and would keep
-// what it held), so no listing of the table comes first.
-func (m *Manager) addSandbox(b *batch, sb *sandbox, now time.Time, fresh bool) error {
-	b.c.AddObj(&nftables.NamedObj{Table: b.t, Name: counterName(sb.key), Type: nftables.ObjTypeCounter, Obj: &expr.Counter{}})
-	addChain := func(c *nftables.Chain) *nftables.Chain {
-		c = b.c.AddChain(c)
-		if fresh {
-			b.c.FlushChain(c)
-		}
-		return c
+// bridgeRules queues the bridge table's chain: a frame from a sandbox's
+// port whose source address is not the port's own is counted and
+// dropped.
+func (m *Manager) bridgeRules(b *batch) {
+	pAccept := nftables.ChainPolicyAccept
+	prio := nftables.ChainPriority(-200)
+	ch := b.c.AddChain(&nftables.Chain{Name: "prerouting", Table: b.bt, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: &prio, Policy: &pAccept})
+	port := cat([]expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}}, lookupReg(b.portSet()))
+	spoof := []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Dynset{SrcRegKey: 1, SetName: b.spoofedSet().Name, Operation: unix.NFT_DYNSET_OP_UPDATE, Exprs: []expr.Any{&expr.Counter{}}},
+		&expr.Verdict{Kind: expr.VerdictDrop},
 	}
-
-	for _, is4 := range m.families() {
-		ns := b.namedSet(sb.key, is4)
-		var elems []nftables.SetElement
-		for a, exp := range sb.resolved {
-			if left := exp.Sub(now); left > time.Second && a.Is4() == is4 {
-				elems = append(elems, nftables.SetElement{Key: a.AsSlice(), Timeout: left.Truncate(time.Millisecond)})
-			}
-		}
-		if !fresh {
-			if err := b.addSet(ns, elems); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := b.addSet(ns, nil); err != nil {
-			return err
-		}
-		b.c.FlushSet(ns)
-		if len(elems) > 0 {
-			if err := b.c.SetAddElements(ns, elems); err != nil {
-				return fmt.Errorf("queue elements of %s: %w", ns.Name, err)
-			}
-		}
+	// iifname . ip[6] saddr: the name fills register 1 (16 bytes), the
+	// address follows it in register 2.
+	notOwn := func(is4 bool) []expr.Any {
+		a := loadAddr(src, is4)
+		a.DestRegister = 2
+		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, a,
+			&expr.Lookup{SourceRegister: 1, SetName: b.sourceSet(is4).Name, Invert: true}}
 	}
-
-	if sb.lim.MaxConns > 0 {
-		// Its own chain, which SetPolicy leaves alone: the connection
-		// count lives in the rule.
-		lim := addChain(&nftables.Chain{Name: limitName(sb.key), Table: b.t})
-		b.rule(lim, matchCtState(expr.CtStateBitNEW),
-			[]expr.Any{&expr.Connlimit{Count: uint32(sb.lim.MaxConns), Flags: 1}}, refuse(counterName(sb.key)))
+	b.rule(ch, port, etherType(unix.ETH_P_IP), notOwn(true), spoof)
+	if !m.gw6.IsValid() {
+		b.rule(ch, port, etherType(unix.ETH_P_IPV6), drop())
+		return
 	}
-	ch := addChain(&nftables.Chain{Name: chainName(sb.key), Table: b.t})
-	m.sandboxRules(b, ch, sb)
-
-	prio := nftables.ChainPriority(-500)
-	ing := addChain(&nftables.Chain{Name: ingressName(sb.key), Table: b.t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookRef(hookInetIngress), Priority: &prio, Device: sb.veth})
-	ref := refuse(counterName(sb.key))
-	b.rule(ing, matchAddr(src, sb.addr, false), ref)
-	if sb.addr6.IsValid() {
-		// Duplicate address detection and MLD speak from :: to link-local
-		// multicast before an address is ready: not a spoof (input drops
-		// them uncounted).
-		b.rule(ing, matchAddr(src, netip.IPv6Unspecified(), true), matchPrefix(dst, linkMulticast6, true), accept())
-		b.rule(ing, matchAddr(src, sb.addr6, false), matchPrefix(src, linkLocal6, false), ref)
-	} else {
-		b.rule(ing, matchIPv6(), drop())
-	}
-
-	for _, is4 := range m.families() {
-		a := sb.addrOf(is4)
-		if !a.IsValid() {
-			continue
-		}
-		if err := b.c.SetAddElements(b.sandboxMap(is4), []nftables.SetElement{{Key: a.AsSlice(),
-			VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: ch.Name}}}); err != nil {
-			return fmt.Errorf("queue element of sandboxes%s: %w", famName(is4), err)
-		}
-		if sb.pol.HasDomains() {
-			if err := b.c.SetAddElements(b.domainSet(is4), []nftables.SetElement{{Key: a.AsSlice()}}); err != nil {
-				return fmt.Errorf("queue element of domains%s: %w", famName(is4), err)
-			}
-		}
-	}
-	return nil
+	// Duplicate address detection and MLD speak from :: to link-local
+	// multicast before an address is ready, and link-local sources are
+	// the link's own: not spoofs (input drops what they send uncounted).
+	b.rule(ch, port, etherType(unix.ETH_P_IPV6), rawAddr(src, netip.IPv6Unspecified()), rawPrefix(dst, linkMulticast6), accept())
+	b.rule(ch, port, etherType(unix.ETH_P_IPV6), rawPrefix(src, linkLocal6), accept())
+	b.rule(ch, port, etherType(unix.ETH_P_IPV6), notOwn(false), spoof)
 }
 
 var (
@@ -300,174 +428,272 @@ var (
 	linkMulticast6 = netip.MustParsePrefix("ff02::/16")
 )
 
-// sandboxRules queues the rules of chain sb-<id>, in the policy's order
-// of decision, after what no policy opens.
-func (m *Manager) sandboxRules(b *batch, ch *nftables.Chain, sb *sandbox) {
-	ref := refuse(counterName(sb.key))
-	if sb.lim.MaxConns > 0 {
-		b.rule(ch, []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: limitName(sb.key)}})
+// loadTag is "ip[6] saddr map @sandboxes4|6" into register 1, with the
+// family check: a source that is no sandbox's ends the rule.
+func (b *batch) loadTag(is4 bool) []expr.Any {
+	return cat(matchFamily(is4), []expr.Any{loadAddr(src, is4),
+		&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: b.sandboxMap(is4).Name}})
+}
+
+// loadDst loads the destination address right after a tag in register 1
+// (tag . daddr), for the tag . prefix sets.
+func (b *batch) loadDst(is4 bool) []expr.Any {
+	a := loadAddr(dst, is4)
+	a.DestRegister = unix.NFT_REG32_01
+	return []expr.Any{a}
+}
+
+// refuse counts the drop by the source address in refused4|6 and drops.
+func (b *batch) refuse(is4 bool) []expr.Any {
+	return []expr.Any{loadAddr(src, is4),
+		&expr.Dynset{SrcRegKey: 1, SetName: b.refusedSet(is4).Name, Operation: unix.NFT_DYNSET_OP_UPDATE, Exprs: []expr.Any{&expr.Counter{}}},
+		&expr.Verdict{Kind: expr.VerdictDrop},
 	}
-	fams := m.families()
-	for _, is4 := range fams {
-		gw := matchAddr(dst, m.gwOf(is4), true)
-		b.rule(ch, gw, matchL4Port(unix.IPPROTO_UDP, m.cfg.ResolverPort), accept())
-		b.rule(ch, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.ResolverPort), accept())
-		b.rule(ch, gw, matchL4Port(unix.IPPROTO_TCP, m.cfg.EgressPort), accept())
+}
+
+// ensureLimit queues limit n's sets and rule if the table lacks them.
+func (m *Manager) ensureLimit(b *batch, n int) error {
+	if n <= 0 || b.limits[n] || (!b.rebuilt && m.limits[n]) {
+		return nil
 	}
-	b.rule(ch, matchLocalDaddr(true), ref)
-	b.rule(ch, matchOif(m.cfg.Bridge, true), ref)
-	for _, is4 := range fams {
-		b.rule(ch, matchPrefix(dst, m.subnetOf(is4), true), ref)
+	b.limits[n] = true
+	if err := b.addSet(b.limitSet(n), nil); err != nil {
+		return err
 	}
-	for _, p := range policy.AlwaysDenied {
-		if p.Addr().Is4() || m.gw6.IsValid() {
-			b.rule(ch, matchPrefix(dst, p, true), ref)
+	lim := &nftables.Chain{Name: "limits", Table: b.t}
+	for _, is4 := range m.families() {
+		cs := b.connsSet(n, is4)
+		if err := b.addSet(cs, nil); err != nil {
+			return err
 		}
+		b.rule(lim, b.loadTag(is4), lookupReg(b.limitSet(n)), matchCtState(expr.CtStateBitNEW),
+			[]expr.Any{loadAddr(src, is4), &expr.Dynset{SrcRegKey: 1, SetName: cs.Name, Operation: unix.NFT_DYNSET_OP_ADD,
+				Exprs: []expr.Any{&expr.Connlimit{Count: uint32(n), Flags: 1}}}}, b.refuse(is4))
 	}
+	return nil
+}
+
+// setEl is one element of one set.
+type setEl struct {
+	s *nftables.Set
+	e nftables.SetElement
+}
+
+// id names the element for comparing two sandboxes' elements.
+func (e setEl) id() string {
+	return strconv.Itoa(int(e.s.Table.Family)) + "/" + e.s.Name + "/" + hex.EncodeToString(e.e.Key) + "-" + hex.EncodeToString(e.e.KeyEnd) +
+		"-" + hex.EncodeToString(e.e.Val)
+}
+
+// elements are a sandbox's elements but for its counters (refused4|6,
+// spoofed), which are reset only when it is new.
+func (m *Manager) elements(b *batch, sb *sandbox, now time.Time) []setEl {
+	var out []setEl
+	tag := tagBytes(sb.tag)
 	p := sb.pol
-	if !p.Internet {
-		b.rule(ch, ref)
-		return
-	}
-	for _, c := range p.DenyCIDRs {
-		if c.Addr().Is4() || m.gw6.IsValid() {
-			b.rule(ch, matchPrefix(dst, c, true), ref)
+	addTag := func(name string, yes bool) {
+		if yes {
+			out = append(out, setEl{b.tagSet(name), nftables.SetElement{Key: tag}})
 		}
 	}
-	if p.DefaultAdmit() {
-		b.rule(ch, accept())
-		return
+	addTag(setOffline, !p.Internet)
+	addTag(setOpen, p.DefaultAdmit())
+	addTag(setByName, len(p.AllowDomains) > 0)
+	addTag(setDomains, p.HasDomains())
+	if sb.lim.MaxConns > 0 {
+		out = append(out, setEl{b.limitSet(sb.lim.MaxConns), nftables.SetElement{Key: tag}})
 	}
-	for _, c := range p.AllowCIDRs {
-		if c.Addr().Is4() || m.gw6.IsValid() {
-			b.rule(ch, matchPrefix(dst, c, true), accept())
-		}
-	}
-	if len(p.AllowDomains) > 0 {
-		for _, is4 := range fams {
-			b.rule(ch, lookupAddr(dst, is4, b.namedSet(sb.key, is4), false), accept())
-		}
-	}
-	b.rule(ch, ref)
-}
-
-// present lists the table's chains, sets and objects by name (empty when
-// the table does not exist). Of the chains it lists only the base chains
-// and those of one sandbox (presentChains): a listing of every chain is a
-// dump of every table of the family on the host, hundreds of chains on a
-// busy one, on every attach.
-type present struct {
-	chains, sets, objs map[string]bool
-}
-
-// presentChains are the chains listPresent looks for: the base chains
-// whose absence means a table to rebuild, and sandbox k's.
-func presentChains(k string) []string {
-	return []string{"forward", "input", chainName(k), limitName(k), ingressName(k)}
-}
-
-// listPresent lists what of the table installSandbox and Detach need to
-// know for sandbox key k.
-func (m *Manager) listPresent(b *batch, k string) (present, error) {
-	p := present{chains: map[string]bool{}, sets: map[string]bool{}, objs: map[string]bool{}}
-	for _, name := range presentChains(k) {
-		ok, err := chainExists(b.c, b.t, name)
-		if err != nil {
-			return p, fmt.Errorf("look up nftables chain %s: %w", name, err)
-		}
-		p.chains[name] = ok
-	}
-	sets, err := b.c.GetSets(b.t)
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return p, fmt.Errorf("list nftables sets: %w", err)
-	}
-	for _, s := range sets {
-		p.sets[s.Name] = true
-	}
-	objs, err := b.c.GetNamedObjects(b.t)
-	if err != nil && !errors.Is(err, unix.ENOENT) {
-		return p, fmt.Errorf("list nftables objects: %w", err)
-	}
-	for _, o := range objs {
-		if n, ok := o.(*nftables.NamedObj); ok {
-			p.objs[n.Name] = true
-		}
-	}
-	return p, nil
-}
-
-// chainExists reports whether table t has chain name (false, nil when it
-// or the table is absent). The library's single-chain lookup wraps the
-// kernel's error as text: ENOENT is recognised by its message.
-func chainExists(c *nftables.Conn, t *nftables.Table, name string) (bool, error) {
-	_, err := c.ListChain(t, name)
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, unix.ENOENT) || strings.HasSuffix(err.Error(), unix.ENOENT.Error()):
-		return false, nil
-	default:
-		return false, err
-	}
-}
-
-// delSandbox queues the removal of whatever of a sandbox's objects p
-// lists. Its elements in the shared sets exist only with its chain (they
-// are added and removed together); they are first added then deleted so
-// the deletion never fails for a missing one. (Deletions make a commit
-// wait for the kernel's RCU grace period, ~10 ms: a first Attach has none.)
-func (m *Manager) delSandbox(b *batch, p present, k string, addrs ...netip.Addr) {
-	for _, a := range addrs {
-		if !a.IsValid() || !p.chains[chainName(k)] {
+	out = append(out, setEl{b.portSet(), nftables.SetElement{Key: ifname(sb.veth)}})
+	for _, is4 := range m.families() {
+		a := sb.addrOf(is4)
+		if !a.IsValid() {
 			continue
 		}
-		is4 := a.Is4()
-		if sm := b.sandboxMap(is4); p.sets[sm.Name] {
-			el := []nftables.SetElement{{Key: a.AsSlice(), VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: chainName(k)}}}
-			_ = b.c.SetAddElements(sm, el)
-			_ = b.c.SetDeleteElements(sm, el)
+		out = append(out,
+			setEl{b.sandboxMap(is4), nftables.SetElement{Key: a.AsSlice(), Val: tag}},
+			setEl{b.sourceSet(is4), nftables.SetElement{Key: slices.Concat(ifname(sb.veth), a.AsSlice())}})
+		for _, c := range disjoint(p.DenyCIDRs, is4) {
+			out = append(out, setEl{b.cidrSet("deny", is4), prefixElem(tag, c)})
 		}
-		if ds := b.domainSet(is4); p.sets[ds.Name] {
-			el := []nftables.SetElement{{Key: a.AsSlice()}}
-			_ = b.c.SetAddElements(ds, el)
-			_ = b.c.SetDeleteElements(ds, el)
+		for _, c := range disjoint(p.AllowCIDRs, is4) {
+			out = append(out, setEl{b.cidrSet("allow", is4), prefixElem(tag, c)})
 		}
-	}
-	for _, name := range []string{chainName(k), limitName(k), ingressName(k)} {
-		if p.chains[name] {
-			ch := &nftables.Chain{Name: name, Table: b.t}
-			b.c.FlushChain(ch)
-			b.c.DelChain(ch)
+		for r, exp := range sb.resolved {
+			if left := exp.Sub(now); left > time.Second && r.Is4() == is4 {
+				out = append(out, setEl{b.namedSet(is4), nftables.SetElement{Key: slices.Concat(tag, r.AsSlice()),
+					Timeout: left.Truncate(time.Millisecond)}})
+			}
 		}
 	}
-	for _, is4 := range []bool{true, false} {
-		if p.sets[namedSet(k, is4)] {
-			b.c.DelSet(b.namedSet(k, is4))
+	return out
+}
+
+// prefixElem is the interval element tag . c.
+func prefixElem(tag []byte, c netip.Prefix) nftables.SetElement {
+	return nftables.SetElement{Key: slices.Concat(tag, c.Masked().Addr().AsSlice()), KeyEnd: slices.Concat(tag, lastAddr(c).AsSlice())}
+}
+
+// lastAddr is the last address of c.
+func lastAddr(c netip.Prefix) netip.Addr {
+	a := c.Masked().Addr().AsSlice()
+	for i := c.Bits(); i < len(a)*8; i++ {
+		a[i/8] |= 0x80 >> (i % 8)
+	}
+	r, _ := netip.AddrFromSlice(a)
+	return r
+}
+
+// disjoint is the prefixes of one family in ps without those another
+// covers: an interval set refuses overlapping elements, and two prefixes
+// either nest or do not meet. Only the families the Manager serves get
+// here; the others are never matched.
+func disjoint(ps []netip.Prefix, is4 bool) []netip.Prefix {
+	var fam []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() == is4 {
+			fam = append(fam, p.Masked())
 		}
 	}
-	if p.objs[counterName(k)] {
-		b.c.DeleteObject(&nftables.NamedObj{Table: b.t, Name: counterName(k), Type: nftables.ObjTypeCounter})
+	slices.SortFunc(fam, func(a, b netip.Prefix) int { return a.Bits() - b.Bits() })
+	var out []netip.Prefix
+	for _, p := range fam {
+		if !slices.ContainsFunc(out, func(q netip.Prefix) bool { return q.Contains(p.Addr()) }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// counters are sandbox sb's counted elements: its addresses in refused4|6
+// and its port in spoofed.
+func (m *Manager) counters(b *batch, sb *sandbox) []setEl {
+	out := []setEl{{b.spoofedSet(), nftables.SetElement{Key: ifname(sb.veth)}}}
+	for _, is4 := range m.families() {
+		if a := sb.addrOf(is4); a.IsValid() {
+			out = append(out, setEl{b.refusedSet(is4), nftables.SetElement{Key: a.AsSlice()}})
+		}
+	}
+	return out
+}
+
+// addSandbox queues a sandbox not in the table (fresh, so its counters
+// start at zero) or the change from old, the same sandbox as the table
+// holds it: the elements old has and sb has not go, sb's go in (adding
+// one present is a no-op).
+func (m *Manager) addSandbox(b *batch, sb, old *sandbox, now time.Time) error {
+	if sb.tag == 0 {
+		m.nextTag++
+		sb.tag = m.nextTag
+	}
+	if err := m.ensureLimit(b, sb.lim.MaxConns); err != nil {
+		return err
+	}
+	next := m.elements(b, sb, now)
+	if old == nil {
+		for _, e := range m.counters(b, sb) {
+			b.del(e.s, e.e)
+			b.add(e.s, e.e)
+		}
+	} else {
+		keep := map[string]bool{}
+		for _, e := range next {
+			keep[e.id()] = true
+		}
+		for _, e := range m.elements(b, old, now) {
+			if !keep[e.id()] {
+				b.del(e.s, e.e)
+			}
+		}
+		keepC := map[string]bool{}
+		for _, e := range m.counters(b, sb) {
+			keepC[e.id()] = true
+			b.add(e.s, e.e)
+		}
+		for _, e := range m.counters(b, old) {
+			if !keepC[e.id()] {
+				b.del(e.s, e.e)
+			}
+		}
+	}
+	for _, e := range next {
+		b.add(e.s, e.e)
+	}
+	return nil
+}
+
+// delSandbox queues the removal of every element of sb.
+func (m *Manager) delSandbox(b *batch, sb *sandbox) {
+	for _, e := range slices.Concat(m.elements(b, sb, time.Now()), m.counters(b, sb)) {
+		b.del(e.s, e.e)
 	}
 }
 
-// refusedCounters reads every sandbox counter of the table by key.
-func (m *Manager) refusedCounters(b *batch) (map[string]uint64, error) {
-	objs, err := b.c.GetNamedObjects(b.t)
+// tagOf finds the tag the table holds for address a (a listing of
+// sandboxes4|6: for a sandbox the Manager does not hold).
+func (m *Manager) tagOf(b *batch, a netip.Addr) (uint32, bool, error) {
+	els, err := b.c.GetSetElements(b.sandboxMap(a.Is4()))
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, nil
+			return 0, false, nil
 		}
-		return nil, fmt.Errorf("read nftables counters: %w", err)
+		return 0, false, fmt.Errorf("list nftables sandboxes: %w", err)
 	}
-	out := map[string]uint64{}
-	for _, o := range objs {
-		n, ok := o.(*nftables.NamedObj)
-		if !ok {
-			continue
+	for _, e := range els {
+		if slices.Equal(e.Key, a.AsSlice()) && len(e.Val) == 4 {
+			return binaryutil.BigEndian.Uint32(e.Val), true, nil
 		}
-		if c, ok := n.Obj.(*expr.Counter); ok {
-			out[n.Name] = c.Packets
+	}
+	return 0, false, nil
+}
+
+// refusedCounters reads the refusal counters of the table: by address
+// (refused4|6) and by port ("port:" and the name; spoofed).
+func (m *Manager) refusedCounters(b *batch) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	sets := []*nftables.Set{b.spoofedSet()}
+	for _, is4 := range m.families() {
+		sets = append(sets, b.refusedSet(is4))
+	}
+	for _, s := range sets {
+		els, err := b.c.GetSetElements(s)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return nil, fmt.Errorf("read nftables counters of %s: %w", s.Name, err)
+		}
+		for _, e := range els {
+			if e.Counter == nil {
+				continue
+			}
+			if s.Name == "spoofed" {
+				out[counterKeyPort(string(trimNUL(e.Key)))] += e.Counter.Packets
+			} else if a, ok := netip.AddrFromSlice(e.Key); ok {
+				out[a.String()] += e.Counter.Packets
+			}
 		}
 	}
 	return out, nil
+}
+
+// refusedOf is sandbox sb's share of counts (refusedCounters).
+func refusedOf(counts map[string]uint64, sb *sandbox) uint64 {
+	n := counts[counterKeyPort(sb.veth)]
+	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
+		if a.IsValid() {
+			n += counts[a.String()]
+		}
+	}
+	return n
+}
+
+func counterKeyPort(name string) string { return "port:" + name }
+
+func trimNUL(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
 }

@@ -113,15 +113,29 @@ func matchPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
 	})
 }
 
-// lookupAddr is "ip[6] saddr|daddr @set" (a verdict map lookup when
-// vmap), with the family check.
-func lookupAddr(d dir, is4 bool, s *nftables.Set, vmap bool) []expr.Any {
-	l := &expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID}
-	if vmap {
-		l.IsDestRegSet = true
-		l.DestRegister = 0
+// lookupReg is "@set" of what register 1 holds (and the registers after
+// it, for a concatenation).
+func lookupReg(s *nftables.Set) []expr.Any {
+	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: s.Name}}
+}
+
+// etherType is "meta protocol typ" (the bridge family has no nfproto).
+func etherType(typ uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(typ)},
 	}
-	return cat(matchFamily(is4), []expr.Any{loadAddr(d, is4), l})
+}
+
+// rawAddr is matchAddr without the family check, for the bridge family
+// (after etherType).
+func rawAddr(d dir, a netip.Addr) []expr.Any {
+	return matchAddr(d, a, true)[len(matchFamily(a.Is4())):]
+}
+
+// rawPrefix is matchPrefix without the family check.
+func rawPrefix(d dir, p netip.Prefix) []expr.Any {
+	return matchPrefix(d, p, true)[len(matchFamily(p.Addr().Is4())):]
 }
 
 // matchL4Port is "meta l4proto proto th dport port".
@@ -163,14 +177,6 @@ func matchLocalDaddr(eq bool) []expr.Any {
 	return []expr.Any{
 		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
 		&expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
-	}
-}
-
-// refuse counts into the sandbox's named counter and drops.
-func refuse(counter string) []expr.Any {
-	return []expr.Any{
-		&expr.Objref{Type: int(nftables.ObjTypeCounter), Name: counter},
-		&expr.Verdict{Kind: expr.VerdictDrop},
 	}
 }
 

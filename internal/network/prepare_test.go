@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
@@ -128,36 +127,48 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	}
 }
 
-// TestANewSandboxsRulesReplaceLeftoversOfItsName: an Attach of a
-// sandbox the Manager does not hold adds its rules without listing the
-// table first; a leftover chain of its name that admits everything (a
-// table changed behind the Manager's back) is emptied, not appended to, so
-// the sandbox's policy still refuses.
-func TestANewSandboxsRulesReplaceLeftoversOfItsName(t *testing.T) {
+// TestLeftoversOfASandboxsAddressOpenNothing: an Attach of a sandbox the
+// Manager does not hold adds its elements without listing the table
+// first. Behind the Manager's back, the table got an entry for the
+// sandbox's address under a tag of its own, and that tag admits
+// everything: the Attach finds the clash, rebuilds the table from what
+// the Manager holds (the other sandbox keeps its reach), and the
+// sandbox's policy still refuses.
+func TestLeftoversOfASandboxsAddressOpenNothing(t *testing.T) {
 	e := newEnv(t)
-	// The table's base exists once a first sandbox is attached.
-	e.attach("sb-first", policy.Default(), network.Limits{})
+	first := e.attach("sb-first", policy.Default(), network.Limits{})
+	pol := parse(t, []string{"192.0.2.0/24"}, nil, true)
+	a := e.attach("sb-stale", pol, network.Limits{})
+	if err := e.m.Detach(e.ctx, "sb-stale"); err != nil {
+		t.Fatal(err)
+	}
 	c, err := nftables.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tab := &nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyINet}
-	ch := c.AddChain(&nftables.Chain{Name: "sb-sb-stale", Table: tab})
-	c.AddRule(&nftables.Rule{Table: tab, Chain: ch, Exprs: []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}}})
+	stale := []byte{0, 0x0f, 0x42, 0x40} // a tag no sandbox has
+	sandboxes := &nftables.Set{Table: tab, Name: "sandboxes4", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeMark}
+	open := &nftables.Set{Table: tab, Name: "open", KeyType: nftables.TypeMark}
+	if err := c.SetAddElements(sandboxes, []nftables.SetElement{{Key: a.Addr.AsSlice(), Val: stale}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetAddElements(open, []nftables.SetElement{{Key: stale}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	a := e.attach("sb-stale", parse(t, nil, nil, false), network.Limits{})
+	a = e.attach("sb-stale", pol, network.Limits{})
 	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
-	rules, err := c.GetRules(tab, ch)
+	e.mustReach(first.NetNS, e.sink(e.inet.Web))
+	els, err := c.GetSetElements(open)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range rules {
-		if len(r.Exprs) == 1 {
-			if v, ok := r.Exprs[0].(*expr.Verdict); ok && v.Kind == expr.VerdictAccept {
-				t.Fatal("the leftover accept-all rule is still in the sandbox's chain")
-			}
+	for _, el := range els {
+		if string(el.Key) == string(stale) {
+			t.Fatal("the leftover tag is still in set open")
 		}
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -32,15 +32,13 @@ func (m *Manager) Status(ctx context.Context, id string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	o, err := b.c.GetObject(&nftables.NamedObj{Table: b.t, Name: counterName(sb.key), Type: nftables.ObjTypeCounter})
+	// The kernel lists a set's elements whole: O(sandboxes), on a
+	// status read only.
+	counts, err := m.refusedCounters(b)
 	if err != nil {
-		return Status{}, fmt.Errorf("read refused counter of %s: %w", id, err)
+		return Status{}, fmt.Errorf("read refused counters of %s: %w", id, err)
 	}
-	if n, ok := o.(*nftables.NamedObj); ok {
-		if c, ok := n.Obj.(*expr.Counter); ok {
-			st.Refused += c.Packets
-		}
-	}
+	st.Refused += refusedOf(counts, sb)
 	l, err := netlink.LinkByName(sb.veth)
 	if err != nil {
 		return Status{}, fmt.Errorf("read link stats of %s: %w", id, err)
@@ -88,8 +86,9 @@ func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) 
 		var els, withTTL []nftables.SetElement
 		for _, a := range addrs {
 			if a = a.Unmap(); a.IsValid() && a.Is4() == is4 {
-				els = append(els, nftables.SetElement{Key: a.AsSlice()})
-				withTTL = append(withTTL, nftables.SetElement{Key: a.AsSlice(), Timeout: ttl})
+				k := slices.Concat(tagBytes(sb.tag), a.AsSlice())
+				els = append(els, nftables.SetElement{Key: k})
+				withTTL = append(withTTL, nftables.SetElement{Key: k, Timeout: ttl})
 				admitted = append(admitted, a)
 			}
 		}
@@ -98,7 +97,7 @@ func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) 
 		}
 		// add (a no-op if present), delete, add: an element's timeout is
 		// set anew whatever the set held.
-		s := b.namedSet(sb.key, is4)
+		s := b.namedSet(is4)
 		_ = b.c.SetAddElements(s, withTTL)
 		_ = b.c.SetDeleteElements(s, els)
 		_ = b.c.SetAddElements(s, withTTL)
@@ -106,7 +105,7 @@ func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) 
 	if len(admitted) == 0 {
 		return
 	}
-	if err := b.flush("resolved addresses of " + id); err != nil {
+	if err := b.c.Flush(); err != nil {
 		m.log.Error("admit resolved addresses", "sandbox", id, "err", err)
 		return
 	}

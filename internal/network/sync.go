@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
@@ -71,12 +72,12 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 		return err
 	}
 	for _, sb := range sbs {
-		sb.refusedBase += counts[counterName(sb.key)]
+		sb.refusedBase += refusedOf(counts, sb)
 	}
 	if err := m.rebuild(b, sbs, now); err != nil {
 		return err
 	}
-	if err := b.flush("table " + m.cfg.Table); err != nil {
+	if err := m.flush(b, "table "+m.cfg.Table); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -199,10 +200,12 @@ func (m *Manager) Remove(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.c.AddTable(b.t)
-	b.c.DelTable(b.t)
-	if err := b.flush("removal of table " + m.cfg.Table); err != nil {
-		return err
+	for _, t := range []*nftables.Table{b.t, b.bt} {
+		b.c.AddTable(t)
+		b.c.DelTable(t)
+	}
+	if err := b.c.Flush(); err != nil {
+		return fmt.Errorf("remove nftables tables %s: %w", m.cfg.Table, err)
 	}
 	if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
 		if err := netlink.LinkDel(br); err != nil {

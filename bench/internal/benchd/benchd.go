@@ -175,15 +175,17 @@ func (d *Daemon) Close() {
 	os.RemoveAll(d.base)
 }
 
-// removeNetwork deletes a daemon's bridge and its nftables table (the
+// removeNetwork deletes a daemon's bridge and its nftables tables (the
 // daemon keeps both across restarts, so nothing else removes them).
 func removeNetwork(bridge string) {
 	if l, err := netlink.LinkByName(bridge); err == nil {
 		_ = netlink.LinkDel(l)
 	}
 	if c, err := nftables.New(); err == nil {
-		c.DelTable(&nftables.Table{Name: bridge, Family: nftables.TableFamilyINet})
-		_ = c.Flush() // absent already: nothing to do
+		for _, fam := range []nftables.TableFamily{nftables.TableFamilyINet, nftables.TableFamilyBridge} {
+			c.DelTable(&nftables.Table{Name: bridge, Family: fam})
+			_ = c.Flush() // absent already: nothing to do
+		}
 	}
 }
 
