@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
@@ -46,7 +47,7 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 	}
 	err := s.writeTx(ctx, func(tx *txn) error {
 		for i, subnet := range subnets {
-			a, err := leaseIn(ctx, tx, sandboxID, subnet)
+			a, err := s.leaseIn(ctx, tx, sandboxID, subnet)
 			if err != nil {
 				return err
 			}
@@ -56,6 +57,9 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease address for sandbox %s: %w", sandboxID, err)
+	}
+	for i, subnet := range subnets {
+		s.setLeaseHint(subnet, out[i].Next(), false)
 	}
 	return out, nil
 }
@@ -97,7 +101,7 @@ func (s *Store) heldLeases(ctx context.Context, sandboxID string, subnets []neti
 }
 
 // leaseIn leases the sandbox's address in subnet within tx.
-func leaseIn(ctx context.Context, tx *txn, sandboxID string, subnet netip.Prefix) (netip.Addr, error) {
+func (s *Store) leaseIn(ctx context.Context, tx *txn, sandboxID string, subnet netip.Prefix) (netip.Addr, error) {
 	family := 4
 	if subnet.Addr().Is6() {
 		family = 6
@@ -117,34 +121,22 @@ func leaseIn(ctx context.Context, tx *txn, sandboxID string, subnet netip.Prefix
 	case !errors.Is(err, sql.ErrNoRows):
 		return out, err
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT address FROM network_leases WHERE family = ?", family)
-	if err != nil {
-		return out, err
-	}
-	taken := map[netip.Addr]bool{}
-	for rows.Next() {
-		var a string
-		if err := rows.Scan(&a); err != nil {
-			rows.Close()
-			return out, err
-		}
-		if pa, err := netip.ParseAddr(a); err == nil {
-			taken[pa] = true
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return out, err
-	}
-	// The network address and the gateway are never leased; nor is
-	// an IPv4 subnet's broadcast address.
-	for a := subnet.Addr().Next().Next(); a.IsValid() && subnet.Contains(a); a = a.Next() {
-		if family == 4 && !subnet.Contains(a.Next()) {
-			break
-		}
-		if !taken[a] {
+	// From the lowest address that may be free, a few indexed probes;
+	// a subnet that has no free address there is scanned whole.
+	for a, i := s.leaseHint(subnet), 0; i < leaseProbes && leasable(subnet, a); a, i = a.Next(), i+1 {
+		var one int
+		err := tx.QueryRowContext(ctx, "SELECT 1 FROM network_leases WHERE address = ?", a.String()).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
 			out = a
 			break
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	if !out.IsValid() {
+		if out, err = lowestFree(ctx, tx, subnet, family); err != nil {
+			return out, err
 		}
 	}
 	if !out.IsValid() {
@@ -161,10 +153,128 @@ func leaseIn(ctx context.Context, tx *txn, sandboxID string, subnet netip.Prefix
 
 // ReleaseLease frees every address of the sandbox.
 func (s *Store) ReleaseLease(ctx context.Context, sandboxID string) error {
-	if _, err := s.w.ExecContext(ctx, "DELETE FROM network_leases WHERE sandbox_id = ?", sandboxID); err != nil {
+	var freed []netip.Addr
+	err := s.writeTx(ctx, func(tx *txn) error {
+		rows, err := tx.QueryContext(ctx, "SELECT address FROM network_leases WHERE sandbox_id = ?", sandboxID)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var a string
+			if err := rows.Scan(&a); err != nil {
+				rows.Close()
+				return err
+			}
+			if pa, err := netip.ParseAddr(a); err == nil {
+				freed = append(freed, pa)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, "DELETE FROM network_leases WHERE sandbox_id = ?", sandboxID)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("release lease of sandbox %s: %w", sandboxID, err)
 	}
+	for _, a := range freed {
+		s.lowerLeaseHints(a)
+	}
 	return nil
+}
+
+// leaseProbes is how many addresses a lease looks up one by one, from
+// the lowest that may be free, before it scans the subnet's leases.
+const leaseProbes = 16
+
+// leasable reports whether a may be leased in subnet: not the network
+// address, the gateway (the one after it) or an IPv4 subnet's broadcast
+// address.
+func leasable(subnet netip.Prefix, a netip.Addr) bool {
+	if !a.IsValid() || !subnet.Contains(a) || a.Less(subnet.Addr().Next().Next()) {
+		return false
+	}
+	return a.Is6() || subnet.Contains(a.Next())
+}
+
+// lowestFree scans the subnet's leases for its lowest free address.
+func lowestFree(ctx context.Context, tx *txn, subnet netip.Prefix, family int) (netip.Addr, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT address FROM network_leases WHERE family = ?", family)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	taken := map[netip.Addr]bool{}
+	for rows.Next() {
+		var a string
+		if err := rows.Scan(&a); err != nil {
+			rows.Close()
+			return netip.Addr{}, err
+		}
+		if pa, err := netip.ParseAddr(a); err == nil {
+			taken[pa] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return netip.Addr{}, err
+	}
+	for a := subnet.Addr().Next().Next(); leasable(subnet, a); a = a.Next() {
+		if !taken[a] {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, nil
+}
+
+// leaseHints remembers, per subnet, an address below which every address
+// is leased as far as this store saw (its own leases and releases), so
+// that a lease finds the lowest free address in a probe or two instead of
+// reading every lease. Another process's release may leave a lower one
+// free: a lease is then not the lowest, never a taken one (the address is
+// unique in the table).
+type leaseHints struct {
+	mu  sync.Mutex
+	low map[netip.Prefix]netip.Addr
+}
+
+// leaseHint is where a lease in subnet starts looking.
+func (s *Store) leaseHint(subnet netip.Prefix) netip.Addr {
+	s.hints.mu.Lock()
+	defer s.hints.mu.Unlock()
+	if a, ok := s.hints.low[subnet]; ok && leasable(subnet, a) {
+		return a
+	}
+	return subnet.Addr().Next().Next()
+}
+
+// setLeaseHint moves subnet's hint to a (only down, with lower).
+func (s *Store) setLeaseHint(subnet netip.Prefix, a netip.Addr, lower bool) {
+	s.hints.mu.Lock()
+	defer s.hints.mu.Unlock()
+	if s.hints.low == nil {
+		s.hints.low = map[netip.Prefix]netip.Addr{}
+	}
+	if cur, ok := s.hints.low[subnet]; lower && (!ok || !a.Less(cur)) {
+		return
+	}
+	s.hints.low[subnet] = a
+}
+
+// lowerLeaseHints lowers the hint of every subnet holding a to a.
+func (s *Store) lowerLeaseHints(a netip.Addr) {
+	s.hints.mu.Lock()
+	var subnets []netip.Prefix
+	for p := range s.hints.low {
+		if p.Contains(a) {
+			subnets = append(subnets, p)
+		}
+	}
+	s.hints.mu.Unlock()
+	for _, p := range subnets {
+		s.setLeaseHint(p, a, true)
+	}
 }
 
 // ListLeases lists every lease.

@@ -80,6 +80,8 @@ type Store struct {
 	// r reads, without the write lock; every read sees every write that
 	// committed before it started.
 	r *conn
+	// hints speed up leases.
+	hints leaseHints
 }
 
 // New returns the store on d's pools.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -478,5 +479,47 @@ func TestStatementsStayPreparedAndReadFreshData(t *testing.T) {
 	}
 	if w2, r2 := s.PreparedStatements(); w2 != w || r2 != r {
 		t.Fatalf("prepared statements grew on repeated calls: writer %d→%d, reader %d→%d", w, w2, r, r2)
+	}
+}
+
+// TestLeasesOfTwoProcessesNeverShareAnAddress: two stores on one file (two
+// processes) each remember where their next lease starts; neither leases
+// an address the other holds, a store's release is its next lease (the
+// lowest free), and the subnet fills to its last address.
+func TestLeasesOfTwoProcessesNeverShareAnAddress(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stead.db")
+	a, b := openAt(t, path), openAt(t, path)
+	defer a.Close()
+	defer b.Close()
+	subnet := netip.MustParsePrefix("10.9.0.0/24")
+	held := map[netip.Addr]string{}
+	lease := func(s *Store, id string) netip.Addr {
+		t.Helper()
+		addr, err := s.LeaseAddress(t.Context(), id, subnet)
+		if err != nil {
+			t.Fatalf("lease %s: %v", id, err)
+		}
+		if other, ok := held[addr]; ok {
+			t.Fatalf("%s got %s, held by %s", id, addr, other)
+		}
+		held[addr] = id
+		return addr
+	}
+	for i := range 40 {
+		lease(a, fmt.Sprintf("a%d", i))
+		lease(b, fmt.Sprintf("b%d", i))
+	}
+	if err := a.ReleaseLease(t.Context(), "a0"); err != nil {
+		t.Fatal(err)
+	}
+	delete(held, netip.MustParseAddr("10.9.0.2"))
+	if got := lease(a, "a-again"); got.String() != "10.9.0.2" {
+		t.Fatalf("a's lease after its release = %s, want 10.9.0.2", got)
+	}
+	for i := range 253 - 80 { // the rest of .2-.254
+		lease([]*Store{a, b}[i%2], fmt.Sprintf("c%d", i))
+	}
+	if _, err := a.LeaseAddress(t.Context(), "one-too-many", subnet); !errors.Is(err, errs.ErrQuota) {
+		t.Fatalf("lease in a full subnet: %v", err)
 	}
 }
