@@ -201,6 +201,9 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}); err != nil {
 		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, err)
 	}
+	if err := hostEndWithoutIPv6(la.Name); err != nil {
+		return fmt.Errorf("prepare the network of %s: %w", name, err)
+	}
 	ported := false
 	if host, err := netlink.LinkByName(la.Name); err == nil && br != nil && host.Attrs().MasterIndex == br.Attrs().Index {
 		if err := netlink.LinkSetIsolated(host, true); err != nil {
@@ -292,6 +295,20 @@ func (m *Manager) takePrepared(path string) (preparedPair, bool) {
 	p, ok := m.prepared[ino]
 	delete(m.prepared, ino)
 	return p, ok
+}
+
+// hostEndWithoutIPv6 turns IPv6 off on a pair's host end before it is up:
+// a bridge port needs no address of its own, and with one each port up
+// would add a link-local address (the kernel then goes over every IPv6
+// address of the host to check their lifetimes: a cost that grows with
+// the fleet) and send neighbour discovery and multicast reports into the
+// bridge. Bridged IPv6 traffic is not the port's and passes as before.
+func hostEndWithoutIPv6(name string) error {
+	err := writeSysctl("net/ipv6/conf/"+name+"/disable_ipv6", "1")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // nsSysctls sets a sandbox namespace's sysctls (the caller's thread is in
@@ -402,6 +419,9 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 		v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}
 		if err := netlink.LinkAdd(v); err != nil {
 			return fmt.Errorf("create veth %s: %w", sb.veth, err)
+		}
+		if err := hostEndWithoutIPv6(sb.veth); err != nil {
+			return err
 		}
 		if host, err = netlink.LinkByName(sb.veth); err != nil {
 			return fmt.Errorf("find veth %s: %w", sb.veth, err)

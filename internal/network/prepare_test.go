@@ -2,6 +2,7 @@ package network_test
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -116,6 +117,17 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 		}
 	}
 	sandboxEnd()
+	// Neither host end has IPv6 of its own (no link-local address each
+	// port up would add and the kernel would go over).
+	for _, name := range []string{host.Attrs().Name, hostEndOf(t, other)} {
+		if b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + name + "/disable_ipv6"); err != nil || strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("IPv6 on the host end %s: disable_ipv6 %q %v", name, b, err)
+		}
+		l, _ := netlink.LinkByName(name)
+		if addrs, err := netlink.AddrList(l, netlink.FAMILY_V6); err != nil || len(addrs) != 0 {
+			t.Errorf("IPv6 addresses of the host end %s: %v %v", name, addrs, err)
+		}
+	}
 	// A restart: a new Manager finds the host end by its alias.
 	e.m = e.newManager()
 	if err := e.m.Sync(e.ctx, []network.Attachment{att, {ID: "sb-other", NetNS: other, Policy: policy.Default()}}, nil); err != nil {
@@ -125,6 +137,16 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	if st, err := e.m.Status(e.ctx, "sb-prep"); err != nil || st.TxBytes == 0 {
 		t.Fatalf("status after the restart: %+v %v", st, err)
 	}
+}
+
+// hostEndOf is the name of the host end of the namespace's eth0.
+func hostEndOf(t *testing.T, ns string) string {
+	t.Helper()
+	l, err := netlink.LinkByIndex(eth0(t, ns).Attrs().ParentIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Attrs().Name
 }
 
 // TestLeftoversOfASandboxsAddressOpenNothing: an Attach of a sandbox the
