@@ -15,6 +15,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
 )
 
 // delLink deletes l with del. A veth whose other end was in a namespace
@@ -199,7 +201,7 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 		}
 	}
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}); err != nil {
-		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, err)
+		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, bridgeFull(m.cfg.Bridge, err))
 	}
 	if err := hostEndWithoutIPv6(la.Name); err != nil {
 		return fmt.Errorf("prepare the network of %s: %w", name, err)
@@ -295,6 +297,20 @@ func (m *Manager) takePrepared(path string) (preparedPair, bool) {
 	p, ok := m.prepared[ino]
 	delete(m.prepared, ino)
 	return p, ok
+}
+
+// bridgeMaxPorts is how many ports a Linux bridge takes (BR_MAX_PORTS
+// less port 0).
+const bridgeMaxPorts = 1023
+
+// bridgeFull says what the kernel's "exchange full" means when a port is
+// added to the bridge.
+func bridgeFull(bridge string, err error) error {
+	if !errors.Is(err, unix.EXFULL) {
+		return err
+	}
+	return fmt.Errorf("bridge %s has %d ports, the most a Linux bridge takes: this daemon runs no more networked sandboxes at once (run another daemon on another bridge and subnet): %w",
+		bridge, bridgeMaxPorts, errs.ErrQuota)
 }
 
 // hostEndWithoutIPv6 turns IPv6 off on a pair's host end before it is up:
@@ -435,7 +451,7 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 	}
 	if host.Attrs().MasterIndex != br.Attrs().Index {
 		if err := netlink.LinkSetMaster(host, br); err != nil {
-			return fmt.Errorf("enslave %s to %s: %w", sb.veth, m.cfg.Bridge, err)
+			return fmt.Errorf("enslave %s to %s: %w", sb.veth, m.cfg.Bridge, bridgeFull(m.cfg.Bridge, err))
 		}
 	}
 	if !adopt || !prepared.ported {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/nettest"
 	"github.com/stead-dev/stead/internal/network/policy"
@@ -1064,4 +1065,45 @@ type slowLeases struct{ network.Leases }
 func (l slowLeases) LeaseAddresses(ctx context.Context, id string, subnets ...netip.Prefix) ([]netip.Addr, error) {
 	time.Sleep(30 * time.Millisecond)
 	return l.Leases.LeaseAddresses(ctx, id, subnets...)
+}
+
+// TestAFullBridgeRefusesWithAClearError: a Linux bridge takes 1,023 ports;
+// an Attach beyond them is refused as a quota (not a bare "exchange
+// full"), and the sandboxes attached before keep their reach.
+func TestAFullBridgeRefusesWithAClearError(t *testing.T) {
+	e := newEnv(t)
+	first := e.attach("before-full", policy.Default(), network.Limits{})
+	br, err := netlink.LinkByName(e.cfg.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fill the bridge with veth pairs (both ends on the host).
+	var made []netlink.Link
+	t.Cleanup(func() {
+		for _, l := range made {
+			netlink.LinkDel(l)
+		}
+	})
+	for i := 0; ; i++ {
+		la := netlink.NewLinkAttrs()
+		la.Name = fmt.Sprintf("fl%s-%d", e.cfg.Bridge[4:], i)
+		la.MasterIndex = br.Attrs().Index
+		v := &netlink.Veth{LinkAttrs: la, PeerName: fmt.Sprintf("fp%s-%d", e.cfg.Bridge[4:], i)}
+		err := netlink.LinkAdd(v)
+		if errors.Is(err, syscall.EXFULL) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("fill port %d: %v", i, err)
+		}
+		made = append(made, v)
+		if i > 1100 {
+			t.Fatal("the bridge took more than 1,100 ports")
+		}
+	}
+	_, err = e.m.Attach(e.ctx, network.Attachment{ID: "beyond", Policy: policy.Default()})
+	if !errors.Is(err, errs.ErrQuota) || !strings.Contains(err.Error(), "1023 ports") {
+		t.Fatalf("attach to a full bridge: %v", err)
+	}
+	e.mustReach(first.NetNS, e.sink(e.inet.Web))
 }
