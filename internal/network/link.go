@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -32,8 +33,15 @@ func delLink(del func(netlink.Link) error, l netlink.Link) error {
 
 // ensureBridge makes the bridge (if missing), gives it the gateway
 // address and brings it up.
-func (m *Manager) ensureBridge() (netlink.Link, error) {
+func (m *Manager) ensureBridge(full bool) (netlink.Link, error) {
 	br, err := netlink.LinkByName(m.cfg.Bridge)
+	if err == nil && !full && br.Attrs().Index == m.brIndex && br.Attrs().Flags&net.FlagUp != 0 {
+		// The bridge this Manager set up, still up: an attach does not
+		// set its addresses and sysctls again (a write under /proc/sys
+		// looks its way past every sandbox's namespace: a cost that grows
+		// with the fleet). New and Sync repair it.
+		return br, nil
+	}
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if !errors.As(err, &nf) {
@@ -71,9 +79,19 @@ func (m *Manager) ensureBridge() (netlink.Link, error) {
 			return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
 		}
 	}
+	// No multicast snooping: the ports are isolated, so no multicast
+	// passes between sandboxes to track, and with it the bridge keeps
+	// timers and state per port and takes part in multicast discovery
+	// (its own reports go to every port).
+	if b, ok := br.(*netlink.Bridge); !ok || b.MulticastSnooping == nil || *b.MulticastSnooping {
+		if err := os.WriteFile("/sys/class/net/"+m.cfg.Bridge+"/bridge/multicast_snooping", []byte("0"), 0o644); err != nil {
+			return nil, fmt.Errorf("turn off multicast snooping on bridge %s: %w", m.cfg.Bridge, err)
+		}
+	}
 	if err := netlink.LinkSetUp(br); err != nil {
 		return nil, fmt.Errorf("bring up bridge %s: %w", m.cfg.Bridge, err)
 	}
+	m.brIndex = br.Attrs().Index
 	return br, nil
 }
 
@@ -203,11 +221,15 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}); err != nil {
 		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, bridgeFull(m.cfg.Bridge, err))
 	}
-	if err := hostEndWithoutIPv6(la.Name); err != nil {
+	host, err := netlink.LinkByName(la.Name)
+	if err != nil {
+		return fmt.Errorf("prepare the network of %s: find veth %s: %w", name, la.Name, err)
+	}
+	if err := hostEndWithoutIPv6(host); err != nil {
 		return fmt.Errorf("prepare the network of %s: %w", name, err)
 	}
 	ported := false
-	if host, err := netlink.LinkByName(la.Name); err == nil && br != nil && host.Attrs().MasterIndex == br.Attrs().Index {
+	if br != nil && host.Attrs().MasterIndex == br.Attrs().Index {
 		if err := netlink.LinkSetIsolated(host, true); err != nil {
 			return fmt.Errorf("prepare the network of %s: isolate bridge port %s: %w", name, la.Name, err)
 		}
@@ -313,16 +335,17 @@ func bridgeFull(bridge string, err error) error {
 		bridge, bridgeMaxPorts, errs.ErrQuota)
 }
 
-// hostEndWithoutIPv6 turns IPv6 off on a pair's host end before it is up:
-// a bridge port needs no address of its own, and with one each port up
-// would add a link-local address (the kernel then goes over every IPv6
-// address of the host to check their lifetimes: a cost that grows with
-// the fleet) and send neighbour discovery and multicast reports into the
-// bridge. Bridged IPv6 traffic is not the port's and passes as before.
-func hostEndWithoutIPv6(name string) error {
-	err := writeSysctl("net/ipv6/conf/"+name+"/disable_ipv6", "1")
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+// hostEndWithoutIPv6 has a pair's host end make no IPv6 address of its own
+// (netlink, before it is up): a bridge port needs none, and with one each
+// port up would add a link-local address (the kernel then goes over every
+// IPv6 address of the host to check their lifetimes: a cost that grows
+// with the fleet) and send neighbour discovery and multicast reports into
+// the bridge. Bridged IPv6 traffic is not the port's and passes as before.
+// A kernel without IPv6 has nothing to turn off.
+func hostEndWithoutIPv6(l netlink.Link) error {
+	err := netlink.LinkSetIP6AddrGenMode(l, nl.IN6_ADDR_GEN_MODE_NONE)
+	if err != nil && !errors.Is(err, unix.EAFNOSUPPORT) && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("no IPv6 address on %s: %w", l.Attrs().Name, err)
 	}
 	return nil
 }
@@ -436,11 +459,11 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 		if err := netlink.LinkAdd(v); err != nil {
 			return fmt.Errorf("create veth %s: %w", sb.veth, err)
 		}
-		if err := hostEndWithoutIPv6(sb.veth); err != nil {
-			return err
-		}
 		if host, err = netlink.LinkByName(sb.veth); err != nil {
 			return fmt.Errorf("find veth %s: %w", sb.veth, err)
+		}
+		if err := hostEndWithoutIPv6(host); err != nil {
+			return err
 		}
 		if peer, err = nh.LinkByName("eth0"); err != nil {
 			return fmt.Errorf("find eth0 in %s: %w", sb.netns, err)

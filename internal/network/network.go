@@ -239,6 +239,8 @@ type Manager struct {
 	// a table's life) and the limits whose sets and rule the table has.
 	nextTag uint32
 	limits  map[int]bool
+	// brIndex is the bridge New or Sync set up (guarded by op).
+	brIndex int
 }
 
 // sandbox is an attached sandbox as the Manager remembers it.
@@ -290,7 +292,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if err := m.ensureForwarding(); err != nil {
 		return nil, err
 	}
-	if _, err := m.ensureBridge(); err != nil {
+	if _, err := m.ensureBridge(true); err != nil {
 		return nil, err
 	}
 	b, err := m.newBatch()
@@ -350,7 +352,7 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	// The links first: the addresses (a lease made ahead may still be
 	// committing) are needed only halfway through them.
 	sb := m.newSandbox(a, netip.Addr{}, netip.Addr{})
-	br, err := m.ensureBridge()
+	br, err := m.ensureBridge(false)
 	if err != nil {
 		return Attached{}, err
 	}

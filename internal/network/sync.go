@@ -25,7 +25,7 @@ func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[str
 
 func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[string]bool, releaseLeases bool) error {
 	var errs []error
-	br, err := m.ensureBridge()
+	br, err := m.ensureBridge(true)
 	if err != nil {
 		return err
 	}
