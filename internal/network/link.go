@@ -372,9 +372,26 @@ func (m *Manager) nsSysctls() error {
 			{"net/ipv6/conf/eth0/disable_ipv6", "0"},
 		}
 	}
+	// All under one directory descriptor: "net" is the component a
+	// lookup finds only past every other namespace's (each has its own,
+	// under the one /proc/sys), so it is looked up once, not per key.
+	dir, err := unix.Open("/proc/sys/net", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /proc/sys/net: %w", err)
+	}
+	defer unix.Close(dir)
 	for _, kv := range sysctls {
-		if err := writeSysctl(kv[0], kv[1]); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		rel := strings.TrimPrefix(kv[0], "net/")
+		fd, err := unix.Openat(dir, rel, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err == nil {
+			_, err = unix.Write(fd, []byte(kv[1]))
+			unix.Close(fd)
+		}
+		if err != nil {
+			return fmt.Errorf("write sysctl %s: %w", kv[0], err)
 		}
 	}
 	return nil

@@ -117,6 +117,18 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 		}
 	}
 	sandboxEnd()
+	// The namespace's sysctls, set ahead with its pair.
+	err = nettest.Do(ns, func() error {
+		for k, want := range map[string]string{"ipv4/ip_unprivileged_port_start": "0", "ipv4/ping_group_range": "0\t2147483647"} {
+			if b, err := os.ReadFile("/proc/sys/net/" + k); err != nil || strings.TrimSpace(string(b)) != want {
+				return fmt.Errorf("sysctl %s = %q %v, want %q", k, b, err, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 	// The bridge keeps no multicast state per port (the ports are
 	// isolated: there is none to pass between them).
 	if b, err := os.ReadFile("/sys/class/net/" + e.cfg.Bridge + "/bridge/multicast_snooping"); err != nil || strings.TrimSpace(string(b)) != "0" {
