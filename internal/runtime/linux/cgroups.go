@@ -176,3 +176,42 @@ func RemoveHostState(stateDir string) error {
 // CgroupParentFor names the cgroup parent a runtime on stateDir uses by
 // default (for tests that look for what it left).
 func CgroupParentFor(stateDir string) string { return cgroupParentFor(stateDir) }
+
+// rootCpusetBalanced reports whether the cpuset hierarchy (cgroup v1) has
+// its root balanced over every CPU (the default; cgroup v2 has no such
+// flag).
+func rootCpusetBalanced() bool {
+	if cgroups.IsCgroup2UnifiedMode() {
+		return false
+	}
+	mnt, err := cgroups.FindCgroupMountpoint("", "cpuset")
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(mnt, "cpuset.sched_load_balance"))
+	return err == nil && strings.TrimSpace(string(b)) == "1"
+}
+
+// unbalancedCpuset makes cg's cpuset (cgroup v1) before its Apply, with
+// cpuset.sched_load_balance off: each write of a balanced cpuset's CPUs,
+// and its removal, has the kernel rebuild the scheduler's domains, which
+// walks every cpuset (a cost that grows with the sandboxes). A sandbox's
+// cpuset needs no domain of its own: with the root cpuset balanced (the
+// default) the scheduler balances over every CPU whatever its children
+// say. Nothing is done where the root is not balanced (an administrator's
+// partitioning), on cgroup v2 or without a cpuset.
+func (r *Runtime) unbalancedCpuset(cg cgroups.Manager) error {
+	p := cg.Path("cpuset")
+	if p == "" || !r.unbalance {
+		return nil
+	}
+	// Its parents as Apply would make them (their CPUs are copied in
+	// once, by Apply).
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return fmt.Errorf("cpuset %s: %w", p, err)
+	}
+	if err := os.WriteFile(filepath.Join(p, "cpuset.sched_load_balance"), []byte("0"), 0o644); err != nil {
+		return fmt.Errorf("cpuset %s: %w", p, err)
+	}
+	return nil
+}

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/manager"
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
@@ -155,6 +156,8 @@ type Runtime struct {
 	parents    []string         // this process's cgroup parent directories (cgroups.go)
 	watch      *fdwatch.Watcher // the pidfds of started inits until they exit (reap)
 	shim       *shim            // nil without Options.Shim
+	// unbalance: sandboxes' cpusets go unbalanced (cgroups.go), set at New.
+	unbalance bool
 
 	// Shells (shells.go), under mu.
 	shells       []*shell
@@ -217,7 +220,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{opts: opts, log: opts.Logger, bin: bin, containers: map[string]*libcontainer.Container{},
-		slots: map[string]int{}, userns: map[int]*os.File{}}
+		slots: map[string]int{}, userns: map[int]*os.File{}, unbalance: rootCpusetBalanced()}
 	if opts.Shim != "" {
 		r.shim = newShim(opts.Shim, opts.StateDir, opts.Logger)
 	}
@@ -443,10 +446,21 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 				err = fmt.Errorf("%w (init log: %s)", err, tail(log, 512))
 			}
 		}
-	} else if r.shim != nil {
-		t1, err = r.startInShim(ctx, spec, cfg, proc, slot)
 	} else {
-		t1, err = r.startHere(ctx, spec, cfg, proc)
+		// libcontainer makes the sandbox's cgroups: its cpuset is made
+		// unbalanced first.
+		if r.unbalance {
+			if cg, cerr := manager.New(cfg.Cgroups); cerr == nil {
+				err = r.unbalancedCpuset(cg)
+			}
+		}
+		switch {
+		case err != nil:
+		case r.shim != nil:
+			t1, err = r.startInShim(ctx, spec, cfg, proc, slot)
+		default:
+			t1, err = r.startHere(ctx, spec, cfg, proc)
+		}
 	}
 	if err != nil {
 		return err

@@ -396,7 +396,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		if renamed, err = sh.moveCgroups(spec.ID); err == nil {
 			r.shellGone(sh)
 		}
-	} else {
+	} else if err = r.unbalancedCpuset(cg); err == nil {
 		err = cg.Apply(pid)
 	}
 	if err != nil {

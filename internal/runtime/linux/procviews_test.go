@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/guest"
@@ -277,6 +278,24 @@ func TestMicroSandboxSeesItsOwnSize(t *testing.T) {
 	// The views hold in a user namespace (uid 0 inside is not host root).
 	if s := seeSize(t, r, "pv-micro", 0); !r.opts.NoUserNS && (s.uidMap == "" || strings.HasPrefix(s.uidMap, "0 0 ")) {
 		t.Errorf("sandbox uid map %q: want a user namespace", s.uidMap)
+	}
+	// Its cpuset is unbalanced (the root's balancing covers it): writing
+	// its CPUs rebuilt no scheduler domains.
+	if r.unbalance {
+		c, err := r.mustLoad("pv-micro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.State()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(st.CgroupPaths["cpuset"], "cpuset.sched_load_balance"))
+		if err != nil || strings.TrimSpace(string(b)) != "0" {
+			t.Errorf("sched_load_balance of the sandbox's cpuset: %q %v", b, err)
+		}
+	} else if !cgroups.IsCgroup2UnifiedMode() {
+		t.Error("a cgroup v1 host whose root cpuset is not balanced: the check above is blind")
 	}
 	if t.Failed() {
 		t.FailNow()

@@ -275,6 +275,9 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("shell: cgroups: %w", err)
 	}
+	if err := r.unbalancedCpuset(cg); err != nil {
+		return nil, fmt.Errorf("shell: cgroups: %w", err)
+	}
 	err = cg.Apply(sh.pid)
 	sh.paths = cg.GetPaths()
 	if err != nil {

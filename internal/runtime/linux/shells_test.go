@@ -105,6 +105,14 @@ func TestAStartClaimsAShell(t *testing.T) {
 					t.Fatalf("the sandbox's device rules: %q %v", b, err)
 				}
 			}
+			// Its cpuset came unbalanced from the shell (no scheduler
+			// domains rebuilt for it).
+			if cs := st.CgroupPaths["cpuset"]; r.unbalance && cs != "" {
+				b, err := os.ReadFile(filepath.Join(cs, "cpuset.sched_load_balance"))
+				if err != nil || strings.TrimSpace(string(b)) != "0" {
+					t.Fatalf("sched_load_balance of the sandbox's cpuset: %q %v", b, err)
+				}
+			}
 			if _, err := os.Stat(pidsDir); !os.IsNotExist(err) {
 				t.Fatalf("the shell's cgroup is still there: %v", err)
 			}
