@@ -38,18 +38,43 @@ const parentsFile = "cgroup-parents"
 // hierarchy for a sandbox started by this process (the same computation:
 // a manager for a probe cgroup, which creates nothing).
 func parentDirs(parent string) ([]string, error) {
+	bySub, err := parentDirsBySubsystem(parent)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range bySub {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// parentDirsBySubsystem is parentDirs by controller (the keys of a
+// manager's GetPaths).
+func parentDirsBySubsystem(parent string) (map[string]string, error) {
 	m, err := manager.New(&cgroups.Cgroup{Name: "probe", Parent: parent, Resources: &cgroups.Resources{}})
 	if err != nil {
 		return nil, fmt.Errorf("cgroup paths of %s: %w", parent, err)
 	}
-	var out []string
-	for _, p := range m.GetPaths() {
+	out := map[string]string{}
+	for k, p := range m.GetPaths() {
 		if p != "" {
-			out = append(out, filepath.Dir(p))
+			out[k] = filepath.Dir(p)
 		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return out, nil
+}
+
+// cgroupPathsOf are the paths libcontainer would give cgroup name below
+// this process's parents (no read of the mount table, as a new manager
+// does: it grows with the sandboxes' mounts).
+func (r *Runtime) cgroupPathsOf(name string) map[string]string {
+	out := make(map[string]string, len(r.parentBySub))
+	for k, d := range r.parentBySub {
+		out[k] = filepath.Join(d, name)
+	}
+	return out
 }
 
 // readParents returns the parent directories recorded in stateDir.
@@ -89,6 +114,11 @@ func writeParents(stateDir string, dirs []string) error {
 
 // recordParents adds this process's parent directories to the record.
 func (r *Runtime) recordParents() error {
+	bySub, err := parentDirsBySubsystem(r.opts.CgroupParent)
+	if err != nil {
+		return err
+	}
+	r.parentBySub = bySub
 	cur, err := parentDirs(r.opts.CgroupParent)
 	if err != nil {
 		return err

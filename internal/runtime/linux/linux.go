@@ -154,8 +154,10 @@ type Runtime struct {
 	userns     map[int]*os.File // slot → a user namespace with its mapping
 	views      procViews        // lxcfs and cpusets (procviews.go)
 	parents    []string         // this process's cgroup parent directories (cgroups.go)
-	watch      *fdwatch.Watcher // the pidfds of started inits until they exit (reap)
-	shim       *shim            // nil without Options.Shim
+	// parentBySub is parents by controller, for cgroupPathsOf.
+	parentBySub map[string]string
+	watch       *fdwatch.Watcher // the pidfds of started inits until they exit (reap)
+	shim        *shim            // nil without Options.Shim
 	// unbalance: sandboxes' cpusets go unbalanced (cgroups.go), set at New.
 	unbalance bool
 

@@ -271,7 +271,7 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 	// The device rules every sandbox has are written now (the claim
 	// writes the rest of the sandbox's limits).
 	res := &cgroups.Resources{Devices: sandboxDevices()}
-	cg, err := manager.New(&cgroups.Cgroup{Name: name, Parent: r.opts.CgroupParent, Resources: res})
+	cg, err := manager.NewWithPaths(&cgroups.Cgroup{Name: name, Parent: r.opts.CgroupParent, Resources: res}, r.cgroupPathsOf(name))
 	if err != nil {
 		return nil, fmt.Errorf("shell: cgroups: %w", err)
 	}
