@@ -5,9 +5,9 @@
 //
 //	sudo go run ./bench/lifecycle -n 50 -stead bin/stead
 //
-// With -scale N it instead creates N sandboxes per daemon (simple quotas
-// and full qgroups, alternately) and prints the create cost and daemon RSS
-// by fleet size:
+// With -scale N it instead creates N networked sandboxes per daemon (simple
+// quotas and full qgroups, alternately; -net=false: loopback only) and
+// prints the create cost and daemon RSS by fleet size:
 //
 //	sudo go run ./bench/lifecycle -scale 1000 -running 200 -stead bin/stead
 package main
@@ -34,7 +34,7 @@ func main() {
 	scaleN := flag.Int("scale", 0, "scale mode: create this many sandboxes per daemon and print the create cost by fleet size")
 	running := flag.Int("running", 1000, "scale mode: how many of the sandboxes stay running (the rest are stopped)")
 	full := flag.Bool("full-qgroups", true, "scale mode: also measure a daemon whose btrfs pool has full qgroup accounting")
-	network := flag.Bool("net", false, "scale mode: networked sandboxes (a bridge and subnet of the bench's own)")
+	network := flag.Bool("net", true, "scale mode: networked sandboxes, as the daemon's default (a bridge and subnet of the bench's own); -net=false gives them loopback only")
 	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
 	flag.Parse()
 	if *scaleN > 0 {
