@@ -41,6 +41,7 @@
 package network
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -654,10 +655,10 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 
 // removeElements takes a sandbox's elements out of the table. One the
 // Manager holds (known) goes by what it holds; one it does not (a Detach
-// after a restart, before a Sync) by its addresses: its entries in
-// sandboxes4|6, whose tag keys its policy's elements (inert from then on:
-// no tag is given twice), its counters and its port. A table that
-// refuses the removal is rebuilt without the sandbox.
+// after a restart, before a Sync) by its addresses: its entries in every
+// set (those of the sets of pairs found by listing them), its counters
+// and its port. A table that refuses the removal is rebuilt without the
+// sandbox.
 func (m *Manager) removeElements(sb *sandbox, known bool) error {
 	b, err := m.newBatch()
 	if err != nil {
@@ -679,6 +680,24 @@ func (m *Manager) removeElements(sb *sandbox, known bool) error {
 				b.del(b.sandboxMap(is4), nftables.SetElement{Key: a.AsSlice(), Val: tagBytes(tag)})
 			}
 			b.del(b.sourceSet(is4), nftables.SetElement{Key: slices.Concat(ifname(sb.veth), a.AsSlice())})
+			for _, name := range addrSets {
+				b.del(b.addrSet(name, is4), nftables.SetElement{Key: a.AsSlice()})
+			}
+			for n := range m.limits {
+				b.del(b.limitSet(n, is4), nftables.SetElement{Key: a.AsSlice()})
+			}
+			// Its pairs (CIDRs, names admitted) are found by a listing.
+			for _, set := range []*nftables.Set{b.cidrSet("deny", is4), b.cidrSet("allow", is4), b.namedSet(is4)} {
+				els, err := b.c.GetSetElements(set)
+				if err != nil && !errors.Is(err, unix.ENOENT) {
+					return fmt.Errorf("list nftables %s: %w", set.Name, err)
+				}
+				for _, e := range els {
+					if !e.IntervalEnd && bytes.HasPrefix(e.Key, a.AsSlice()) {
+						b.del(set, nftables.SetElement{Key: e.Key, KeyEnd: e.KeyEnd})
+					}
+				}
+			}
 		}
 		b.del(b.portSet(), nftables.SetElement{Key: ifname(sb.veth)})
 		for _, e := range m.counters(b, sb) {

@@ -1107,3 +1107,30 @@ func TestAFullBridgeRefusesWithAClearError(t *testing.T) {
 	}
 	e.mustReach(first.NetNS, e.sink(e.inet.Web))
 }
+
+// TestNftListsTheTables: nft(8), what an operator reads the firewall
+// with, lists both tables with every kind of element a policy makes (both
+// families, CIDRs allowed and denied, names admitted, a conntrack limit,
+// the anti-spoof pairs), and finds the sandbox's addresses in them.
+func TestNftListsTheTables(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+	})
+	p, err := policy.Parse(client.NetworkPolicy{Allow: []string{"198.18.0.0/15", "2001:db8::/32", "example.com"}, Deny: []string{"198.18.7.0/24"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.attach("listed", p, network.Limits{MaxConns: 64})
+	e.m.AddResolved("listed", []netip.Addr{netip.MustParseAddr("198.18.0.9"), netip.MustParseAddr("2001:db8::9")}, time.Minute)
+	for _, fam := range []string{"inet", "bridge"} {
+		out, err := exec.Command("nft", "list", "table", fam, e.cfg.Table).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft list table %s %s: %v\n%s", fam, e.cfg.Table, err, out)
+		}
+		for _, addr := range []netip.Addr{a.Addr, a.Addr6} {
+			if !strings.Contains(string(out), addr.String()) {
+				t.Errorf("nft lists no element of %s in table %s:\n%s", addr, fam, out)
+			}
+		}
+	}
+}

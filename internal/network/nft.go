@@ -22,26 +22,24 @@ import (
 // Attaching one adds no rule and no chain, so a commit never has the
 // kernel validate every sandbox's rules again (it walks every chain a
 // table's base chains reach on each commit that adds a rule or a jump):
-// an attach costs the same with 1 or 1,000 sandboxes.
-//
-// Each attached sandbox has a tag, a number the Manager never gives twice
-// in a table's life; its policy's elements are keyed by the tag, so an
-// element left behind names no later sandbox (4|6: one per IP family,
-// the IPv6 ones only with Config.Subnet6).
+// an attach costs the same with 1 or 1,000 sandboxes. Every set is keyed
+// by the sandbox's address, so that nft(8) lists the tables (4|6: one per
+// IP family, the IPv6 ones only with Config.Subnet6).
 //
 // The inet table:
 //
-//	map sandboxes4|6   address : tag          attached sandboxes by source address
-//	set refused4|6     address, counter       a drop on a sandbox's behalf, counted per address
-//	set offline        tag                    policies without the internet
-//	set open           tag                    policies that admit by default
-//	set deny4|6        tag . prefix           denied CIDRs (intervals)
-//	set allow4|6       tag . prefix           allowed CIDRs (intervals)
-//	set byname         tag                    policies that allow domains
-//	set named4|6       tag . address, timeout addresses admitted by name (AddResolved)
-//	set domains        tag                    policies that name domains: 80/443 to the egress proxy
-//	set limit<N>       tag                    sandboxes whose conntrack limit is N
-//	set conns<N>4|6    address, dynamic       their connection counts
+//	map sandboxes4|6   address : tag            attached sandboxes (a tag never given twice: an
+//	                                            entry left behind under another tag clashes)
+//	set refused4|6     address, counter         a drop on a sandbox's behalf, counted
+//	set offline4|6     address                  policies without the internet
+//	set open4|6        address                  policies that admit by default
+//	set deny4|6        address . prefix         denied CIDRs (intervals)
+//	set allow4|6       address . prefix         allowed CIDRs (intervals)
+//	set byname4|6      address                  policies that allow domains
+//	set named4|6       address . address, timeout  addresses admitted by name (AddResolved)
+//	set domains4|6     address                  policies that name domains: 80/443 to the egress proxy
+//	set limit<N>4|6    address                  sandboxes whose conntrack limit is N
+//	set conns<N>4|6    address, dynamic         their connection counts
 //	chain forward      from the bridge: established, else a sandbox's source to policy; to the bridge: replies only
 //	chain input        from the bridge: established, neighbour discovery, else a sandbox's source to policy
 //	chain policy       limits, gateway services, always-refused, then the policy's sets in order of decision
@@ -51,15 +49,15 @@ import (
 //
 // The bridge table (anti-spoof, before the IP stack sees a frame):
 //
-//	set ports          ifname                 sandboxes' host ends
-//	set sources4|6     ifname . address       each port's own address
-//	set spoofed        ifname, counter        drops of another source, counted per port
+//	set ports          ifname                   sandboxes' host ends
+//	set sources4|6     ifname . address         each port's own address
+//	set spoofed        ifname, counter          drops of another source, counted per port
 //	chain prerouting   from a port, a source not its own -> counted, dropped
 //
 // A source address identifies a sandbox only because the bridge table
 // drops every other source from its port.
 
-// tagType is a tag's set type (4 bytes, as a mark).
+// tagType is a tag's type (4 bytes, as a mark).
 var tagType = nftables.TypeMark
 
 func famName(is4 bool) string {
@@ -184,24 +182,27 @@ func (b *batch) refusedSet(is4 bool) *nftables.Set {
 	return &nftables.Set{Table: b.t, Name: "refused" + famName(is4), KeyType: keyType(is4), Dynamic: true, Counter: true, Size: dynamicSize}
 }
 
-func (b *batch) tagSet(name string) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: name, KeyType: tagType}
+// addrSet is one of the sets of addresses (offline4 ...).
+func (b *batch) addrSet(name string, is4 bool) *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: name + famName(is4), KeyType: keyType(is4)}
 }
 
-func (b *batch) limitSet(n int) *nftables.Set { return b.tagSet("limit" + strconv.Itoa(n)) }
+func (b *batch) limitSet(n int, is4 bool) *nftables.Set {
+	return b.addrSet("limit"+strconv.Itoa(n), is4)
+}
 
 func (b *batch) connsSet(n int, is4 bool) *nftables.Set {
 	return &nftables.Set{Table: b.t, Name: "conns" + strconv.Itoa(n) + famName(is4), KeyType: keyType(is4), Dynamic: true, Size: dynamicSize}
 }
 
-// cidrSet is deny4|6 or allow4|6: tag . prefix intervals.
+// cidrSet is deny4|6 or allow4|6: address . prefix intervals.
 func (b *batch) cidrSet(name string, is4 bool) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: name + famName(is4), KeyType: nftables.MustConcatSetType(tagType, keyType(is4)),
+	return &nftables.Set{Table: b.t, Name: name + famName(is4), KeyType: nftables.MustConcatSetType(keyType(is4), keyType(is4)),
 		Interval: true, Concatenation: true}
 }
 
 func (b *batch) namedSet(is4 bool) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: "named" + famName(is4), KeyType: nftables.MustConcatSetType(tagType, keyType(is4)), HasTimeout: true}
+	return &nftables.Set{Table: b.t, Name: "named" + famName(is4), KeyType: nftables.MustConcatSetType(keyType(is4), keyType(is4)), HasTimeout: true}
 }
 
 func (b *batch) portSet() *nftables.Set {
@@ -216,13 +217,16 @@ func (b *batch) spoofedSet() *nftables.Set {
 	return &nftables.Set{Table: b.bt, Name: "spoofed", KeyType: nftables.TypeIFName, Dynamic: true, Counter: true, Size: dynamicSize}
 }
 
-// Names of the tag sets.
+// Names of the sets of addresses (and a family's 4 or 6).
 const (
 	setOffline = "offline"
 	setOpen    = "open"
 	setByName  = "byname"
 	setDomains = "domains"
 )
+
+// addrSets are the sets of addresses every table has.
+var addrSets = []string{setOffline, setOpen, setByName, setDomains}
 
 // families are the IP families the Manager serves: IPv4, and IPv6 with
 // Subnet6.
@@ -266,11 +270,13 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 		b.c.DelTable(t)
 		b.c.AddTable(t)
 	}
-	sets := []*nftables.Set{b.tagSet(setOffline), b.tagSet(setOpen), b.tagSet(setByName), b.tagSet(setDomains),
-		b.portSet(), b.spoofedSet()}
+	sets := []*nftables.Set{b.portSet(), b.spoofedSet()}
 	for _, is4 := range m.families() {
 		sets = append(sets, b.sandboxMap(is4), b.refusedSet(is4), b.cidrSet("deny", is4), b.cidrSet("allow", is4),
 			b.namedSet(is4), b.sourceSet(is4))
+		for _, name := range addrSets {
+			sets = append(sets, b.addrSet(name, is4))
+		}
 	}
 	for _, s := range sets {
 		if err := b.addSet(s, nil); err != nil {
@@ -287,7 +293,7 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 		if err := m.ensureLimit(b, sb.lim.MaxConns); err != nil {
 			return err
 		}
-		for _, e := range m.elements(b, sb, now) {
+		for _, e := range m.elements(b, sb, now, false) {
 			b.add(e.s, e.e)
 		}
 	}
@@ -307,7 +313,7 @@ func (m *Manager) baseRules(b *batch) {
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
 	b.rule(fwd, matchIif(br, true), est, accept())
 	for _, is4 := range m.families() {
-		b.rule(fwd, matchIif(br, true), b.loadTag(is4), toPolicy)
+		b.rule(fwd, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4)), toPolicy)
 	}
 	b.rule(fwd, matchIif(br, true), drop())
 	b.rule(fwd, matchOif(br, true), est, accept())
@@ -329,7 +335,7 @@ func (m *Manager) baseRules(b *batch) {
 		b.rule(in, matchIif(br, true), matchPrefix(dst, netip.MustParsePrefix("ff00::/8"), true), drop())
 	}
 	for _, is4 := range m.families() {
-		b.rule(in, matchIif(br, true), b.loadTag(is4), toPolicy)
+		b.rule(in, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4)), toPolicy)
 	}
 	b.rule(in, matchIif(br, true), drop())
 
@@ -356,13 +362,12 @@ func (m *Manager) baseRules(b *batch) {
 		}
 	}
 	for _, is4 := range fams {
-		tag := b.loadTag(is4)
 		ref := b.refuse(is4)
-		b.rule(pol, tag, lookupReg(b.tagSet(setOffline)), ref)
-		b.rule(pol, tag, b.loadDst(is4), lookupReg(b.cidrSet("deny", is4)), ref)
-		b.rule(pol, tag, lookupReg(b.tagSet(setOpen)), accept())
-		b.rule(pol, tag, b.loadDst(is4), lookupReg(b.cidrSet("allow", is4)), accept())
-		b.rule(pol, tag, lookupReg(b.tagSet(setByName)), b.loadDst(is4), lookupReg(b.namedSet(is4)), accept())
+		b.rule(pol, lookupAddr(src, is4, b.addrSet(setOffline, is4)), ref)
+		b.rule(pol, lookupPair(is4, b.cidrSet("deny", is4)), ref)
+		b.rule(pol, lookupAddr(src, is4, b.addrSet(setOpen, is4)), accept())
+		b.rule(pol, lookupPair(is4, b.cidrSet("allow", is4)), accept())
+		b.rule(pol, lookupAddr(src, is4, b.addrSet(setByName, is4)), lookupPair(is4, b.namedSet(is4)), accept())
 		b.rule(pol, matchFamily(is4), ref)
 	}
 
@@ -370,7 +375,7 @@ func (m *Manager) baseRules(b *batch) {
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &pAccept})
 	for _, is4 := range fams {
 		for _, port := range []int{80, 443} {
-			b.rule(pre, matchIif(br, true), b.loadTag(is4), lookupReg(b.tagSet(setDomains)),
+			b.rule(pre, matchIif(br, true), lookupAddr(src, is4, b.addrSet(setDomains, is4)),
 				matchLocalDaddr(false), matchL4Port(unix.IPPROTO_TCP, port), redirectTo(m.cfg.EgressPort))
 		}
 		if m.cfg.ResolverPort != 53 {
@@ -428,21 +433,6 @@ var (
 	linkMulticast6 = netip.MustParsePrefix("ff02::/16")
 )
 
-// loadTag is "ip[6] saddr map @sandboxes4|6" into register 1, with the
-// family check: a source that is no sandbox's ends the rule.
-func (b *batch) loadTag(is4 bool) []expr.Any {
-	return cat(matchFamily(is4), []expr.Any{loadAddr(src, is4),
-		&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: b.sandboxMap(is4).Name}})
-}
-
-// loadDst loads the destination address right after a tag in register 1
-// (tag . daddr), for the tag . prefix sets.
-func (b *batch) loadDst(is4 bool) []expr.Any {
-	a := loadAddr(dst, is4)
-	a.DestRegister = unix.NFT_REG32_01
-	return []expr.Any{a}
-}
-
 // refuse counts the drop by the source address in refused4|6 and drops.
 func (b *batch) refuse(is4 bool) []expr.Any {
 	return []expr.Any{loadAddr(src, is4),
@@ -457,16 +447,15 @@ func (m *Manager) ensureLimit(b *batch, n int) error {
 		return nil
 	}
 	b.limits[n] = true
-	if err := b.addSet(b.limitSet(n), nil); err != nil {
-		return err
-	}
 	lim := &nftables.Chain{Name: "limits", Table: b.t}
 	for _, is4 := range m.families() {
 		cs := b.connsSet(n, is4)
-		if err := b.addSet(cs, nil); err != nil {
-			return err
+		for _, s := range []*nftables.Set{b.limitSet(n, is4), cs} {
+			if err := b.addSet(s, nil); err != nil {
+				return err
+			}
 		}
-		b.rule(lim, b.loadTag(is4), lookupReg(b.limitSet(n)), matchCtState(expr.CtStateBitNEW),
+		b.rule(lim, lookupAddr(src, is4, b.limitSet(n, is4)), matchCtState(expr.CtStateBitNEW),
 			[]expr.Any{loadAddr(src, is4), &expr.Dynset{SrcRegKey: 1, SetName: cs.Name, Operation: unix.NFT_DYNSET_OP_ADD,
 				Exprs: []expr.Any{&expr.Connlimit{Count: uint32(n), Flags: 1}}}}, b.refuse(is4))
 	}
@@ -486,51 +475,49 @@ func (e setEl) id() string {
 }
 
 // elements are a sandbox's elements but for its counters (refused4|6,
-// spoofed), which are reset only when it is new.
-func (m *Manager) elements(b *batch, sb *sandbox, now time.Time) []setEl {
-	var out []setEl
-	tag := tagBytes(sb.tag)
+// spoofed), which are reset only when it is new. An address admitted by
+// name is one of them while it lasts more than a second (to add), or at
+// all (all, to remove).
+func (m *Manager) elements(b *batch, sb *sandbox, now time.Time, all bool) []setEl {
 	p := sb.pol
-	addTag := func(name string, yes bool) {
-		if yes {
-			out = append(out, setEl{b.tagSet(name), nftables.SetElement{Key: tag}})
-		}
-	}
-	addTag(setOffline, !p.Internet)
-	addTag(setOpen, p.DefaultAdmit())
-	addTag(setByName, len(p.AllowDomains) > 0)
-	addTag(setDomains, p.HasDomains())
-	if sb.lim.MaxConns > 0 {
-		out = append(out, setEl{b.limitSet(sb.lim.MaxConns), nftables.SetElement{Key: tag}})
-	}
-	out = append(out, setEl{b.portSet(), nftables.SetElement{Key: ifname(sb.veth)}})
+	out := []setEl{{b.portSet(), nftables.SetElement{Key: ifname(sb.veth)}}}
 	for _, is4 := range m.families() {
 		a := sb.addrOf(is4)
 		if !a.IsValid() {
 			continue
 		}
+		k := a.AsSlice()
 		out = append(out,
-			setEl{b.sandboxMap(is4), nftables.SetElement{Key: a.AsSlice(), Val: tag}},
-			setEl{b.sourceSet(is4), nftables.SetElement{Key: slices.Concat(ifname(sb.veth), a.AsSlice())}})
+			setEl{b.sandboxMap(is4), nftables.SetElement{Key: k, Val: tagBytes(sb.tag)}},
+			setEl{b.sourceSet(is4), nftables.SetElement{Key: slices.Concat(ifname(sb.veth), k)}})
+		for name, yes := range map[string]bool{setOffline: !p.Internet, setOpen: p.DefaultAdmit(),
+			setByName: len(p.AllowDomains) > 0, setDomains: p.HasDomains()} {
+			if yes {
+				out = append(out, setEl{b.addrSet(name, is4), nftables.SetElement{Key: k}})
+			}
+		}
+		if sb.lim.MaxConns > 0 {
+			out = append(out, setEl{b.limitSet(sb.lim.MaxConns, is4), nftables.SetElement{Key: k}})
+		}
 		for _, c := range disjoint(p.DenyCIDRs, is4) {
-			out = append(out, setEl{b.cidrSet("deny", is4), prefixElem(tag, c)})
+			out = append(out, setEl{b.cidrSet("deny", is4), prefixElem(k, c)})
 		}
 		for _, c := range disjoint(p.AllowCIDRs, is4) {
-			out = append(out, setEl{b.cidrSet("allow", is4), prefixElem(tag, c)})
+			out = append(out, setEl{b.cidrSet("allow", is4), prefixElem(k, c)})
 		}
 		for r, exp := range sb.resolved {
-			if left := exp.Sub(now); left > time.Second && r.Is4() == is4 {
-				out = append(out, setEl{b.namedSet(is4), nftables.SetElement{Key: slices.Concat(tag, r.AsSlice()),
-					Timeout: left.Truncate(time.Millisecond)}})
+			if left := exp.Sub(now); r.Is4() == is4 && (left > time.Second || all && left > 0) {
+				out = append(out, setEl{b.namedSet(is4), nftables.SetElement{Key: slices.Concat(k, r.AsSlice()),
+					Timeout: max(left, time.Second).Truncate(time.Millisecond)}})
 			}
 		}
 	}
 	return out
 }
 
-// prefixElem is the interval element tag . c.
-func prefixElem(tag []byte, c netip.Prefix) nftables.SetElement {
-	return nftables.SetElement{Key: slices.Concat(tag, c.Masked().Addr().AsSlice()), KeyEnd: slices.Concat(tag, lastAddr(c).AsSlice())}
+// prefixElem is the interval element a . c (a: an address's bytes).
+func prefixElem(a []byte, c netip.Prefix) nftables.SetElement {
+	return nftables.SetElement{Key: slices.Concat(a, c.Masked().Addr().AsSlice()), KeyEnd: slices.Concat(a, lastAddr(c).AsSlice())}
 }
 
 // lastAddr is the last address of c.
@@ -588,18 +575,35 @@ func (m *Manager) addSandbox(b *batch, sb, old *sandbox, now time.Time) error {
 	if err := m.ensureLimit(b, sb.lim.MaxConns); err != nil {
 		return err
 	}
-	next := m.elements(b, sb, now)
+	next := m.elements(b, sb, now, false)
 	if old == nil {
 		for _, e := range m.counters(b, sb) {
 			b.del(e.s, e.e)
 			b.add(e.s, e.e)
+		}
+		// What a table changed behind the Manager's back may hold of its
+		// address in the sets of addresses goes (an entry in sandboxes4|6
+		// under another tag fails the batch: the table is rebuilt).
+		for _, is4 := range m.families() {
+			a := sb.addrOf(is4)
+			if !a.IsValid() {
+				continue
+			}
+			for _, name := range addrSets {
+				b.del(b.addrSet(name, is4), nftables.SetElement{Key: a.AsSlice()})
+			}
+			for n := range m.limits {
+				if n != sb.lim.MaxConns {
+					b.del(b.limitSet(n, is4), nftables.SetElement{Key: a.AsSlice()})
+				}
+			}
 		}
 	} else {
 		keep := map[string]bool{}
 		for _, e := range next {
 			keep[e.id()] = true
 		}
-		for _, e := range m.elements(b, old, now) {
+		for _, e := range m.elements(b, old, now, true) {
 			if !keep[e.id()] {
 				b.del(e.s, e.e)
 			}
@@ -623,7 +627,7 @@ func (m *Manager) addSandbox(b *batch, sb, old *sandbox, now time.Time) error {
 
 // delSandbox queues the removal of every element of sb.
 func (m *Manager) delSandbox(b *batch, sb *sandbox) {
-	for _, e := range slices.Concat(m.elements(b, sb, time.Now()), m.counters(b, sb)) {
+	for _, e := range slices.Concat(m.elements(b, sb, time.Now(), true), m.counters(b, sb)) {
 		b.del(e.s, e.e)
 	}
 }

@@ -113,6 +113,22 @@ func matchPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
 	})
 }
 
+// lookupAddr is "ip[6] saddr|daddr @set", with the family check.
+func lookupAddr(d dir, is4 bool, s *nftables.Set) []expr.Any {
+	return cat(matchFamily(is4), []expr.Any{loadAddr(d, is4), &expr.Lookup{SourceRegister: 1, SetName: s.Name}})
+}
+
+// lookupPair is "ip[6] saddr . ip[6] daddr @set", with the family check,
+// in the registers nft(8) uses (the destination right after the source).
+func lookupPair(is4 bool, s *nftables.Set) []expr.Any {
+	d := loadAddr(dst, is4)
+	d.DestRegister = unix.NFT_REG32_01
+	if !is4 {
+		d.DestRegister = unix.NFT_REG_2
+	}
+	return cat(matchFamily(is4), []expr.Any{loadAddr(src, is4), d, &expr.Lookup{SourceRegister: 1, SetName: s.Name}})
+}
+
 // lookupReg is "@set" of what register 1 holds (and the registers after
 // it, for a concatenation).
 func lookupReg(s *nftables.Set) []expr.Any {

@@ -166,45 +166,50 @@ func hostEndOf(t *testing.T, ns string) string {
 // TestLeftoversOfASandboxsAddressOpenNothing: an Attach of a sandbox the
 // Manager does not hold adds its elements without listing the table
 // first. Behind the Manager's back, the table got an entry for the
-// sandbox's address under a tag of its own, and that tag admits
-// everything: the Attach finds the clash, rebuilds the table from what
-// the Manager holds (the other sandbox keeps its reach), and the
-// sandbox's policy still refuses.
+// sandbox's address under a tag of its own, and the address in set open4
+// (admit everything): the Attach finds the clash, rebuilds the table from
+// what the Manager holds (the other sandbox keeps its reach), and the
+// sandbox's policy still refuses. The same leftover in open4 alone is
+// cleared by the Attach itself.
 func TestLeftoversOfASandboxsAddressOpenNothing(t *testing.T) {
 	e := newEnv(t)
 	first := e.attach("sb-first", policy.Default(), network.Limits{})
 	pol := parse(t, []string{"192.0.2.0/24"}, nil, true)
 	a := e.attach("sb-stale", pol, network.Limits{})
-	if err := e.m.Detach(e.ctx, "sb-stale"); err != nil {
-		t.Fatal(err)
-	}
 	c, err := nftables.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tab := &nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyINet}
-	stale := []byte{0, 0x0f, 0x42, 0x40} // a tag no sandbox has
 	sandboxes := &nftables.Set{Table: tab, Name: "sandboxes4", IsMap: true, KeyType: nftables.TypeIPAddr, DataType: nftables.TypeMark}
-	open := &nftables.Set{Table: tab, Name: "open", KeyType: nftables.TypeMark}
-	if err := c.SetAddElements(sandboxes, []nftables.SetElement{{Key: a.Addr.AsSlice(), Val: stale}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.SetAddElements(open, []nftables.SetElement{{Key: stale}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	a = e.attach("sb-stale", pol, network.Limits{})
-	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
-	e.mustReach(first.NetNS, e.sink(e.inet.Web))
-	els, err := c.GetSetElements(open)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, el := range els {
-		if string(el.Key) == string(stale) {
-			t.Fatal("the leftover tag is still in set open")
+	open := &nftables.Set{Table: tab, Name: "open4", KeyType: nftables.TypeIPAddr}
+	for _, withTag := range []bool{true, false} {
+		if err := e.m.Detach(e.ctx, "sb-stale"); err != nil {
+			t.Fatal(err)
+		}
+		if withTag {
+			stale := []byte{0, 0x0f, 0x42, 0x40} // a tag no sandbox has
+			if err := c.SetAddElements(sandboxes, []nftables.SetElement{{Key: a.Addr.AsSlice(), Val: stale}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.SetAddElements(open, []nftables.SetElement{{Key: a.Addr.AsSlice()}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		a = e.attach("sb-stale", pol, network.Limits{})
+		e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
+		e.mustReach(first.NetNS, e.sink(e.inet.Web))
+		els, err := c.GetSetElements(open)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, el := range els {
+			if string(el.Key) == string(a.Addr.AsSlice()) {
+				t.Fatalf("the leftover is still in set open4 (tag %v)", withTag)
+			}
 		}
 	}
 }

@@ -86,7 +86,7 @@ func (m *Manager) AddResolved(id string, addrs []netip.Addr, ttl time.Duration) 
 		var els, withTTL []nftables.SetElement
 		for _, a := range addrs {
 			if a = a.Unmap(); a.IsValid() && a.Is4() == is4 {
-				k := slices.Concat(tagBytes(sb.tag), a.AsSlice())
+				k := slices.Concat(sb.addrOf(is4).AsSlice(), a.AsSlice())
 				els = append(els, nftables.SetElement{Key: k})
 				withTTL = append(withTTL, nftables.SetElement{Key: k, Timeout: ttl})
 				admitted = append(admitted, a)
