@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -71,16 +70,6 @@ func (r *Runtime) fillShells() {
 	r.mu.Unlock()
 	go func() {
 		defer r.shellWG.Done()
-		// The refill yields to the starts it is for: its thread, and the
-		// shells it spawns until they are ready, run at the lowest
-		// priority (a start that claims one finds it back at the
-		// normal one).
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), backgroundNice); err != nil {
-			r.log.Debug("lower the shell refill's priority", "err", err)
-		}
-		defer unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 0)
 		for {
 			r.mu.Lock()
 			if r.shellsClosed || len(r.shells) >= r.opts.Shells {
@@ -279,9 +268,6 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 	if sh.pid, sh.proc, err = r.spawn(ctx, name, sp, logf, extra); err != nil {
 		return nil, fmt.Errorf("shell: %w", err)
 	}
-	// Spawned by the shim, it has the shim's priority: its setup runs at
-	// the refill's (normalPriority below gives it back).
-	_ = unix.Setpriority(unix.PRIO_PROCESS, sh.pid, backgroundNice)
 	// The device rules every sandbox has are written now (the claim
 	// writes the rest of the sandbox's limits).
 	res := &cgroups.Resources{Devices: sandboxDevices()}
@@ -311,49 +297,7 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 			r.log.Warn("make a shell's network links ahead; its start makes them", "shell", name, "err", err)
 		}
 	}
-	// Spawned from a refill at the lowest priority, the shell has it too:
-	// a sandbox gets the normal one.
-	if err := normalPriority(sh.pid); err != nil {
-		return nil, fmt.Errorf("shell: %w", err)
-	}
 	return sh, nil
-}
-
-// backgroundNice is the nice value of work done ahead for starts.
-const backgroundNice = 19
-
-// normalPriority gives every thread of process pid nice 0 (a thread's
-// nice is its own on Linux; one made meanwhile inherits its maker's, so
-// the threads are gone over until none is left at another).
-func normalPriority(pid int) error {
-	for range 5 {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-		if err != nil {
-			return fmt.Errorf("threads of %d: %w", pid, err)
-		}
-		changed := false
-		for _, e := range ents {
-			tid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-			if err != nil {
-				continue // gone
-			}
-			if 20-prio == 0 { // the raw syscall returns 20 - nice
-				continue
-			}
-			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("priority of thread %d: %w", tid, err)
-			}
-			changed = true
-		}
-		if !changed {
-			return nil
-		}
-	}
-	return fmt.Errorf("threads of %d: still made at another priority", pid)
 }
 
 // shellReadyTimeout bounds a shell's start (its Go runtime and its

@@ -1,9 +1,7 @@
 package linux
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,11 +91,6 @@ func TestAStartClaimsAShell(t *testing.T) {
 			}
 			if st.InitProcessPid != sh.pid {
 				t.Fatalf("init is pid %d, the shell was %d", st.InitProcessPid, sh.pid)
-			}
-			// The refill spawned it at the lowest priority; the sandbox
-			// runs at the normal one, every thread of its init.
-			if nices := threadNices(t, sh.pid); slices.ContainsFunc(nices, func(n int) bool { return n != 0 }) {
-				t.Fatalf("nice of the init's threads: %v", nices)
 			}
 			if want := filepath.Join(filepath.Dir(pidsDir), id); st.CgroupPaths[key] != want {
 				t.Fatalf("pids cgroup %s, want %s", st.CgroupPaths[key], want)
@@ -453,29 +446,4 @@ func TestAReservedShellIsTheStartsAndACancelledOneGoes(t *testing.T) {
 			t.Errorf("cgroup %s of the reservation left at Close: %v", p, err)
 		}
 	}
-}
-
-// threadNices is the nice value of each thread of process pid.
-func threadNices(t *testing.T, pid int) []int {
-	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []int
-	for _, e := range ents {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
-		if err != nil {
-			continue
-		}
-		// After the command's closing parenthesis: state is field 3,
-		// nice field 19.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		n, err := strconv.Atoi(f[19-3])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, n)
-	}
-	return out
 }
