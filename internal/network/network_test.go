@@ -1132,5 +1132,14 @@ func TestNftListsTheTables(t *testing.T) {
 				t.Errorf("nft lists no element of %s in table %s:\n%s", addr, fam, out)
 			}
 		}
+		if fam == "bridge" {
+			// The port by its name (a key taken for host-endian prints
+			// as "").
+			port := hostEndOf(t, a.NetNS)
+			blk, _, _ := strings.Cut(string(out[strings.Index(string(out), "set ports {"):]), "}")
+			if !strings.Contains(blk, `"`+port+`"`) {
+				t.Errorf("nft lists set ports without %s:\n%s", port, out)
+			}
+		}
 	}
 }

@@ -205,8 +205,12 @@ func (b *batch) namedSet(is4 bool) *nftables.Set {
 	return &nftables.Set{Table: b.t, Name: "named" + famName(is4), KeyType: nftables.MustConcatSetType(keyType(is4), keyType(is4)), HasTimeout: true}
 }
 
+// The sets keyed by an interface name say their key is in host order, as
+// nft(8) makes them: the kernel compares bytes either way, but nft prints
+// the name of a set that says nothing as "".
+
 func (b *batch) portSet() *nftables.Set {
-	return &nftables.Set{Table: b.bt, Name: "ports", KeyType: nftables.TypeIFName}
+	return &nftables.Set{Table: b.bt, Name: "ports", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}
 }
 
 func (b *batch) sourceSet(is4 bool) *nftables.Set {
@@ -214,7 +218,8 @@ func (b *batch) sourceSet(is4 bool) *nftables.Set {
 }
 
 func (b *batch) spoofedSet() *nftables.Set {
-	return &nftables.Set{Table: b.bt, Name: "spoofed", KeyType: nftables.TypeIFName, Dynamic: true, Counter: true, Size: dynamicSize}
+	return &nftables.Set{Table: b.bt, Name: "spoofed", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian,
+		Dynamic: true, Counter: true, Size: dynamicSize}
 }
 
 // Names of the sets of addresses (and a family's 4 or 6).
