@@ -497,21 +497,30 @@ func (m *Manager) installSandbox(sb *sandbox) error {
 		}
 	}
 	m.log.Warn("nftables table is not as held: rebuilding it", "table", m.cfg.Table, "sandbox", sb.id, "err", err)
+	fresh := ""
+	if old == nil {
+		fresh = sb.id
+	}
+	return m.rebuildFrom(append(m.othersThan(sb.id), sb), fresh)
+}
+
+// othersThan is every sandbox the Manager holds but id.
+func (m *Manager) othersThan(id string) []*sandbox {
 	m.mu.RLock()
-	all := []*sandbox{sb}
-	for id, o := range m.sbs {
-		if id != sb.id {
-			all = append(all, o)
+	defer m.mu.RUnlock()
+	var out []*sandbox
+	for oid, o := range m.sbs {
+		if oid != id {
+			out = append(out, o)
 		}
 	}
-	m.mu.RUnlock()
-	return m.rebuildFrom(all, old == nil, sb.id)
+	return out
 }
 
 // rebuildFrom replaces the table with one holding sbs, carrying their
-// counters over (but a fresh sandbox's: what its address was refused
-// before is not its own).
-func (m *Manager) rebuildFrom(sbs []*sandbox, fresh bool, freshID string) error {
+// counters over (but fresh's, a sandbox new to the table: what its
+// address was refused before is not its own).
+func (m *Manager) rebuildFrom(sbs []*sandbox, fresh string) error {
 	b, err := m.newBatch()
 	if err != nil {
 		return err
@@ -522,7 +531,7 @@ func (m *Manager) rebuildFrom(sbs []*sandbox, fresh bool, freshID string) error 
 	}
 	m.mu.Lock()
 	for _, o := range sbs {
-		if !(fresh && o.id == freshID) {
+		if o.id != fresh {
 			o.refusedBase += refusedOf(counts, o)
 		}
 	}
@@ -680,12 +689,7 @@ func (m *Manager) removeElements(sb *sandbox, known bool) error {
 				b.del(b.sandboxMap(is4), nftables.SetElement{Key: a.AsSlice(), Val: tagBytes(tag)})
 			}
 			b.del(b.sourceSet(is4), nftables.SetElement{Key: slices.Concat(ifname(sb.veth), a.AsSlice())})
-			for _, name := range addrSets {
-				b.del(b.addrSet(name, is4), nftables.SetElement{Key: a.AsSlice()})
-			}
-			for n := range m.limits {
-				b.del(b.limitSet(n, is4), nftables.SetElement{Key: a.AsSlice()})
-			}
+			m.clearAddr(b, a)
 			// Its pairs (CIDRs, names admitted) are found by a listing.
 			for _, set := range []*nftables.Set{b.cidrSet("deny", is4), b.cidrSet("allow", is4), b.namedSet(is4)} {
 				els, err := b.c.GetSetElements(set)
@@ -704,20 +708,12 @@ func (m *Manager) removeElements(sb *sandbox, known bool) error {
 			b.del(e.s, e.e)
 		}
 	}
-	if err := m.flush(b, "removal of "+sb.id); err == nil {
+	err = m.flush(b, "removal of "+sb.id)
+	if err == nil {
 		return nil
-	} else {
-		m.log.Warn("nftables table refused a removal: rebuilding it", "table", m.cfg.Table, "sandbox", sb.id, "err", err)
 	}
-	m.mu.RLock()
-	var rest []*sandbox
-	for id, o := range m.sbs {
-		if id != sb.id {
-			rest = append(rest, o)
-		}
-	}
-	m.mu.RUnlock()
-	return m.rebuildFrom(rest, false, "")
+	m.log.Warn("nftables table refused a removal: rebuilding it", "table", m.cfg.Table, "sandbox", sb.id, "err", err)
+	return m.rebuildFrom(m.othersThan(sb.id), "")
 }
 
 // forgetConnections deletes the connection-tracking entries from and to

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -56,9 +57,6 @@ import (
 //
 // A source address identifies a sandbox only because the bridge table
 // drops every other source from its port.
-
-// tagType is a tag's type (4 bytes, as a mark).
-var tagType = nftables.TypeMark
 
 func famName(is4 bool) string {
 	if is4 {
@@ -175,7 +173,7 @@ func (b *batch) rule(chain *nftables.Chain, exprs ...[]expr.Any) {
 // elements, and its flags to make it.
 
 func (b *batch) sandboxMap(is4 bool) *nftables.Set {
-	return &nftables.Set{Table: b.t, Name: "sandboxes" + famName(is4), IsMap: true, KeyType: keyType(is4), DataType: tagType}
+	return &nftables.Set{Table: b.t, Name: "sandboxes" + famName(is4), IsMap: true, KeyType: keyType(is4), DataType: nftables.TypeMark}
 }
 
 func (b *batch) refusedSet(is4 bool) *nftables.Set {
@@ -231,7 +229,7 @@ const (
 )
 
 // addrSets are the sets of addresses every table has.
-var addrSets = []string{setOffline, setOpen, setByName, setDomains}
+func addrSets() []string { return []string{setOffline, setOpen, setByName, setDomains} }
 
 // families are the IP families the Manager serves: IPv4, and IPv6 with
 // Subnet6.
@@ -279,7 +277,7 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 	for _, is4 := range m.families() {
 		sets = append(sets, b.sandboxMap(is4), b.refusedSet(is4), b.cidrSet("deny", is4), b.cidrSet("allow", is4),
 			b.namedSet(is4), b.sourceSet(is4))
-		for _, name := range addrSets {
+		for _, name := range addrSets() {
 			sets = append(sets, b.addrSet(name, is4))
 		}
 	}
@@ -291,10 +289,7 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 	m.baseRules(b)
 	m.bridgeRules(b)
 	for _, sb := range sbs {
-		if sb.tag == 0 {
-			m.nextTag++
-			sb.tag = m.nextTag
-		}
+		m.tagged(sb)
 		if err := m.ensureLimit(b, sb.lim.MaxConns); err != nil {
 			return err
 		}
@@ -406,12 +401,9 @@ func (m *Manager) bridgeRules(b *batch) {
 	prio := nftables.ChainPriority(-200)
 	ch := b.c.AddChain(&nftables.Chain{Name: "prerouting", Table: b.bt, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookPrerouting, Priority: &prio, Policy: &pAccept})
-	port := cat([]expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}}, lookupReg(b.portSet()))
-	spoof := []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-		&expr.Dynset{SrcRegKey: 1, SetName: b.spoofedSet().Name, Operation: unix.NFT_DYNSET_OP_UPDATE, Exprs: []expr.Any{&expr.Counter{}}},
-		&expr.Verdict{Kind: expr.VerdictDrop},
-	}
+	iif := &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}
+	port := cat([]expr.Any{iif}, lookupReg(b.portSet()))
+	spoof := countAndDrop(iif, b.spoofedSet())
 	// iifname . ip[6] saddr: the name fills register 1 (16 bytes), the
 	// address follows it in register 2.
 	notOwn := func(is4 bool) []expr.Any {
@@ -428,8 +420,8 @@ func (m *Manager) bridgeRules(b *batch) {
 	// Duplicate address detection and MLD speak from :: to link-local
 	// multicast before an address is ready, and link-local sources are
 	// the link's own: not spoofs (input drops what they send uncounted).
-	b.rule(ch, port, etherType(unix.ETH_P_IPV6), rawAddr(src, netip.IPv6Unspecified()), rawPrefix(dst, linkMulticast6), accept())
-	b.rule(ch, port, etherType(unix.ETH_P_IPV6), rawPrefix(src, linkLocal6), accept())
+	b.rule(ch, port, etherType(unix.ETH_P_IPV6), cmpAddr(src, netip.IPv6Unspecified(), true), cmpPrefix(dst, linkMulticast6, true), accept())
+	b.rule(ch, port, etherType(unix.ETH_P_IPV6), cmpPrefix(src, linkLocal6, true), accept())
 	b.rule(ch, port, etherType(unix.ETH_P_IPV6), notOwn(false), spoof)
 }
 
@@ -440,8 +432,14 @@ var (
 
 // refuse counts the drop by the source address in refused4|6 and drops.
 func (b *batch) refuse(is4 bool) []expr.Any {
-	return []expr.Any{loadAddr(src, is4),
-		&expr.Dynset{SrcRegKey: 1, SetName: b.refusedSet(is4).Name, Operation: unix.NFT_DYNSET_OP_UPDATE, Exprs: []expr.Any{&expr.Counter{}}},
+	return countAndDrop(loadAddr(src, is4), b.refusedSet(is4))
+}
+
+// countAndDrop loads a key into register 1, counts the packet in its
+// element of s (a set with a counter per element) and drops it.
+func countAndDrop(key expr.Any, s *nftables.Set) []expr.Any {
+	return []expr.Any{key,
+		&expr.Dynset{SrcRegKey: 1, SetName: s.Name, Operation: unix.NFT_DYNSET_OP_UPDATE, Exprs: []expr.Any{&expr.Counter{}}},
 		&expr.Verdict{Kind: expr.VerdictDrop},
 	}
 }
@@ -573,53 +571,28 @@ func (m *Manager) counters(b *batch, sb *sandbox) []setEl {
 // holds it: the elements old has and sb has not go, sb's go in (adding
 // one present is a no-op).
 func (m *Manager) addSandbox(b *batch, sb, old *sandbox, now time.Time) error {
-	if sb.tag == 0 {
-		m.nextTag++
-		sb.tag = m.nextTag
-	}
+	m.tagged(sb)
 	if err := m.ensureLimit(b, sb.lim.MaxConns); err != nil {
 		return err
 	}
-	next := m.elements(b, sb, now, false)
+	next := slices.Concat(m.elements(b, sb, now, false), m.counters(b, sb))
 	if old == nil {
 		for _, e := range m.counters(b, sb) {
 			b.del(e.s, e.e)
-			b.add(e.s, e.e)
 		}
 		// What a table changed behind the Manager's back may hold of its
 		// address in the sets of addresses goes (an entry in sandboxes4|6
 		// under another tag fails the batch: the table is rebuilt).
 		for _, is4 := range m.families() {
-			a := sb.addrOf(is4)
-			if !a.IsValid() {
-				continue
-			}
-			for _, name := range addrSets {
-				b.del(b.addrSet(name, is4), nftables.SetElement{Key: a.AsSlice()})
-			}
-			for n := range m.limits {
-				if n != sb.lim.MaxConns {
-					b.del(b.limitSet(n, is4), nftables.SetElement{Key: a.AsSlice()})
-				}
-			}
+			m.clearAddr(b, sb.addrOf(is4))
 		}
 	} else {
 		keep := map[string]bool{}
 		for _, e := range next {
 			keep[e.id()] = true
 		}
-		for _, e := range m.elements(b, old, now, true) {
+		for _, e := range slices.Concat(m.elements(b, old, now, true), m.counters(b, old)) {
 			if !keep[e.id()] {
-				b.del(e.s, e.e)
-			}
-		}
-		keepC := map[string]bool{}
-		for _, e := range m.counters(b, sb) {
-			keepC[e.id()] = true
-			b.add(e.s, e.e)
-		}
-		for _, e := range m.counters(b, old) {
-			if !keepC[e.id()] {
 				b.del(e.s, e.e)
 			}
 		}
@@ -628,6 +601,29 @@ func (m *Manager) addSandbox(b *batch, sb, old *sandbox, now time.Time) error {
 		b.add(e.s, e.e)
 	}
 	return nil
+}
+
+// tagged gives sb a tag if it has none.
+func (m *Manager) tagged(sb *sandbox) {
+	if sb.tag == 0 {
+		m.nextTag++
+		sb.tag = m.nextTag
+	}
+}
+
+// clearAddr queues the removal of address a from every set of addresses
+// (nothing when a is not valid).
+func (m *Manager) clearAddr(b *batch, a netip.Addr) {
+	if !a.IsValid() {
+		return
+	}
+	el := nftables.SetElement{Key: a.AsSlice()}
+	for _, name := range addrSets() {
+		b.del(b.addrSet(name, a.Is4()), el)
+	}
+	for n := range m.limits {
+		b.del(b.limitSet(n, a.Is4()), el)
+	}
 }
 
 // delSandbox queues the removal of every element of sb.
@@ -676,7 +672,8 @@ func (m *Manager) refusedCounters(b *batch) (map[string]uint64, error) {
 				continue
 			}
 			if s.Name == "spoofed" {
-				out[counterKeyPort(string(trimNUL(e.Key)))] += e.Counter.Packets
+				name, _, _ := bytes.Cut(e.Key, []byte{0})
+				out[counterKeyPort(string(name))] += e.Counter.Packets
 			} else if a, ok := netip.AddrFromSlice(e.Key); ok {
 				out[a.String()] += e.Counter.Packets
 			}
@@ -697,12 +694,3 @@ func refusedOf(counts map[string]uint64, sb *sandbox) uint64 {
 }
 
 func counterKeyPort(name string) string { return "port:" + name }
-
-func trimNUL(b []byte) []byte {
-	for i, c := range b {
-		if c == 0 {
-			return b[:i]
-		}
-	}
-	return b
-}

@@ -87,18 +87,29 @@ func matchFamily(is4 bool) []expr.Any {
 
 // matchAddr is "ip[6] saddr|daddr [!=] a", with the family check.
 func matchAddr(d dir, a netip.Addr, eq bool) []expr.Any {
+	return cat(matchFamily(a.Is4()), cmpAddr(d, a, eq))
+}
+
+// cmpAddr is matchAddr without the family check (the bridge family has
+// none: etherType instead).
+func cmpAddr(d dir, a netip.Addr, eq bool) []expr.Any {
 	op := expr.CmpOpEq
 	if !eq {
 		op = expr.CmpOpNeq
 	}
-	return cat(matchFamily(a.Is4()), []expr.Any{loadAddr(d, a.Is4()), &expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()}})
+	return []expr.Any{loadAddr(d, a.Is4()), &expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()}}
 }
 
 // matchPrefix is "ip[6] saddr|daddr [!=] p", with the family check.
 func matchPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
+	return cat(matchFamily(p.Addr().Is4()), cmpPrefix(d, p, eq))
+}
+
+// cmpPrefix is matchPrefix without the family check.
+func cmpPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
 	p = p.Masked()
 	if p.IsSingleIP() {
-		return matchAddr(d, p.Addr(), eq)
+		return cmpAddr(d, p.Addr(), eq)
 	}
 	bits := p.Addr().BitLen()
 	mask := net.CIDRMask(p.Bits(), bits)
@@ -106,11 +117,11 @@ func matchPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
 	if !eq {
 		op = expr.CmpOpNeq
 	}
-	return cat(matchFamily(p.Addr().Is4()), []expr.Any{
+	return []expr.Any{
 		loadAddr(d, p.Addr().Is4()),
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(bits / 8), Mask: mask, Xor: make([]byte, bits/8)},
 		&expr.Cmp{Op: op, Register: 1, Data: p.Addr().AsSlice()},
-	})
+	}
 }
 
 // lookupAddr is "ip[6] saddr|daddr @set", with the family check.
@@ -141,17 +152,6 @@ func etherType(typ uint16) []expr.Any {
 		&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(typ)},
 	}
-}
-
-// rawAddr is matchAddr without the family check, for the bridge family
-// (after etherType).
-func rawAddr(d dir, a netip.Addr) []expr.Any {
-	return matchAddr(d, a, true)[len(matchFamily(a.Is4())):]
-}
-
-// rawPrefix is matchPrefix without the family check.
-func rawPrefix(d dir, p netip.Prefix) []expr.Any {
-	return matchPrefix(d, p, true)[len(matchFamily(p.Addr().Is4())):]
 }
 
 // matchL4Port is "meta l4proto proto th dport port".

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,12 +43,12 @@ func parentDirs(parent string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, p := range bySub {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	return dirsOf(bySub), nil
+}
+
+// dirsOf is the directories of a parentDirsBySubsystem, sorted, each once.
+func dirsOf(bySub map[string]string) []string {
+	return slices.Compact(slices.Sorted(maps.Values(bySub)))
 }
 
 // parentDirsBySubsystem is parentDirs by controller (the keys of a
@@ -119,10 +120,7 @@ func (r *Runtime) recordParents() error {
 		return err
 	}
 	r.parentBySub = bySub
-	cur, err := parentDirs(r.opts.CgroupParent)
-	if err != nil {
-		return err
-	}
+	cur := dirsOf(bySub)
 	r.parents = cur
 	old := readParents(r.opts.StateDir)
 	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(old), cur...))))
@@ -222,7 +220,8 @@ func rootCpusetBalanced() bool {
 	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
-// unbalancedCpuset makes cg's cpuset (cgroup v1) before its Apply, with
+// unbalancedCpuset makes cgroup name's cpuset (cgroup v1) before its
+// Apply (ours or libcontainer's), with
 // cpuset.sched_load_balance off: each write of a balanced cpuset's CPUs,
 // and its removal, has the kernel rebuild the scheduler's domains, which
 // walks every cpuset (a cost that grows with the sandboxes). A sandbox's
@@ -230,8 +229,8 @@ func rootCpusetBalanced() bool {
 // default) the scheduler balances over every CPU whatever its children
 // say. Nothing is done where the root is not balanced (an administrator's
 // partitioning), on cgroup v2 or without a cpuset.
-func (r *Runtime) unbalancedCpuset(cg cgroups.Manager) error {
-	p := cg.Path("cpuset")
+func (r *Runtime) unbalancedCpuset(name string) error {
+	p := r.cgroupPathsOf(name)["cpuset"]
 	if p == "" || !r.unbalance {
 		return nil
 	}

@@ -34,7 +34,6 @@ import (
 	"time"
 
 	"github.com/opencontainers/cgroups"
-	"github.com/opencontainers/cgroups/manager"
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
@@ -451,12 +450,7 @@ func (r *Runtime) Start(ctx context.Context, spec steadrt.Spec) (retErr error) {
 	} else {
 		// libcontainer makes the sandbox's cgroups: its cpuset is made
 		// unbalanced first.
-		if r.unbalance {
-			if cg, cerr := manager.New(cfg.Cgroups); cerr == nil {
-				err = r.unbalancedCpuset(cg)
-			}
-		}
-		switch {
+		switch err = r.unbalancedCpuset(spec.ID); {
 		case err != nil:
 		case r.shim != nil:
 			t1, err = r.startInShim(ctx, spec, cfg, proc, slot)

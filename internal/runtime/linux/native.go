@@ -385,7 +385,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		// does).
 		cg, err = manager.NewWithPaths(cfg.Cgroups, sh.cgroupPaths(spec.ID))
 	} else {
-		cg, err = manager.New(cfg.Cgroups)
+		cg, err = manager.NewWithPaths(cfg.Cgroups, r.cgroupPathsOf(spec.ID))
 	}
 	if err != nil {
 		return created, fmt.Errorf("start sandbox %s: cgroups: %w", spec.ID, err)
@@ -396,7 +396,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 		if renamed, err = sh.moveCgroups(spec.ID); err == nil {
 			r.shellGone(sh)
 		}
-	} else if err = r.unbalancedCpuset(cg); err == nil {
+	} else if err = r.unbalancedCpuset(spec.ID); err == nil {
 		err = cg.Apply(pid)
 	}
 	if err != nil {

@@ -275,7 +275,7 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("shell: cgroups: %w", err)
 	}
-	if err := r.unbalancedCpuset(cg); err != nil {
+	if err := r.unbalancedCpuset(name); err != nil {
 		return nil, fmt.Errorf("shell: cgroups: %w", err)
 	}
 	err = cg.Apply(sh.pid)

@@ -59,7 +59,7 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 		return nil, fmt.Errorf("lease address for sandbox %s: %w", sandboxID, err)
 	}
 	for i, subnet := range subnets {
-		s.setLeaseHint(subnet, out[i].Next(), false)
+		s.setLeaseHint(subnet, out[i].Next())
 	}
 	return out, nil
 }
@@ -249,31 +249,24 @@ func (s *Store) leaseHint(subnet netip.Prefix) netip.Addr {
 	return subnet.Addr().Next().Next()
 }
 
-// setLeaseHint moves subnet's hint to a (only down, with lower).
-func (s *Store) setLeaseHint(subnet netip.Prefix, a netip.Addr, lower bool) {
+// setLeaseHint sets subnet's hint to a.
+func (s *Store) setLeaseHint(subnet netip.Prefix, a netip.Addr) {
 	s.hints.mu.Lock()
 	defer s.hints.mu.Unlock()
 	if s.hints.low == nil {
 		s.hints.low = map[netip.Prefix]netip.Addr{}
 	}
-	if cur, ok := s.hints.low[subnet]; lower && (!ok || !a.Less(cur)) {
-		return
-	}
 	s.hints.low[subnet] = a
 }
 
-// lowerLeaseHints lowers the hint of every subnet holding a to a.
+// lowerLeaseHints lowers to a the hint of every subnet holding a above it.
 func (s *Store) lowerLeaseHints(a netip.Addr) {
 	s.hints.mu.Lock()
-	var subnets []netip.Prefix
-	for p := range s.hints.low {
-		if p.Contains(a) {
-			subnets = append(subnets, p)
+	defer s.hints.mu.Unlock()
+	for p, cur := range s.hints.low {
+		if p.Contains(a) && a.Less(cur) {
+			s.hints.low[p] = a
 		}
-	}
-	s.hints.mu.Unlock()
-	for _, p := range subnets {
-		s.setLeaseHint(p, a, true)
 	}
 }
 
