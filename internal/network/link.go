@@ -219,6 +219,10 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 		}
 	}
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}); err != nil {
+		// A pair the bridge refused (full) is made all the same: it goes.
+		if l, lerr := netlink.LinkByName(la.Name); lerr == nil {
+			delLink(netlink.LinkDel, l)
+		}
 		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, bridgeFull(m.cfg.Bridge, err))
 	}
 	host, err := netlink.LinkByName(la.Name)

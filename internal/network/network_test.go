@@ -1091,6 +1091,10 @@ func TestAFullBridgeRefusesWithAClearError(t *testing.T) {
 		v := &netlink.Veth{LinkAttrs: la, PeerName: fmt.Sprintf("fp%s-%d", e.cfg.Bridge[4:], i)}
 		err := netlink.LinkAdd(v)
 		if errors.Is(err, syscall.EXFULL) {
+			// The kernel keeps the pair the bridge refused.
+			if l, err := netlink.LinkByName(la.Name); err == nil {
+				netlink.LinkDel(l)
+			}
 			break
 		}
 		if err != nil {
@@ -1104,6 +1108,21 @@ func TestAFullBridgeRefusesWithAClearError(t *testing.T) {
 	_, err = e.m.Attach(e.ctx, network.Attachment{ID: "beyond", Policy: policy.Default()})
 	if !errors.Is(err, errs.ErrQuota) || !strings.Contains(err.Error(), "1023 ports") {
 		t.Fatalf("attach to a full bridge: %v", err)
+	}
+	// A pair made ahead for a shell is refused the same, and leaves no
+	// link behind: the shell's namespace has no eth0.
+	pid, ns := netnsProc(t)
+	if err := e.m.Prepare(e.ctx, "shell-full", pid); !errors.Is(err, errs.ErrQuota) {
+		t.Fatalf("prepare on a full bridge: %v", err)
+	}
+	err = nettest.Do(ns, func() error {
+		if _, err := netlink.LinkByName("eth0"); err == nil {
+			return errors.New("the refused pair is still there")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	e.mustReach(first.NetNS, e.sink(e.inet.Web))
 }
