@@ -56,6 +56,7 @@ type netParts struct {
 	eg    *egress.Proxy
 	proxy *portproxy.Proxy
 	ln    net.Listener
+	log   *slog.Logger
 }
 
 func (p *netParts) close() {
@@ -66,7 +67,9 @@ func (p *netParts) close() {
 		// The shells go with the daemon (the runtime closes after
 		// this); the links made ahead for them go now, not once the
 		// kernel has cleaned up their namespaces.
-		p.mgr.DropPrepared()
+		if err := p.mgr.Close(); err != nil {
+			p.log.Warn("close the sandbox network", "err", err)
+		}
 	}
 	if p.ln != nil {
 		p.ln.Close()
@@ -83,7 +86,7 @@ func (p *netParts) close() {
 // egress proxy; sandboxes are attached by the service.
 func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Logger) (*netParts, error) {
 	nc := cfg.Network
-	parts := &netParts{opts: &sandbox.NetworkOptions{ProxyDomain: nc.ProxyDomain}}
+	parts := &netParts{opts: &sandbox.NetworkOptions{ProxyDomain: nc.ProxyDomain}, log: log}
 	if cfg.Listen != "" {
 		parts.opts.APIBase = "http://" + cfg.Listen
 	}

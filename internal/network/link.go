@@ -417,16 +417,18 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 	}
 	if sb.source != "" && isNetNS(sb.netns) && !sameFile(sb.source, sb.netns) {
 		// A namespace of an earlier run of the sandbox: its links go with it.
-		if err := removeNetNS(sb.netns); err != nil {
+		if err := m.pins.remove(sb.key); err != nil {
 			return err
 		}
 	}
 	if !isNetNS(sb.netns) {
-		create := createNetNS
+		var err error
 		if sb.source != "" {
-			create = func(path string) error { return bindNetNS(sb.source, path) }
+			err = m.pins.bind(sb.source, sb.key)
+		} else {
+			err = m.pins.createNetNS(sb.key)
 		}
-		if err := create(sb.netns); err != nil {
+		if err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,7 @@
 // rate limits and a connection-tracking limit per sandbox.
 //
 // Everything the package makes on the host (the bridge, links, the netns
-// bind mounts under Config.RunDir, the nftables table Config.Table) is
+// pins held under Config.RunDir, the nftables table Config.Table) is
 // derived from what its callers say is attached: Sync re-applies it
 // idempotently at start-up and removes whatever belongs to no attached
 // sandbox, so a crash or a kill -9 of the daemon leaks nothing for longer
@@ -159,7 +159,8 @@ type Attachment struct {
 	ID string
 	// NetNS is the path of the sandbox's network namespace, made by the
 	// runtime (/proc/<pid>/ns/net, from runtime.Spec.Network); Attach
-	// holds it by a bind mount under RunDir (Attached.NetNS), replacing a
+	// holds it by a bind mount in the pins' namespace (Attached.NetNS;
+	// netns.go says why not in the host's), replacing a
 	// held namespace that is another. "" keeps the namespace held from an
 	// earlier Attach (a daemon restart adopting a running sandbox), or
 	// makes a new one when none is held (for a caller that then starts
@@ -171,7 +172,9 @@ type Attachment struct {
 
 // Attached is a sandbox's network as made by Attach.
 type Attached struct {
-	// NetNS is the path of the network namespace for the runtime to join.
+	// NetNS is the path of the network namespace for the runtime to join,
+	// valid while the Manager that made it is open (it goes through a
+	// descriptor the Manager holds).
 	NetNS string
 	// ResolvConf is a host file to bind read-only at /etc/resolv.conf.
 	ResolvConf string
@@ -230,6 +233,9 @@ type Manager struct {
 	leaseMu sync.Mutex
 	leasing map[string]chan struct{}
 
+	// pins holds the sandboxes' network namespaces by name.
+	pins *pins
+
 	// prepared holds the veth pairs Prepare made in namespaces not yet
 	// attached, by the namespace's inode.
 	prepMu     sync.Mutex
@@ -269,7 +275,7 @@ type sandbox struct {
 // (net.ipv4.ip_forward, logged when it changes) and the nftables table
 // with no sandbox in it; it attaches nothing. Until Sync or Attach adds
 // them, traffic from sandboxes that still run is dropped.
-func New(ctx context.Context, cfg Config) (*Manager, error) {
+func New(ctx context.Context, cfg Config) (_ *Manager, retErr error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
@@ -284,9 +290,19 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Subnet6.IsValid() {
 		m.gw6 = cfg.Subnet6.Addr().Next()
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "ns"), 0o700); err != nil {
+	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create run dir: %w", err)
 	}
+	p, err := openPins(cfg.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	m.pins = p
+	defer func() {
+		if retErr != nil {
+			p.close()
+		}
+	}()
 	if err := m.writeResolvConf(); err != nil {
 		return nil, err
 	}
@@ -319,7 +335,7 @@ func (m *Manager) newSandbox(a Attachment, addr, addr6 netip.Addr) *sandbox {
 	sb := &sandbox{
 		id: a.ID, key: k, addr: addr, addr6: addr6, pol: a.Policy, lim: a.Limits,
 		veth:     vethName(m.cfg.Table, a.ID),
-		netns:    filepath.Join(m.cfg.RunDir, "ns", k),
+		netns:    m.pins.path(k),
 		source:   a.NetNS,
 		resolv:   m.ResolvConf(),
 		resolved: map[netip.Addr]time.Time{},
@@ -645,7 +661,7 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 		}
 	}
 	m.forgetConnections(ctx, sb.addr, sb.addr6)
-	if err := removeNetNS(sb.netns); err != nil {
+	if err := m.pins.remove(sb.key); err != nil {
 		errs = append(errs, err)
 	}
 	m.mu.Lock()

@@ -49,6 +49,11 @@ type env struct {
 	m    *network.Manager
 	inet *nettest.Internet
 	st   *sqlite.Store
+	// dropped are the Managers a "kill -9" replaced: kept reachable, as
+	// a killed daemon's are until it is gone, so that the garbage
+	// collector does not close what they hold open (an Attached.NetNS
+	// names a pin through the descriptor of the Manager that made it).
+	dropped []*network.Manager
 }
 
 // newEnv makes a Manager on a bridge, subnet, table and RunDir of the
@@ -85,8 +90,24 @@ func newEnvWith(t testing.TB, edit func(cfg *network.Config, slot int)) *env {
 		if err := e.m.Remove(ctx); err != nil {
 			t.Errorf("remove: %v", err)
 		}
+		if m := mountsUnder(e.cfg.RunDir); len(m) > 0 {
+			t.Errorf("mounts left under the run dir after Remove: %v", m)
+		}
 	})
 	return e
+}
+
+// mountsUnder lists the mount points at or below dir in the test's mount
+// namespace.
+func mountsUnder(dir string) []string {
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	return out
 }
 
 func (e *env) newManager() *network.Manager {
@@ -94,6 +115,9 @@ func (e *env) newManager() *network.Manager {
 	m, err := network.New(e.ctx, e.cfg)
 	if err != nil {
 		e.t.Fatalf("new manager: %v", err)
+	}
+	if e.m != nil {
+		e.dropped = append(e.dropped, e.m)
 	}
 	return m
 }
@@ -539,15 +563,19 @@ func (e *env) leftovers() []string {
 			}
 		}
 	}
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(mi), "\n") {
-		if strings.Contains(line, e.cfg.RunDir) {
-			out = append(out, "mount "+line)
+	// The pins' own namespace is held under RunDir while a Manager
+	// lives (Remove takes it down: newEnv checks); the pins are in it.
+	for _, m := range mountsUnder(e.cfg.RunDir) {
+		if m != filepath.Join(e.cfg.RunDir, "pins") {
+			out = append(out, "mount "+m)
 		}
 	}
-	ents, _ := os.ReadDir(filepath.Join(e.cfg.RunDir, "ns"))
-	for _, en := range ents {
-		out = append(out, "netns file "+en.Name())
+	pins, err := network.Pins(e.m)
+	if err != nil {
+		out = append(out, err.Error())
+	}
+	for _, p := range pins {
+		out = append(out, "netns "+p)
 	}
 	c, _ := nftables.New()
 	chains, _ := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
@@ -615,7 +643,7 @@ func TestRestartAdoptsARunningSandbox(t *testing.T) {
 		t.Fatalf("netns of a stopped sandbox kept: %v", err)
 	}
 	b, err := e.m.Attach(e.ctx, network.Attachment{ID: "adopt", Policy: policy.Default()})
-	if err != nil || b != a {
+	if err != nil || differBeyondNetNS(b, a) || inode(t, b.NetNS) != ino {
 		t.Fatalf("attach after sync: %+v %v", b, err)
 	}
 	leases, _ := e.st.ListLeases(e.ctx)
@@ -625,10 +653,18 @@ func TestRestartAdoptsARunningSandbox(t *testing.T) {
 	// Another kill -9; this time Attach alone adopts the sandbox.
 	e.m = e.newManager()
 	c := e.attach("adopt", policy.Default(), network.Limits{})
-	if c != a || inode(t, c.NetNS) != ino {
+	if differBeyondNetNS(c, a) || inode(t, c.NetNS) != ino {
 		t.Fatalf("attach after restart: %+v", c)
 	}
 	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+}
+
+// differBeyondNetNS reports whether two attachments of a sandbox by different
+// Managers differ in more than the path to the namespace (which goes
+// through a descriptor of the Manager's: the callers compare inodes).
+func differBeyondNetNS(a, b network.Attached) bool {
+	a.NetNS, b.NetNS = "", ""
+	return a != b
 }
 
 // rate reads (or writes) conn for d.
@@ -1161,4 +1197,120 @@ func TestNftListsTheTables(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The pins are not the host's mounts: every new mount namespace copies
+// its parent's mounts, and the runtime makes one per sandbox, so a pin
+// per running sandbox in the host's namespace made each create cost more
+// the more sandboxes ran.
+func TestPinsAreNotInTheHostsMountNamespace(t *testing.T) {
+	e := newEnv(t)
+	before := len(mountLines(t))
+	var first network.Attached
+	for i := range 20 {
+		a := e.attach(fmt.Sprintf("pinned-%d", i), policy.Default(), network.Limits{})
+		if i == 0 {
+			first = a
+		}
+	}
+	if after := len(mountLines(t)); after != before {
+		t.Fatalf("the host's mount namespace went from %d to %d mounts with 20 sandboxes", before, after)
+	}
+	pins, err := network.Pins(e.m)
+	if err != nil || len(pins) != 20 {
+		t.Fatalf("pins: %v %v", pins, err)
+	}
+	// A new mount namespace (as a sandbox's init makes) copies neither
+	// the pins nor the holder of theirs.
+	cmd := exec.Command("cat", "/proc/self/mountinfo")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), e.cfg.RunDir) || strings.Count(string(out), "\n") > before {
+		t.Fatalf("a new mount namespace has the pins (the host's has %d mounts):\n%s", before, out)
+	}
+	// The pinned namespace is the sandbox's: it is reached through the
+	// path Attach gave.
+	e.mustReach(first.NetNS, e.sink(e.inet.Web))
+}
+
+// mountLines is the test's mount table.
+func mountLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// An earlier version pinned namespaces in the host's mount namespace
+// under RunDir/ns: a new Manager moves them into the pins' namespace, so
+// a sandbox left running across the upgrade keeps its namespace.
+func TestPinsOfAnEarlierVersionAreAdopted(t *testing.T) {
+	var old string
+	e := newEnvWith(t, func(cfg *network.Config, _ int) {
+		old = filepath.Join(cfg.RunDir, "ns", "legacy")
+		if err := os.MkdirAll(filepath.Dir(old), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(old, nil, 0o400); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("unshare", "--net="+old, "true").CombinedOutput(); err != nil {
+			t.Fatalf("make a host pin: %v %s", err, out)
+		}
+		t.Cleanup(func() { syscall.Unmount(old, syscall.MNT_DETACH) })
+	})
+	if _, err := os.Stat(filepath.Dir(old)); !os.IsNotExist(err) {
+		t.Fatalf("the old pins' directory is left: %v", err)
+	}
+	if m := mountsUnder(e.cfg.RunDir); len(m) != 1 {
+		t.Fatalf("mounts under the run dir: %v, want the pins' holder alone", m)
+	}
+	pins, err := network.Pins(e.m)
+	if err != nil || len(pins) != 1 || pins[0] != "legacy" {
+		t.Fatalf("pins: %v %v", pins, err)
+	}
+	a := e.attach("legacy", policy.Default(), network.Limits{})
+	// The namespace is the one the old pin held: the test can tell by
+	// the loopback-only state unshare left, now with eth0 in it.
+	if err := nettest.Do(a.NetNS, func() error {
+		_, err := netlink.LinkByName("eth0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+}
+
+// Close keeps the pins' namespace while a sandbox is attached (it runs on
+// across a daemon restart) and takes it down when none is.
+func TestCloseKeepsThePinsOfRunningSandboxesOnly(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("stays", policy.Default(), network.Limits{})
+	ino := inode(t, a.NetNS)
+	if err := e.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := mountsUnder(e.cfg.RunDir); len(m) != 1 {
+		t.Fatalf("mounts under the run dir after Close with a sandbox attached: %v", m)
+	}
+	e.m = e.newManager()
+	b := e.attach("stays", policy.Default(), network.Limits{})
+	if inode(t, b.NetNS) != ino {
+		t.Fatal("the sandbox got a new namespace across Close and New")
+	}
+	if err := e.m.Detach(e.ctx, "stays"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := mountsUnder(e.cfg.RunDir); len(m) != 0 {
+		t.Fatalf("mounts under the run dir after Close with nothing attached: %v", m)
+	}
+	e.m = e.newManager() // for the test's Remove
 }

@@ -161,22 +161,23 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		}
 		m.forgetConnections(ctx, a.Unmap())
 	}
-	nsDir := filepath.Join(m.cfg.RunDir, "ns")
-	if ents, err := os.ReadDir(nsDir); err == nil {
-		for _, e := range ents {
-			if keep[e.Name()] {
+	if names, err := m.pins.list(); err == nil {
+		for _, name := range names {
+			if keep[name] {
 				continue
 			}
-			if err := removeNetNS(filepath.Join(nsDir, e.Name())); err != nil {
+			if err := m.pins.remove(name); err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			m.log.InfoContext(ctx, "removed stale netns", "netns", e.Name())
+			m.log.InfoContext(ctx, "removed stale netns", "netns", name)
 		}
+	} else {
+		errs = append(errs, err)
 	}
 	if ents, err := os.ReadDir(m.cfg.RunDir); err == nil {
 		for _, e := range ents {
-			if e.Name() == "ns" || e.Name() == resolvConfName || keep[e.Name()] {
+			if e.Name() == pinsHolder || e.Name() == resolvConfName || keep[e.Name()] {
 				continue
 			}
 			if err := os.RemoveAll(filepath.Join(m.cfg.RunDir, e.Name())); err != nil {
@@ -212,5 +213,16 @@ func (m *Manager) Remove(ctx context.Context) error {
 			return fmt.Errorf("delete bridge %s: %w", m.cfg.Bridge, err)
 		}
 	}
-	return nil
+	return m.pins.close()
+}
+
+// Close lets go of what the Manager holds open for the daemon's life: the
+// pairs made ahead (DropPrepared), and the namespace the netns pins live
+// in, which goes when no sandbox is attached (a running sandbox's pin
+// stays for the next daemon). The Manager must not be used afterwards.
+func (m *Manager) Close() error {
+	m.DropPrepared()
+	m.op.Lock()
+	defer m.op.Unlock()
+	return m.pins.close()
 }
