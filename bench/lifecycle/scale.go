@@ -168,6 +168,15 @@ func printScalePhases(s *scaleSide, marks []int) error {
 		}
 		meds[i] = medianPhases(phasesOf(log, firstExec))
 		totals[i] = benchd.Series{D: s.create[lo:m]}.Pct(0.5)
+		// The request-wide steps carry no sandbox: the creates' are
+		// the last len(s.ids) of them, in order (the template's warm-up
+		// create comes first).
+		for name, ds := range warmLogSteps(log) {
+			if len(ds) >= len(s.ids) {
+				ds = ds[len(ds)-len(s.ids):]
+				meds[i][name] = benchd.Series{D: ds[lo:m]}.Pct(0.5)
+			}
+		}
 	}
 	for _, ph := range append(slices.Clone(phaseNames), "API, store, rest", "create → first exec") {
 		fmt.Fprintf(tw, "%s\t", ph)

@@ -354,6 +354,41 @@ func hostEndWithoutIPv6(l netlink.Link) error {
 	return nil
 }
 
+// sysNetDir opens /proc/sys/net of the caller thread's network namespace
+// through a procfs of its own: a detached mount made for the call, which
+// goes with the descriptor. Under the host's /proc/sys every namespace
+// that ever looked has an entry named "net", all in one bucket of the
+// dentry cache, and a lookup compares each in turn (twice for a namespace
+// that has none yet): a cost that grew with the fleet. A new procfs's
+// /proc/sys has the caller's alone. Where the kernel cannot make one
+// (no fsopen), the host's /proc is used.
+func sysNetDir() (int, error) {
+	const flags = unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC
+	if fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC); err == nil {
+		defer unix.Close(fs)
+		if err := unix.FsconfigCreate(fs); err != nil {
+			return -1, fmt.Errorf("make a procfs: %w", err)
+		}
+		mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+		if err != nil {
+			return -1, fmt.Errorf("mount a procfs: %w", err)
+		}
+		defer unix.Close(mnt)
+		dir, err := unix.Openat(mnt, "sys/net", flags, 0)
+		if err != nil {
+			return -1, fmt.Errorf("open sys/net of a new procfs: %w", err)
+		}
+		return dir, nil
+	} else if !errors.Is(err, unix.ENOSYS) {
+		return -1, fmt.Errorf("make a procfs: %w", err)
+	}
+	dir, err := unix.Open("/proc/sys/net", flags, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /proc/sys/net: %w", err)
+	}
+	return dir, nil
+}
+
 // nsSysctls sets a sandbox namespace's sysctls (the caller's thread is in
 // it). IPv6 is off unless the sandboxes have addresses (then without
 // router advertisements: the route is set by Attach).
@@ -376,12 +411,9 @@ func (m *Manager) nsSysctls() error {
 			{"net/ipv6/conf/eth0/disable_ipv6", "0"},
 		}
 	}
-	// All under one directory descriptor: "net" is the component a
-	// lookup finds only past every other namespace's (each has its own,
-	// under the one /proc/sys), so it is looked up once, not per key.
-	dir, err := unix.Open("/proc/sys/net", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dir, err := sysNetDir()
 	if err != nil {
-		return fmt.Errorf("open /proc/sys/net: %w", err)
+		return err
 	}
 	defer unix.Close(dir)
 	for _, kv := range sysctls {
