@@ -36,9 +36,10 @@ func main() {
 	full := flag.Bool("full-qgroups", true, "scale mode: also measure a daemon whose btrfs pool has full qgroup accounting")
 	network := flag.Bool("net", true, "scale mode: networked sandboxes, as the daemon's default (a bridge and subnet of the bench's own); -net=false gives them loopback only")
 	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
+	keepLog := flag.String("log", "", "scale mode: copy the default daemon's debug log to this file")
 	flag.Parse()
 	if *scaleN > 0 {
-		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *network, *pprofAddr); err != nil {
+		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *network, *pprofAddr, *keepLog); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

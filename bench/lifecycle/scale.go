@@ -30,7 +30,7 @@ type scaleSide struct {
 // daemon's RSS there. The first running sandboxes stay running; the rest
 // are stopped after their first exec (a stopped sandbox should cost no
 // process and no memory). full=false measures only the default.
-func scale(ctx context.Context, total, running int, bin, poolKind string, full, network bool, pprofAddr string) error {
+func scale(ctx context.Context, total, running int, bin, poolKind string, full, network bool, pprofAddr, keepLog string) error {
 	var sides []*scaleSide
 	// start starts a daemon of the run, networked on its own bridge with
 	// network.
@@ -139,6 +139,15 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 	if len(sides) == 2 {
 		a, b := window(sides[0], total), window(sides[1], total)
 		fmt.Printf("\nat %d sandboxes: full qgroups / simple quotas create p50 = %.2fx\n", total, float64(b.Pct(0.5))/float64(a.Pct(0.5)))
+	}
+	if keepLog != "" {
+		b, err := sides[0].d.Log()
+		if err == nil {
+			err = os.WriteFile(keepLog, b, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("keep the daemon's log: %w", err)
+		}
 	}
 	return printScalePhases(sides[0], rows)
 }

@@ -325,6 +325,15 @@ func New(ctx context.Context, cfg Config) (_ *Manager, retErr error) {
 	return m, nil
 }
 
+// Subnets are the subnets a sandbox is leased an address in: IPv4, and
+// IPv6 when the sandboxes have it.
+func (m *Manager) Subnets() []netip.Prefix {
+	if m.cfg.Subnet6.IsValid() {
+		return []netip.Prefix{m.cfg.Subnet, m.cfg.Subnet6}
+	}
+	return []netip.Prefix{m.cfg.Subnet}
+}
+
 // Gateway is the bridge's IPv4 address.
 func (m *Manager) Gateway() netip.Addr { return m.gw }
 
@@ -416,10 +425,7 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 
 // lease returns the sandbox's addresses, leasing them if needed.
 func (m *Manager) lease(ctx context.Context, id string) (addr, addr6 netip.Addr, err error) {
-	subnets := []netip.Prefix{m.cfg.Subnet}
-	if m.cfg.Subnet6.IsValid() {
-		subnets = append(subnets, m.cfg.Subnet6)
-	}
+	subnets := m.Subnets()
 	// One transaction (one commit) for both families.
 	addrs, err := m.cfg.Leases.LeaseAddresses(ctx, id, subnets...)
 	if err != nil {

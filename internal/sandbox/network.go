@@ -41,6 +41,9 @@ type Network interface {
 	Status(ctx context.Context, id string) (network.Status, error)
 	Gateway() netip.Addr
 	Addr(id string) (netip.Addr, bool)
+	// Subnets are the subnets a sandbox is leased an address in (a
+	// create leases them with its record: store.Sandbox.LeaseIn).
+	Subnets() []netip.Prefix
 }
 
 // NetworkOptions configure sandbox networking in the service.

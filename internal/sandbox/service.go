@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -515,9 +516,14 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	}
 	now := s.now()
 	tRecord := time.Now()
+	var leaseIn []netip.Prefix
+	if n := s.net(); n != nil && !noStart {
+		// The addresses in the record's commit: the attach finds them.
+		leaseIn = n.Subnets()
+	}
 	rec, err := s.st.CreateSandbox(ctx, store.Sandbox{
 		ID: id, TenantID: tenant, Name: name, TemplateID: tmpl.ID, State: store.StateCreating,
-		Spec: specJSON, CreatedAt: now, UpdatedAt: now,
+		Spec: specJSON, CreatedAt: now, UpdatedAt: now, LeaseIn: leaseIn,
 	})
 	release() // the record carries the promise now (or there is none)
 	if err != nil {
@@ -535,9 +541,6 @@ func (s *Service) materializeWith(ctx context.Context, tenant, id, name string, 
 	ctx = context.WithoutCancel(ctx) // see transition
 	cancelReserve := func() {}
 	if n := s.net(); n != nil && !noStart {
-		// The address's store commit while the root is made: the start's
-		// own lease ahead (withNetwork) then finds it.
-		n.LeaseAhead(context.Background(), id)
 		if rv, ok := s.rt.(steadrt.Reserver); ok {
 			// And the network attach too, in what the start will use
 			// (a shell made ahead), from now on.

@@ -137,6 +137,12 @@ type Sandbox struct {
 	// Version increases by one on every successful update; UpdateSandbox
 	// uses it for optimistic concurrency.
 	Version int64 `json:"version"`
+	// LeaseIn is read by CreateSandbox (and CreateSandboxEvent) only and
+	// never stored: the subnets in which the new sandbox is leased a
+	// network address in the transaction that creates its record, as
+	// LeaseAddresses would (one commit, not two, on the create's path).
+	// The record returned has none.
+	LeaseIn []netip.Prefix `json:"-"`
 }
 
 // SandboxFilter selects sandboxes for ListSandboxes.

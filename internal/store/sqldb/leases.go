@@ -32,12 +32,9 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 	if len(subnets) == 0 {
 		return nil, fmt.Errorf("lease address for sandbox %s: no subnet: %w", sandboxID, errs.ErrInvalid)
 	}
-	subnets = slices.Clone(subnets)
-	for i, subnet := range subnets {
-		if !subnet.IsValid() || subnet.Bits() > subnet.Addr().BitLen()-2 {
-			return nil, fmt.Errorf("lease address for sandbox %s: subnet %s is invalid or too small: %w", sandboxID, subnet, errs.ErrInvalid)
-		}
-		subnets[i] = subnet.Masked()
+	subnets, err := leaseSubnets(sandboxID, subnets)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]netip.Addr, len(subnets))
 	// Leased already (a lease made ahead, an attach again): read without
@@ -45,7 +42,7 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 	if s.heldLeases(ctx, sandboxID, subnets, out) {
 		return out, nil
 	}
-	err := s.writeTx(ctx, func(tx *txn) error {
+	err = s.writeTx(ctx, func(tx *txn) error {
 		for i, subnet := range subnets {
 			a, err := s.leaseIn(ctx, tx, sandboxID, subnet)
 			if err != nil {
@@ -62,6 +59,19 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 		s.setLeaseHint(subnet, out[i].Next())
 	}
 	return out, nil
+}
+
+// leaseSubnets checks the subnets a lease is asked in and returns them
+// masked (a copy).
+func leaseSubnets(sandboxID string, subnets []netip.Prefix) ([]netip.Prefix, error) {
+	subnets = slices.Clone(subnets)
+	for i, subnet := range subnets {
+		if !subnet.IsValid() || subnet.Bits() > subnet.Addr().BitLen()-2 {
+			return nil, fmt.Errorf("lease address for sandbox %s: subnet %s is invalid or too small: %w", sandboxID, subnet, errs.ErrInvalid)
+		}
+		subnets[i] = subnet.Masked()
+	}
+	return subnets, nil
 }
 
 // heldLeases fills out with the sandbox's addresses in subnets and

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/stead-dev/stead/internal/errs"
@@ -111,6 +112,14 @@ func (s *Store) createSandbox(ctx context.Context, sb store.Sandbox, ev *pending
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, err)
 	}
+	var subnets []netip.Prefix
+	if len(sb.LeaseIn) > 0 {
+		if subnets, err = leaseSubnets(sb.ID, sb.LeaseIn); err != nil {
+			return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, err)
+		}
+	}
+	sb.LeaseIn = nil
+	leased := make([]netip.Addr, len(subnets))
 	err = s.writeTx(ctx, func(tx *txn) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO sandboxes ("+sandboxCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 			sb.ID, sb.TenantID, sb.Name, sb.TemplateID, string(sb.State), sb.Spec, sb.StopReason,
@@ -128,6 +137,13 @@ func (s *Store) createSandbox(ctx context.Context, sb store.Sandbox, ev *pending
 		case err != nil:
 			return err
 		}
+		for i, subnet := range subnets {
+			a, err := s.leaseIn(ctx, tx, sb.ID, subnet)
+			if err != nil {
+				return err
+			}
+			leased[i] = a
+		}
 		if ev != nil {
 			return ev.insert(ctx, tx)
 		}
@@ -135,6 +151,9 @@ func (s *Store) createSandbox(ctx context.Context, sb store.Sandbox, ev *pending
 	})
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, err)
+	}
+	for i, subnet := range subnets {
+		s.setLeaseHint(subnet, leased[i].Next())
 	}
 	return sb, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/store"
@@ -159,5 +160,77 @@ func testLeaseConcurrent(t *testing.T, s store.Store) {
 			t.Fatalf("address %s leased twice", a)
 		}
 		seen[a] = true
+	}
+}
+
+// testCreateSandboxLeases: a sandbox created with LeaseIn is leased its
+// addresses in the transaction that creates its record (through
+// CreateSandboxEvent too), as LeaseAddresses would; a create that is
+// refused leases nothing, and a lease that cannot be made refuses the
+// create.
+func testCreateSandboxLeases(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	v6 := netip.MustParsePrefix("fd00:5ead::/64")
+	mustLease(t, s, "sb-x", leaseNet)
+	leasesOf := func(id string) []string {
+		list, err := s.ListLeases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range list {
+			if l.SandboxID == id {
+				out = append(out, l.Addr.String())
+			}
+		}
+		return out
+	}
+	sb := newSandbox("sb-a", store.DefaultTenant, "a", time.Now())
+	sb.LeaseIn = []netip.Prefix{leaseNet, v6}
+	got, err := s.CreateSandbox(ctx, sb)
+	if err != nil || got.LeaseIn != nil {
+		t.Fatalf("create with leases: %+v %v", got, err)
+	}
+	if l := leasesOf("sb-a"); fmt.Sprint(l) != "[10.88.0.3 fd00:5ead::2]" {
+		t.Fatalf("leases of the new sandbox: %v", l)
+	}
+	if again, err := s.LeaseAddresses(ctx, "sb-a", leaseNet, v6); err != nil || fmt.Sprint(again) != "[10.88.0.3 fd00:5ead::2]" {
+		t.Fatalf("LeaseAddresses after the create: %v %v", again, err)
+	}
+	// Refused (the name is taken): no lease.
+	dup := newSandbox("sb-b", store.DefaultTenant, "a", time.Now())
+	dup.LeaseIn = []netip.Prefix{leaseNet}
+	if _, err := s.CreateSandbox(ctx, dup); !errors.Is(err, errs.ErrConflict) {
+		t.Fatalf("create with a taken name: %v", err)
+	}
+	// A full subnet refuses the create; a bad one too, before anything.
+	full := netip.MustParsePrefix("192.168.7.0/30") // one address: .2
+	mustLease(t, s, "sb-y", full)
+	c := newSandbox("sb-c", store.DefaultTenant, "c", time.Now())
+	c.LeaseIn = []netip.Prefix{leaseNet, full}
+	if _, err := s.CreateSandbox(ctx, c); !errors.Is(err, errs.ErrQuota) {
+		t.Fatalf("create with a full subnet: %v, want ErrQuota", err)
+	}
+	c.LeaseIn = []netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")}
+	if _, err := s.CreateSandbox(ctx, c); !errors.Is(err, errs.ErrInvalid) {
+		t.Fatalf("create with a /32 to lease in: %v, want ErrInvalid", err)
+	}
+	for _, id := range []string{"sb-b", "sb-c"} {
+		if l := leasesOf(id); len(l) > 0 {
+			t.Fatalf("a refused create of %s leased %v", id, l)
+		}
+		if _, err := s.GetSandbox(ctx, "", id); !errors.Is(err, errs.ErrNotFound) {
+			t.Fatalf("a refused create of %s left its record: %v", id, err)
+		}
+	}
+	if w, ok := s.(store.SandboxEventWriter); ok {
+		d := newSandbox("sb-d", store.DefaultTenant, "d", time.Now())
+		d.LeaseIn = []netip.Prefix{leaseNet}
+		if _, _, err := w.CreateSandboxEvent(ctx, d, store.DaemonEvent{Type: "sandbox.created", Tenant: store.DefaultTenant, Sandbox: "sb-d"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if l := leasesOf("sb-d"); fmt.Sprint(l) != "[10.88.0.4]" {
+			t.Fatalf("leases of a sandbox created with its event: %v", l)
+		}
 	}
 }

@@ -84,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"LeaseAddressMovesIntoANewSubnet", testLeaseNewSubnet},
 		{"LeaseAddressRefusesBadInputAndFullSubnet", testLeaseBadInputFull},
 		{"ConcurrentLeasesNeverShareAnAddress", testLeaseConcurrent},
+		{"CreateSandboxLeasesInItsTransaction", testCreateSandboxLeases},
 
 		{"MeterIntervalOpensOncePerSandbox", testMeterOpenOnce},
 		{"MeterCheckpointMovesOpenIntervalsForwardOnly", testMeterCheckpoint},
