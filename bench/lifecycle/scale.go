@@ -112,10 +112,9 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 		fmt.Fprintf(tw, "%s p50\tp99\tvs 10th\tRSS MiB\tthreads\t", s.name)
 	}
 	fmt.Fprintln(tw)
-	// A window of 10 creates ending at each mark (p50/p99 of those).
+	// A window of creates ending at each mark (p50/p99 of those).
 	window := func(s *scaleSide, m int) benchd.Series {
-		lo := max(m-10, 0)
-		return benchd.Series{D: s.create[lo:m]}
+		return benchd.Series{D: s.create[windowStart(m):m]}
 	}
 	var rows []int
 	for _, m := range marks {
@@ -152,7 +151,22 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 	return printScalePhases(sides[0], rows)
 }
 
-// printScalePhases prints where a create's time goes in the window of 10
+// scaleWindow is how many creates end at each mark of the scale run: the
+// first ten for the mark 10, thirty for the later ones (the median of ten
+// moved by ±20 % between runs, and a periodic sweep of the daemon's over a
+// thousand sandboxes could fill a whole window of ten).
+const scaleWindow = 30
+
+// windowStart is the index of the first create of the window ending at
+// mark m.
+func windowStart(m int) int {
+	if m <= 10 {
+		return 0
+	}
+	return max(m-scaleWindow, 10)
+}
+
+// printScalePhases prints where a create's time goes in the window of
 // creates ending at each mark (medians, from the daemon's debug log), so
 // what grows with the fleet shows.
 func printScalePhases(s *scaleSide, marks []int) error {
@@ -160,7 +174,7 @@ func printScalePhases(s *scaleSide, marks []int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nwhere a create's time goes by fleet size (%s; medians of the 10 creates ending at each):\n", s.name)
+	fmt.Printf("\nwhere a create's time goes by fleet size (%s; medians of the creates ending at each: 1-10, then 30):\n", s.name)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "phase\t")
 	for _, m := range marks {
@@ -170,7 +184,7 @@ func printScalePhases(s *scaleSide, marks []int) error {
 	meds := make([]map[string]time.Duration, len(marks))
 	totals := make([]time.Duration, len(marks))
 	for i, m := range marks {
-		lo := max(m-10, 0)
+		lo := windowStart(m)
 		firstExec := map[string]time.Duration{}
 		for j := lo; j < m; j++ {
 			firstExec[s.ids[j]] = s.exec[j]
