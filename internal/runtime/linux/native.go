@@ -414,6 +414,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	if err := cg.Set(res); err != nil {
 		return created, fmt.Errorf("start sandbox %s: set cgroup limits: %w", spec.ID, err)
 	}
+	tSet := time.Now()
 	// The cpu quota is recorded now and written once init is up (Start),
 	// so that it does not slow the setup.
 	if spec.Limits.CPUs > 0 {
@@ -447,7 +448,7 @@ func (r *Runtime) startNative(ctx context.Context, spec steadrt.Spec, cfg *confi
 	if setup.served, err = awaitSetup(ctx, setupSock); err != nil {
 		return created, fmt.Errorf("start sandbox %s: %w", spec.ID, err)
 	}
-	r.log.Debug("sandbox set up", "sandbox", spec.ID, "shell", shimID != spec.ID, "spawn", tSpawned.Sub(created), "cgroups_state", tState.Sub(tSpawned), "cgroups_apply", tApplied.Sub(tSpawned),
+	r.log.Debug("sandbox set up", "sandbox", spec.ID, "shell", shimID != spec.ID, "spawn", tSpawned.Sub(created), "cgroups_state", tState.Sub(tSpawned), "cgroups_apply", tApplied.Sub(tSpawned), "cgroups_set", tSet.Sub(tApplied),
 		"network", attach.dur, "network_wait", tNet.Sub(tState), "setup_wait", time.Since(tNet))
 	if r.shim != nil {
 		// The shim reaps init from here on; the start does not wait for
