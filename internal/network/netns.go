@@ -163,7 +163,7 @@ func (p *pins) adoptHostPins(dir string) error {
 				return err
 			}
 		}
-		if err := removeHostPin(old); err != nil {
+		if err := unpin(old); err != nil {
 			return err
 		}
 	}
@@ -173,10 +173,15 @@ func (p *pins) adoptHostPins(dir string) error {
 	return nil
 }
 
-// removeHostPin unmounts and removes a pin in the host's namespace.
-func removeHostPin(path string) error {
+// unpin unmounts every namespace mounted at path and removes the file
+// (idempotent). It works on the caller thread's mount namespace: the
+// host's for the pins of an earlier version, the pins' own in p.in.
+func unpin(path string) error {
 	for isNetNS(path) {
 		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+				break
+			}
 			return fmt.Errorf("unmount netns %s: %w", path, err)
 		}
 	}
@@ -230,21 +235,14 @@ func onThrowAwayThread(f func() error) error {
 	return <-errc
 }
 
-// create makes a new network namespace pinned at key (which must not be
+// createNetNS makes a new network namespace pinned at key (which must not be
 // pinned yet).
 func (p *pins) createNetNS(key string) error {
 	err := p.in(func() error {
-		if err := touch("/ns/" + key); err != nil {
-			return err
-		}
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return fmt.Errorf("unshare netns: %w", err)
 		}
-		if err := unix.Mount("/proc/thread-self/ns/net", "/ns/"+key, "", unix.MS_BIND, ""); err != nil {
-			os.Remove("/ns/" + key)
-			return fmt.Errorf("bind-mount netns at %s: %w", key, err)
-		}
-		return nil
+		return pinAt("/proc/thread-self/ns/net", key)
 	})
 	if err != nil {
 		return fmt.Errorf("make netns %s: %w", key, err)
@@ -263,18 +261,8 @@ func (p *pins) bind(src, key string) error {
 	if !isNetNS(fdPath(f)) {
 		return fmt.Errorf("hold netns %s: not a network namespace", src)
 	}
-	err = p.in(func() error {
-		if err := touch("/ns/" + key); err != nil {
-			return err
-		}
-		if err := unix.Mount(fdPath(f), "/ns/"+key, "", unix.MS_BIND, ""); err != nil {
-			os.Remove("/ns/" + key)
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("bind-mount netns %s at %s: %w", src, key, err)
+	if err := p.in(func() error { return pinAt(fdPath(f), key) }); err != nil {
+		return fmt.Errorf("hold netns %s: %w", src, err)
 	}
 	return nil
 }
@@ -284,23 +272,18 @@ func (p *pins) remove(key string) error {
 	if _, err := os.Lstat(p.path(key)); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	err := p.in(func() error {
-		path := "/ns/" + key
-		for isNetNS(path) {
-			if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-				if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
-					break
-				}
-				return fmt.Errorf("unmount: %w", err)
-			}
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("remove netns %s: %w", key, err)
+	return p.in(func() error { return unpin("/ns/" + key) })
+}
+
+// pinAt bind-mounts the namespace file src at /ns/key; the caller's
+// thread is in the pins' namespace (p.in).
+func pinAt(src, key string) error {
+	if err := touch("/ns/" + key); err != nil {
+		return err
+	}
+	if err := unix.Mount(src, "/ns/"+key, "", unix.MS_BIND, ""); err != nil {
+		os.Remove("/ns/" + key)
+		return fmt.Errorf("bind-mount a netns at %s: %w", key, err)
 	}
 	return nil
 }
