@@ -42,23 +42,32 @@ func (s *Store) LeaseAddresses(ctx context.Context, sandboxID string, subnets ..
 	if s.heldLeases(ctx, sandboxID, subnets, out) {
 		return out, nil
 	}
-	err = s.writeTx(ctx, func(tx *txn) error {
-		for i, subnet := range subnets {
-			a, err := s.leaseIn(ctx, tx, sandboxID, subnet)
-			if err != nil {
-				return err
-			}
-			out[i] = a
-		}
-		return nil
-	})
+	err = s.writeTx(ctx, func(tx *txn) error { return s.leaseAllIn(ctx, tx, sandboxID, subnets, out) })
 	if err != nil {
 		return nil, fmt.Errorf("lease address for sandbox %s: %w", sandboxID, err)
 	}
-	for i, subnet := range subnets {
-		s.setLeaseHint(subnet, out[i].Next())
-	}
+	s.setLeaseHints(subnets, out)
 	return out, nil
+}
+
+// leaseAllIn leases the sandbox an address in each subnet within tx, into
+// out (as long as subnets); once tx commits, setLeaseHints.
+func (s *Store) leaseAllIn(ctx context.Context, tx *txn, sandboxID string, subnets []netip.Prefix, out []netip.Addr) error {
+	for i, subnet := range subnets {
+		a, err := s.leaseIn(ctx, tx, sandboxID, subnet)
+		if err != nil {
+			return err
+		}
+		out[i] = a
+	}
+	return nil
+}
+
+// setLeaseHints moves each subnet's hint past the address leased in it.
+func (s *Store) setLeaseHints(subnets []netip.Prefix, leased []netip.Addr) {
+	for i, subnet := range subnets {
+		s.setLeaseHint(subnet, leased[i].Next())
+	}
 }
 
 // leaseSubnets checks the subnets a lease is asked in and returns them

@@ -137,12 +137,8 @@ func (s *Store) createSandbox(ctx context.Context, sb store.Sandbox, ev *pending
 		case err != nil:
 			return err
 		}
-		for i, subnet := range subnets {
-			a, err := s.leaseIn(ctx, tx, sb.ID, subnet)
-			if err != nil {
-				return err
-			}
-			leased[i] = a
+		if err := s.leaseAllIn(ctx, tx, sb.ID, subnets, leased); err != nil {
+			return err
 		}
 		if ev != nil {
 			return ev.insert(ctx, tx)
@@ -152,9 +148,7 @@ func (s *Store) createSandbox(ctx context.Context, sb store.Sandbox, ev *pending
 	if err != nil {
 		return store.Sandbox{}, fmt.Errorf("create sandbox %s: %w", sb.ID, err)
 	}
-	for i, subnet := range subnets {
-		s.setLeaseHint(subnet, leased[i].Next())
-	}
+	s.setLeaseHints(subnets, leased)
 	return sb, nil
 }
 
