@@ -183,6 +183,10 @@ func printScalePhases(s *scaleSide, marks []int) error {
 	fmt.Fprintln(tw)
 	meds := make([]map[string]time.Duration, len(marks))
 	totals := make([]time.Duration, len(marks))
+	// The request-wide steps carry no sandbox: the creates' are the last
+	// len(s.ids) of them, in order (the template's warm-up create comes
+	// first).
+	steps := warmLogSteps(log)
 	for i, m := range marks {
 		lo := windowStart(m)
 		firstExec := map[string]time.Duration{}
@@ -191,10 +195,7 @@ func printScalePhases(s *scaleSide, marks []int) error {
 		}
 		meds[i] = medianPhases(phasesOf(log, firstExec))
 		totals[i] = benchd.Series{D: s.create[lo:m]}.Pct(0.5)
-		// The request-wide steps carry no sandbox: the creates' are
-		// the last len(s.ids) of them, in order (the template's warm-up
-		// create comes first).
-		for name, ds := range warmLogSteps(log) {
+		for name, ds := range steps {
 			if len(ds) >= len(s.ids) {
 				ds = ds[len(ds)-len(s.ids):]
 				meds[i][name] = benchd.Series{D: ds[lo:m]}.Pct(0.5)
