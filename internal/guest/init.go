@@ -23,6 +23,14 @@ import (
 
 // Main is the entry point of init inside a sandbox. It never returns.
 func Main() {
+	// One P: init's work is a few short calls at a time (an exec's fork,
+	// a reply), and with one P a request's goroutine runs on the thread
+	// the poller woke instead of waking another, idle one. On a VM each
+	// such wake is an interrupt to an idle virtual CPU: an exec of
+	// /bin/true took 0.2-0.7 ms longer with GOMAXPROCS at the CPU count
+	// (bench/RESULTS.md, "One P for init"). A blocked system call still
+	// hands the P to another thread, so nothing waits behind one.
+	runtime.GOMAXPROCS(1)
 	// The spare threads are made in newInit: after the setup when init
 	// sets the sandbox up itself (capabilities are dropped on every thread
 	// at once, which costs per thread), before anything of the sandbox's
