@@ -184,7 +184,7 @@ func run(n int, bin, poolKind string) error {
 			results = append(results, s)
 		}
 	}
-	netTotal, lcTotal, runcPaired, phases, lcPhases, err := createPhases(ctx, n, bin, poolKind, runcUserNS)
+	netTotal, lcTotal, runcPaired, phases, lcPhases, teardown, err := createPhases(ctx, n, bin, poolKind, runcUserNS)
 	if err != nil {
 		return fmt.Errorf("create phases: %w", err)
 	}
@@ -192,6 +192,7 @@ func run(n int, bin, poolKind string) error {
 	if len(runcPaired.D) > 0 {
 		results = append(results, runcPaired)
 	}
+	results = append(results, teardown...)
 
 	for _, rt := range []string{"runc", "crun"} {
 		if _, err := exec.LookPath(rt); err != nil {

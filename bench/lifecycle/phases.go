@@ -38,12 +38,13 @@ func subPhase(ph string) bool {
 // with `--runtime libcontainer`, interleaved so that drift hits both alike;
 // each create is followed by its first exec. It returns the create →
 // first exec timings of both and the median of each phase, read from the
-// daemons' debug logs.
+// daemons' debug logs; and, on the first daemon, a stop and a purge of
+// running networked sandboxes (half of its sandboxes each).
 //
 // peer, when set, is run after each pair too (`runc run` with a user
 // namespace), so that the target's ratio compares runs of one stretch of
 // time: the machine's speed drifts between the bench's sections.
-func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i int) error) (native, lc, peers benchd.Series, nativePh, lcPh map[string]time.Duration, err error) {
+func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i int) error) (native, lc, peers benchd.Series, nativePh, lcPh map[string]time.Duration, teardown []benchd.Series, err error) {
 	start := func(bridge, subnet string, extra ...string) (*benchd.Daemon, error) {
 		return benchd.StartNetwork(ctx, bin, poolKind, 16, benchd.Network{Bridge: bridge, Subnet: subnet,
 			// No sandbox here resolves a name: an upstream that answers
@@ -52,12 +53,12 @@ func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i 
 	}
 	dn, err := start("stbench9", "10.251.0.0/20")
 	if err != nil {
-		return native, lc, peers, nil, nil, err
+		return native, lc, peers, nil, nil, nil, err
 	}
 	defer dn.Close()
 	dl, err := start("stbench8", "10.252.0.0/20", "--runtime", "libcontainer")
 	if err != nil {
-		return native, lc, peers, nil, nil, err
+		return native, lc, peers, nil, nil, nil, err
 	}
 	defer dl.Close()
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
@@ -70,7 +71,7 @@ func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i 
 	for _, sd := range sides {
 		warm, err := sd.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
-			return native, lc, peers, nil, nil, err
+			return native, lc, peers, nil, nil, nil, err
 		}
 		sd.d.Client.DeleteSandbox(ctx, warm.ID, true)
 	}
@@ -80,18 +81,18 @@ func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i 
 		t0 := time.Now()
 		sb, err := c.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
-			return native, lc, peers, nil, nil, err
+			return native, lc, peers, nil, nil, nil, err
 		}
 		t1 := time.Now()
 		if _, err := c.Exec(ctx, sb.ID, trueCmd); err != nil {
-			return native, lc, peers, nil, nil, err
+			return native, lc, peers, nil, nil, nil, err
 		}
 		sd.total = append(sd.total, time.Since(t0))
 		sd.exec[sb.ID] = time.Since(t1)
 		if peer != nil && i%2 == 1 {
 			t := time.Now()
 			if err := peer(1000 + i); err != nil {
-				return native, lc, peers, nil, nil, err
+				return native, lc, peers, nil, nil, nil, err
 			}
 			peers.D = append(peers.D, time.Since(t))
 		}
@@ -101,7 +102,7 @@ func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i 
 	for _, sd := range sides {
 		log, err := sd.d.Log()
 		if err != nil {
-			return native, lc, peers, nil, nil, err
+			return native, lc, peers, nil, nil, nil, err
 		}
 		med := medianPhases(phasesOf(log, sd.exec))
 		// Request-wide steps (not logged by sandbox): every create of
@@ -113,7 +114,24 @@ func createPhases(ctx context.Context, n int, bin, poolKind string, peer func(i 
 	}
 	native = benchd.Series{Name: "stead create → first exec, user namespace + networking", D: sides[0].total}
 	lc = benchd.Series{Name: "the same with `serve --runtime libcontainer` (interleaved)", D: sides[1].total}
-	return native, lc, peers, meds[0], meds[1], nil
+	stop, purge := benchd.Series{Name: "stead stop of a running sandbox (networking)"}, benchd.Series{Name: "stead purge of a running sandbox (networking)"}
+	i := 0
+	for id := range sides[0].exec {
+		t := time.Now()
+		if i%2 == 0 {
+			if _, err := dn.Client.StopSandbox(ctx, id); err != nil {
+				return native, lc, peers, nil, nil, nil, err
+			}
+			stop.D = append(stop.D, time.Since(t))
+		} else {
+			if _, err := dn.Client.DeleteSandbox(ctx, id, true); err != nil {
+				return native, lc, peers, nil, nil, nil, err
+			}
+			purge.D = append(purge.D, time.Since(t))
+		}
+		i++
+	}
+	return native, lc, peers, meds[0], meds[1], []benchd.Series{stop, purge}, nil
 }
 
 // phasesOf reads each create's phases from a daemon's debug log, for the

@@ -666,7 +666,7 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 			errs = append(errs, fmt.Errorf("delete veth %s: %w", sb.veth, err))
 		}
 	}
-	m.forgetConnections(ctx, sb.addr, sb.addr6)
+	m.forgetConnections(ctx, sb.addr)
 	if err := m.pins.remove(sb.key); err != nil {
 		errs = append(errs, err)
 	}
@@ -738,30 +738,16 @@ func (m *Manager) removeElements(sb *sandbox, known bool) error {
 	return m.rebuildFrom(m.othersThan(sb.id), "")
 }
 
-// forgetConnections deletes the connection-tracking entries from and to
-// addresses, so that no state of a detached sandbox's connections is
-// inherited by the next holder of the address (best effort: logged).
-func (m *Manager) forgetConnections(ctx context.Context, addrs ...netip.Addr) {
-	for _, a := range addrs {
-		if !a.IsValid() {
-			continue
-		}
-		var filters []netlink.CustomConntrackFilter
-		for _, typ := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP} {
-			f := &netlink.ConntrackFilter{}
-			if err := f.AddIP(typ, a.AsSlice()); err != nil {
-				m.log.WarnContext(ctx, "filter connection tracking entries", "addr", a, "err", err)
-				return
-			}
-			filters = append(filters, f)
-		}
-		fam := netlink.InetFamily(unix.AF_INET)
-		if a.Is6() {
-			fam = unix.AF_INET6
-		}
-		if _, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, fam, filters...); err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-			m.log.WarnContext(ctx, "delete connection tracking entries", "addr", a, "err", err)
-		}
+// forgetConnections deletes the tracked connections of the sandbox whose
+// IPv4 address is a, of both families (conntrack.go), so that the next
+// holder of its addresses inherits no state of them (best effort:
+// logged); nothing when a is not valid.
+func (m *Manager) forgetConnections(ctx context.Context, a netip.Addr) {
+	if !a.IsValid() {
+		return
+	}
+	if err := forgetMark(connMark(a)); err != nil {
+		m.log.WarnContext(ctx, "forget the connections of a sandbox", "addr", a, "err", err)
 	}
 }
 

@@ -580,7 +580,7 @@ func (e *env) leftovers() []string {
 	c, _ := nftables.New()
 	chains, _ := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	for _, ch := range chains {
-		fixed := map[string]bool{"forward": true, "input": true, "prerouting": true, "postrouting": true, "policy": true, "limits": true}
+		fixed := map[string]bool{"forward": true, "input": true, "output": true, "prerouting": true, "postrouting": true, "policy": true, "limits": true}
 		if ch.Table.Name == e.cfg.Table && !fixed[ch.Name] {
 			out = append(out, "chain "+ch.Name)
 		}
@@ -997,6 +997,104 @@ func conntrackOf(t *testing.T, a netip.Addr) int {
 		}
 	}
 	return n
+}
+
+// marksOf lists the marks of the tracked connections from or to a.
+func marksOf(t *testing.T, a netip.Addr) []uint32 {
+	t.Helper()
+	var out []uint32
+	for _, fam := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
+		flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, fam)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			t.Fatal(err)
+		}
+		for _, f := range flows {
+			if f.Forward.SrcIP.Equal(a.AsSlice()) || f.Forward.DstIP.Equal(a.AsSlice()) {
+				out = append(out, f.Mark)
+			}
+		}
+	}
+	return out
+}
+
+// mustBeMarked fails unless a has tracked connections and all of them
+// carry mark.
+func mustBeMarked(t *testing.T, a netip.Addr, mark uint32) {
+	t.Helper()
+	marks := marksOf(t, a)
+	if len(marks) == 0 {
+		t.Fatalf("no connection of %s tracked: the checks are blind", a)
+	}
+	for _, got := range marks {
+		if got != mark {
+			t.Fatalf("connections of %s marked %#x, want %#x (all: %#x)", a, got, mark, marks)
+		}
+	}
+}
+
+// dialHost connects from the host to addr (the port proxy's way in).
+func dialHost(t *testing.T, addr netip.AddrPort) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr.String(), 3*time.Second)
+	if err != nil {
+		t.Fatalf("host to %s: %v", addr, err)
+	}
+	c.Close()
+}
+
+// TestADetachForgetsItsSandboxsConnectionsOnly: the connections a sandbox
+// made (IPv4 and IPv6) and the host's to it carry the mark of its IPv4
+// address, and its detach forgets all of them, through the kernel's
+// filter, and none of another sandbox's.
+func TestADetachForgetsItsSandboxsConnectionsOnly(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+	})
+	a := e.attach("mine", policy.Default(), network.Limits{})
+	b := e.attach("theirs", policy.Default(), network.Limits{})
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	e.mustReach(a.NetNS, e.sink(e.inet.Web6))
+	e.mustReach(b.NetNS, e.sink(e.inet.Web))
+	listenIn(t, a.NetNS, 7001)
+	dialHost(t, netip.AddrPortFrom(a.Addr, 7001))
+	dialHost(t, netip.AddrPortFrom(a.Addr6, 7001))
+	mark := network.ConnMark(a.Addr)
+	mustBeMarked(t, a.Addr, mark)
+	mustBeMarked(t, a.Addr6, mark)
+	mustBeMarked(t, b.Addr, network.ConnMark(b.Addr))
+	if err := e.m.Detach(e.ctx, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []netip.Addr{a.Addr, a.Addr6} {
+		if marks := marksOf(t, addr); len(marks) > 0 {
+			t.Fatalf("%d tracked connections of %s kept after its detach", len(marks), addr)
+		}
+	}
+	mustBeMarked(t, b.Addr, network.ConnMark(b.Addr))
+}
+
+// TestSyncMarksTheConnectionsAnEarlierVersionLeftUnmarked: connections
+// tracked before the rules marked them (an upgrade) get their sandbox's
+// mark at the next daemon's Sync, so its detach forgets them too.
+func TestSyncMarksTheConnectionsAnEarlierVersionLeftUnmarked(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("older", policy.Default(), network.Limits{})
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	if err := network.Unmark(a.Addr); err != nil {
+		t.Fatal(err)
+	}
+	mustBeMarked(t, a.Addr, 0)
+	e.m = e.newManager()
+	if err := e.m.Sync(e.ctx, []network.Attachment{{ID: "older", Policy: policy.Default()}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mustBeMarked(t, a.Addr, network.ConnMark(a.Addr))
+	if err := e.m.Detach(e.ctx, "older"); err != nil {
+		t.Fatal(err)
+	}
+	if marks := marksOf(t, a.Addr); len(marks) > 0 {
+		t.Fatalf("%d tracked connections of %s kept after its detach", len(marks), a.Addr)
+	}
 }
 
 // TestAttachHoldsTheNamespaceTheCallerMade: the runtime makes a sandbox's

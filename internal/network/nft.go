@@ -31,6 +31,8 @@ import (
 //
 //	map sandboxes4|6   address : tag            attached sandboxes (a tag never given twice: an
 //	                                            entry left behind under another tag clashes)
+//	map marks6         address : mark           a sandbox's IPv6 address to its connections' mark
+//	                                            (its IPv4 address: conntrack.go)
 //	set refused4|6     address, counter         a drop on a sandbox's behalf, counted
 //	set offline4|6     address                  policies without the internet
 //	set open4|6        address                  policies that admit by default
@@ -41,8 +43,11 @@ import (
 //	set domains4|6     address                  policies that name domains: 80/443 to the egress proxy
 //	set limit<N>4|6    address                  sandboxes whose conntrack limit is N
 //	set conns<N>4|6    address, dynamic         their connection counts
-//	chain forward      from the bridge: established, else a sandbox's source to policy; to the bridge: replies only
-//	chain input        from the bridge: established, neighbour discovery, else a sandbox's source to policy
+//	chain forward      from the bridge: established, else a sandbox's source, its connection marked, to
+//	                   policy; to the bridge: replies only
+//	chain input        from the bridge: established, neighbour discovery, else a sandbox's source, its
+//	                   connection marked, to policy
+//	chain output       to the bridge, a new connection to a sandbox: marked
 //	chain policy       limits, gateway services, always-refused, then the policy's sets in order of decision
 //	chain limits       one rule per limit in use
 //	chain prerouting   (nat) 80/443 of domain sandboxes -> egress proxy; 53 -> resolver port
@@ -176,6 +181,11 @@ func (b *batch) sandboxMap(is4 bool) *nftables.Set {
 	return &nftables.Set{Table: b.t, Name: "sandboxes" + famName(is4), IsMap: true, KeyType: keyType(is4), DataType: nftables.TypeMark}
 }
 
+// markMap6 maps a sandbox's IPv6 address to its connections' mark.
+func (b *batch) markMap6() *nftables.Set {
+	return &nftables.Set{Table: b.t, Name: "marks6", IsMap: true, KeyType: keyType(false), DataType: nftables.TypeMark}
+}
+
 func (b *batch) refusedSet(is4 bool) *nftables.Set {
 	return &nftables.Set{Table: b.t, Name: "refused" + famName(is4), KeyType: keyType(is4), Dynamic: true, Counter: true, Size: dynamicSize}
 }
@@ -281,6 +291,9 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 			sets = append(sets, b.addrSet(name, is4))
 		}
 	}
+	if m.gw6.IsValid() {
+		sets = append(sets, b.markMap6())
+	}
 	for _, s := range sets {
 		if err := b.addSet(s, nil); err != nil {
 			return err
@@ -313,7 +326,7 @@ func (m *Manager) baseRules(b *batch) {
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
 	b.rule(fwd, matchIif(br, true), est, accept())
 	for _, is4 := range m.families() {
-		b.rule(fwd, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4)), toPolicy)
+		b.rule(fwd, matchIif(br, true), b.markConn(src, is4), toPolicy)
 	}
 	b.rule(fwd, matchIif(br, true), drop())
 	b.rule(fwd, matchOif(br, true), est, accept())
@@ -335,9 +348,17 @@ func (m *Manager) baseRules(b *batch) {
 		b.rule(in, matchIif(br, true), matchPrefix(dst, netip.MustParsePrefix("ff00::/8"), true), drop())
 	}
 	for _, is4 := range m.families() {
-		b.rule(in, matchIif(br, true), lookupAddr(src, is4, b.sandboxMap(is4)), toPolicy)
+		b.rule(in, matchIif(br, true), b.markConn(src, is4), toPolicy)
 	}
 	b.rule(in, matchIif(br, true), drop())
+
+	// The host's own connections to a sandbox (the port proxy's) are
+	// marked too: a detach forgets them with the sandbox's.
+	out := b.c.AddChain(&nftables.Chain{Name: "output", Table: b.t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
+	for _, is4 := range m.families() {
+		b.rule(out, matchOif(br, true), matchCtState(expr.CtStateBitNEW), b.markConn(dst, is4))
+	}
 
 	// The policy chain, in the policy's order of decision, after what no
 	// policy opens. Each rule is per family: a refusal is counted by the
@@ -498,6 +519,9 @@ func (m *Manager) elements(b *batch, sb *sandbox, now time.Time, all bool) []set
 			if yes {
 				out = append(out, setEl{b.addrSet(name, is4), nftables.SetElement{Key: k}})
 			}
+		}
+		if !is4 && sb.addr.IsValid() {
+			out = append(out, setEl{b.markMap6(), nftables.SetElement{Key: k, Val: sb.addr.AsSlice()}})
 		}
 		if sb.lim.MaxConns > 0 {
 			out = append(out, setEl{b.limitSet(sb.lim.MaxConns, is4), nftables.SetElement{Key: k}})

@@ -129,6 +129,18 @@ func lookupAddr(d dir, is4 bool, s *nftables.Set) []expr.Any {
 	return cat(matchFamily(is4), []expr.Any{loadAddr(d, is4), &expr.Lookup{SourceRegister: 1, SetName: s.Name}})
 }
 
+// markConn is "ip[6] saddr|daddr @sandboxes4|6 ct mark set <mark>", with
+// the family check: a sandbox's address, and its connection marked with
+// connMark of its IPv4 address (IPv4: the address the lookup read; IPv6:
+// what marks6 maps it to).
+func (b *batch) markConn(d dir, is4 bool) []expr.Any {
+	out := lookupAddr(d, is4, b.sandboxMap(is4))
+	if !is4 {
+		out = append(out, &expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: b.markMap6().Name})
+	}
+	return append(out, &expr.Ct{Register: 1, SourceRegister: true, Key: expr.CtKeyMARK})
+}
+
 // lookupPair is "ip[6] saddr . ip[6] daddr @set", with the family check,
 // in the registers nft(8) uses (the destination right after the source).
 func lookupPair(is4 bool, s *nftables.Set) []expr.Any {

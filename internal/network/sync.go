@@ -94,7 +94,22 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	}
 	m.mu.Unlock()
 
-	errs = append(errs, m.sweep(ctx, br, keep, keepLink, keepAddr)...)
+	forget := map[netip.Addr]bool{}
+	errs = append(errs, m.sweep(ctx, br, keep, keepLink, keepAddr, forget)...)
+	// One pass over the tracked connections: those of the addresses
+	// swept go, and those of a kept sandbox an earlier version tracked
+	// unmarked get its mark (conntrack.go).
+	marks := map[netip.Addr]uint32{}
+	for _, sb := range sbs {
+		for _, a := range []netip.Addr{sb.addr, sb.addr6} {
+			if a.IsValid() {
+				marks[a] = connMark(sb.addr)
+			}
+		}
+	}
+	if err := tidyConnections(marks, forget); err != nil {
+		m.log.WarnContext(ctx, "tidy the tracked connections", "err", err)
+	}
 
 	if releaseLeases {
 		leases, err := m.cfg.Leases.ListLeases(ctx)
@@ -123,8 +138,9 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 }
 
 // sweep removes this instance's links, neighbour entries, netns files and
-// RunDir entries that belong to no kept sandbox.
-func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map[string]bool, keepAddr map[netip.Addr]bool) []error {
+// RunDir entries that belong to no kept sandbox; the addresses of the
+// neighbour entries it removed go into forget.
+func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map[string]bool, keepAddr map[netip.Addr]bool, forget map[netip.Addr]bool) []error {
 	var errs []error
 	links, err := m.ownedLinks(br)
 	if err != nil {
@@ -159,7 +175,7 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
 		}
-		m.forgetConnections(ctx, a.Unmap())
+		forget[a.Unmap()] = true
 	}
 	if names, err := m.pins.list(); err == nil {
 		for _, name := range names {
