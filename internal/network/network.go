@@ -711,6 +711,10 @@ func (m *Manager) removeElements(sb *sandbox, known bool) error {
 				b.del(b.sandboxMap(is4), nftables.SetElement{Key: a.AsSlice(), Val: tagBytes(tag)})
 			}
 			b.del(b.sourceSet(is4), nftables.SetElement{Key: slices.Concat(ifname(sb.veth), a.AsSlice())})
+			if !is4 && sb.addr.IsValid() {
+				// Its mark is its IPv4 address, the value it holds.
+				b.del(b.markMap6(), nftables.SetElement{Key: a.AsSlice(), Val: sb.addr.AsSlice()})
+			}
 			m.clearAddr(b, a)
 			// Its pairs (CIDRs, names admitted) are found by a listing.
 			for _, set := range []*nftables.Set{b.cidrSet("deny", is4), b.cidrSet("allow", is4), b.namedSet(is4)} {

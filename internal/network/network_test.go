@@ -523,6 +523,9 @@ func TestAddressIsStableAcrossDetachAndAttachAndFreedByRelease(t *testing.T) {
 	if _, err := e.m.Status(e.ctx, "stable"); !errors.Is(err, network.ErrNotAttached) {
 		t.Fatalf("status after detach: %v", err)
 	}
+	if _, _, err := e.m.Traffic(e.ctx, "stable"); !errors.Is(err, network.ErrNotAttached) {
+		t.Fatalf("traffic after detach: %v", err)
+	}
 	b := e.attach("stable", policy.Default(), network.Limits{})
 	if b.Addr != a.Addr {
 		t.Fatalf("address %s after re-attach, was %s", b.Addr, a.Addr)
@@ -763,6 +766,10 @@ func TestConnLimitRefusesTheConnectionOverItAndStatusCountsIt(t *testing.T) {
 	if st1.TxBytes == 0 || st1.RxBytes == 0 || st1.Addr != a.Addr {
 		t.Fatalf("status %+v", st1)
 	}
+	// Traffic (the idle check's) reads the same link.
+	if rx, tx, err := e.m.Traffic(e.ctx, "conns"); err != nil || rx < st1.RxBytes || tx < st1.TxBytes {
+		t.Fatalf("Traffic = %d, %d, %v; Status said %d, %d", rx, tx, err, st1.RxBytes, st1.TxBytes)
+	}
 	e.m.NoteRefused("conns")
 	if st2, _ := e.m.Status(e.ctx, "conns"); st2.Refused != st1.Refused+1 {
 		t.Fatalf("NoteRefused: %d -> %d", st1.Refused, st2.Refused)
@@ -955,7 +962,16 @@ func TestSandboxCannotReachAnotherThroughTheGateway(t *testing.T) {
 }
 
 func TestReleaseAfterARestartRemovesWhatTheOldManagerMade(t *testing.T) {
-	e := newEnv(t)
+	t.Run("IPv4", func(t *testing.T) { releaseAfterARestart(t, nil) })
+	t.Run("IPv6", func(t *testing.T) {
+		releaseAfterARestart(t, func(cfg *network.Config, n int) {
+			cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+		})
+	})
+}
+
+func releaseAfterARestart(t *testing.T, edit func(cfg *network.Config, n int)) {
+	e := newEnvWith(t, edit)
 	a := e.attach("orphan", parse(t, []string{"example.test"}, nil, true), network.Limits{BandwidthBits: 1e6})
 	e.m = e.newManager()
 	if _, ok := e.m.Addr("orphan"); ok {

@@ -39,15 +39,44 @@ func (m *Manager) Status(ctx context.Context, id string) (Status, error) {
 		return Status{}, fmt.Errorf("read refused counters of %s: %w", id, err)
 	}
 	st.Refused += refusedOf(counts, sb)
-	l, err := netlink.LinkByName(sb.veth)
-	if err != nil {
+	if st.RxBytes, st.TxBytes, err = linkTraffic(sb.veth); err != nil {
 		return Status{}, fmt.Errorf("read link stats of %s: %w", id, err)
 	}
-	if s := l.Attrs().Statistics; s != nil {
-		// The host side receives what the sandbox sends.
-		st.TxBytes, st.RxBytes = s.RxBytes, s.TxBytes
-	}
 	return st, nil
+}
+
+// Traffic returns the bytes an attached sandbox has received and sent
+// (ErrNotAttached if none): Status without the refusals, whose count
+// lists a set that holds every sandbox (O(sandboxes)). The idle check
+// asks it of every running sandbox, so it reads the sandbox's link alone.
+func (m *Manager) Traffic(ctx context.Context, id string) (rx, tx uint64, err error) {
+	m.mu.RLock()
+	sb, ok := m.sbs[id]
+	var veth string
+	if ok {
+		veth = sb.veth
+	}
+	m.mu.RUnlock()
+	if !ok {
+		return 0, 0, fmt.Errorf("traffic of %s: %w", id, ErrNotAttached)
+	}
+	if rx, tx, err = linkTraffic(veth); err != nil {
+		return 0, 0, fmt.Errorf("read link stats of %s: %w", id, err)
+	}
+	return rx, tx, nil
+}
+
+// linkTraffic reads what a sandbox received and sent from the statistics
+// of its host end (which receives what the sandbox sends).
+func linkTraffic(veth string) (rx, tx uint64, err error) {
+	l, err := netlink.LinkByName(veth)
+	if err != nil {
+		return 0, 0, err
+	}
+	if s := l.Attrs().Statistics; s != nil {
+		return s.TxBytes, s.RxBytes, nil
+	}
+	return 0, 0, nil
 }
 
 // Lookup finds the attached sandbox that owns source address src (for the

@@ -39,6 +39,9 @@ type Network interface {
 	SetPolicy(ctx context.Context, id string, p policy.Policy) error
 	Sync(ctx context.Context, running []network.Attachment, exists map[string]bool) error
 	Status(ctx context.Context, id string) (network.Status, error)
+	// Traffic is Status's bytes alone, without the refusals (which cost
+	// O(sandboxes) to read): the idle check asks it of every sandbox.
+	Traffic(ctx context.Context, id string) (rx, tx uint64, err error)
 	Gateway() netip.Addr
 	Addr(id string) (netip.Addr, bool)
 	// Subnets are the subnets a sandbox is leased an address in (a
@@ -448,14 +451,14 @@ func (a *netActivity) Kind() ActivityKind { return ActivityNetwork }
 
 // Active implements ActivitySource.
 func (a *netActivity) Active(ctx context.Context, id string) (bool, error) {
-	st, err := a.n.Status(ctx, id)
+	rx, tx, err := a.n.Traffic(ctx, id)
 	if errors.Is(err, network.ErrNotAttached) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	total := st.RxBytes + st.TxBytes
+	total := rx + tx
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	prev, seen := a.last[id]
