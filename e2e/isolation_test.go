@@ -209,6 +209,57 @@ func TestDiskQuotaHoldsInsideSandbox(t *testing.T) {
 // its sandbox up itself and then drops its capabilities on every thread
 // at once; any thread may fork the next process, so each must hold
 // Docker's default set, nothing inheritable or ambient, and no_new_privs.
+// TestAWaitingShellHasDroppedWhatNoSandboxKeeps: a shell (an init spawned
+// ahead) drops from its bounding set, on every thread, what no sandbox
+// keeps while it waits for its claim, and keeps its effective capabilities
+// for the claim's setup; the claim then has only the last steps of the
+// drop left (each is a system call on every thread of init).
+func TestAWaitingShellHasDroppedWhatNoSandboxKeeps(t *testing.T) {
+	newDaemon(t) // its shells are spawned at start
+	want := "CapBnd: 00000000a80425fb"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var statuses []string
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			b, err := os.ReadFile(p)
+			if err != nil || !strings.Contains(string(b), "\x00--shell\x00--bounding=") {
+				continue
+			}
+			tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "task", "*", "status"))
+			for _, st := range tasks {
+				if b, err := os.ReadFile(st); err == nil {
+					statuses = append(statuses, string(b))
+				}
+			}
+		}
+		if len(statuses) > 0 {
+			for _, st := range statuses {
+				var bnd, eff string
+				for _, l := range strings.Split(st, "\n") {
+					if strings.HasPrefix(l, "CapBnd:") {
+						bnd = strings.Join(strings.Fields(l), " ")
+					}
+					if strings.HasPrefix(l, "CapEff:") {
+						eff = strings.Join(strings.Fields(l), " ")
+					}
+				}
+				if bnd != want {
+					t.Fatalf("a waiting shell's thread has %q, want %q", bnd, want)
+				}
+				if eff == "CapEff: 00000000a80425fb" || eff == "" {
+					t.Fatalf("a waiting shell's thread has %q: it needs its capabilities for the claim's setup", eff)
+				}
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no waiting shell found")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestEveryInitThreadHoldsOnlyTheDefaultCapabilities(t *testing.T) {
 	d := newDaemon(t)
 	ctx := ctxT(t)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -110,14 +111,19 @@ func newInit(logger *slog.Logger) (*initProc, error) {
 		// Nothing the spawner leaked stays while the shell waits; what
 		// the claim hands over arrives after this.
 		closeInherited(SetupFD+1, nil)
-		if err := prepareShell(); err != nil {
+		err := prepareShell()
+		for _, a := range os.Args[3:] {
+			if b, ok := strings.CutPrefix(a, BoundingArg); ok && err == nil {
+				err = narrowBounding(b)
+			}
+		}
+		if err != nil {
 			unix.Sendmsg(SetupFD, []byte("error: "+err.Error()), nil, nil, 0)
 			return nil, fmt.Errorf("shell: %w", err)
 		}
 		if err := unix.Sendmsg(SetupFD, []byte(ShellWaitingMsg), nil, nil, 0); err != nil {
 			return nil, fmt.Errorf("shell: setup socket: %w", err)
 		}
-		var err error
 		if trees, err = awaitClaim(); err != nil {
 			return nil, fmt.Errorf("shell: %w", err)
 		}

@@ -678,6 +678,18 @@ var defaultCaps = []string{
 	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
+// boundingArg is guest.BoundingArg with defaultCaps: a shell may be
+// claimed by any sandbox, and every sandbox keeps defaultCaps.
+func boundingArg() string {
+	var nums []string
+	for _, c := range defaultCaps {
+		if v, ok := capNumber(c); ok {
+			nums = append(nums, strconv.Itoa(v))
+		}
+	}
+	return guest.BoundingArg + strings.Join(nums, ",")
+}
+
 // sandboxDevices are the device cgroup rules of every sandbox (runc's
 // default set).
 func sandboxDevices() []*devconfig.Rule {

@@ -257,7 +257,7 @@ func (r *Runtime) spawnShell(ctx context.Context) (_ *shell, retErr error) {
 		return nil, fmt.Errorf("shell: %w", err)
 	}
 	defer null.Close()
-	sp := spawnSpec{Args: []string{"/proc/self/fd/" + strconv.Itoa(guest.BinaryFD), SandboxInitArg, guest.ShellArg},
+	sp := spawnSpec{Args: []string{"/proc/self/fd/" + strconv.Itoa(guest.BinaryFD), SandboxInitArg, guest.ShellArg, boundingArg()},
 		Env: initEnv(), Clone: nativeClone}
 	if sh.slot >= 0 {
 		sp.UserNS, sp.HostID = true, r.hostID(sh.slot)
