@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -205,10 +206,6 @@ func TestDiskQuotaHoldsInsideSandbox(t *testing.T) {
 	d.sh(ctx, sb.ID, "agent", "rm /workspace/big && echo ok > /workspace/small")
 }
 
-// TestEveryInitThreadHoldsOnlyTheDefaultCapabilities: stead-init sets
-// its sandbox up itself and then drops its capabilities on every thread
-// at once; any thread may fork the next process, so each must hold
-// Docker's default set, nothing inheritable or ambient, and no_new_privs.
 // TestAWaitingShellHasDroppedWhatNoSandboxKeeps: a shell (an init spawned
 // ahead) drops from its bounding set, on every thread, what no sandbox
 // keeps while it waits for its claim, and keeps its effective capabilities
@@ -217,13 +214,23 @@ func TestDiskQuotaHoldsInsideSandbox(t *testing.T) {
 func TestAWaitingShellHasDroppedWhatNoSandboxKeeps(t *testing.T) {
 	newDaemon(t) // its shells are spawned at start
 	want := "CapBnd: 00000000a80425fb"
+	// A shell is seen from its exec on, before it narrows its set: the
+	// check passes once every shell seen has narrowed, and fails if one
+	// has not within the deadline.
 	deadline := time.Now().Add(10 * time.Second)
+	var bad string
 	for {
 		var statuses []string
 		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range procs {
 			b, err := os.ReadFile(p)
 			if err != nil || !strings.Contains(string(b), "\x00--shell\x00--bounding=") {
+				continue
+			}
+			// Waiting, not claimed: a claim renames the shell's cgroups
+			// to its sandbox's (a running sandbox's init keeps the
+			// arguments it was spawned with).
+			if cg, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup")); err != nil || !strings.Contains(string(cg), "/_shell-") {
 				continue
 			}
 			tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "task", "*", "status"))
@@ -233,33 +240,41 @@ func TestAWaitingShellHasDroppedWhatNoSandboxKeeps(t *testing.T) {
 				}
 			}
 		}
-		if len(statuses) > 0 {
-			for _, st := range statuses {
-				var bnd, eff string
-				for _, l := range strings.Split(st, "\n") {
-					if strings.HasPrefix(l, "CapBnd:") {
-						bnd = strings.Join(strings.Fields(l), " ")
-					}
-					if strings.HasPrefix(l, "CapEff:") {
-						eff = strings.Join(strings.Fields(l), " ")
-					}
+		bad = ""
+		if len(statuses) == 0 {
+			bad = "no waiting shell found"
+		}
+		for _, st := range statuses {
+			var bnd, eff string
+			for _, l := range strings.Split(st, "\n") {
+				if strings.HasPrefix(l, "CapBnd:") {
+					bnd = strings.Join(strings.Fields(l), " ")
 				}
-				if bnd != want {
-					t.Fatalf("a waiting shell's thread has %q, want %q", bnd, want)
-				}
-				if eff == "CapEff: 00000000a80425fb" || eff == "" {
-					t.Fatalf("a waiting shell's thread has %q: it needs its capabilities for the claim's setup", eff)
+				if strings.HasPrefix(l, "CapEff:") {
+					eff = strings.Join(strings.Fields(l), " ")
 				}
 			}
+			if bnd != want {
+				bad = fmt.Sprintf("a waiting shell's thread has %q, want %q", bnd, want)
+			}
+			if eff == "CapEff: 00000000a80425fb" || eff == "" {
+				t.Fatalf("a waiting shell's thread has %q: it needs its capabilities for the claim's setup", eff)
+			}
+		}
+		if bad == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no waiting shell found")
+			t.Fatal(bad)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// TestEveryInitThreadHoldsOnlyTheDefaultCapabilities: stead-init sets
+// its sandbox up itself and then drops its capabilities on every thread
+// at once; any thread may fork the next process, so each must hold
+// Docker's default set, nothing inheritable or ambient, and no_new_privs.
 func TestEveryInitThreadHoldsOnlyTheDefaultCapabilities(t *testing.T) {
 	d := newDaemon(t)
 	ctx := ctxT(t)

@@ -847,7 +847,9 @@ func reexecAfterSetup() error {
 	}
 	args := []string{os.Args[0], os.Args[1], setupDoneArg}
 	for _, a := range os.Args[2:] {
-		if a != ShellArg { // the new image is claimed already
+		// The new image is claimed already: a shell's arguments stay
+		// behind.
+		if a != ShellArg && !strings.HasPrefix(a, BoundingArg) {
 			args = append(args, a)
 		}
 	}

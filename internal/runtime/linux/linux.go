@@ -679,7 +679,9 @@ var defaultCaps = []string{
 }
 
 // boundingArg is guest.BoundingArg with defaultCaps: a shell may be
-// claimed by any sandbox, and every sandbox keeps defaultCaps.
+// claimed by any sandbox, and every sandbox keeps defaultCaps. A sandbox
+// that kept more would need its shells to keep more too: a capability a
+// shell dropped from its bounding set ahead cannot come back.
 func boundingArg() string {
 	var nums []string
 	for _, c := range defaultCaps {
