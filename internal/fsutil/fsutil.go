@@ -102,6 +102,18 @@ func ReadlinkAt(dirfd int, name string) (string, error) {
 	}
 }
 
+// ReadDirNames lists the names in the directory dirfd (an O_PATH
+// descriptor will do), without . and ..; dirfd stays open.
+func ReadDirNames(dirfd int) ([]string, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "dir")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
 // UnmountUnder detaches every mount at or below dir (what a killed daemon
 // leaves in a run directory it made: per-sandbox tmpfs mounts), deepest
 // first.

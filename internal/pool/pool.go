@@ -204,6 +204,16 @@ func FormatBytes(n int64) string {
 type CloneOptions struct {
 	// ReadOnly makes the new dataset immutable (a snapshot).
 	ReadOnly bool
+	// Unshared makes a clone that shares no metadata with src: on btrfs a
+	// new subvolume with src's files reflinked into it (their data is
+	// shared), where a plain clone is a snapshot that shares src's whole
+	// tree. It costs a walk of src, but snapshots of it do not slow the
+	// snapshots of src: every snapshot of one subvolume adds a reference
+	// to its shared tree blocks, and the next snapshot of it pays for all
+	// of them (bench/btrfssnap). A crash during an unshared clone can
+	// leave a partial dst: give it a name a restart sweeps. Pools whose
+	// clones are copies anyway ignore it.
+	Unshared bool
 }
 
 // Pool stores datasets.

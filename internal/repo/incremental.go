@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/repo/chunker"
 	"github.com/stead-dev/stead/internal/repo/seal"
 	"github.com/stead-dev/stead/internal/treediff"
@@ -219,7 +220,7 @@ func (w *diffWalk) dir(ctx context.Context, dirfd int, d *wdir, ino uint64) (Sta
 		}
 		return delta, nil
 	}
-	names, err := readDirNames(dirfd)
+	names, err := fsutil.ReadDirNames(dirfd)
 	if err != nil {
 		return Stats{}, fmt.Errorf("read directory /%s: %w", d.rel, err)
 	}

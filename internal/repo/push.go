@@ -461,7 +461,7 @@ func (p *pusher) walk(ctx context.Context, dirfd int, d *wdir, emit func(readJob
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	names, err := readDirNames(dirfd)
+	names, err := fsutil.ReadDirNames(dirfd)
 	if err != nil {
 		return fmt.Errorf("read directory /%s: %w", d.rel, err)
 	}
@@ -549,17 +549,6 @@ func joinRel(dir, name string) string {
 		return name
 	}
 	return dir + "/" + name
-}
-
-// readDirNames lists a directory descriptor's entry names.
-func readDirNames(dirfd int) ([]string, error) {
-	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), "dir")
-	defer f.Close()
-	return f.Readdirnames(-1)
 }
 
 // readAll reads the queued files, big ones first (so the tail of the push

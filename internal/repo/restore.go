@@ -16,6 +16,7 @@ import (
 
 	"github.com/stead-dev/stead/internal/blobstore"
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/repo/pack"
 	"github.com/stead-dev/stead/internal/repo/seal"
 	"github.com/stead-dev/stead/internal/xattr"
@@ -186,7 +187,7 @@ func (r *restorer) run(ctx context.Context, node *Node, dst string) error {
 		return fmt.Errorf("open %s: %w", dst, err)
 	}
 	defer unix.Close(fd)
-	if names, err := readDirNames(fd); err != nil {
+	if names, err := fsutil.ReadDirNames(fd); err != nil {
 		return err
 	} else if len(names) > 0 {
 		return fmt.Errorf("restore into %s: not empty: %w", dst, errs.ErrConflict)

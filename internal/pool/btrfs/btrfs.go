@@ -108,6 +108,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/internal/errs"
+	"github.com/stead-dev/stead/internal/files"
+	sfsutil "github.com/stead-dev/stead/internal/fsutil"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/pool/internal/fsutil"
 )
@@ -906,6 +908,13 @@ func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOption
 		return fmt.Errorf("clone dataset %s: %w", src, err)
 	}
 	defer unix.Close(parent)
+	if opts.Unshared {
+		if err := p.copyInto(ctx, src, parent, id, opts.ReadOnly); err != nil {
+			return fmt.Errorf("clone dataset %s to %s: %w", src, dst, err)
+		}
+		p.log.Debug("cloned dataset", "op", "clone", "dataset", dst, "src", src, "unshared", true, "readonly", opts.ReadOnly, "dur", time.Since(start))
+		return nil
+	}
 	if err := snapCreate(parent, sfd, id, opts.ReadOnly, p.group); err != nil {
 		if errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("clone dataset %s to %s: %w", src, dst, errs.ErrConflict)
@@ -914,6 +923,133 @@ func (p *Pool) Clone(ctx context.Context, src, dst string, opts pool.CloneOption
 	}
 	p.log.Debug("cloned dataset", "op", "clone", "dataset", dst, "src", src, "readonly", opts.ReadOnly, "dur", time.Since(start))
 	return nil
+}
+
+// unsharedTmp is where copyInto builds the tree inside the new subvolume
+// before moving its entries up to the subvolume's root.
+const unsharedTmp = ".stead-unshared"
+
+// copyInto makes the subvolume id in the kind directory parent and
+// copies dataset src's tree into it, files reflinked (Unshared: see
+// pool.CloneOptions). files.Root.CopyTree copies a tree as a new
+// directory, so it is copied whole into a directory of the subvolume
+// (hard links between its top-level entries stay links) whose entries
+// and attributes then move up to the subvolume's root. On failure the
+// subvolume is destroyed.
+func (p *Pool) copyInto(ctx context.Context, src string, parent int, id string, readOnly bool) (retErr error) {
+	if err := subvolCreateIn(parent, id, p.group); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return errs.ErrConflict
+		}
+		return err
+	}
+	defer func() {
+		if retErr != nil {
+			if err := snapDestroy(parent, id); err != nil {
+				p.log.Warn("remove half-made unshared clone", "dataset", id, "err", err)
+			}
+		}
+	}()
+	dfd, err := unix.Openat(parent, id, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dfd)
+	root, err := files.OpenRoot(p.Path(src))
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if err := root.CopyTree(ctx, "/", dfd, unsharedTmp); err != nil {
+		return err
+	}
+	tfd, err := unix.Openat(dfd, unsharedTmp, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	// The root's attributes are the copy's, read before the moves
+	// change its times.
+	attrs, err := readDirAttrs(tfd)
+	if err != nil {
+		return err
+	}
+	names, err := sfsutil.ReadDirNames(tfd)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := unix.Renameat2(tfd, name, dfd, name, unix.RENAME_NOREPLACE); err != nil {
+			return fmt.Errorf("move %s into place: %w", name, err)
+		}
+	}
+	if err := unix.Unlinkat(dfd, unsharedTmp, unix.AT_REMOVEDIR); err != nil {
+		return err
+	}
+	// Last: the moves and the removal changed the root's times.
+	if err := attrs.apply(dfd); err != nil {
+		return err
+	}
+	if readOnly {
+		return setSubvolReadOnly(dfd, true)
+	}
+	return nil
+}
+
+// dirAttrs are a directory's owner, mode, extended attributes and times.
+type dirAttrs struct {
+	st     unix.Stat_t
+	xattrs map[string][]byte
+}
+
+// readDirAttrs reads the attributes of the directory fd.
+func readDirAttrs(fd int) (dirAttrs, error) {
+	a := dirAttrs{xattrs: map[string][]byte{}}
+	if err := unix.Fstat(fd, &a.st); err != nil {
+		return a, err
+	}
+	sz, err := unix.Flistxattr(fd, nil)
+	if err != nil && err != unix.ENOTSUP {
+		return a, err
+	}
+	if sz <= 0 {
+		return a, nil
+	}
+	buf := make([]byte, sz)
+	if sz, err = unix.Flistxattr(fd, buf); err != nil {
+		return a, err
+	}
+	for _, name := range strings.Split(string(buf[:sz]), "\x00") {
+		if name == "" {
+			continue
+		}
+		n, err := unix.Fgetxattr(fd, name, nil)
+		if err != nil {
+			return a, err
+		}
+		val := make([]byte, n)
+		if n, err = unix.Fgetxattr(fd, name, val); err != nil {
+			return a, err
+		}
+		a.xattrs[name] = val[:n]
+	}
+	return a, nil
+}
+
+// apply gives the directory fd the attributes a.
+func (a dirAttrs) apply(fd int) error {
+	if err := unix.Fchown(fd, int(a.st.Uid), int(a.st.Gid)); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, a.st.Mode&0o7777); err != nil {
+		return err
+	}
+	for name, val := range a.xattrs {
+		if err := unix.Fsetxattr(fd, name, val, 0); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return unix.UtimesNanoAt(fd, "", []unix.Timespec{a.st.Atim, a.st.Mtim}, unix.AT_EMPTY_PATH)
 }
 
 // Delete destroys the dataset's subvolume, read-only or not, with any

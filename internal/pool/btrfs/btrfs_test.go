@@ -1,6 +1,7 @@
 package btrfs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -177,16 +178,7 @@ func testCloneIsSubvolumeSnapshot(t *testing.T, full bool) {
 		t.Fatalf("pool opened with FullQgroups=%t has simple quotas=%t", full, p.SimpleQuota())
 	}
 	ctx := t.Context()
-	if err := p.Create(ctx, "templates/big"); err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, 64<<20)
-	for i := range data {
-		data[i] = byte(i*7 + i>>12)
-	}
-	if err := os.WriteFile(filepath.Join(p.Path("templates/big"), "blob"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pooltest.BigTemplate(t, p, "templates/big")
 	for _, ro := range []bool{false, true} {
 		dst := "sandboxes/rw"
 		if ro {
@@ -237,6 +229,52 @@ func testCloneIsSubvolumeSnapshot(t *testing.T, full bool) {
 		// Simple quotas charge an extent to the subvolume that wrote it,
 		// for as long as it exists: the template keeps its 64 MiB.
 		t.Errorf("source usage %d bytes under simple quotas; want the 64 MiB it wrote", u)
+	}
+}
+
+// TestBtrfsUnsharedCloneIsASubvolumeOfItsOwnWithSharedData: an unshared
+// clone is no snapshot (no parent UUID, so snapshots of it add no
+// reference to its source's tree), while its files' data is reflinked
+// (its exclusive usage stays small beside a 64 MiB file); a plain clone
+// names its source as its parent.
+func TestBtrfsUnsharedCloneIsASubvolumeOfItsOwnWithSharedData(t *testing.T) {
+	testutil.RequireRoot(t)
+	p := openImagePool(t, t.TempDir())
+	ctx := t.Context()
+	data := pooltest.BigTemplate(t, p, "templates/big")
+	if err := p.Clone(ctx, "templates/big", "sandboxes/snap", pool.CloneOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Clone(ctx, "templates/big", "sandboxes/copy", pool.CloneOptions{Unshared: true}); err != nil {
+		t.Fatal(err)
+	}
+	info := func(name string) subvolInfo {
+		fd, err := openDir(p.Path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fd)
+		si, err := getSubvolInfo(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return si
+	}
+	src, snap, cp := info("templates/big"), info("sandboxes/snap"), info("sandboxes/copy")
+	if snap.parentUUID != src.uuid {
+		t.Fatalf("a plain clone's parent UUID %x, want its source's %x", snap.parentUUID, src.uuid)
+	}
+	if cp.parentUUID != ([16]byte{}) || cp.uuid == src.uuid {
+		t.Fatalf("an unshared clone has parent UUID %x (uuid %x, source %x): want none", cp.parentUUID, cp.uuid, src.uuid)
+	}
+	if u, err := p.Usage(ctx, "sandboxes/copy"); err != nil || u > 1<<20 {
+		t.Fatalf("unshared clone's exclusive usage %d bytes (%v) after copying 64 MiB: want the data reflinked", u, err)
+	}
+	if got, err := os.ReadFile(filepath.Join(p.Path("sandboxes/copy"), "blob")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("unshared clone's blob differs (%v)", err)
+	}
+	if _, err := os.Lstat(filepath.Join(p.Path("sandboxes/copy"), unsharedTmp)); !os.IsNotExist(err) {
+		t.Fatalf("the copy's build directory is left: %v", err)
 	}
 }
 

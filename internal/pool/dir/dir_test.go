@@ -52,16 +52,7 @@ func TestDirPoolCloneSharesExtentsOnXFS(t *testing.T) {
 	mnt := mountXFS(t)
 	p := openAt(t, filepath.Join(mnt, "pool"))
 	ctx := t.Context()
-	if err := p.Create(ctx, "templates/big"); err != nil {
-		t.Fatal(err)
-	}
-	data := make([]byte, 64<<20)
-	for i := range data {
-		data[i] = byte(i*7 + i>>12)
-	}
-	if err := os.WriteFile(filepath.Join(p.Path("templates/big"), "blob"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pooltest.BigTemplate(t, p, "templates/big")
 	before := freeBytes(t, mnt)
 	if err := p.Clone(ctx, "templates/big", "sandboxes/a", pool.CloneOptions{}); err != nil {
 		t.Fatal(err)

@@ -37,10 +37,7 @@ import (
 func Run(t *testing.T, open func(t *testing.T) pool.Pool) {
 	testutil.RequireRoot(t)
 	s := suite{open: open}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	tests := []contractTest{
 		{"CreateMakesEmptyRootOwnedDir0755", s.createMakesEmptyRootOwnedDir},
 		{"CreateExistingNameConflicts", s.createExistingNameConflicts},
 		{"ExistsReportsPresenceByFullName", s.existsReportsPresence},
@@ -68,13 +65,38 @@ func Run(t *testing.T, open func(t *testing.T) pool.Pool) {
 		{"RenameUnsyncedMovesAtomicallyAndNeverReplaces", s.renameUnsynced},
 		{"ExchangeSwapsTwoDatasets", s.exchange},
 	}
+	// An unshared clone keeps every promise of a clone.
+	u := suite{open: open, opts: pool.CloneOptions{Unshared: true}}
+	tests = append(tests, []contractTest{
+		{"UnsharedCloneIsFaithful", u.cloneIsFaithful},
+		{"UnsharedCloneIsIndependentOfLaterWritesToSource", u.cloneIndependentOfSource},
+		{"SourceIsIndependentOfWritesToUnsharedClone", u.sourceIndependentOfClone},
+		{"UnsharedReadOnlyCloneRejectsWritesByRoot", u.readOnlyClone},
+		{"UnsharedCloneOfReadOnlySourceIsWritable", u.cloneOfReadOnlySource},
+		{"UnsharedCloneOfMissingSourceIsNotFoundAndLeavesNoDst", u.cloneMissingSource},
+		{"UnsharedCloneOntoExistingNameConflictsAndKeepsIt", u.cloneOntoExisting},
+	}...)
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
 	}
 }
 
+// contractTest is one test of the contract.
+type contractTest struct {
+	name string
+	fn   func(t *testing.T)
+}
+
 type suite struct {
 	open func(t *testing.T) pool.Pool
+	opts pool.CloneOptions // of the clones the tests make
+}
+
+// with is s.opts with ReadOnly set to ro.
+func (s suite) with(ro bool) pool.CloneOptions {
+	o := s.opts
+	o.ReadOnly = ro
+	return o
 }
 
 const (
@@ -83,6 +105,24 @@ const (
 )
 
 func ctxT(t *testing.T) context.Context { return t.Context() }
+
+// BigTemplate creates the dataset name in p holding one 64 MiB file,
+// blob, of data no compression shrinks much, and returns the data (for
+// the pools' own tests of what a clone shares).
+func BigTemplate(t *testing.T, p pool.Pool, name string) []byte {
+	t.Helper()
+	if err := p.Create(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64<<20)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	if err := os.WriteFile(filepath.Join(p.Path(name), "blob"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
 
 func must(t *testing.T, err error, what string) {
 	t.Helper()
@@ -389,7 +429,7 @@ func (s suite) cloneIsFaithful(t *testing.T) {
 	ctx := ctxT(t)
 	src := newSource(t, p)
 	want := describe(t, src)
-	must(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{}), "clone")
+	must(t, p.Clone(ctx, tplSrc, sbxDst, s.with(false)), "clone")
 	dst := p.Path(sbxDst)
 	j := func(p string) string { return filepath.Join(dst, p) }
 
@@ -469,8 +509,8 @@ func (s suite) cloneIsFaithful(t *testing.T) {
 func (s suite) cloneMissingSource(t *testing.T) {
 	p := s.open(t)
 	ctx := ctxT(t)
-	wantErr(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{}), errs.ErrNotFound, "clone of a missing source")
-	wantErr(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{ReadOnly: true}), errs.ErrNotFound, "read-only clone of a missing source")
+	wantErr(t, p.Clone(ctx, tplSrc, sbxDst, s.with(false)), errs.ErrNotFound, "clone of a missing source")
+	wantErr(t, p.Clone(ctx, tplSrc, sbxDst, s.with(true)), errs.ErrNotFound, "read-only clone of a missing source")
 	if ok, err := p.Exists(ctx, sbxDst); err != nil || ok {
 		t.Fatalf("failed clone left dst: Exists = %v, %v", ok, err)
 	}
@@ -490,8 +530,8 @@ func (s suite) cloneOntoExisting(t *testing.T) {
 	newSource(t, p)
 	must(t, p.Create(ctx, sbxDst), "create dst")
 	writeFile(t, filepath.Join(p.Path(sbxDst), "mine"), []byte("mine"), 0o644)
-	wantErr(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{}), errs.ErrConflict, "clone onto an existing dataset")
-	wantErr(t, p.Clone(ctx, tplSrc, tplSrc, pool.CloneOptions{}), errs.ErrConflict, "clone onto itself")
+	wantErr(t, p.Clone(ctx, tplSrc, sbxDst, s.with(false)), errs.ErrConflict, "clone onto an existing dataset")
+	wantErr(t, p.Clone(ctx, tplSrc, tplSrc, s.with(false)), errs.ErrConflict, "clone onto itself")
 	ents, err := os.ReadDir(p.Path(sbxDst))
 	must(t, err, "readdir")
 	if len(ents) != 1 || ents[0].Name() != "mine" || readFile(t, filepath.Join(p.Path(sbxDst), "mine")) != "mine" {
@@ -503,7 +543,7 @@ func (s suite) cloneIndependentOfSource(t *testing.T) {
 	p := s.open(t)
 	ctx := ctxT(t)
 	src := newSource(t, p)
-	must(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{}), "clone")
+	must(t, p.Clone(ctx, tplSrc, sbxDst, s.with(false)), "clone")
 	want := describe(t, p.Path(sbxDst))
 
 	writeFile(t, filepath.Join(src, "file.txt"), []byte("changed in source\n"), 0o644)
@@ -530,7 +570,7 @@ func (s suite) sourceIndependentOfClone(t *testing.T) {
 	ctx := ctxT(t)
 	src := newSource(t, p)
 	want := describe(t, src)
-	must(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{}), "clone")
+	must(t, p.Clone(ctx, tplSrc, sbxDst, s.with(false)), "clone")
 	dst := p.Path(sbxDst)
 
 	writeFile(t, filepath.Join(dst, "file.txt"), []byte("changed in clone\n"), 0o644)
@@ -635,7 +675,7 @@ func (s suite) readOnlyClone(t *testing.T) {
 	ctx := ctxT(t)
 	src := newSource(t, p)
 	want := describe(t, src)
-	must(t, p.Clone(ctx, tplSrc, "snapshots/ro", pool.CloneOptions{ReadOnly: true}), "read-only clone")
+	must(t, p.Clone(ctx, tplSrc, "snapshots/ro", s.with(true)), "read-only clone")
 	assertSameTree(t, want, p.Path("snapshots/ro"))
 	assertWritesFail(t, p.Path("snapshots/ro"))
 	// The source stays writable.
@@ -650,7 +690,7 @@ func (s suite) cloneOfReadOnlySource(t *testing.T) {
 	src := newSource(t, p)
 	want := describe(t, src)
 	must(t, p.SetReadOnly(ctx, tplSrc, true), "set source read-only")
-	must(t, p.Clone(ctx, tplSrc, sbxDst, pool.CloneOptions{}), "clone")
+	must(t, p.Clone(ctx, tplSrc, sbxDst, s.with(false)), "clone")
 	assertSameTree(t, want, p.Path(sbxDst))
 	assertWritesSucceed(t, p.Path(sbxDst))
 	assertWritesFail(t, src)
