@@ -248,18 +248,7 @@ func TestBtrfsUnsharedCloneIsASubvolumeOfItsOwnWithSharedData(t *testing.T) {
 	if err := p.Clone(ctx, "templates/big", "sandboxes/copy", pool.CloneOptions{Unshared: true}); err != nil {
 		t.Fatal(err)
 	}
-	info := func(name string) subvolInfo {
-		fd, err := openDir(p.Path(name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(fd)
-		si, err := getSubvolInfo(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return si
-	}
+	info := func(name string) subvolInfo { return onSubvol(t, p.Path(name), getSubvolInfo) }
 	src, snap, cp := info("templates/big"), info("sandboxes/snap"), info("sandboxes/copy")
 	if snap.parentUUID != src.uuid {
 		t.Fatalf("a plain clone's parent UUID %x, want its source's %x", snap.parentUUID, src.uuid)
@@ -278,32 +267,23 @@ func TestBtrfsUnsharedCloneIsASubvolumeOfItsOwnWithSharedData(t *testing.T) {
 	}
 }
 
-func subvolIDOf(t *testing.T, path string) uint64 {
-	t.Helper()
-	fd, err := openDir(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	id, err := subvolID(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
+func subvolIDOf(t *testing.T, path string) uint64 { return onSubvol(t, path, subvolID) }
 
-func subvolFlagsOf(t *testing.T, path string) uint64 {
+func subvolFlagsOf(t *testing.T, path string) uint64 { return onSubvol(t, path, subvolGetFlags) }
+
+// onSubvol is what read returns for the directory at path.
+func onSubvol[T any](t *testing.T, path string, read func(fd int) (T, error)) T {
 	t.Helper()
 	fd, err := openDir(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	f, err := subvolGetFlags(fd)
+	v, err := read(fd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	return v
 }
 
 // TestBtrfsReopenReusesMountedImage is a daemon restart while sandboxes run:
