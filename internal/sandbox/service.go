@@ -204,6 +204,7 @@ func New(opts Options) *Service {
 		Tasks:    tasks.New(opts.Store),
 		Backend:  audit.NewBackend(opts.Audit), rec: audit.Nop{},
 		secrets: tenancy.NewSecretKey(opts.SecretsKeyFile, opts.SecretsKey)}
+	s.spares.firstBase = baseMinServe
 	if opts.Audit != nil {
 		s.rec = opts.Audit
 	}

@@ -3,12 +3,17 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stead-dev/stead/client"
 	"github.com/stead-dev/stead/internal/pool"
@@ -18,9 +23,11 @@ import (
 )
 
 // runSpares runs the spares of s, n per used template, until the test
-// ends or stop is called (then they are deleted).
+// ends or stop is called (then they are deleted). Templates get a base
+// at once (firstBase 0).
 func runSpares(t *testing.T, s *Service, n int) (stop func()) {
 	t.Helper()
+	s.spares.firstBase = 0
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.RunSpares(ctx, n); close(done) }()
@@ -34,8 +41,25 @@ func runSpares(t *testing.T, s *Service, n int) (stop func()) {
 	return stop
 }
 
-// spareNames lists the spare datasets in s's pool.
+// spareNames lists the spare datasets in s's pool, bases left out.
 func spareNames(t *testing.T, s *Service) []string {
+	t.Helper()
+	return spareDatasets(t, s, func(id string) bool { return isSpare(id) && !isSpareBase(id) })
+}
+
+// baseNames lists the bases of spares in s's pool.
+func baseNames(t *testing.T, s *Service) []string {
+	t.Helper()
+	return spareDatasets(t, s, isSpareBase)
+}
+
+// leftSpares lists the spares and bases in s's pool.
+func leftSpares(t *testing.T, s *Service) []string {
+	t.Helper()
+	return spareDatasets(t, s, isSpare)
+}
+
+func spareDatasets(t *testing.T, s *Service, match func(id string) bool) []string {
 	t.Helper()
 	ids, err := s.pool.List(context.Background(), pool.KindSandbox)
 	if err != nil {
@@ -43,19 +67,45 @@ func spareNames(t *testing.T, s *Service) []string {
 	}
 	var out []string
 	for _, id := range ids {
-		if isSpare(id) {
+		if match(id) {
 			out = append(out, pool.KindSandbox+"/"+id)
 		}
 	}
 	return out
 }
 
-// waitSpares waits until s holds want spares, and they are all the pool
-// has.
+// waitSpares waits until s holds want spares and the bases it names, and
+// they are all the pool has.
 func waitSpares(t *testing.T, s *Service, want int) []string {
 	t.Helper()
-	waitFor(t, "the spares to fill", func() bool { return s.spareStats().Ready == want && len(spareNames(t, s)) == want })
+	waitFor(t, "the spares to fill", func() bool {
+		st := s.spareStats()
+		return st.Ready == want && len(spareNames(t, s)) == want && len(baseNames(t, s)) == st.Bases
+	})
 	return spareNames(t, s)
+}
+
+// subvolUUIDs returns the UUID and parent UUID of the subvolume at dir
+// (btrfs subvolume show).
+func subvolUUIDs(t *testing.T, dir string) (uuid, parent string) {
+	t.Helper()
+	out, err := exec.Command("btrfs", "subvolume", "show", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("btrfs subvolume show %s: %v: %s", dir, err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), ":")
+		switch v = strings.TrimSpace(v); {
+		case ok && k == "UUID":
+			uuid = v
+		case ok && k == "Parent UUID":
+			parent = v
+		}
+	}
+	if uuid == "" || parent == "" {
+		t.Fatalf("btrfs subvolume show %s: no UUIDs in %s", dir, out)
+	}
+	return uuid, parent
 }
 
 // markedTemplate builds template id of tenant: a root holding the file
@@ -182,6 +232,155 @@ func TestSpareRootHasTheSandboxsDiskQuota(t *testing.T) {
 	}
 }
 
+// TestSparesAreSnapshotsOfABaseThatIsReplaced: the spares of a template
+// are snapshots of its base, an unshared read-only copy of it (no parent,
+// the template's tree exactly); a base that has served its share is
+// replaced by a new one and deleted, and the roots taken from it keep
+// their contents.
+func TestSparesAreSnapshotsOfABaseThatIsReplaced(t *testing.T) {
+	e := newBtrfsEnv(t, 2<<30, Options{})
+	s := e.s
+	ctx := context.Background()
+	tn := store.DefaultTenant
+	markedTemplate(t, s, tn, "t1", "one")
+	tmpl := templateDataset(tn, "t1")
+	want := digestOf(t, s, tmpl)
+	runSpares(t, s, 2)
+	if _, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "first", Template: "t1", DiskBytes: 64 << 20, NoStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	first := waitSpares(t, s, 2)
+	bases := baseNames(t, s)
+	if st := s.spareStats(); len(bases) != 1 || st.Bases != 1 || st.BasesMade != 1 {
+		t.Fatalf("bases %v, %+v; want one", bases, st)
+	}
+	base := bases[0]
+	baseUUID, parent := subvolUUIDs(t, s.pool.Path(base))
+	if parent != "-" {
+		t.Fatalf("base %s has parent %s: it is a snapshot, not an unshared copy", base, parent)
+	}
+	if got := digestOf(t, s, base); got != want {
+		t.Fatalf("base %s differs from the template: %s, want %s", base, got, want)
+	}
+	if err := os.WriteFile(filepath.Join(s.pool.Path(base), "x"), nil, 0o644); err == nil {
+		t.Fatalf("base %s is writable", base)
+	}
+	for _, n := range first {
+		if _, parent := subvolUUIDs(t, s.pool.Path(n)); parent != baseUUID {
+			t.Fatalf("spare %s has parent %s, want the base %s", n, parent, baseUUID)
+		}
+	}
+
+	// The base has served its share: the next refill replaces it.
+	s.spares.mu.Lock()
+	b := s.spares.bases[tmpl]
+	b.limit = b.served
+	s.spares.bases[tmpl] = b
+	s.spares.mu.Unlock()
+	sb, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: "second", Template: "t1", DiskBytes: 64 << 20, NoStart: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := waitSpares(t, s, 2)
+	bases = baseNames(t, s)
+	if st := s.spareStats(); len(bases) != 1 || bases[0] == base || st.BasesMade != 2 {
+		t.Fatalf("after the base served its share: bases %v (was %s), %+v", bases, base, st)
+	}
+	if ok, _ := s.pool.Exists(ctx, base); ok {
+		t.Fatalf("the replaced base %s is still in the pool", base)
+	}
+	newUUID, _ := subvolUUIDs(t, s.pool.Path(bases[0]))
+	for _, n := range after {
+		_, parent := subvolUUIDs(t, s.pool.Path(n))
+		if fresh := !slices.Contains(first, n); fresh && parent != newUUID || !fresh && parent != baseUUID {
+			t.Fatalf("spare %s (new: %v) has parent %s; old base %s, new %s", n, fresh, parent, baseUUID, newUUID)
+		}
+	}
+	if got := digestOf(t, s, datasetName(sb.ID)); got != want {
+		t.Fatalf("a root taken from the deleted base differs from the template: %s, want %s", got, want)
+	}
+}
+
+// TestSparesOfATemplateWithoutABaseAreItsSnapshots: a template has
+// spares of its own, snapshots of the template itself, before its first
+// base, when its last base took long to copy (until it has had as many as
+// such a base would serve), and for a while after its base failed.
+func TestSparesOfATemplateWithoutABaseAreItsSnapshots(t *testing.T) {
+	for _, c := range []string{"before its first base", "slow to copy", "failing"} {
+		t.Run(c, func(t *testing.T) {
+			e := newBtrfsEnv(t, 2<<30, Options{})
+			s := e.s
+			ctx := context.Background()
+			tn := store.DefaultTenant
+			markedTemplate(t, s, tn, "t1", "one")
+			tmpl := templateDataset(tn, "t1")
+			if c == "failing" {
+				s.pool = clonePool{Pool: e.pool, clone: func(ctx context.Context, src, dst string, opts pool.CloneOptions) error {
+					if opts.Unshared {
+						return errors.New("injected")
+					}
+					return e.pool.Clone(ctx, src, dst, opts)
+				}}
+			}
+			runSpares(t, s, 2)
+			s.spares.mu.Lock()
+			switch c {
+			case "before its first base":
+				s.spares.firstBase = 3
+			case "slow to copy":
+				s.spares.copied[tmpl] = time.Second // a base would serve 632
+			}
+			s.spares.mu.Unlock()
+			tmplUUID, _ := subvolUUIDs(t, s.pool.Path(tmpl))
+			for i := range 3 {
+				if _, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: fmt.Sprint("sb", i), Template: "t1", DiskBytes: 64 << 20, NoStart: true}); err != nil {
+					t.Fatal(err)
+				}
+				waitSpares(t, s, 2)
+			}
+			// 4 spares made: the first base is due after the third.
+			spares, bases := spareNames(t, s), baseNames(t, s)
+			st := s.spareStats()
+			if c == "before its first base" {
+				if st.BasesMade != 1 || len(bases) != 1 {
+					t.Fatalf("no base after the template's own spares: %v, %+v", bases, st)
+				}
+				baseUUID, _ := subvolUUIDs(t, s.pool.Path(bases[0]))
+				var parents []string
+				for _, n := range spares {
+					_, parent := subvolUUIDs(t, s.pool.Path(n))
+					parents = append(parents, parent)
+				}
+				if slices.Sort(parents); !slices.Equal(parents, slices.Sorted(slices.Values([]string{tmplUUID, baseUUID}))) {
+					t.Fatalf("spares' parents %v; want one of the template (%s) and one of the base (%s)", parents, tmplUUID, baseUUID)
+				}
+				return
+			}
+			if st.Bases != 0 || st.BasesMade != 0 || len(bases) != 0 {
+				t.Fatalf("bases %v, %+v; want none", bases, st)
+			}
+			for _, n := range spares {
+				if _, parent := subvolUUIDs(t, s.pool.Path(n)); parent != tmplUUID {
+					t.Fatalf("spare %s has parent %s, want the template %s", n, parent, tmplUUID)
+				}
+			}
+		})
+	}
+}
+
+// TestRebaseAfterBalancesTheCopyAgainstTheGrowth: a base serves
+// sqrt(2*copy/snapGrowth) spares, within its bounds.
+func TestRebaseAfterBalancesTheCopyAgainstTheGrowth(t *testing.T) {
+	for _, c := range []struct {
+		copy time.Duration
+		want int
+	}{{0, baseMinServe}, {time.Millisecond, 20}, {20 * time.Millisecond, 89}, {100 * time.Millisecond, 200}, {time.Second, 632}, {time.Hour, baseMaxServe}} {
+		if got := rebaseAfter(c.copy); got != c.want {
+			t.Errorf("rebaseAfter(%v) = %d, want %d", c.copy, got, c.want)
+		}
+	}
+}
+
 // TestSpareIsNeverStaleAfterItsTemplateChanges: a template deleted and
 // built again (new contents, same dataset name) after its spares were
 // made gives the next create the new contents, never a spare of the old
@@ -216,8 +415,8 @@ func TestSpareIsNeverStaleAfterItsTemplateChanges(t *testing.T) {
 	if specOf(t, s, tn, sb.ID).Spare != "" {
 		t.Fatal("the create after the change took a spare made before it")
 	}
-	// The refill makes spares of the new contents.
-	for _, n := range waitSpares(t, s, 2) {
+	// The refill makes spares (and their base) of the new contents.
+	for _, n := range append(waitSpares(t, s, 2), baseNames(t, s)...) {
 		if got, _ := os.ReadFile(filepath.Join(s.pool.Path(n), "marker")); string(got) != "new" {
 			t.Fatalf("spare %s made after the change has marker %q", n, got)
 		}
@@ -226,31 +425,47 @@ func TestSpareIsNeverStaleAfterItsTemplateChanges(t *testing.T) {
 }
 
 // TestSpareClonedDuringATemplateChangeIsDiscarded: a change of the
-// template that begins and ends while a refill clones it discards the
-// clone (it may have seen the old dataset, a half-built one or none):
-// nothing stale is kept, and creates clone meanwhile.
+// template that begins and ends while a refill clones it (into a base or
+// from the base into a spare) discards the clone (it may have seen the
+// old dataset, a half-built one or none), and the base with it: nothing
+// stale is kept, and creates clone meanwhile.
 func TestSpareClonedDuringATemplateChangeIsDiscarded(t *testing.T) {
-	e := newBtrfsEnv(t, 2<<30, Options{})
-	s := e.s
-	ctx := context.Background()
-	tn := store.DefaultTenant
-	markedTemplate(t, s, tn, "t1", "one")
-	s.pool = clonePool{Pool: e.pool, clone: func(ctx context.Context, src, dst string, opts pool.CloneOptions) error {
-		if isSpare(strings.TrimPrefix(dst, pool.KindSandbox+"/")) {
-			s.templateChanging(ctx, src)() // as a rebuild would, around this clone
-		}
-		return e.pool.Clone(ctx, src, dst, opts)
-	}}
-	runSpares(t, s, 2)
-	for _, name := range []string{"a", "b"} {
-		if _, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: name, Template: "t1", DiskBytes: 64 << 20, NoStart: true}); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the refill's clone", func() bool { st := s.spareStats(); return st.Made+st.Discarded == 1 })
-		if st := s.spareStats(); st.Ready != 0 || st.Made != 0 || st.Taken != 0 || len(spareNames(t, s)) != 0 {
-			t.Fatalf("a spare cloned during a change of its template was kept: %+v, %v", st, spareNames(t, s))
-		}
-		s.spares.discarded.Store(0)
+	for _, stage := range []struct {
+		name  string
+		match func(id string) bool
+	}{
+		{"base", isSpareBase},
+		{"spare", func(id string) bool { return isSpare(id) && !isSpareBase(id) }},
+	} {
+		t.Run(stage.name, func(t *testing.T) {
+			e := newBtrfsEnv(t, 2<<30, Options{})
+			s := e.s
+			ctx := context.Background()
+			tn := store.DefaultTenant
+			markedTemplate(t, s, tn, "t1", "one")
+			tmpl := templateDataset(tn, "t1")
+			var changed atomic.Int64
+			s.pool = clonePool{Pool: e.pool, clone: func(ctx context.Context, src, dst string, opts pool.CloneOptions) error {
+				err := e.pool.Clone(ctx, src, dst, opts)
+				if stage.match(strings.TrimPrefix(dst, pool.KindSandbox+"/")) {
+					s.templateChanging(ctx, tmpl)() // as a rebuild would, during this clone
+					changed.Add(1)
+				}
+				return err
+			}}
+			runSpares(t, s, 2)
+			for i, name := range []string{"a", "b"} {
+				if _, err := s.CreateSandbox(ctx, tn, client.CreateSandboxRequest{Name: name, Template: "t1", DiskBytes: 64 << 20, NoStart: true}); err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, "the refill's clone and its discard", func() bool {
+					return changed.Load() == int64(i+1) && len(leftSpares(t, s)) == 0
+				})
+				if st := s.spareStats(); st.Ready != 0 || st.Bases != 0 || st.Made != 0 || st.Taken != 0 {
+					t.Fatalf("a clone made during a change of its template was kept: %+v", st)
+				}
+			}
+		})
 	}
 }
 
@@ -312,8 +527,8 @@ func TestRestartDeletesSparesAndRedoesATakeACrashUndid(t *testing.T) {
 	if got := digestOf(t, s, datasetName(b.ID)); got != want {
 		t.Fatalf("the redone root differs: %s, want %s", got, want)
 	}
-	if left := spareNames(t, s); len(left) != 0 {
-		t.Fatalf("spares left after the restart: %v", left)
+	if left := leftSpares(t, s); len(left) != 0 {
+		t.Fatalf("spares or bases left after the restart: %v", left)
 	}
 	if _, err := s.GetSandbox(ctx, tn, "half"); err == nil {
 		t.Fatal("the half-made create is still recorded")
@@ -347,7 +562,7 @@ func TestTenantDeletionDeletesItsSpares(t *testing.T) {
 	}
 	s.wakeSpares()
 	left := waitSpares(t, s, 2)
-	for _, n := range left {
+	for _, n := range append(left, baseNames(t, s)...) {
 		if got, _ := os.ReadFile(filepath.Join(s.pool.Path(n), "marker")); string(got) != "default" {
 			t.Fatalf("spare %s of the deleted tenant's template is left (marker %q)", n, got)
 		}
@@ -368,7 +583,11 @@ func TestSparesAreNoSandboxes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spares := waitSpares(t, s, 2)
+	waitSpares(t, s, 2)
+	spares := leftSpares(t, s)
+	if len(spares) != 3 {
+		t.Fatalf("two spares and their base: %v", spares)
+	}
 	if list, err := s.ListSandboxes(ctx, tn, true); err != nil || len(list) != 1 || list[0].ID != sb.ID {
 		t.Fatalf("list: %+v %v", list, err)
 	}
@@ -390,7 +609,7 @@ func TestSparesAreNoSandboxes(t *testing.T) {
 	if err := s.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := spareNames(t, s); !slices.Equal(got, spares) || s.spareStats().Ready != 2 {
+	if got := leftSpares(t, s); !slices.Equal(got, spares) || s.spareStats().Ready != 2 {
 		t.Fatalf("after a Reconcile of the service holding them: %v, were %v", got, spares)
 	}
 }
@@ -419,7 +638,7 @@ func TestSparesOffWithZeroAndOnTheDirPool(t *testing.T) {
 				t.Fatalf("case %d: a create took spare %s", i, sp.Spare)
 			}
 		}
-		if st, left := s.spareStats(), spareNames(t, s); st != (spareStats{}) || len(left) != 0 {
+		if st, left := s.spareStats(), leftSpares(t, s); st != (spareStats{}) || len(left) != 0 {
 			t.Fatalf("case %d: %+v %v", i, st, left)
 		}
 	}
