@@ -37,9 +37,10 @@ func main() {
 	network := flag.Bool("net", true, "scale mode: networked sandboxes, as the daemon's default (a bridge and subnet of the bench's own); -net=false gives them loopback only")
 	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
 	keepLog := flag.String("log", "", "scale mode: copy the default daemon's debug log to this file")
+	gap := flag.Duration("gap", 0, "scale mode: wait this long after each create (and its first exec), so that the refills it started are done before the next")
 	flag.Parse()
 	if *scaleN > 0 {
-		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *network, *pprofAddr, *keepLog); err != nil {
+		if err := scale(context.Background(), *scaleN, *running, *bin, *pool, *full, *network, *pprofAddr, *keepLog, *gap); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)
 		}

@@ -30,7 +30,7 @@ type scaleSide struct {
 // daemon's RSS there. The first running sandboxes stay running; the rest
 // are stopped after their first exec (a stopped sandbox should cost no
 // process and no memory). full=false measures only the default.
-func scale(ctx context.Context, total, running int, bin, poolKind string, full, network bool, pprofAddr, keepLog string) error {
+func scale(ctx context.Context, total, running int, bin, poolKind string, full, network bool, pprofAddr, keepLog string, gap time.Duration) error {
 	var sides []*scaleSide
 	// start starts a daemon of the run, networked on its own bridge with
 	// network.
@@ -96,6 +96,7 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 				s.rss[i], s.thr[i] = s.d.RSS(), s.d.Threads()
 			}
 		}
+		time.Sleep(gap)
 		if i%100 == 0 {
 			fmt.Fprintf(os.Stderr, "scale: %d sandboxes per daemon (%s)\n", i, time.Since(start).Round(time.Second))
 		}

@@ -895,6 +895,77 @@ func TestIPv6SandboxGoesOutThroughNAT66UnderTheSameRules(t *testing.T) {
 	}
 }
 
+// TestASandboxsOwnMulticastStopsAtItsPort: multicast a sandbox's stack
+// sends (MLD reports as it joins a group, duplicate address detection
+// from ::, a datagram to all nodes) is dropped at its bridge port, before
+// the bridge floods it to every port or passes it up to the host, and is
+// not counted as refused; neighbour discovery with the gateway works (a
+// fetch over IPv6).
+func TestASandboxsOwnMulticastStopsAtItsPort(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+	})
+	a := e.attach("mcast", policy.Default(), network.Limits{})
+	rx := func() string {
+		b, err := os.ReadFile("/sys/class/net/" + e.cfg.Bridge + "/statistics/rx_packets")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	// Neighbour discovery with the gateway gets through (a fresh
+	// sandbox resolves it for this fetch).
+	body, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web6.String()))
+	if err != nil || !strings.Contains(body, "addr=["+e.inet.Web6.String()+"]:80") {
+		t.Fatalf("fetch over IPv6: %q %v", body, err)
+	}
+	time.Sleep(2 * time.Second) // the attach's own address work is over
+	before := rx()
+	st0, err := e.m.Status(e.ctx, "mcast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nettest.Do(a.NetNS, func() error {
+		eth, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		// Joining a group sends MLD reports.
+		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		mreq := &unix.IPv6Mreq{Interface: uint32(eth.Index)}
+		copy(mreq.Multiaddr[:], netip.MustParseAddr("ff02::1:2345").AsSlice())
+		if err := unix.SetsockoptIPv6Mreq(fd, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
+			return err
+		}
+		// A datagram to all nodes on the link.
+		c, err := net.DialUDP("udp6", nil, &net.UDPAddr{IP: net.ParseIP("ff02::1"), Port: 9, Zone: "eth0"})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("hello, everyone"))
+		// A new address's duplicate address detection (from ::).
+		if err == nil {
+			err = netlink.AddrAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: eth.Index}},
+				&netlink.Addr{IPNet: &net.IPNet{IP: a.Addr6.Next().Next().AsSlice(), Mask: net.CIDRMask(128, 128)}})
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // MLD repeats its reports within a second or two
+	if after := rx(); after != before {
+		t.Fatalf("the bridge passed up %s -> %s frames: a sandbox's own multicast left its port", before, after)
+	}
+	if st1, err := e.m.Status(e.ctx, "mcast"); err != nil || st1.Refused != st0.Refused {
+		t.Fatalf("a sandbox's own multicast was counted as refused: %d -> %+v %v", st0.Refused, st1, err)
+	}
+}
+
 func TestInstancesWithOtherBridgesAndTablesDoNotTouchEachOther(t *testing.T) {
 	e1, e2 := newEnv(t), newEnv(t)
 	a1 := e1.attach("mine", policy.Default(), network.Limits{})

@@ -178,12 +178,29 @@ func matchL4Port(proto byte, port int) []expr.Any {
 
 // matchICMPv6Type is "icmpv6 type typ".
 func matchICMPv6Type(typ byte) []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{unix.IPPROTO_ICMPV6}},
+	return cat(l4protoIs(unix.IPPROTO_ICMPV6, true), []expr.Any{
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{typ}},
+	})
+}
+
+// l4protoIs is "meta l4proto [!=] proto".
+func l4protoIs(proto byte, eq bool) []expr.Any {
+	op := expr.CmpOpEq
+	if !eq {
+		op = expr.CmpOpNeq
 	}
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: []byte{proto}}}
+}
+
+// icmpv6TypeNotIn is "icmpv6 type != each of types".
+func icmpv6TypeNotIn(types ...byte) []expr.Any {
+	out := cat(l4protoIs(unix.IPPROTO_ICMPV6, true),
+		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1}})
+	for _, t := range types {
+		out = append(out, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{t}})
+	}
+	return out
 }
 
 // matchCtState is "ct state in bits".
