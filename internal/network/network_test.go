@@ -226,7 +226,7 @@ func parse(t *testing.T, allow, deny []string, internet bool) policy.Policy {
 func TestSandboxFetchesPageFromInternetThroughNAT(t *testing.T) {
 	e := newEnv(t)
 	a := e.attach("sb-a", policy.Default(), network.Limits{})
-	if a.Gateway != e.m.Gateway() || a.Gateway != netip.MustParseAddr(strings.Replace(e.cfg.Subnet.Addr().String(), ".0", ".1", 1)) {
+	if a.Gateway != e.m.Gateway() || a.Gateway != e.cfg.Subnet.Masked().Addr().Next() {
 		t.Fatalf("gateway %s", a.Gateway)
 	}
 	if !e.cfg.Subnet.Contains(a.Addr) || a.Addr == a.Gateway {
@@ -895,9 +895,9 @@ func TestIPv6SandboxGoesOutThroughNAT66UnderTheSameRules(t *testing.T) {
 	}
 }
 
-// TestASandboxsOwnMulticastStopsAtItsPort: multicast a sandbox's stack
-// sends (MLD reports as it joins a group, duplicate address detection
-// from ::, a datagram to all nodes) is dropped at its bridge port, before
+// TestASandboxsOwnMulticastStopsAtItsPort: multicast a sandbox sends (MLD
+// reports as it joins a group, duplicate address detection from ::,
+// datagrams to all nodes and to mDNS's IPv4 group) is dropped at its bridge port, before
 // the bridge floods it to every port or passes it up to the host, and is
 // not counted as refused; neighbour discovery with the gateway works (a
 // fetch over IPv6).
@@ -941,19 +941,21 @@ func TestASandboxsOwnMulticastStopsAtItsPort(t *testing.T) {
 		if err := unix.SetsockoptIPv6Mreq(fd, unix.IPPROTO_IPV6, unix.IPV6_JOIN_GROUP, mreq); err != nil {
 			return err
 		}
-		// A datagram to all nodes on the link.
-		c, err := net.DialUDP("udp6", nil, &net.UDPAddr{IP: net.ParseIP("ff02::1"), Port: 9, Zone: "eth0"})
-		if err != nil {
-			return err
+		// Datagrams to all nodes on the link, and to mDNS's group.
+		for _, to := range []*net.UDPAddr{{IP: net.ParseIP("ff02::1"), Port: 9, Zone: "eth0"}, {IP: net.ParseIP("224.0.0.251"), Port: 5353}} {
+			c, err := net.DialUDP("udp", nil, to)
+			if err != nil {
+				return err
+			}
+			_, err = c.Write([]byte("hello, everyone"))
+			c.Close()
+			if err != nil {
+				return err
+			}
 		}
-		defer c.Close()
-		_, err = c.Write([]byte("hello, everyone"))
 		// A new address's duplicate address detection (from ::).
-		if err == nil {
-			err = netlink.AddrAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: eth.Index}},
-				&netlink.Addr{IPNet: &net.IPNet{IP: a.Addr6.Next().Next().AsSlice(), Mask: net.CIDRMask(128, 128)}})
-		}
-		return err
+		return netlink.AddrAdd(&netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Index: eth.Index}},
+			&netlink.Addr{IPNet: &net.IPNet{IP: a.Addr6.Next().Next().AsSlice(), Mask: net.CIDRMask(128, 128)}})
 	}); err != nil {
 		t.Fatal(err)
 	}

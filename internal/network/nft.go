@@ -343,9 +343,9 @@ func (m *Manager) baseRules(b *batch) {
 	}
 	// Multicast a sandbox's stack sends on its own (MLD reports, IGMP) is
 	// dropped uncounted: Refused counts what the sandbox asked for.
-	b.rule(in, matchIif(br, true), matchPrefix(dst, netip.MustParsePrefix("224.0.0.0/4"), true), drop())
+	b.rule(in, matchIif(br, true), matchPrefix(dst, multicast4, true), drop())
 	if m.gw6.IsValid() {
-		b.rule(in, matchIif(br, true), matchPrefix(dst, netip.MustParsePrefix("ff00::/8"), true), drop())
+		b.rule(in, matchIif(br, true), matchPrefix(dst, multicast6, true), drop())
 	}
 	for _, is4 := range m.families() {
 		b.rule(in, matchIif(br, true), b.markConn(src, is4), toPolicy)
@@ -434,6 +434,9 @@ func (m *Manager) bridgeRules(b *batch) {
 			&expr.Lookup{SourceRegister: 1, SetName: b.sourceSet(is4).Name, Invert: true}}
 	}
 	b.rule(ch, port, etherType(unix.ETH_P_IP), notOwn(true), spoof)
+	// IPv4 multicast (the host's input drops it; ARP is not IP): see
+	// IPv6's below.
+	b.rule(ch, port, etherType(unix.ETH_P_IP), cmpPrefix(dst, multicast4, true), drop())
 	if !m.gw6.IsValid() {
 		b.rule(ch, port, etherType(unix.ETH_P_IPV6), drop())
 		return
@@ -459,6 +462,7 @@ func (m *Manager) bridgeRules(b *batch) {
 var (
 	linkLocal6 = netip.MustParsePrefix("fe80::/10")
 	multicast6 = netip.MustParsePrefix("ff00::/8")
+	multicast4 = netip.MustParsePrefix("224.0.0.0/4")
 	// ndTypes are the ICMPv6 types of neighbour discovery with the
 	// gateway: router solicitation, neighbour solicitation and
 	// advertisement.
