@@ -12,6 +12,16 @@ import (
 	"github.com/stead-dev/stead/client"
 )
 
+// scaleOpts are the scale run's flags (see main).
+type scaleOpts struct {
+	total, running     int
+	bin, poolKind      string
+	full, network      bool
+	pprofAddr, keepLog string
+	gap                time.Duration
+	small              int
+}
+
 // scaleSide is one daemon of the scale run and what was measured on it.
 type scaleSide struct {
 	name   string
@@ -30,7 +40,16 @@ type scaleSide struct {
 // daemon's RSS there. The first running sandboxes stay running; the rest
 // are stopped after their first exec (a stopped sandbox should cost no
 // process and no memory). full=false measures only the default.
-func scale(ctx context.Context, total, running int, bin, poolKind string, full, network bool, pprofAddr, keepLog string, gap time.Duration) error {
+//
+// With o.small > 0 a daemon of its own keeps a fleet of that size, and
+// each create on the growing fleet is followed by one on it (deleted after
+// its first exec once the fleet is full): the ratio of the two windows
+// compares the two fleet sizes in the same stretch of time, where the
+// ratio to the first ten creates compares it with the run's start (the
+// machine's speed drifts, and ten creates right after a daemon starts
+// moved by ±30 % between runs).
+func scale(ctx context.Context, o scaleOpts) error {
+	total, running, bin, poolKind, full, network := o.total, o.running, o.bin, o.poolKind, o.full, o.network
 	var sides []*scaleSide
 	// start starts a daemon of the run, networked on its own bridge with
 	// network.
@@ -46,8 +65,8 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 	// A fleet of 1,000 promises more disk than a bench pool holds.
 	// --verbose: the phases of each create are read from the debug log.
 	extra := []string{"--pool-overcommit", "10000", "--verbose"}
-	if pprofAddr != "" {
-		extra = append(extra, "--pprof-listen", pprofAddr)
+	if o.pprofAddr != "" {
+		extra = append(extra, "--pprof-listen", o.pprofAddr)
 	}
 	d, err := startDaemon("stbench7", "10.252.0.0/20", extra...)
 	if err != nil {
@@ -63,8 +82,21 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 		defer d.Close()
 		sides = append(sides, &scaleSide{name: "full qgroups", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
 	}
+	var small *scaleSide
+	if o.small > 0 {
+		d, err := startDaemon("stbench6", "10.253.0.0/20", "--pool-overcommit", "10000")
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		small = &scaleSide{name: fmt.Sprintf("a fleet of %d", o.small), d: d}
+	}
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
-	for _, s := range sides { // warm the host template
+	warm := sides
+	if small != nil {
+		warm = append(slices.Clone(sides), small)
+	}
+	for _, s := range warm { // warm the host template
 		sb, err := s.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
 		if err != nil {
 			return err
@@ -96,7 +128,23 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 				s.rss[i], s.thr[i] = s.d.RSS(), s.d.Threads()
 			}
 		}
-		time.Sleep(gap)
+		if small != nil {
+			t0 := time.Now()
+			sb, err := small.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+			if err != nil {
+				return fmt.Errorf("%s: create #%d: %w", small.name, i, err)
+			}
+			if _, err := small.d.Client.Exec(ctx, sb.ID, trueCmd); err != nil {
+				return fmt.Errorf("%s: exec #%d: %w", small.name, i, err)
+			}
+			small.create = append(small.create, time.Since(t0))
+			if i > o.small {
+				if _, err := small.d.Client.DeleteSandbox(ctx, sb.ID, true); err != nil {
+					return fmt.Errorf("%s: delete #%d: %w", small.name, i, err)
+				}
+			}
+		}
+		time.Sleep(o.gap)
 		if i%100 == 0 {
 			fmt.Fprintf(os.Stderr, "scale: %d sandboxes per daemon (%s)\n", i, time.Since(start).Round(time.Second))
 		}
@@ -140,10 +188,20 @@ func scale(ctx context.Context, total, running int, bin, poolKind string, full, 
 		a, b := window(sides[0], total), window(sides[1], total)
 		fmt.Printf("\nat %d sandboxes: full qgroups / simple quotas create p50 = %.2fx\n", total, float64(b.Pct(0.5))/float64(a.Pct(0.5)))
 	}
-	if keepLog != "" {
+	if small != nil {
+		fmt.Printf("\nthe same stretch of time on %s (each create past them deleted after its first exec): create → first exec p50 in the same windows\n", small.name)
+		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "sandboxes\t%s p50\t%s p50\tratio\t\n", sides[0].name, small.name)
+		for _, m := range rows {
+			a, b := window(sides[0], m), window(small, m)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%.2fx\t\n", m, benchd.Ms(a.Pct(0.5)), benchd.Ms(b.Pct(0.5)), float64(a.Pct(0.5))/float64(b.Pct(0.5)))
+		}
+		tw.Flush()
+	}
+	if o.keepLog != "" {
 		b, err := sides[0].d.Log()
 		if err == nil {
-			err = os.WriteFile(keepLog, b, 0o644)
+			err = os.WriteFile(o.keepLog, b, 0o644)
 		}
 		if err != nil {
 			return fmt.Errorf("keep the daemon's log: %w", err)
