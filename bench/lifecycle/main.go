@@ -10,6 +10,10 @@
 // prints the create cost and daemon RSS by fleet size:
 //
 //	sudo go run ./bench/lifecycle -scale 1000 -running 200 -stead bin/stead
+//
+// -small 10 adds a daemon whose fleet stays at 10, created on alternately,
+// and prints the growing fleet's cost against it in the same stretch of
+// time.
 package main
 
 import (

@@ -30,6 +30,7 @@ type scaleSide struct {
 	ids    []string        // the i-th sandbox
 	exec   []time.Duration // its first exec alone
 	rss    map[int]int64   // daemon RSS after the i-th create
+	anon   map[int]int64   // its anonymous part
 	thr    map[int]int64   // daemon OS threads after the i-th create
 }
 
@@ -73,18 +74,18 @@ func scale(ctx context.Context, o scaleOpts) error {
 		return err
 	}
 	defer d.Close()
-	sides = append(sides, &scaleSide{name: "simple quotas", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
+	sides = append(sides, &scaleSide{name: "simple quotas", d: d, rss: map[int]int64{}, anon: map[int]int64{}, thr: map[int]int64{}})
 	if full && poolKind == "btrfs" {
 		d, err := startDaemon("stbench8", "10.252.16.0/20", "--pool-overcommit", "10000", "--pool-full-qgroups")
 		if err != nil {
 			return err
 		}
 		defer d.Close()
-		sides = append(sides, &scaleSide{name: "full qgroups", d: d, rss: map[int]int64{}, thr: map[int]int64{}})
+		sides = append(sides, &scaleSide{name: "full qgroups", d: d, rss: map[int]int64{}, anon: map[int]int64{}, thr: map[int]int64{}})
 	}
 	var small *scaleSide
 	if o.small > 0 {
-		d, err := startDaemon("stbench6", "10.253.0.0/20", "--pool-overcommit", "10000")
+		d, err := startDaemon("stbench6", "10.253.0.0/20", "--pool-overcommit", "10000", "--verbose") // as the growing fleet's
 		if err != nil {
 			return err
 		}
@@ -125,7 +126,7 @@ func scale(ctx context.Context, o scaleOpts) error {
 				}
 			}
 			if slices.Contains(marks, i) || i == total {
-				s.rss[i], s.thr[i] = s.d.RSS(), s.d.Threads()
+				s.rss[i], s.anon[i], s.thr[i] = s.d.RSS(), s.d.RSSAnon(), s.d.Threads()
 			}
 		}
 		if small != nil {
@@ -158,7 +159,7 @@ func scale(ctx context.Context, o scaleOpts) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "sandboxes\t")
 	for _, s := range sides {
-		fmt.Fprintf(tw, "%s p50\tp99\tvs 10th\tRSS MiB\tthreads\t", s.name)
+		fmt.Fprintf(tw, "%s p50\tp99\tvs 10th\tRSS MiB\tanon MiB\tthreads\t", s.name)
 	}
 	fmt.Fprintln(tw)
 	// A window of creates ending at each mark (p50/p99 of those).
@@ -178,8 +179,8 @@ func scale(ctx context.Context, o scaleOpts) error {
 		fmt.Fprintf(tw, "%d\t", m)
 		for _, s := range sides {
 			w, base := window(s, m), window(s, min(10, total))
-			fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.1f\t%d\t", benchd.Ms(w.Pct(0.5)), benchd.Ms(w.Pct(0.99)),
-				float64(w.Pct(0.5))/float64(base.Pct(0.5)), float64(s.rss[m])/(1<<20), s.thr[m])
+			fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.1f\t%.1f\t%d\t", benchd.Ms(w.Pct(0.5)), benchd.Ms(w.Pct(0.99)),
+				float64(w.Pct(0.5))/float64(base.Pct(0.5)), float64(s.rss[m])/(1<<20), float64(s.anon[m])/(1<<20), s.thr[m])
 		}
 		fmt.Fprintln(tw)
 	}

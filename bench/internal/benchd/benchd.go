@@ -202,6 +202,11 @@ func (d *Daemon) Log() ([]byte, error) { return os.ReadFile(filepath.Join(d.base
 // RSS returns the daemon's resident set size in bytes.
 func (d *Daemon) RSS() int64 { return d.status("VmRSS:") << 10 }
 
+// RSSAnon returns the anonymous part of the daemon's resident set in
+// bytes: its heap and stacks, without the pages of its binary (and any
+// other file) it has touched, which RSS also counts.
+func (d *Daemon) RSSAnon() int64 { return d.status("RssAnon:") << 10 }
+
 // CPU returns the CPU time (user + system) the daemon's own threads have
 // used so far: not its children's (runc's init re-exec) nor the
 // sandboxes'.
