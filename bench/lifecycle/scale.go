@@ -105,8 +105,34 @@ func scale(ctx context.Context, o scaleOpts) error {
 		s.d.Client.DeleteSandbox(ctx, sb.ID, true)
 	}
 	marks := []int{10, 100, 500, 1000}
+	// smallStep is the i-th create on the fleet that stays small. It goes
+	// before the growing fleet's on even steps and after it on odd ones,
+	// so that neither is always the one that follows the other's work
+	// (its delete, its refills).
+	smallStep := func(i int) error {
+		t0 := time.Now()
+		sb, err := small.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
+		if err != nil {
+			return fmt.Errorf("%s: create #%d: %w", small.name, i, err)
+		}
+		if _, err := small.d.Client.Exec(ctx, sb.ID, trueCmd); err != nil {
+			return fmt.Errorf("%s: exec #%d: %w", small.name, i, err)
+		}
+		small.create = append(small.create, time.Since(t0))
+		if i > o.small {
+			if _, err := small.d.Client.DeleteSandbox(ctx, sb.ID, true); err != nil {
+				return fmt.Errorf("%s: delete #%d: %w", small.name, i, err)
+			}
+		}
+		return nil
+	}
 	start := time.Now()
 	for i := 1; i <= total; i++ {
+		if small != nil && i%2 == 0 {
+			if err := smallStep(i); err != nil {
+				return err
+			}
+		}
 		for _, s := range sides {
 			t0 := time.Now()
 			sb, err := s.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
@@ -129,20 +155,9 @@ func scale(ctx context.Context, o scaleOpts) error {
 				s.rss[i], s.anon[i], s.thr[i] = s.d.RSS(), s.d.RSSAnon(), s.d.Threads()
 			}
 		}
-		if small != nil {
-			t0 := time.Now()
-			sb, err := small.d.Client.CreateSandbox(ctx, client.CreateSandboxRequest{IdleTimeout: "0"})
-			if err != nil {
-				return fmt.Errorf("%s: create #%d: %w", small.name, i, err)
-			}
-			if _, err := small.d.Client.Exec(ctx, sb.ID, trueCmd); err != nil {
-				return fmt.Errorf("%s: exec #%d: %w", small.name, i, err)
-			}
-			small.create = append(small.create, time.Since(t0))
-			if i > o.small {
-				if _, err := small.d.Client.DeleteSandbox(ctx, sb.ID, true); err != nil {
-					return fmt.Errorf("%s: delete #%d: %w", small.name, i, err)
-				}
+		if small != nil && i%2 == 1 {
+			if err := smallStep(i); err != nil {
+				return err
 			}
 		}
 		time.Sleep(o.gap)
