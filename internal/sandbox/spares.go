@@ -254,18 +254,17 @@ func (s *Service) RunSpares(ctx context.Context, n int) {
 			p.mu.Lock()
 			p.n, p.wake = 0, nil
 			var all []spareEntry
-			for k, l := range p.ready {
-				all = append(all, l...)
-				delete(p.ready, k)
+			for _, m := range []map[string]time.Time{p.used, p.failed, p.noBase} {
+				for k := range m {
+					all = append(all, p.forget(k)...)
+				}
 			}
-			for k, b := range p.bases {
-				all = append(all, spareEntry{name: b.name})
-				delete(p.bases, k)
+			for k := range p.ready {
+				all = append(all, p.forget(k)...)
 			}
-			clear(p.used)
-			clear(p.noBase)
-			clear(p.copied)
-			clear(p.own)
+			for k := range p.bases {
+				all = append(all, p.forget(k)...)
+			}
 			p.mu.Unlock()
 			s.discardSpares(context.WithoutCancel(ctx), all)
 			return
@@ -428,21 +427,29 @@ func (s *Service) expireSpares(ctx context.Context) {
 	p.mu.Lock()
 	for k, at := range p.used {
 		if now.Sub(at) >= spareKeep {
-			old = append(old, p.ready[k]...)
-			if b, ok := p.bases[k]; ok {
-				old = append(old, spareEntry{name: b.name})
-			}
-			delete(p.ready, k)
-			delete(p.used, k)
-			delete(p.failed, k)
-			delete(p.bases, k)
-			delete(p.noBase, k)
-			delete(p.copied, k)
-			delete(p.own, k)
+			old = append(old, p.forget(k)...)
 		}
 	}
 	p.mu.Unlock()
 	s.discardSpares(ctx, old)
+}
+
+// forget drops everything p holds for the template ds but its generation
+// and changes in progress, and returns its spares and base for
+// discardSpares; p.mu is held.
+func (p *spareSet) forget(ds string) []spareEntry {
+	out := p.ready[ds]
+	if b, ok := p.bases[ds]; ok {
+		out = append(out, spareEntry{name: b.name})
+	}
+	for _, m := range []map[string]time.Time{p.used, p.failed, p.noBase} {
+		delete(m, ds)
+	}
+	delete(p.ready, ds)
+	delete(p.bases, ds)
+	delete(p.copied, ds)
+	delete(p.own, ds)
+	return out
 }
 
 // discardSpares deletes spares no one may take any more.
@@ -467,17 +474,7 @@ func (s *Service) templateChanging(ctx context.Context, ds string) (done func())
 	p.init()
 	p.gen[ds]++
 	p.changing[ds]++
-	stale := p.ready[ds]
-	if b, ok := p.bases[ds]; ok {
-		stale = append(stale, spareEntry{name: b.name})
-	}
-	delete(p.ready, ds)
-	delete(p.used, ds)
-	delete(p.failed, ds)
-	delete(p.bases, ds)
-	delete(p.noBase, ds)
-	delete(p.copied, ds)
-	delete(p.own, ds)
+	stale := p.forget(ds)
 	p.mu.Unlock()
 	s.discardSpares(context.WithoutCancel(ctx), stale)
 	return sync.OnceFunc(func() {
