@@ -20,10 +20,7 @@ func ifname(name string) []byte {
 }
 
 func matchIif(name string, eq bool) []expr.Any {
-	op := expr.CmpOpEq
-	if !eq {
-		op = expr.CmpOpNeq
-	}
+	op := cmpOp(eq)
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 		&expr.Cmp{Op: op, Register: 1, Data: ifname(name)},
@@ -31,10 +28,7 @@ func matchIif(name string, eq bool) []expr.Any {
 }
 
 func matchOif(name string, eq bool) []expr.Any {
-	op := expr.CmpOpEq
-	if !eq {
-		op = expr.CmpOpNeq
-	}
+	op := cmpOp(eq)
 	return []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: op, Register: 1, Data: ifname(name)},
@@ -93,10 +87,7 @@ func matchAddr(d dir, a netip.Addr, eq bool) []expr.Any {
 // cmpAddr is matchAddr without the family check (the bridge family has
 // none: etherType instead).
 func cmpAddr(d dir, a netip.Addr, eq bool) []expr.Any {
-	op := expr.CmpOpEq
-	if !eq {
-		op = expr.CmpOpNeq
-	}
+	op := cmpOp(eq)
 	return []expr.Any{loadAddr(d, a.Is4()), &expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()}}
 }
 
@@ -113,10 +104,7 @@ func cmpPrefix(d dir, p netip.Prefix, eq bool) []expr.Any {
 	}
 	bits := p.Addr().BitLen()
 	mask := net.CIDRMask(p.Bits(), bits)
-	op := expr.CmpOpEq
-	if !eq {
-		op = expr.CmpOpNeq
-	}
+	op := cmpOp(eq)
 	return []expr.Any{
 		loadAddr(d, p.Addr().Is4()),
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: uint32(bits / 8), Mask: mask, Xor: make([]byte, bits/8)},
@@ -184,13 +172,17 @@ func matchICMPv6Type(typ byte) []expr.Any {
 	})
 }
 
+// cmpOp is == for eq, else !=.
+func cmpOp(eq bool) expr.CmpOp {
+	if eq {
+		return expr.CmpOpEq
+	}
+	return expr.CmpOpNeq
+}
+
 // l4protoIs is "meta l4proto [!=] proto".
 func l4protoIs(proto byte, eq bool) []expr.Any {
-	op := expr.CmpOpEq
-	if !eq {
-		op = expr.CmpOpNeq
-	}
-	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: op, Register: 1, Data: []byte{proto}}}
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: cmpOp(eq), Register: 1, Data: []byte{proto}}}
 }
 
 // icmpv6TypeNotIn is "icmpv6 type != each of types".
@@ -215,10 +207,7 @@ func matchCtState(bits uint32) []expr.Any {
 
 // matchLocalDaddr is "fib daddr type [!=] local".
 func matchLocalDaddr(eq bool) []expr.Any {
-	op := expr.CmpOpEq
-	if !eq {
-		op = expr.CmpOpNeq
-	}
+	op := cmpOp(eq)
 	return []expr.Any{
 		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
 		&expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
