@@ -12,6 +12,10 @@ import (
 	"github.com/stead-dev/stead/client"
 )
 
+func newScaleSide(name string, d *benchd.Daemon) *scaleSide {
+	return &scaleSide{name: name, d: d, rss: map[int]int64{}, anon: map[int]int64{}, thr: map[int]int64{}}
+}
+
 // scaleOpts are the scale run's flags (see main).
 type scaleOpts struct {
 	total, running     int
@@ -43,8 +47,9 @@ type scaleSide struct {
 // process and no memory). full=false measures only the default.
 //
 // With o.small > 0 a daemon of its own keeps a fleet of that size, and
-// each create on the growing fleet is followed by one on it (deleted after
-// its first exec once the fleet is full): the ratio of the two windows
+// each create on the growing fleet is paired with one on it, before it or
+// after it by turns (deleted after its first exec once the fleet is
+// full): the ratio of the two windows
 // compares the two fleet sizes in the same stretch of time, where the
 // ratio to the first ten creates compares it with the run's start (the
 // machine's speed drifts, and ten creates right after a daemon starts
@@ -74,14 +79,14 @@ func scale(ctx context.Context, o scaleOpts) error {
 		return err
 	}
 	defer d.Close()
-	sides = append(sides, &scaleSide{name: "simple quotas", d: d, rss: map[int]int64{}, anon: map[int]int64{}, thr: map[int]int64{}})
+	sides = append(sides, newScaleSide("simple quotas", d))
 	if full && poolKind == "btrfs" {
 		d, err := startDaemon("stbench8", "10.252.16.0/20", "--pool-overcommit", "10000", "--pool-full-qgroups")
 		if err != nil {
 			return err
 		}
 		defer d.Close()
-		sides = append(sides, &scaleSide{name: "full qgroups", d: d, rss: map[int]int64{}, anon: map[int]int64{}, thr: map[int]int64{}})
+		sides = append(sides, newScaleSide("full qgroups", d))
 	}
 	var small *scaleSide
 	if o.small > 0 {
@@ -90,7 +95,7 @@ func scale(ctx context.Context, o scaleOpts) error {
 			return err
 		}
 		defer d.Close()
-		small = &scaleSide{name: fmt.Sprintf("a fleet of %d", o.small), d: d}
+		small = newScaleSide(fmt.Sprintf("a fleet of %d", o.small), d)
 	}
 	trueCmd := client.ExecRequest{Command: []string{"/bin/true"}}
 	warm := sides
