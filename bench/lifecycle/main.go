@@ -42,7 +42,7 @@ func main() {
 	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
 	keepLog := flag.String("log", "", "scale mode: copy the default daemon's debug log to this file")
 	gap := flag.Duration("gap", 0, "scale mode: wait this long after each create (and its first exec), so that the refills it started are done before the next")
-	small := flag.Int("small", 0, "scale mode: also create on a daemon whose fleet stays at this many sandboxes (each create past them deleted after its first exec), alternately with the growing fleet's, and print the ratio of the two in the same stretch of time")
+	small := flag.Int("small", 0, "scale mode: also create on a daemon whose fleet stays at this many sandboxes (each create past them deleted, but never inside a timed window), alternately with the growing fleet's, and print the ratio of the two in the same stretch of time")
 	flag.Parse()
 	if *scaleN > 0 {
 		o := scaleOpts{total: *scaleN, running: *running, bin: *bin, poolKind: *pool, full: *full, network: *network,
