@@ -16,7 +16,7 @@ type Sandbox struct {
 	Limits       Limits        `json:"limits" doc:"Resource limits"`
 	Service      *Service      `json:"service,omitempty" doc:"The supervised agent service"`
 	Volumes      []VolumeMount `json:"volumes,omitempty" doc:"Persistent volumes mounted in the sandbox"`
-	Address      string        `json:"address,omitempty" doc:"IPv4 address on the daemon's bridge, leased for the sandbox's life"`
+	Address      string        `json:"address,omitempty" doc:"IPv4 address in the daemon's subnet, leased for the sandbox's life"`
 	Network      NetworkPolicy `json:"network" doc:"Egress policy"`
 	AutoResume   bool          `json:"auto_resume,omitempty" doc:"A request to an exposed port wakes the sandbox"`
 	IdleTimeout  string        `json:"idle_timeout" doc:"Go duration; 0 disables auto-stop"`

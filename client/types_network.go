@@ -33,7 +33,7 @@ type NetworkInfo struct {
 	Enabled   bool          `json:"enabled" doc:"False when the daemon runs without networking (loopback only)"`
 	Address   string        `json:"address,omitempty" doc:"The sandbox's IPv4 address, stable across stop/start and restarts"`
 	Address6  string        `json:"address6,omitempty" doc:"The sandbox's IPv6 address, when the host has IPv6"`
-	Gateway   string        `json:"gateway,omitempty" doc:"The bridge address: default route and resolver"`
+	Gateway   string        `json:"gateway,omitempty" doc:"The gateway address: default route and resolver"`
 	Policy    NetworkPolicy `json:"policy" doc:"The egress policy"`
 	Refused   uint64        `json:"refused" doc:"Connections and lookups refused by policy since the sandbox started"`
 	RxBytes   uint64        `json:"rx_bytes" doc:"Bytes received by the sandbox since it started"`

@@ -43,7 +43,7 @@ orient), writes to its agent state by any caller, exec and its output,
 terminal traffic, file access through the API, and cpu use of at least 5% of
 a core. Reading its state, logs or info from outside is not.
 
-The sandbox gets an address on the daemon's bridge and the internet, with
+The sandbox gets an address in the daemon's subnet and the internet, with
 only the host, other sandboxes and metadata ranges refused. --no-internet
 refuses everything leaving it; --allow (repeatable) makes the policy
 default-deny, admitting only its entries; --deny (repeatable) refuses its

@@ -22,8 +22,8 @@ func newNetworkCmd(g *globals) *cobra.Command {
 		Use:     "network",
 		Aliases: []string{"net"},
 		Short:   "Show a sandbox's network, or change its egress policy",
-		Long: `A sandbox has an IPv4 address on the daemon's bridge, stable across stop/start
-and daemon restarts; the bridge address (the gateway) is its default route and
+		Long: `A sandbox has an IPv4 address in the daemon's subnet, stable across stop/start
+and daemon restarts; the gateway address (the subnet's first) is its default route and
 DNS resolver. Traffic leaving it follows its egress policy, decided in this
 order:
 

@@ -34,8 +34,8 @@ func parsePort(s string) (int, error) {
 }
 
 // networkIntro opens the description of every network route.
-const networkIntro = "A sandbox has an IPv4 address on the daemon's bridge, stable across stop/start and restarts; " +
-	"the bridge address is its default route and DNS resolver. Traffic leaving it follows its egress policy: " +
+const networkIntro = "A sandbox has an IPv4 address in the daemon's subnet, stable across stop/start and restarts; " +
+	"the gateway address is its default route and DNS resolver. Traffic leaving it follows its egress policy: " +
 	"internet on or off, then deny, then allow (a non-empty allow list makes the policy default-deny); the host, " +
 	"other sandboxes, link-local, loopback and metadata ranges are always refused. "
 

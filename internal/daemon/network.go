@@ -26,8 +26,10 @@ import (
 type NetworkConfig struct {
 	// Disabled gives sandboxes loopback only.
 	Disabled bool
-	// Bridge is the host bridge (default "stead0"); it also names the
-	// daemon's nftables table, so two daemons on one host need two.
+	// Bridge is the host link that holds the sandboxes' gateway (default
+	// "stead0"; a bridge with no ports: sandboxes are routed); it also
+	// names the daemon's nftables table, so two daemons on one host need
+	// two.
 	Bridge string
 	// Subnet is the sandboxes' IPv4 subnet (default 10.88.0.0/16).
 	Subnet string

@@ -25,7 +25,7 @@ func (t *tools) registerNetwork(s *sdk.Server) {
 	sdk.AddTool(s, &sdk.Tool{
 		Name:  "network_show",
 		Title: "Show a sandbox's network",
-		Description: "Describes a sandbox's network: its IPv4 address on the daemon's bridge, the gateway (its default " +
+		Description: "Describes a sandbox's network: its IPv4 address in the daemon's subnet, the gateway (its default " +
 			"route and DNS resolver), its egress policy (internet on or off, allow and deny lists), how many " +
 			"connections and lookups the policy refused, bytes received and sent, its limits, and its exposed ports " +
 			"with their URLs.",
@@ -111,7 +111,7 @@ type NetworkOutput struct {
 	Enabled       bool         `json:"enabled" jsonschema:"False when the daemon runs without networking (loopback only)."`
 	Address       string       `json:"address,omitempty" jsonschema:"The sandbox's IPv4 address, stable across stop/start."`
 	Address6      string       `json:"address6,omitempty" jsonschema:"Its IPv6 address, when the host has IPv6."`
-	Gateway       string       `json:"gateway,omitempty" jsonschema:"The bridge address: default route and DNS resolver."`
+	Gateway       string       `json:"gateway,omitempty" jsonschema:"The gateway address: default route and DNS resolver."`
 	Policy        PolicyOutput `json:"policy"`
 	Refused       uint64       `json:"refused" jsonschema:"Connections and lookups refused by the policy since the sandbox started."`
 	RxBytes       uint64       `json:"rx_bytes" jsonschema:"Bytes received since the sandbox started."`

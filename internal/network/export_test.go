@@ -26,3 +26,6 @@ func Unmark(a netip.Addr) error {
 	}
 	return nil
 }
+
+// LinkGroup is the interface group of table's host ends.
+func LinkGroup(table string) uint32 { return linkGroup(table) }

@@ -1,9 +1,9 @@
 package network
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,8 +16,6 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-
-	"github.com/stead-dev/stead/internal/errs"
 )
 
 // delLink deletes l with del. A veth whose other end was in a namespace
@@ -31,76 +29,68 @@ func delLink(del func(netlink.Link) error, l netlink.Link) error {
 	return nil
 }
 
-// ensureBridge makes the bridge (if missing), gives it the gateway
-// address and brings it up.
-func (m *Manager) ensureBridge(full bool) (netlink.Link, error) {
-	br, err := netlink.LinkByName(m.cfg.Bridge)
-	if err == nil && !full && br.Attrs().Index == m.brIndex && br.Attrs().Flags&net.FlagUp != 0 {
-		// The bridge this Manager set up, still up: an attach does not
+// ensureGateway makes the gateway link (if missing), gives it the
+// gateway addresses and brings it up. Sandboxes are routed, not bridged:
+// each host end of a veth pair carries a /32 (/128) route to its sandbox,
+// and the gateway's addresses live on this link alone, so the host
+// answers for them on every sandbox's link and nothing is shared at layer
+// 2. The gateway link is a bridge with no ports (a dummy would do, but
+// kernels are built without it, this one among them; a bridge is where
+// veth is). An earlier version's sandboxes were its ports: the Sync that
+// follows a start takes the running ones' links out of it and deletes the
+// rest.
+func (m *Manager) ensureGateway(full bool) (netlink.Link, error) {
+	gl, err := netlink.LinkByName(m.cfg.Bridge)
+	if err == nil && !full && gl.Attrs().Index == m.gwIndex && gl.Attrs().Flags&net.FlagUp != 0 {
+		// The link this Manager set up, still up: an attach does not
 		// set its addresses and sysctls again (a write under /proc/sys
 		// looks its way past every sandbox's namespace: a cost that grows
 		// with the fleet). New and Sync repair it.
-		return br, nil
+		return gl, nil
 	}
 	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if !errors.As(err, &nf) {
-			return nil, fmt.Errorf("find bridge %s: %w", m.cfg.Bridge, err)
+		if !errors.As(err, &netlink.LinkNotFoundError{}) {
+			return nil, fmt.Errorf("find gateway link %s: %w", m.cfg.Bridge, err)
 		}
 		la := netlink.NewLinkAttrs()
 		la.Name = m.cfg.Bridge
 		if err := netlink.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("create bridge %s: %w", m.cfg.Bridge, err)
+			return nil, fmt.Errorf("create gateway link %s: %w", m.cfg.Bridge, err)
 		}
-		if br, err = netlink.LinkByName(m.cfg.Bridge); err != nil {
-			return nil, fmt.Errorf("find bridge %s: %w", m.cfg.Bridge, err)
+		if gl, err = netlink.LinkByName(m.cfg.Bridge); err != nil {
+			return nil, fmt.Errorf("find gateway link %s: %w", m.cfg.Bridge, err)
 		}
-		m.log.Info("created bridge")
+		m.log.Info("created gateway link")
 	}
-	if br.Type() != "bridge" {
-		return nil, fmt.Errorf("use bridge %s: it is a %s link", m.cfg.Bridge, br.Type())
+	if gl.Type() != "bridge" {
+		return nil, fmt.Errorf("use gateway link %s: it is a %s link, not a bridge", m.cfg.Bridge, gl.Type())
 	}
-	// A bridge takes the lowest MAC of its ports unless given one: pin it,
-	// or removing a port would change the gateway's MAC under the
-	// sandboxes' ARP caches.
-	if mac := bridgeMAC(m.cfg.Bridge); !bytes.Equal(br.Attrs().HardwareAddr, mac) {
-		if err := netlink.LinkSetHardwareAddr(br, mac); err != nil {
-			return nil, fmt.Errorf("set MAC of bridge %s: %w", m.cfg.Bridge, err)
-		}
-	}
-	if err := netlink.AddrReplace(br, toNlAddr(netip.PrefixFrom(m.gw, m.cfg.Subnet.Bits()))); err != nil {
-		return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
+	if err := netlink.AddrReplace(gl, toNlAddr(netip.PrefixFrom(m.gw, m.cfg.Subnet.Bits()))); err != nil {
+		return nil, fmt.Errorf("address gateway link %s: %w", m.cfg.Bridge, err)
 	}
 	if m.gw6.IsValid() {
 		if err := writeSysctl("net/ipv6/conf/"+m.cfg.Bridge+"/disable_ipv6", "0"); err != nil {
 			return nil, err
 		}
-		if err := netlink.AddrReplace(br, toNlAddr(netip.PrefixFrom(m.gw6, m.cfg.Subnet6.Bits()))); err != nil {
-			return nil, fmt.Errorf("address bridge %s: %w", m.cfg.Bridge, err)
+		if err := netlink.AddrReplace(gl, toNlAddr(netip.PrefixFrom(m.gw6, m.cfg.Subnet6.Bits()))); err != nil {
+			return nil, fmt.Errorf("address gateway link %s: %w", m.cfg.Bridge, err)
 		}
 	}
-	// No multicast snooping: the ports are isolated, so no multicast
-	// passes between sandboxes to track, and with it the bridge keeps
-	// timers and state per port and takes part in multicast discovery
-	// (its own reports go to every port).
-	if b, ok := br.(*netlink.Bridge); !ok || b.MulticastSnooping == nil || *b.MulticastSnooping {
-		if err := os.WriteFile("/sys/class/net/"+m.cfg.Bridge+"/bridge/multicast_snooping", []byte("0"), 0o644); err != nil {
-			return nil, fmt.Errorf("turn off multicast snooping on bridge %s: %w", m.cfg.Bridge, err)
-		}
+	if err := netlink.LinkSetUp(gl); err != nil {
+		return nil, fmt.Errorf("bring up gateway link %s: %w", m.cfg.Bridge, err)
 	}
-	if err := netlink.LinkSetUp(br); err != nil {
-		return nil, fmt.Errorf("bring up bridge %s: %w", m.cfg.Bridge, err)
-	}
-	m.brIndex = br.Attrs().Index
-	return br, nil
+	m.gwIndex = gl.Attrs().Index
+	return gl, nil
 }
 
-// bridgeMAC is a stable, locally administered MAC for the bridge.
-func bridgeMAC(name string) net.HardwareAddr {
-	sum := sha256.Sum256([]byte("stead bridge " + name))
-	mac := net.HardwareAddr(sum[:6])
-	mac[0] = mac[0]&0xfe | 0x02
-	return mac
+// linkGroup is the interface group of a table's host ends: the firewall
+// knows a sandbox's traffic by it from the moment its pair exists (a
+// link's group is set when the kernel makes it), before any rule names
+// the sandbox. Nonzero (0 is every other link's) and with the top bit set,
+// apart from the small numbers an administrator gives.
+func linkGroup(table string) uint32 {
+	sum := sha256.Sum256([]byte("stead group " + table))
+	return binary.BigEndian.Uint32(sum[:4]) | 1<<31
 }
 
 // toNlAddr is p as a netlink address (IPv6 ones without duplicate
@@ -181,7 +171,7 @@ func nsInode(path string) (uint64, error) {
 
 // Prepare makes, ahead of any sandbox, the links of a network namespace
 // that a sandbox will get (a runtime's shell, named name, whose init is
-// pid): the veth pair, its host end down, an isolated port of the bridge,
+// pid): the veth pair, its host end down and in the table's group,
 // with eth0 inside, loopback up and the namespace's sysctls set. The
 // Attach whose Attachment.NetNS is that namespace takes the pair (its host
 // end keeps the name Prepare gave it and gets the sandbox's alias, then is
@@ -206,24 +196,9 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 		return fmt.Errorf("prepare the network of %s: netlink in its netns: %w", name, err)
 	}
 	defer nh.Close()
-	la := netlink.NewLinkAttrs()
-	la.Name = preparedName(m.cfg.Table, name)
-	la.MTU = 1500
-	br, err := netlink.LinkByName(m.cfg.Bridge)
-	if err == nil {
-		// Made a port of the bridge (down) at once: one change fewer
-		// for the attach.
-		la.MasterIndex = br.Attrs().Index
-		if mtu := br.Attrs().MTU; mtu > 0 {
-			la.MTU = mtu
-		}
-	}
+	la := m.hostEndAttrs(preparedName(m.cfg.Table, name))
 	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}); err != nil {
-		// A pair the bridge refused (full) is made all the same: it goes.
-		if l, lerr := netlink.LinkByName(la.Name); lerr == nil {
-			delLink(netlink.LinkDel, l)
-		}
-		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, bridgeFull(m.cfg.Bridge, err))
+		return fmt.Errorf("prepare the network of %s: create veth %s: %w", name, la.Name, err)
 	}
 	host, err := netlink.LinkByName(la.Name)
 	if err != nil {
@@ -231,13 +206,6 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 	}
 	if err := hostEndWithoutIPv6(host); err != nil {
 		return fmt.Errorf("prepare the network of %s: %w", name, err)
-	}
-	ported := false
-	if br != nil && host.Attrs().MasterIndex == br.Attrs().Index {
-		if err := netlink.LinkSetIsolated(host, true); err != nil {
-			return fmt.Errorf("prepare the network of %s: isolate bridge port %s: %w", name, la.Name, err)
-		}
-		ported = true
 	}
 	if lo, err := nh.LinkByName("lo"); err == nil {
 		if err := nh.LinkSetUp(lo); err != nil {
@@ -264,7 +232,7 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 			delete(m.prepared, i)
 		}
 	}
-	m.prepared[ino] = preparedPair{name: la.Name, ported: ported}
+	m.prepared[ino] = preparedPair{name: la.Name}
 	return nil
 }
 
@@ -291,11 +259,9 @@ func (m *Manager) DropPrepared() {
 	}
 }
 
-// preparedPair is a veth pair Prepare made: its host end's name, and
-// whether that end is an isolated port of the bridge already.
+// preparedPair is a veth pair Prepare made: its host end's name.
 type preparedPair struct {
-	name   string
-	ported bool
+	name string
 }
 
 // isPrepared reports whether link name is the host end of a pair Prepare
@@ -325,26 +291,27 @@ func (m *Manager) takePrepared(path string) (preparedPair, bool) {
 	return p, ok
 }
 
-// bridgeMaxPorts is how many ports a Linux bridge takes (BR_MAX_PORTS
-// less port 0).
-const bridgeMaxPorts = 1023
-
-// bridgeFull says what the kernel's "exchange full" means when a port is
-// added to the bridge.
-func bridgeFull(bridge string, err error) error {
-	if !errors.Is(err, unix.EXFULL) {
-		return err
+// hostEndAttrs are the attributes a host end of a sandbox's pair is
+// made with: its name, the table's group (linkGroup) and the gateway
+// link's MTU.
+func (m *Manager) hostEndAttrs(name string) netlink.LinkAttrs {
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	la.Group = m.group
+	la.MTU = 1500
+	if gl, err := netlink.LinkByName(m.cfg.Bridge); err == nil && gl.Attrs().MTU > 0 {
+		la.MTU = gl.Attrs().MTU
 	}
-	return fmt.Errorf("bridge %s has %d ports, the most a Linux bridge takes: this daemon runs no more networked sandboxes at once (run another daemon on another bridge and subnet): %w",
-		bridge, bridgeMaxPorts, errs.ErrQuota)
+	return la
 }
 
 // hostEndWithoutIPv6 has a pair's host end make no IPv6 address of its own
-// (netlink, before it is up): a bridge port needs none, and with one each
-// port up would add a link-local address (the kernel then goes over every
-// IPv6 address of the host to check their lifetimes: a cost that grows
-// with the fleet) and send neighbour discovery and multicast reports into
-// the bridge. Bridged IPv6 traffic is not the port's and passes as before.
+// (netlink, before it is up): the gateway's address is on the gateway
+// link, a sandbox's neighbour entry for it is permanent, and with one each
+// host end up would add a link-local address (the kernel then goes over
+// every IPv6 address of the host to check their lifetimes: a cost that
+// grows with the fleet) and send neighbour discovery and multicast reports
+// to the sandbox. IPv6 stays on: the host end takes the sandbox's packets.
 // A kernel without IPv6 has nothing to turn off.
 func hostEndWithoutIPv6(l netlink.Link) error {
 	err := netlink.LinkSetIP6AddrGenMode(l, nl.IN6_ADDR_GEN_MODE_NONE)
@@ -438,7 +405,7 @@ func (m *Manager) nsSysctls() error {
 // addresses are needed only for the second half: lease (nil when sb has
 // them) is called between the two, so that the links are made while a
 // lease made ahead commits.
-func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) error {
+func (m *Manager) ensureLinks(sb *sandbox, lease func() error) error {
 	// A pair Prepare made in the namespace given is the sandbox's: its
 	// host end keeps its name (a rename waits for an RCU grace period)
 	// and gets the sandbox's alias, by which a restart finds it.
@@ -504,12 +471,7 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 			}
 		}
 		adopt = false
-		la := netlink.NewLinkAttrs()
-		la.Name = sb.veth
-		la.MTU = br.Attrs().MTU
-		if la.MTU == 0 {
-			la.MTU = 1500
-		}
+		la := m.hostEndAttrs(sb.veth)
 		v := &netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(nsh))}
 		if err := netlink.LinkAdd(v); err != nil {
 			return fmt.Errorf("create veth %s: %w", sb.veth, err)
@@ -527,14 +489,16 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 	if err := netlink.LinkSetAlias(host, aliasPrefix(m.cfg.Table)+sb.key); err != nil {
 		return fmt.Errorf("set alias of %s: %w", sb.veth, err)
 	}
-	if host.Attrs().MasterIndex != br.Attrs().Index {
-		if err := netlink.LinkSetMaster(host, br); err != nil {
-			return fmt.Errorf("enslave %s to %s: %w", sb.veth, m.cfg.Bridge, bridgeFull(m.cfg.Bridge, err))
+	// A host end of an earlier version (a bridge's port, group 0) leaves
+	// the bridge and joins the table's group.
+	if host.Attrs().MasterIndex != 0 {
+		if err := netlink.LinkSetNoMaster(host); err != nil {
+			return fmt.Errorf("take %s out of its bridge: %w", sb.veth, err)
 		}
 	}
-	if !adopt || !prepared.ported {
-		if err := netlink.LinkSetIsolated(host, true); err != nil {
-			return fmt.Errorf("isolate bridge port %s: %w", sb.veth, err)
+	if host.Attrs().Group != m.group {
+		if err := netlink.LinkSetGroup(host, int(m.group)); err != nil {
+			return fmt.Errorf("set group of %s: %w", sb.veth, err)
 		}
 	}
 	if err := netlink.LinkSetUp(host); err != nil {
@@ -579,15 +543,30 @@ func (m *Manager) ensureLinks(sb *sandbox, br netlink.Link, lease func() error) 
 		}
 	}
 
-	// The host answers ARP for nobody but believes only the real owner of
-	// each address: a permanent neighbour entry.
+	// Each way a permanent neighbour entry: the sandbox's for the
+	// gateway (its host end's MAC), the host's for the sandbox (on its
+	// own link: no other link can claim its address). And the host's
+	// route to the sandbox: its address alone, by its link.
+	for _, gw := range []netip.Addr{m.gw, m.gw6} {
+		if !gw.IsValid() || (gw.Is6() && !sb.addr6.IsValid()) {
+			continue
+		}
+		if err := nh.NeighSet(&netlink.Neigh{LinkIndex: peer.Attrs().Index, Family: family(gw),
+			State: netlink.NUD_PERMANENT, IP: gw.AsSlice(), HardwareAddr: host.Attrs().HardwareAddr}); err != nil {
+			return fmt.Errorf("pin the gateway's neighbour %s in %s: %w", gw, sb.netns, err)
+		}
+	}
 	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
 		if !a.IsValid() {
 			continue
 		}
-		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: family(a),
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: host.Attrs().Index, Family: family(a),
 			State: netlink.NUD_PERMANENT, IP: a.AsSlice(), HardwareAddr: peer.Attrs().HardwareAddr}); err != nil {
 			return fmt.Errorf("pin neighbour %s: %w", a, err)
+		}
+		dst := &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
+			return fmt.Errorf("route %s to %s: %w", a, sb.veth, err)
 		}
 	}
 
@@ -636,8 +615,9 @@ func setRate(replace, del func(netlink.Qdisc) error,
 }
 
 // ownedLinks lists the host links of this instance's sandboxes by name:
-// those enslaved to the bridge and those carrying the table's alias.
-func (m *Manager) ownedLinks(br netlink.Link) (map[string]netlink.Link, error) {
+// those in the table's group, those carrying the table's alias and ports
+// of the gateway link (an earlier version's sandboxes').
+func (m *Manager) ownedLinks() (map[string]netlink.Link, error) {
 	links, err := dump(netlink.LinkList)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
@@ -646,7 +626,7 @@ func (m *Manager) ownedLinks(br netlink.Link) (map[string]netlink.Link, error) {
 	prefix := aliasPrefix(m.cfg.Table)
 	for _, l := range links {
 		a := l.Attrs()
-		if strings.HasPrefix(a.Alias, prefix) || br != nil && a.MasterIndex == br.Attrs().Index {
+		if strings.HasPrefix(a.Alias, prefix) || a.Group == m.group || a.MasterIndex != 0 && a.MasterIndex == m.gwIndex {
 			out[a.Name] = l
 		}
 	}

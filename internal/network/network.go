@@ -1,18 +1,20 @@
 // Package network connects sandboxes to the host's network (node-local):
-// a bridge, a network namespace per sandbox joined to it by a veth pair,
+// a network namespace per sandbox routed from the host over a veth pair,
+// a gateway link that holds the gateway's addresses,
 // an address leased in the store, an nftables table that NATs sandbox
 // traffic and enforces each sandbox's egress policy (package policy), tc
 // rate limits and a connection-tracking limit per sandbox.
 //
-// Everything the package makes on the host (the bridge, links, the netns
+// Everything the package makes on the host (the gateway link, links, the netns
 // pins held under Config.RunDir, the nftables table Config.Table) is
 // derived from what its callers say is attached: Sync re-applies it
 // idempotently at start-up and removes whatever belongs to no attached
 // sandbox, so a crash or a kill -9 of the daemon leaks nothing for longer
-// than the next start. Instances with different bridges, tables and
+// than the next start. Instances with different gateway links, tables and
 // RunDirs share a host without touching each other's state: a link is
-// this instance's when it is enslaved to its bridge or its alias starts
-// with "stead:<table>:".
+// this instance's when it is in its table's interface group, its alias
+// starts with "stead:<table>:", or it is a port of its gateway link (an
+// earlier version bridged its sandboxes there).
 //
 // # Crash ordering
 //
@@ -67,29 +69,32 @@ const DefaultEgressPort = 3129
 
 // Config configures a Manager.
 type Config struct {
-	// Bridge is the host bridge's name (default "stead0").
+	// Bridge names the gateway link (default "stead0"): a Linux bridge
+	// with no ports that holds the gateway's addresses. Sandboxes are
+	// routed, each on a veth pair of its own; the name is an earlier
+	// version's, which bridged them.
 	Bridge string
 	// Subnet is the sandboxes' IPv4 subnet (default 10.88.0.0/16). The
-	// bridge takes its first address; leases start at the second.
+	// gateway takes its first address; leases start at the second.
 	Subnet netip.Prefix
 	// Subnet6 is an IPv6 subnet (a /64 ULA); the zero prefix: no IPv6.
 	Subnet6 netip.Prefix
 	// RunDir holds the netns bind mounts and each sandbox's resolv.conf
 	// (default /run/stead/net).
 	RunDir string
-	// ResolverPort is the resolver's port on the bridge address (default
+	// ResolverPort is the resolver's port on the gateway address (default
 	// 53); it is written into each sandbox's resolv.conf (port 53 only:
 	// resolv.conf has no port) and admitted by the firewall. Another port
 	// is reached through a redirect of the gateway's port 53 to it (so
 	// several instances, or tests, need not share port 53).
 	ResolverPort int
-	// EgressPort is the Host/SNI egress proxy's port on the bridge
+	// EgressPort is the Host/SNI egress proxy's port on the gateway
 	// address: connections to ports 80 and 443 of a sandbox whose policy
 	// names domains are redirected to it (default 3129).
 	EgressPort int
 	// Table is the name of the nftables table (family inet) the Manager
 	// owns entirely (default "stead"). It also names the aliases of the
-	// Manager's links, so instances with different tables, bridges and
+	// Manager's links, so instances with different tables, gateway links and
 	// RunDirs never touch each other's state.
 	Table string
 	// Leases keeps the address leases.
@@ -103,7 +108,7 @@ func (c *Config) setDefaults() error {
 		c.Bridge = "stead0"
 	}
 	if len(c.Bridge) > 15 {
-		return fmt.Errorf("check bridge name %q: longer than 15 bytes", c.Bridge)
+		return fmt.Errorf("check gateway link name %q: longer than 15 bytes", c.Bridge)
 	}
 	if !c.Subnet.IsValid() {
 		c.Subnet = netip.MustParsePrefix("10.88.0.0/16")
@@ -180,7 +185,7 @@ type Attached struct {
 	ResolvConf string
 	// Addr is the sandbox's IPv4 address; Addr6 its IPv6 one, if any.
 	Addr, Addr6 netip.Addr
-	// Gateway is the bridge's address (default route and resolver).
+	// Gateway is the gateway's address (default route and resolver).
 	Gateway netip.Addr
 }
 
@@ -214,7 +219,7 @@ var ErrNotAttached = errors.New("sandbox has no network attached")
 type Manager struct {
 	cfg Config
 	log *slog.Logger
-	// gw and gw6 are the bridge's addresses (gw6 only with Subnet6).
+	// gw and gw6 are the gateway's addresses (gw6 only with Subnet6).
 	gw, gw6 netip.Addr
 
 	// op serializes every change of the host's state.
@@ -246,8 +251,10 @@ type Manager struct {
 	// a table's life) and the limits whose sets and rule the table has.
 	nextTag uint32
 	limits  map[int]bool
-	// brIndex is the bridge New or Sync set up (guarded by op).
-	brIndex int
+	// gwIndex is the gateway link New or Sync set up (guarded by op).
+	gwIndex int
+	// group is the interface group of the host ends (linkGroup).
+	group uint32
 }
 
 // sandbox is an attached sandbox as the Manager remembers it.
@@ -271,7 +278,7 @@ type sandbox struct {
 	resolved map[netip.Addr]time.Time
 }
 
-// New sets up the bridge, the sysctls sandbox traffic needs
+// New sets up the gateway link, the sysctls sandbox traffic needs
 // (net.ipv4.ip_forward, logged when it changes) and the nftables table
 // with no sandbox in it; it attaches nothing. Until Sync or Attach adds
 // them, traffic from sandboxes that still run is dropped.
@@ -286,6 +293,7 @@ func New(ctx context.Context, cfg Config) (_ *Manager, retErr error) {
 		sbs:    map[string]*sandbox{},
 		byAddr: map[netip.Addr]*sandbox{},
 		limits: map[int]bool{},
+		group:  linkGroup(cfg.Table),
 	}
 	if cfg.Subnet6.IsValid() {
 		m.gw6 = cfg.Subnet6.Addr().Next()
@@ -309,7 +317,7 @@ func New(ctx context.Context, cfg Config) (_ *Manager, retErr error) {
 	if err := m.ensureForwarding(); err != nil {
 		return nil, err
 	}
-	if _, err := m.ensureBridge(true); err != nil {
+	if _, err := m.ensureGateway(true); err != nil {
 		return nil, err
 	}
 	b, err := m.newBatch()
@@ -334,7 +342,7 @@ func (m *Manager) Subnets() []netip.Prefix {
 	return []netip.Prefix{m.cfg.Subnet}
 }
 
-// Gateway is the bridge's IPv4 address.
+// Gateway is the gateway's IPv4 address.
 func (m *Manager) Gateway() netip.Addr { return m.gw }
 
 // newSandbox is the Manager's view of a sandbox, carrying over what it
@@ -378,8 +386,7 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 	// The links first: the addresses (a lease made ahead may still be
 	// committing) are needed only halfway through them.
 	sb := m.newSandbox(a, netip.Addr{}, netip.Addr{})
-	br, err := m.ensureBridge(false)
-	if err != nil {
+	if _, err := m.ensureGateway(false); err != nil {
 		return Attached{}, err
 	}
 	var leaseDur, nftDur time.Duration
@@ -404,7 +411,7 @@ func (m *Manager) Attach(ctx context.Context, a Attachment) (Attached, error) {
 		}
 		return err
 	}
-	err = m.ensureLinks(sb, br, lease)
+	err := m.ensureLinks(sb, lease)
 	t3 := time.Now()
 	if nft != nil {
 		if nerr := <-nft; err == nil && nerr != nil {
@@ -650,17 +657,7 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	if err := m.removeElements(sb, ok); err != nil {
 		errs = append(errs, err)
 	}
-	for _, a := range []netip.Addr{sb.addr, sb.addr6} {
-		if !a.IsValid() {
-			continue
-		}
-		if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
-			err := netlink.NeighDel(&netlink.Neigh{LinkIndex: br.Attrs().Index, Family: family(a), IP: a.AsSlice()})
-			if err != nil && !errors.Is(err, unix.ENOENT) {
-				errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
-			}
-		}
-	}
+	// Its routes and neighbour entries go with its host end.
 	if l, err := netlink.LinkByName(sb.veth); err == nil {
 		if err := delLink(netlink.LinkDel, l); err != nil {
 			errs = append(errs, fmt.Errorf("delete veth %s: %w", sb.veth, err))
@@ -729,7 +726,6 @@ func (m *Manager) removeElements(sb *sandbox, known bool) error {
 				}
 			}
 		}
-		b.del(b.portSet(), nftables.SetElement{Key: ifname(sb.veth)})
 		for _, e := range m.counters(b, sb) {
 			b.del(e.s, e.e)
 		}

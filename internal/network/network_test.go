@@ -22,7 +22,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/client"
-	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/nettest"
 	"github.com/stead-dev/stead/internal/network/policy"
@@ -544,25 +543,24 @@ func TestAddressIsStableAcrossDetachAndAttachAndFreedByRelease(t *testing.T) {
 func (e *env) leftovers() []string {
 	var out []string
 	links := linkList(e.t)
-	br, _ := netlink.LinkByName(e.cfg.Bridge)
+	group := network.LinkGroup(e.cfg.Table)
+	gw, _ := netlink.LinkByName(e.cfg.Bridge)
 	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Alias, "stead:"+e.cfg.Table+":") || br != nil && l.Attrs().MasterIndex == br.Attrs().Index {
-			out = append(out, "link "+l.Attrs().Name)
+		a := l.Attrs()
+		if strings.HasPrefix(a.Alias, "stead:"+e.cfg.Table+":") || a.Group == group || gw != nil && a.MasterIndex == gw.Attrs().Index {
+			out = append(out, "link "+a.Name)
 		}
 	}
-	if br != nil {
-		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
-			neighs, err := netlink.NeighList(br.Attrs().Index, fam)
-			for range 10 {
-				if !errors.Is(err, netlink.ErrDumpInterrupted) {
-					break
-				}
-				neighs, err = netlink.NeighList(br.Attrs().Index, fam)
+	// A route to an address of the subnets by another link than the
+	// gateway's (a sandbox's, left by a link that is not deleted).
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		routes, _ := netlink.RouteList(nil, fam)
+		for _, r := range routes {
+			if r.Dst == nil || gw != nil && r.LinkIndex == gw.Attrs().Index {
+				continue
 			}
-			for _, n := range neighs {
-				if n.State&netlink.NUD_PERMANENT != 0 {
-					out = append(out, "neighbour "+n.IP.String())
-				}
+			if a, ok := netip.AddrFromSlice(r.Dst.IP); ok && (e.cfg.Subnet.Contains(a.Unmap()) || e.cfg.Subnet6.IsValid() && e.cfg.Subnet6.Contains(a)) {
+				out = append(out, "route "+r.Dst.String())
 			}
 		}
 	}
@@ -583,15 +581,19 @@ func (e *env) leftovers() []string {
 	c, _ := nftables.New()
 	chains, _ := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	for _, ch := range chains {
-		fixed := map[string]bool{"forward": true, "input": true, "output": true, "prerouting": true, "postrouting": true, "policy": true, "limits": true}
+		fixed := map[string]bool{"antispoof": true, "forward": true, "input": true, "output": true, "prerouting": true, "postrouting": true, "policy": true, "limits": true}
 		if ch.Table.Name == e.cfg.Table && !fixed[ch.Name] {
 			out = append(out, "chain "+ch.Name)
 		}
 	}
-	// A sandbox is elements of the tables' sets: none may be left (but
+	// A sandbox is elements of the table's sets: none may be left (but
 	// the connection counts, which the kernel keeps and drops itself).
-	for _, fam := range []nftables.TableFamily{nftables.TableFamilyINet, nftables.TableFamilyBridge} {
-		tab := &nftables.Table{Name: e.cfg.Table, Family: fam}
+	// No bridge table is made any more.
+	if sets, err := c.GetSets(&nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyBridge}); err == nil {
+		out = append(out, fmt.Sprintf("a bridge table with %d sets", len(sets)))
+	}
+	{
+		tab := &nftables.Table{Name: e.cfg.Table, Family: nftables.TableFamilyINet}
 		sets, _ := c.GetSets(tab)
 		for _, s := range sets {
 			if strings.HasPrefix(s.Name, "conns") {
@@ -895,23 +897,43 @@ func TestIPv6SandboxGoesOutThroughNAT66UnderTheSameRules(t *testing.T) {
 	}
 }
 
-// TestASandboxsOwnMulticastStopsAtItsPort: multicast a sandbox sends (MLD
+// TestASandboxsOwnMulticastReachesNoOther: multicast a sandbox sends (MLD
 // reports as it joins a group, duplicate address detection from ::,
-// datagrams to all nodes and to mDNS's IPv4 group) is dropped at its bridge port, before
-// the bridge floods it to every port or passes it up to the host, and is
-// not counted as refused; neighbour discovery with the gateway works (a
-// fetch over IPv6).
-func TestASandboxsOwnMulticastStopsAtItsPort(t *testing.T) {
+// datagrams to all nodes and to mDNS's IPv4 group) reaches no other
+// sandbox listening for it (each is routed on a link of its own: nothing
+// floods) and is not counted as refused; neighbour discovery with the
+// gateway works (a fetch over IPv6).
+func TestASandboxsOwnMulticastReachesNoOther(t *testing.T) {
 	e := newEnvWith(t, func(cfg *network.Config, n int) {
 		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
 	})
 	a := e.attach("mcast", policy.Default(), network.Limits{})
-	rx := func() string {
-		b, err := os.ReadFile("/sys/class/net/" + e.cfg.Bridge + "/statistics/rx_packets")
-		if err != nil {
+	b := e.attach("mcast-listener", policy.Default(), network.Limits{})
+	// The other sandbox listens on both groups' ports, joined to them.
+	got := make(chan string, 8)
+	for _, ln := range []struct{ group, addr string }{{"ff02::1", "[::]:9"}, {"224.0.0.251", "0.0.0.0:5353"}} {
+		var c *net.UDPConn
+		if err := nettest.Do(b.NetNS, func() error {
+			eth, err := net.InterfaceByName("eth0")
+			if err != nil {
+				return err
+			}
+			c, err = net.ListenMulticastUDP("udp", eth, &net.UDPAddr{IP: net.ParseIP(ln.group), Port: int(netip.MustParseAddrPort(ln.addr).Port())})
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
-		return strings.TrimSpace(string(b))
+		t.Cleanup(func() { c.Close() })
+		go func() {
+			buf := make([]byte, 64)
+			for {
+				n, from, err := c.ReadFromUDP(buf)
+				if err != nil {
+					return
+				}
+				got <- fmt.Sprintf("%q from %s", buf[:n], from)
+			}
+		}()
 	}
 	// Neighbour discovery with the gateway gets through (a fresh
 	// sandbox resolves it for this fetch).
@@ -920,7 +942,6 @@ func TestASandboxsOwnMulticastStopsAtItsPort(t *testing.T) {
 		t.Fatalf("fetch over IPv6: %q %v", body, err)
 	}
 	time.Sleep(2 * time.Second) // the attach's own address work is over
-	before := rx()
 	st0, err := e.m.Status(e.ctx, "mcast")
 	if err != nil {
 		t.Fatal(err)
@@ -960,8 +981,10 @@ func TestASandboxsOwnMulticastStopsAtItsPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // MLD repeats its reports within a second or two
-	if after := rx(); after != before {
-		t.Fatalf("the bridge passed up %s -> %s frames: a sandbox's own multicast left its port", before, after)
+	select {
+	case m := <-got:
+		t.Fatalf("another sandbox received %s: a sandbox's multicast left its link", m)
+	default:
 	}
 	if st1, err := e.m.Status(e.ctx, "mcast"); err != nil || st1.Refused != st0.Refused {
 		t.Fatalf("a sandbox's own multicast was counted as refused: %d -> %+v %v", st0.Refused, st1, err)
@@ -1015,8 +1038,9 @@ func TestSandboxCannotReachAnotherThroughTheGateway(t *testing.T) {
 	a := e.attach("hairpin-a", parse(t, []string{"0.0.0.0/0"}, nil, true), network.Limits{})
 	b := e.attach("hairpin-b", policy.Default(), network.Limits{})
 	listenIn(t, b.NetNS, 7000)
-	// L2 is closed by port isolation; send it to the gateway instead, as
-	// a sandbox with a route of its own would.
+	// There is no L2 between sandboxes (each is routed on a link of its
+	// own); send it to the gateway instead, as a sandbox with a route of
+	// its own would.
 	if err := nettest.Do(a.NetNS, func() error {
 		eth, err := netlink.LinkByName("eth0")
 		if err != nil {
@@ -1170,6 +1194,72 @@ func TestSyncMarksTheConnectionsAnEarlierVersionLeftUnmarked(t *testing.T) {
 	}
 }
 
+// TestSyncRoutesTheSandboxesAnEarlierVersionBridged: an earlier version
+// made each sandbox's host end a port of a bridge (the gateway link's
+// name) and kept its anti-spoof rules in a bridge table. The next daemon's
+// Sync takes a running sandbox's link out of the bridge into the table's
+// group and routes it, deletes the bridge table, and the sandbox reaches
+// the internet again, still unable to send from another's address.
+func TestSyncRoutesTheSandboxesAnEarlierVersionBridged(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("bridged", policy.Default(), network.Limits{})
+	other := e.attach("gone", policy.Default(), network.Limits{})
+	gw, err := netlink.LinkByName(e.cfg.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the earlier version left them: ports of the bridge in group 0,
+	// no routes of their own, a bridge table.
+	for _, at := range []network.Attached{a, other} {
+		host, err := netlink.LinkByName(hostEndOf(t, at.NetNS))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetGroup(host, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetMaster(host, gw); err != nil {
+			t.Fatal(err)
+		}
+		dst := &net.IPNet{IP: at.Addr.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		if err := netlink.RouteDel(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("nft", "add", "table", "bridge", e.cfg.Table).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	e.m = e.newManager()
+	if err := e.m.Sync(e.ctx, []network.Attachment{{ID: "bridged", Policy: policy.Default()}}, map[string]bool{"bridged": true}); err != nil {
+		t.Fatal(err)
+	}
+	host, err := netlink.LinkByName(hostEndOf(t, a.NetNS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host.Attrs().MasterIndex != 0 || host.Attrs().Group != network.LinkGroup(e.cfg.Table) {
+		t.Fatalf("the running sandbox's host end after Sync: master %d, group %d", host.Attrs().MasterIndex, host.Attrs().Group)
+	}
+	if out, err := exec.Command("nft", "list", "table", "bridge", e.cfg.Table).CombinedOutput(); err == nil {
+		t.Fatalf("the bridge table is still there:\n%s", out)
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	for _, l := range linkList(t) {
+		if l.Attrs().MasterIndex == gw.Attrs().Index {
+			t.Fatalf("link %s is still a port of the gateway link", l.Attrs().Name)
+		}
+	}
+	if err := e.m.Detach(e.ctx, "bridged"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Sync(e.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
 // TestAttachHoldsTheNamespaceTheCallerMade: the runtime makes a sandbox's
 // network namespace (owned by the sandbox's user namespace) and hands its
 // /proc path to Attach: the Manager links that very namespace, holds it,
@@ -1274,68 +1364,47 @@ func (l slowLeases) LeaseAddresses(ctx context.Context, id string, subnets ...ne
 	return l.Leases.LeaseAddresses(ctx, id, subnets...)
 }
 
-// TestAFullBridgeRefusesWithAClearError: a Linux bridge takes 1,023 ports;
-// an Attach beyond them is refused as a quota (not a bare "exchange
-// full"), and the sandboxes attached before keep their reach.
-func TestAFullBridgeRefusesWithAClearError(t *testing.T) {
-	e := newEnv(t)
-	first := e.attach("before-full", policy.Default(), network.Limits{})
-	br, err := netlink.LinkByName(e.cfg.Bridge)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Fill the bridge with veth pairs (both ends on the host).
-	var made []netlink.Link
-	t.Cleanup(func() {
-		for _, l := range made {
-			netlink.LinkDel(l)
-		}
+// TestMoreSandboxesThanABridgeHasPorts: sandboxes are routed, not ports
+// of a bridge (a Linux bridge takes 1,023), so a daemon attaches more than
+// that; the first and the last reach the internet, none reaches another,
+// and the gateway link has no port.
+func TestMoreSandboxesThanABridgeHasPorts(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		// A /21 of the slot's own (10.128.0.0/13 holds one for each).
+		cfg.Subnet = netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/21", 128+n>>5, (n&31)<<3))
 	})
-	for i := 0; ; i++ {
-		la := netlink.NewLinkAttrs()
-		la.Name = fmt.Sprintf("fl%s-%d", e.cfg.Bridge[4:], i)
-		la.MasterIndex = br.Attrs().Index
-		v := &netlink.Veth{LinkAttrs: la, PeerName: fmt.Sprintf("fp%s-%d", e.cfg.Bridge[4:], i)}
-		err := netlink.LinkAdd(v)
-		if errors.Is(err, syscall.EXFULL) {
-			// The kernel keeps the pair the bridge refused.
-			if l, err := netlink.LinkByName(la.Name); err == nil {
-				netlink.LinkDel(l)
-			}
-			break
+	const n = 1030
+	var first, last network.Attached
+	for i := range n {
+		at := e.attach(fmt.Sprintf("many-%d", i), policy.Default(), network.Limits{})
+		if i == 0 {
+			first = at
 		}
-		if err != nil {
-			t.Fatalf("fill port %d: %v", i, err)
-		}
-		made = append(made, v)
-		if i > 1100 {
-			t.Fatal("the bridge took more than 1,100 ports")
-		}
-	}
-	_, err = e.m.Attach(e.ctx, network.Attachment{ID: "beyond", Policy: policy.Default()})
-	if !errors.Is(err, errs.ErrQuota) || !strings.Contains(err.Error(), "1023 ports") {
-		t.Fatalf("attach to a full bridge: %v", err)
-	}
-	// A pair made ahead for a shell is refused the same, and leaves no
-	// link behind: the shell's namespace has no eth0.
-	pid, ns := netnsProc(t)
-	if err := e.m.Prepare(e.ctx, "shell-full", pid); !errors.Is(err, errs.ErrQuota) {
-		t.Fatalf("prepare on a full bridge: %v", err)
-	}
-	err = nettest.Do(ns, func() error {
-		if _, err := netlink.LinkByName("eth0"); err == nil {
-			return errors.New("the refused pair is still there")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+		last = at
 	}
 	e.mustReach(first.NetNS, e.sink(e.inet.Web))
+	e.mustReach(last.NetNS, e.sink(e.inet.Web))
+	listenIn(t, first.NetNS, 8080)
+	e.mustNotReach(last.NetNS, netip.AddrPortFrom(first.Addr, 8080))
+	gw, err := netlink.LinkByName(e.cfg.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range linkList(t) {
+		if l.Attrs().MasterIndex == gw.Attrs().Index {
+			t.Fatalf("link %s is a port of the gateway link", l.Attrs().Name)
+		}
+	}
+	if err := e.m.Sync(e.ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left[:min(len(left), 20)], "\n"))
+	}
 }
 
 // TestNftListsTheTables: nft(8), what an operator reads the firewall
-// with, lists both tables with every kind of element a policy makes (both
+// with, lists the table with every kind of element a policy makes (both
 // families, CIDRs allowed and denied, names admitted, a conntrack limit,
 // the anti-spoof pairs), and finds the sandbox's addresses in them.
 func TestNftListsTheTables(t *testing.T) {
@@ -1348,25 +1417,20 @@ func TestNftListsTheTables(t *testing.T) {
 	}
 	a := e.attach("listed", p, network.Limits{MaxConns: 64})
 	e.m.AddResolved("listed", []netip.Addr{netip.MustParseAddr("198.18.0.9"), netip.MustParseAddr("2001:db8::9")}, time.Minute)
-	for _, fam := range []string{"inet", "bridge"} {
-		out, err := exec.Command("nft", "list", "table", fam, e.cfg.Table).CombinedOutput()
-		if err != nil {
-			t.Fatalf("nft list table %s %s: %v\n%s", fam, e.cfg.Table, err, out)
+	out, err := exec.Command("nft", "list", "table", "inet", e.cfg.Table).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft list table inet %s: %v\n%s", e.cfg.Table, err, out)
+	}
+	for _, addr := range []netip.Addr{a.Addr, a.Addr6} {
+		if !strings.Contains(string(out), addr.String()) {
+			t.Errorf("nft lists no element of %s:\n%s", addr, out)
 		}
-		for _, addr := range []netip.Addr{a.Addr, a.Addr6} {
-			if !strings.Contains(string(out), addr.String()) {
-				t.Errorf("nft lists no element of %s in table %s:\n%s", addr, fam, out)
-			}
-		}
-		if fam == "bridge" {
-			// The port by its name (a key taken for host-endian prints
-			// as "").
-			port := hostEndOf(t, a.NetNS)
-			blk, _, _ := strings.Cut(string(out[strings.Index(string(out), "set ports {"):]), "}")
-			if !strings.Contains(blk, `"`+port+`"`) {
-				t.Errorf("nft lists set ports without %s:\n%s", port, out)
-			}
-		}
+	}
+	// The host end by its name beside its addresses (anti-spoof).
+	port := hostEndOf(t, a.NetNS)
+	blk, _, _ := strings.Cut(string(out[strings.Index(string(out), "set sources4 {"):]), "}")
+	if !strings.Contains(blk, `"`+port+`" . `+a.Addr.String()) {
+		t.Errorf("nft lists set sources4 without %s . %s:\n%s", port, a.Addr, out)
 	}
 }
 

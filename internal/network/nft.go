@@ -43,25 +43,25 @@ import (
 //	set domains4|6     address                  policies that name domains: 80/443 to the egress proxy
 //	set limit<N>4|6    address                  sandboxes whose conntrack limit is N
 //	set conns<N>4|6    address, dynamic         their connection counts
-//	chain forward      from the bridge: established, else a sandbox's source, its connection marked, to
-//	                   policy; to the bridge: replies only
-//	chain input        from the bridge: established, neighbour discovery, else a sandbox's source, its
+//	set sources4|6     ifname . address         each host end's own address
+//	set spoofed        ifname, counter          drops of another source, counted per host end
+//	chain antispoof    (raw) from a host end, a source not its own -> counted, dropped
+//	chain forward      from a host end: established, else a sandbox's source, its connection marked,
+//	                   to policy; to a host end: replies only
+//	chain input        from a host end: established, neighbour discovery, else a sandbox's source, its
 //	                   connection marked, to policy
-//	chain output       to the bridge, a new connection to a sandbox: marked
+//	chain output       to a host end, a new connection to a sandbox: marked
 //	chain policy       limits, gateway services, always-refused, then the policy's sets in order of decision
 //	chain limits       one rule per limit in use
 //	chain prerouting   (nat) 80/443 of domain sandboxes -> egress proxy; 53 -> resolver port
 //	chain postrouting  (nat) masquerade the subnets leaving by another interface
 //
-// The bridge table (anti-spoof, before the IP stack sees a frame):
-//
-//	set ports          ifname                   sandboxes' host ends
-//	set sources4|6     ifname . address         each port's own address
-//	set spoofed        ifname, counter          drops of another source, counted per port
-//	chain prerouting   from a port, a source not its own -> counted, dropped
-//
-// A source address identifies a sandbox only because the bridge table
-// drops every other source from its port.
+// A host end is a link in the table's interface group (linkGroup): the
+// kernel gives a link its group as it makes it, so every rule knows a
+// sandbox's link from its first packet, before its elements are in. A
+// source address identifies a sandbox only because antispoof drops every
+// other source from its link. A table named so in the bridge family is
+// an earlier version's (sandboxes were bridged then): a rebuild deletes it.
 
 func famName(is4 bool) string {
 	if is4 {
@@ -87,7 +87,8 @@ const dynamicSize = 1 << 17
 // removal queued with del comes first.
 type batch struct {
 	c      *nftables.Conn
-	t, bt  *nftables.Table // inet, bridge
+	t      *nftables.Table // inet
+	bt     *nftables.Table // bridge: an earlier version's, deleted by a rebuild
 	nextID uint32
 	adds   map[string]*pendingElems
 	order  []string
@@ -217,16 +218,12 @@ func (b *batch) namedSet(is4 bool) *nftables.Set {
 // nft(8) makes them: the kernel compares bytes either way, but nft prints
 // the name of a set that says nothing as "".
 
-func (b *batch) portSet() *nftables.Set {
-	return &nftables.Set{Table: b.bt, Name: "ports", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian}
-}
-
 func (b *batch) sourceSet(is4 bool) *nftables.Set {
-	return &nftables.Set{Table: b.bt, Name: "sources" + famName(is4), KeyType: nftables.MustConcatSetType(nftables.TypeIFName, keyType(is4))}
+	return &nftables.Set{Table: b.t, Name: "sources" + famName(is4), KeyType: nftables.MustConcatSetType(nftables.TypeIFName, keyType(is4))}
 }
 
 func (b *batch) spoofedSet() *nftables.Set {
-	return &nftables.Set{Table: b.bt, Name: "spoofed", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian,
+	return &nftables.Set{Table: b.t, Name: "spoofed", KeyType: nftables.TypeIFName, KeyByteOrder: binaryutil.NativeEndian,
 		Dynamic: true, Counter: true, Size: dynamicSize}
 }
 
@@ -274,16 +271,17 @@ func (m *Manager) subnetOf(is4 bool) netip.Prefix {
 
 func tagBytes(tag uint32) []byte { return binaryutil.BigEndian.PutUint32(tag) }
 
-// rebuild queues both tables for sbs: delete (if present) and recreate,
-// so one transaction replaces the ruleset.
+// rebuild queues the table for sbs: delete (if present) and recreate,
+// so one transaction replaces the ruleset. The bridge table of an earlier
+// version goes with it.
 func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 	b.rebuilt = true
-	for _, t := range []*nftables.Table{b.t, b.bt} {
-		b.c.AddTable(t)
-		b.c.DelTable(t)
-		b.c.AddTable(t)
-	}
-	sets := []*nftables.Set{b.portSet(), b.spoofedSet()}
+	b.c.AddTable(b.bt)
+	b.c.DelTable(b.bt)
+	b.c.AddTable(b.t)
+	b.c.DelTable(b.t)
+	b.c.AddTable(b.t)
+	sets := []*nftables.Set{b.spoofedSet()}
 	for _, is4 := range m.families() {
 		sets = append(sets, b.sandboxMap(is4), b.refusedSet(is4), b.cidrSet("deny", is4), b.cidrSet("allow", is4),
 			b.namedSet(is4), b.sourceSet(is4))
@@ -299,8 +297,8 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 			return err
 		}
 	}
+	m.antispoofRules(b)
 	m.baseRules(b)
-	m.bridgeRules(b)
 	for _, sb := range sbs {
 		m.tagged(sb)
 		if err := m.ensureLimit(b, sb.lim.MaxConns); err != nil {
@@ -316,7 +314,7 @@ func (m *Manager) rebuild(b *batch, sbs []*sandbox, now time.Time) error {
 // baseRules queues the inet table's chains and rules.
 func (m *Manager) baseRules(b *batch) {
 	pAccept := nftables.ChainPolicyAccept
-	br := m.cfg.Bridge
+	fromSb, toSb := matchIifGroup(m.group, true), matchOifGroup(m.group, true)
 	est := matchCtState(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED)
 	pol := b.c.AddChain(&nftables.Chain{Name: "policy", Table: b.t})
 	lim := b.c.AddChain(&nftables.Chain{Name: "limits", Table: b.t})
@@ -324,40 +322,40 @@ func (m *Manager) baseRules(b *batch) {
 
 	fwd := b.c.AddChain(&nftables.Chain{Name: "forward", Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
-	b.rule(fwd, matchIif(br, true), est, accept())
+	b.rule(fwd, fromSb, est, accept())
 	for _, is4 := range m.families() {
-		b.rule(fwd, matchIif(br, true), b.markConn(src, is4), toPolicy)
+		b.rule(fwd, fromSb, b.markConn(src, is4), toPolicy)
 	}
-	b.rule(fwd, matchIif(br, true), drop())
-	b.rule(fwd, matchOif(br, true), est, accept())
-	b.rule(fwd, matchOif(br, true), drop())
+	b.rule(fwd, fromSb, drop())
+	b.rule(fwd, toSb, est, accept())
+	b.rule(fwd, toSb, drop())
 
 	in := b.c.AddChain(&nftables.Chain{Name: "input", Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
-	b.rule(in, matchIif(br, true), est, accept())
+	b.rule(in, fromSb, est, accept())
 	if m.gw6.IsValid() {
 		// Neighbour discovery with the gateway (from link-local sources).
 		for _, typ := range ndTypes {
-			b.rule(in, matchIif(br, true), matchIPv6(), matchICMPv6Type(typ), accept())
+			b.rule(in, fromSb, matchIPv6(), matchICMPv6Type(typ), accept())
 		}
 	}
 	// Multicast a sandbox's stack sends on its own (MLD reports, IGMP) is
 	// dropped uncounted: Refused counts what the sandbox asked for.
-	b.rule(in, matchIif(br, true), matchPrefix(dst, multicast4, true), drop())
+	b.rule(in, fromSb, matchPrefix(dst, multicast4, true), drop())
 	if m.gw6.IsValid() {
-		b.rule(in, matchIif(br, true), matchPrefix(dst, multicast6, true), drop())
+		b.rule(in, fromSb, matchPrefix(dst, multicast6, true), drop())
 	}
 	for _, is4 := range m.families() {
-		b.rule(in, matchIif(br, true), b.markConn(src, is4), toPolicy)
+		b.rule(in, fromSb, b.markConn(src, is4), toPolicy)
 	}
-	b.rule(in, matchIif(br, true), drop())
+	b.rule(in, fromSb, drop())
 
 	// The host's own connections to a sandbox (the port proxy's) are
 	// marked too: a detach forgets them with the sandbox's.
 	out := b.c.AddChain(&nftables.Chain{Name: "output", Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
 	for _, is4 := range m.families() {
-		b.rule(out, matchOif(br, true), matchCtState(expr.CtStateBitNEW), b.markConn(dst, is4))
+		b.rule(out, toSb, matchCtState(expr.CtStateBitNEW), b.markConn(dst, is4))
 	}
 
 	// The policy chain, in the policy's order of decision, after what no
@@ -374,7 +372,7 @@ func (m *Manager) baseRules(b *batch) {
 	for _, is4 := range fams {
 		ref := b.refuse(is4)
 		b.rule(pol, matchFamily(is4), matchLocalDaddr(true), ref)
-		b.rule(pol, matchFamily(is4), matchOif(br, true), ref)
+		b.rule(pol, matchFamily(is4), toSb, ref)
 		b.rule(pol, matchPrefix(dst, m.subnetOf(is4), true), ref)
 		for _, p := range policy.AlwaysDenied {
 			if p.Addr().Is4() == is4 {
@@ -396,13 +394,13 @@ func (m *Manager) baseRules(b *batch) {
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &pAccept})
 	for _, is4 := range fams {
 		for _, port := range []int{80, 443} {
-			b.rule(pre, matchIif(br, true), lookupAddr(src, is4, b.addrSet(setDomains, is4)),
-				matchLocalDaddr(false), matchL4Port(unix.IPPROTO_TCP, port), redirectTo(m.cfg.EgressPort))
+			b.rule(pre, fromSb, lookupAddr(src, is4, b.addrSet(setDomains, is4)),
+				matchLocalDaddr(false), matchL4Port(unix.IPPROTO_TCP, port), dnatTo(m.gwOf(is4), m.cfg.EgressPort))
 		}
 		if m.cfg.ResolverPort != 53 {
 			for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-				b.rule(pre, matchIif(br, true), matchAddr(dst, m.gwOf(is4), true),
-					matchL4Port(proto, 53), redirectTo(m.cfg.ResolverPort))
+				b.rule(pre, fromSb, matchAddr(dst, m.gwOf(is4), true),
+					matchL4Port(proto, 53), dnatTo(m.gwOf(is4), m.cfg.ResolverPort))
 			}
 		}
 	}
@@ -410,20 +408,19 @@ func (m *Manager) baseRules(b *batch) {
 	post := b.c.AddChain(&nftables.Chain{Name: "postrouting", Table: b.t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &pAccept})
 	for _, is4 := range fams {
-		b.rule(post, matchPrefix(src, m.subnetOf(is4), true), matchOif(br, false), []expr.Any{&expr.Masq{}})
+		b.rule(post, matchPrefix(src, m.subnetOf(is4), true), matchOifGroup(m.group, false), []expr.Any{&expr.Masq{}})
 	}
 }
 
-// bridgeRules queues the bridge table's chain: a frame from a sandbox's
-// port whose source address is not the port's own is counted and
-// dropped.
-func (m *Manager) bridgeRules(b *batch) {
+// antispoofRules queues the chain that drops, counted by link, a packet
+// from a host end whose source address is not that link's sandbox's. It
+// runs before connection tracking: a spoofed packet leaves no state.
+func (m *Manager) antispoofRules(b *batch) {
 	pAccept := nftables.ChainPolicyAccept
-	prio := nftables.ChainPriority(-200)
-	ch := b.c.AddChain(&nftables.Chain{Name: "prerouting", Table: b.bt, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookPrerouting, Priority: &prio, Policy: &pAccept})
+	ch := b.c.AddChain(&nftables.Chain{Name: "antispoof", Table: b.t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityRaw, Policy: &pAccept})
+	fromSb := matchIifGroup(m.group, true)
 	iif := &expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}
-	port := cat([]expr.Any{iif}, lookupReg(b.portSet()))
 	spoof := countAndDrop(iif, b.spoofedSet())
 	// iifname . ip[6] saddr: the name fills register 1 (16 bytes), the
 	// address follows it in register 2.
@@ -433,30 +430,18 @@ func (m *Manager) bridgeRules(b *batch) {
 		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, a,
 			&expr.Lookup{SourceRegister: 1, SetName: b.sourceSet(is4).Name, Invert: true}}
 	}
-	b.rule(ch, port, etherType(unix.ETH_P_IP), notOwn(true), spoof)
-	// IPv4 multicast (the host's input drops it; ARP is not IP): see
-	// IPv6's below.
-	b.rule(ch, port, etherType(unix.ETH_P_IP), cmpPrefix(dst, multicast4, true), drop())
+	b.rule(ch, fromSb, matchIPv4(), notOwn(true), spoof)
 	if !m.gw6.IsValid() {
-		b.rule(ch, port, etherType(unix.ETH_P_IPV6), drop())
+		b.rule(ch, fromSb, matchIPv6(), drop())
 		return
 	}
-	// Multicast from a sandbox's port goes no further than neighbour
-	// discovery with the gateway needs: router and neighbour solicitations
-	// and advertisements from an address. What a sandbox's stack sends on
-	// its own as its link comes up (duplicate address detection from ::,
-	// MLD reports: nine frames a create) is dropped here, uncounted,
-	// before the bridge floods it: a flood visits every port, and at
-	// 1,000 ports those frames cost 1.7 ms of CPU a create. The host's
-	// input dropped them anyway.
-	mcast6 := cat(port, etherType(unix.ETH_P_IPV6), cmpPrefix(dst, multicast6, true))
-	b.rule(ch, mcast6, cmpAddr(src, netip.IPv6Unspecified(), true), drop())
-	b.rule(ch, mcast6, l4protoIs(unix.IPPROTO_ICMPV6, false), drop())
-	b.rule(ch, mcast6, icmpv6TypeNotIn(ndTypes...), drop())
-	// Link-local sources are the link's own: not spoofs (input drops what
-	// they send uncounted but neighbour discovery).
-	b.rule(ch, port, etherType(unix.ETH_P_IPV6), cmpPrefix(src, linkLocal6, true), accept())
-	b.rule(ch, port, etherType(unix.ETH_P_IPV6), notOwn(false), spoof)
+	// What a sandbox's stack sends on its own as its link comes up
+	// (duplicate address detection from ::) is no spoof: input drops it,
+	// uncounted, as it drops multicast. Link-local sources are the link's
+	// own (input drops what they send but neighbour discovery).
+	b.rule(ch, fromSb, matchAddr(src, netip.IPv6Unspecified(), true), drop())
+	b.rule(ch, fromSb, matchPrefix(src, linkLocal6, true), accept())
+	b.rule(ch, fromSb, matchIPv6(), notOwn(false), spoof)
 }
 
 var (
@@ -522,7 +507,7 @@ func (e setEl) id() string {
 // all (all, to remove).
 func (m *Manager) elements(b *batch, sb *sandbox, now time.Time, all bool) []setEl {
 	p := sb.pol
-	out := []setEl{{b.portSet(), nftables.SetElement{Key: ifname(sb.veth)}}}
+	var out []setEl
 	for _, is4 := range m.families() {
 		a := sb.addrOf(is4)
 		if !a.IsValid() {

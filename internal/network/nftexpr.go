@@ -19,19 +19,19 @@ func ifname(name string) []byte {
 	return b
 }
 
-func matchIif(name string, eq bool) []expr.Any {
-	op := cmpOp(eq)
+// matchIifGroup is "meta iifgroup ==|!= group".
+func matchIifGroup(group uint32, eq bool) []expr.Any {
 	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-		&expr.Cmp{Op: op, Register: 1, Data: ifname(name)},
+		&expr.Meta{Key: expr.MetaKeyIIFGROUP, Register: 1},
+		&expr.Cmp{Op: cmpOp(eq), Register: 1, Data: binaryutil.NativeEndian.PutUint32(group)},
 	}
 }
 
-func matchOif(name string, eq bool) []expr.Any {
-	op := cmpOp(eq)
+// matchOifGroup is "meta oifgroup ==|!= group".
+func matchOifGroup(group uint32, eq bool) []expr.Any {
 	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Cmp{Op: op, Register: 1, Data: ifname(name)},
+		&expr.Meta{Key: expr.MetaKeyOIFGROUP, Register: 1},
+		&expr.Cmp{Op: cmpOp(eq), Register: 1, Data: binaryutil.NativeEndian.PutUint32(group)},
 	}
 }
 
@@ -84,8 +84,7 @@ func matchAddr(d dir, a netip.Addr, eq bool) []expr.Any {
 	return cat(matchFamily(a.Is4()), cmpAddr(d, a, eq))
 }
 
-// cmpAddr is matchAddr without the family check (the bridge family has
-// none: etherType instead).
+// cmpAddr is matchAddr without the family check.
 func cmpAddr(d dir, a netip.Addr, eq bool) []expr.Any {
 	op := cmpOp(eq)
 	return []expr.Any{loadAddr(d, a.Is4()), &expr.Cmp{Op: op, Register: 1, Data: a.AsSlice()}}
@@ -140,20 +139,6 @@ func lookupPair(is4 bool, s *nftables.Set) []expr.Any {
 	return cat(matchFamily(is4), []expr.Any{loadAddr(src, is4), d, &expr.Lookup{SourceRegister: 1, SetName: s.Name}})
 }
 
-// lookupReg is "@set" of what register 1 holds (and the registers after
-// it, for a concatenation).
-func lookupReg(s *nftables.Set) []expr.Any {
-	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: s.Name}}
-}
-
-// etherType is "meta protocol typ" (the bridge family has no nfproto).
-func etherType(typ uint16) []expr.Any {
-	return []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(typ)},
-	}
-}
-
 // matchL4Port is "meta l4proto proto th dport port".
 func matchL4Port(proto byte, port int) []expr.Any {
 	return []expr.Any{
@@ -185,16 +170,6 @@ func l4protoIs(proto byte, eq bool) []expr.Any {
 	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: cmpOp(eq), Register: 1, Data: []byte{proto}}}
 }
 
-// icmpv6TypeNotIn is "icmpv6 type != each of types".
-func icmpv6TypeNotIn(types ...byte) []expr.Any {
-	out := cat(l4protoIs(unix.IPPROTO_ICMPV6, true),
-		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1}})
-	for _, t := range types {
-		out = append(out, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{t}})
-	}
-	return out
-}
-
 // matchCtState is "ct state in bits".
 func matchCtState(bits uint32) []expr.Any {
 	return []expr.Any{
@@ -217,11 +192,18 @@ func matchLocalDaddr(eq bool) []expr.Any {
 func accept() []expr.Any { return []expr.Any{&expr.Verdict{Kind: expr.VerdictAccept}} }
 func drop() []expr.Any   { return []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}} }
 
-// redirectTo is "redirect to :port".
-func redirectTo(port int) []expr.Any {
+// dnatTo is "dnat to addr:port". Not a redirect: a redirect goes to the
+// first address of the link a packet came in by, and a host end has none
+// (the gateway's addresses are on the gateway link).
+func dnatTo(addr netip.Addr, port int) []expr.Any {
+	fam := uint32(unix.NFPROTO_IPV4)
+	if addr.Is6() {
+		fam = unix.NFPROTO_IPV6
+	}
 	return []expr.Any{
-		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
-		&expr.Redir{RegisterProtoMin: 1, Flags: unix.NF_NAT_RANGE_PROTO_SPECIFIED},
+		&expr.Immediate{Register: 1, Data: addr.AsSlice()},
+		&expr.Immediate{Register: 2, Data: binaryutil.BigEndian.PutUint16(uint16(port))},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: fam, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
 	}
 }
 

@@ -51,8 +51,8 @@ func eth0(t *testing.T, ns string) netlink.Link {
 }
 
 // TestAPreparedPairIsTakenByTheAttachOfItsNamespace: Prepare makes the
-// namespace's eth0 and a host end that is down, an isolated port of the
-// bridge (nothing leaves); a Sync leaves it alone; the Attach of another
+// namespace's eth0 and a host end that is down, in the table's group and
+// no port of anything (nothing leaves); a Sync leaves it alone; the Attach of another
 // namespace does not take it; the Attach of a sandbox given that namespace
 // takes the pair (the same eth0, the host end under the name it was given,
 // with the sandbox's alias, up) and the sandbox reaches the internet; a
@@ -64,10 +64,7 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	if err := e.m.Prepare(e.ctx, "shell-a", pid); err != nil {
 		t.Fatal(err)
 	}
-	br, err := netlink.LinkByName(e.cfg.Bridge)
-	if err != nil {
-		t.Fatal(err)
-	}
+	group := network.LinkGroup(e.cfg.Table)
 	before := eth0(t, ns)
 	var host netlink.Link
 	for _, l := range linkList(t) {
@@ -75,13 +72,10 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 			host = l
 		}
 	}
-	if host == nil || !strings.HasPrefix(host.Attrs().Name, "sp") || host.Attrs().MasterIndex != br.Attrs().Index || host.Attrs().Flags&1 != 0 {
+	if host == nil || !strings.HasPrefix(host.Attrs().Name, "sp") || host.Attrs().Group != group || host.Attrs().MasterIndex != 0 || host.Attrs().Flags&1 != 0 {
 		t.Fatalf("prepared host end: %+v", host)
 	}
-	if pi, err := netlink.LinkGetProtinfo(host); err != nil || !pi.Isolated {
-		t.Fatalf("the prepared port is not isolated: %+v %v", pi, err)
-	}
-	// A Sync (of no sandbox) sweeps links of the bridge that no sandbox
+	// A Sync (of no sandbox) sweeps links of the group that no sandbox
 	// holds, but not a pair made ahead.
 	if err := e.m.Sync(e.ctx, nil, nil); err != nil {
 		t.Fatal(err)
@@ -108,7 +102,7 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	sandboxEnd := func() {
 		t.Helper()
 		l, err := netlink.LinkByIndex(host.Attrs().Index)
-		if err != nil || l.Attrs().Name != host.Attrs().Name || l.Attrs().MasterIndex != br.Attrs().Index || l.Attrs().Flags&1 == 0 ||
+		if err != nil || l.Attrs().Name != host.Attrs().Name || l.Attrs().Group != group || l.Attrs().MasterIndex != 0 || l.Attrs().Flags&1 == 0 ||
 			!strings.HasPrefix(l.Attrs().Alias, "stead:"+e.cfg.Table+":") {
 			t.Fatalf("the sandbox's host end: %+v %v", l, err)
 		}
@@ -129,13 +123,8 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
-	// The bridge keeps no multicast state per port (the ports are
-	// isolated: there is none to pass between them).
-	if b, err := os.ReadFile("/sys/class/net/" + e.cfg.Bridge + "/bridge/multicast_snooping"); err != nil || strings.TrimSpace(string(b)) != "0" {
-		t.Errorf("multicast snooping on the bridge: %q %v", b, err)
-	}
 	// Neither host end has IPv6 of its own (no link-local address each
-	// port up would add and the kernel would go over).
+	// link up would add and the kernel would go over).
 	for _, name := range []string{host.Attrs().Name, hostEndOf(t, other)} {
 		l, _ := netlink.LinkByName(name)
 		if addrs, err := netlink.AddrList(l, netlink.FAMILY_V6); err != nil || len(addrs) != 0 {

@@ -164,7 +164,7 @@ func (m *Manager) Resolved(id string, a netip.Addr) bool {
 }
 
 // Forbidden reports whether a is an address no sandbox may reach whatever
-// its policy: the host's own addresses, the bridge's subnets, and
+// its policy: the host's own addresses, the sandboxes' subnets, and
 // policy.AlwaysDenied.
 func (m *Manager) Forbidden(a netip.Addr) bool {
 	a = a.Unmap()

@@ -25,8 +25,7 @@ func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[str
 
 func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[string]bool, releaseLeases bool) error {
 	var errs []error
-	br, err := m.ensureBridge(true)
-	if err != nil {
+	if _, err := m.ensureGateway(true); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -37,7 +36,7 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	// A host end made ahead (Prepare) keeps its name: each sandbox's is
 	// found by its alias.
 	byAlias := map[string]string{}
-	if links, err := m.ownedLinks(br); err == nil {
+	if links, err := m.ownedLinks(); err == nil {
 		for name, l := range links {
 			if a := l.Attrs().Alias; a != "" && l.Type() == "veth" {
 				byAlias[a] = name
@@ -55,7 +54,7 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 			sb.veth = name
 		}
 		keep[sb.key], keepLink[sb.veth] = true, true
-		if err := m.ensureLinks(sb, br, nil); err != nil {
+		if err := m.ensureLinks(sb, nil); err != nil {
 			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
 			continue
 		}
@@ -95,7 +94,7 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	m.mu.Unlock()
 
 	forget := map[netip.Addr]bool{}
-	errs = append(errs, m.sweep(ctx, br, keep, keepLink, keepAddr, forget)...)
+	errs = append(errs, m.sweep(ctx, keep, keepLink, keepAddr, forget)...)
 	// One pass over the tracked connections: those of the addresses
 	// swept go, and those of a kept sandbox an earlier version tracked
 	// unmarked get its mark (conntrack.go).
@@ -140,9 +139,9 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 // sweep removes this instance's links, neighbour entries, netns files and
 // RunDir entries that belong to no kept sandbox; the addresses of the
 // neighbour entries it removed go into forget.
-func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map[string]bool, keepAddr map[netip.Addr]bool, forget map[netip.Addr]bool) []error {
+func (m *Manager) sweep(ctx context.Context, keep, keepLink map[string]bool, keepAddr map[netip.Addr]bool, forget map[netip.Addr]bool) []error {
 	var errs []error
-	links, err := m.ownedLinks(br)
+	links, err := m.ownedLinks()
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -150,32 +149,23 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 		if keepLink[name] || m.isPrepared(name) {
 			continue
 		}
+		// The addresses it was the route of: their connections go too.
+		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+			neighs, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(l.Attrs().Index, fam) })
+			if err != nil {
+				errs = append(errs, fmt.Errorf("list neighbours of %s: %w", name, err))
+			}
+			for _, n := range neighs {
+				if a, ok := netip.AddrFromSlice(n.IP); ok && n.State&netlink.NUD_PERMANENT != 0 && !keepAddr[a.Unmap()] {
+					forget[a.Unmap()] = true
+				}
+			}
+		}
 		if err := delLink(netlink.LinkDel, l); err != nil {
 			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
 			continue
 		}
 		m.log.InfoContext(ctx, "deleted stale link", "link", name, "alias", l.Attrs().Alias)
-	}
-	neighs, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(br.Attrs().Index, unix.AF_INET) })
-	if err != nil {
-		errs = append(errs, fmt.Errorf("list neighbours: %w", err))
-	}
-	if m.gw6.IsValid() {
-		n6, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(br.Attrs().Index, unix.AF_INET6) })
-		if err != nil {
-			errs = append(errs, fmt.Errorf("list neighbours: %w", err))
-		}
-		neighs = append(neighs, n6...)
-	}
-	for _, n := range neighs {
-		a, ok := netip.AddrFromSlice(n.IP)
-		if !ok || keepAddr[a.Unmap()] || n.State&netlink.NUD_PERMANENT == 0 {
-			continue
-		}
-		if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("delete neighbour %s: %w", a, err))
-		}
-		forget[a.Unmap()] = true
 	}
 	if names, err := m.pins.list(); err == nil {
 		for _, name := range names {
@@ -205,7 +195,7 @@ func (m *Manager) sweep(ctx context.Context, br netlink.Link, keep, keepLink map
 }
 
 // Remove detaches every sandbox of this instance (keeping leases), then
-// deletes the nftables table and the bridge: the host is left as before
+// deletes the nftables table and the gateway link: the host is left as before
 // New. The Manager must not be used afterwards.
 func (m *Manager) Remove(ctx context.Context) error {
 	m.op.Lock()
@@ -226,7 +216,7 @@ func (m *Manager) Remove(ctx context.Context) error {
 	}
 	if br, err := netlink.LinkByName(m.cfg.Bridge); err == nil {
 		if err := netlink.LinkDel(br); err != nil {
-			return fmt.Errorf("delete bridge %s: %w", m.cfg.Bridge, err)
+			return fmt.Errorf("delete gateway link %s: %w", m.cfg.Bridge, err)
 		}
 	}
 	return m.pins.close()

@@ -20,7 +20,7 @@ type Target struct {
 	SandboxID string
 	// Tenant owns the sandbox; it is only logged.
 	Tenant string
-	// Addr is the sandbox's address on the host bridge. It is the zero
+	// Addr is the sandbox's address (routed from the host). It is the zero
 	// (invalid) netip.Addr while the sandbox has no network, for example
 	// while it is stopped.
 	Addr netip.Addr

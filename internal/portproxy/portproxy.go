@@ -128,7 +128,7 @@ func New(opts Options) *Proxy {
 	var http1 http.Protocols
 	http1.SetHTTP1(true)
 	p.transport = &http.Transport{
-		Proxy:                 nil, // never an environment proxy: sandboxes are on the host bridge
+		Proxy:                 nil, // never an environment proxy: sandboxes are routed from the host
 		DialContext:           p.dialer.DialContext,
 		Protocols:             &http1,
 		MaxIdleConns:          256,

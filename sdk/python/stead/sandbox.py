@@ -353,7 +353,7 @@ class Sandbox:
 
     @property
     def address(self) -> str:
-        """The sandbox's IPv4 address on the daemon's bridge ("" without
+        """The sandbox's IPv4 address in the daemon's subnet ("" without
         networking); stable across stop/start and daemon restarts."""
         return self.raw.get("address", "")
 
