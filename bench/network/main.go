@@ -1,12 +1,12 @@
 // Command network measures what sandbox networking costs, through a real
-// stead daemon with networking on a bridge of its own, its resolver
+// stead daemon with networking on a gateway link of its own, its resolver
 // forwarding to a stand-in internet (nettest, a network namespace on
 // 198.18.0.0/15), side by side with peers from the same run:
 //
 //  1. create → first exec exits, with networking and on a second daemon
 //     with --no-network (interleaved);
 //  2. TCP throughput from a sandbox to the stand-in internet through the
-//     bridge and the NAT, against the same transfer between two plain
+//     routed veth and the NAT, against the same transfer between two plain
 //     network namespaces joined by a veth (no NAT, no nftables); with the
 //     instance type's rate limit and with the bench's own removal of it;
 //  3. HTTP through the port proxy (Host routing, public port) against
@@ -51,7 +51,7 @@ import (
 	"github.com/stead-dev/stead/internal/network/nettest"
 )
 
-// The daemon's bridge (also its nftables table) and subnet, and the
+// The daemon's gateway link (also its nftables table) and subnet, and the
 // plain veth pair's names and addresses: chosen not to clash with a
 // daemon of the machine or the e2e tests.
 const (
@@ -146,10 +146,10 @@ func run(o options) error {
 	}
 	limit := 1000e6 / 8 // large: 1000 Mbit/s
 	rows = append(rows,
-		row{"TCP sandbox → internet, bridge + NAT, large (1000 Mbit/s limit)", mbs(tp.capped), mbs(tp.veth) + " (plain veth)",
+		row{"TCP sandbox → internet, routed + NAT, large (1000 Mbit/s limit)", mbs(tp.capped), mbs(tp.veth) + " (plain veth)",
 			fmt.Sprintf("%.2fx", tp.capped/tp.veth), "≥ 0.8x"},
 		row{"  the same against its rate limit", mbs(tp.capped), mbs(limit) + " (1000 Mbit/s)", fmt.Sprintf("%.2fx", tp.capped/limit), ""},
-		row{"TCP sandbox → internet, bridge + NAT, limit removed by the bench", mbs(tp.uncapped), mbs(tp.veth) + " (plain veth)",
+		row{"TCP sandbox → internet, routed + NAT, limit removed by the bench", mbs(tp.uncapped), mbs(tp.veth) + " (plain veth)",
 			fmt.Sprintf("%.2fx", tp.uncapped/tp.veth), "≥ 0.8x"})
 
 	// 3. HTTP through the port proxy against direct.
