@@ -187,12 +187,10 @@ func (t tracked) setMark(mark uint32) error {
 }
 
 // tidyConnections goes over the table once: a connection from or to an
-// address in forget goes, and an unmarked one from or to an address in
-// keep gets that address's sandbox's mark (keep: address -> mark).
-func tidyConnections(keep map[netip.Addr]uint32, forget map[netip.Addr]bool) error {
-	if len(keep) == 0 && len(forget) == 0 {
-		return nil
-	}
+// address stale says so of goes, and an unmarked one from or to an
+// address in keep gets that address's sandbox's mark (keep: address ->
+// mark).
+func tidyConnections(keep map[netip.Addr]uint32, stale func(netip.Addr) bool) error {
 	list, err := listTracked()
 	var errs []error
 	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
@@ -201,7 +199,7 @@ func tidyConnections(keep map[netip.Addr]uint32, forget map[netip.Addr]bool) err
 	for _, t := range list {
 		src, dst := t.src.Unmap(), t.dst.Unmap()
 		switch {
-		case forget[src] || forget[dst]:
+		case stale(src) || stale(dst):
 			errs = append(errs, t.forget())
 		case t.mark != 0:
 		case keep[src] != 0:

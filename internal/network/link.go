@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -141,6 +142,9 @@ func (m *Manager) keepAcceptingRA() {
 		if e.Name() == "all" || e.Name() == "default" || e.Name() == "lo" {
 			continue
 		}
+		if l, err := netlink.LinkByName(e.Name()); err == nil && l.Attrs().Group == m.group {
+			continue // a host end: it takes none (hostEndSysctls)
+		}
 		k := "net/ipv6/conf/" + e.Name() + "/accept_ra"
 		if b, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(b)) == "1" {
 			if err := writeSysctl(k, "2"); err == nil {
@@ -205,6 +209,9 @@ func (m *Manager) Prepare(ctx context.Context, name string, pid int) error {
 		return fmt.Errorf("prepare the network of %s: find veth %s: %w", name, la.Name, err)
 	}
 	if err := hostEndWithoutIPv6(host); err != nil {
+		return fmt.Errorf("prepare the network of %s: %w", name, err)
+	}
+	if err := m.hostEndSysctls(la.Name); err != nil {
 		return fmt.Errorf("prepare the network of %s: %w", name, err)
 	}
 	if lo, err := nh.LinkByName("lo"); err == nil {
@@ -317,6 +324,28 @@ func hostEndWithoutIPv6(l netlink.Link) error {
 	err := netlink.LinkSetIP6AddrGenMode(l, nl.IN6_ADDR_GEN_MODE_NONE)
 	if err != nil && !errors.Is(err, unix.EAFNOSUPPORT) && !errors.Is(err, unix.EOPNOTSUPP) {
 		return fmt.Errorf("no IPv6 address on %s: %w", l.Attrs().Name, err)
+	}
+	return nil
+}
+
+// hostEndSysctls keeps a host end out of the host's address resolution
+// and router discovery: it answers no ARP request (arp_ignore 8, which
+// the kernel takes over a lower value of "all"; both sides' neighbour
+// entries are permanent, and a reply would tell a sandbox every address
+// the host has) and takes no router advertisement (accept_ra 0). With no
+// IPv6 for the sandboxes, IPv6 is off on the link altogether. The
+// firewall drops the same packets; these hold without it.
+func (m *Manager) hostEndSysctls(name string) error {
+	kv := [][2]string{{"net/ipv4/conf/" + name + "/arp_ignore", "8"}}
+	if m.gw6.IsValid() {
+		kv = append(kv, [2]string{"net/ipv6/conf/" + name + "/accept_ra", "0"})
+	} else {
+		kv = append(kv, [2]string{"net/ipv6/conf/" + name + "/disable_ipv6", "1"})
+	}
+	for _, s := range kv {
+		if err := writeSysctl(s[0], s[1]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("host end %s: %w", name, err)
+		}
 	}
 	return nil
 }
@@ -489,16 +518,22 @@ func (m *Manager) ensureLinks(sb *sandbox, lease func() error) error {
 	if err := netlink.LinkSetAlias(host, aliasPrefix(m.cfg.Table)+sb.key); err != nil {
 		return fmt.Errorf("set alias of %s: %w", sb.veth, err)
 	}
-	// A host end of an earlier version (a bridge's port, group 0) leaves
-	// the bridge and joins the table's group.
+	// A host end of an earlier version (a bridge's port, group 0) joins
+	// the table's group, then leaves the bridge: in that order, so that
+	// no moment finds it a routed link the rules do not know.
+	if host.Attrs().Group != m.group {
+		if err := netlink.LinkSetGroup(host, int(m.group)); err != nil {
+			return fmt.Errorf("set group of %s: %w", sb.veth, err)
+		}
+	}
 	if host.Attrs().MasterIndex != 0 {
 		if err := netlink.LinkSetNoMaster(host); err != nil {
 			return fmt.Errorf("take %s out of its bridge: %w", sb.veth, err)
 		}
 	}
-	if host.Attrs().Group != m.group {
-		if err := netlink.LinkSetGroup(host, int(m.group)); err != nil {
-			return fmt.Errorf("set group of %s: %w", sb.veth, err)
+	if !adopt { // Prepare set a prepared pair's
+		if err := m.hostEndSysctls(sb.veth); err != nil {
+			return err
 		}
 	}
 	if err := netlink.LinkSetUp(host); err != nil {

@@ -637,6 +637,15 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	m.mu.RUnlock()
 	if !ok {
 		sb = m.newSandbox(Attachment{ID: id}, netip.Addr{}, netip.Addr{})
+		// Its host end may be one Prepare made (another name): found by
+		// its alias.
+		if links, err := m.ownedLinks(); err == nil {
+			for name, l := range links {
+				if l.Attrs().Alias == aliasPrefix(m.cfg.Table)+sb.key && l.Type() == "veth" {
+					sb.veth = name
+				}
+			}
+		}
 		leases, err := m.cfg.Leases.ListLeases(ctx)
 		if err != nil {
 			return fmt.Errorf("detach network of %s: %w", id, err)

@@ -564,6 +564,18 @@ func (e *env) leftovers() []string {
 			}
 		}
 	}
+	// The gateway link holds no neighbour entry of a sandbox (an
+	// earlier version's bridge held them).
+	if gw != nil {
+		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+			neighs, _ := netlink.NeighList(gw.Attrs().Index, fam)
+			for _, n := range neighs {
+				if n.State&netlink.NUD_PERMANENT != 0 {
+					out = append(out, "neighbour "+n.IP.String()+" on "+e.cfg.Bridge)
+				}
+			}
+		}
+	}
 	// The pins' own namespace is held under RunDir while a Manager
 	// lives (Remove takes it down: newEnv checks); the pins are in it.
 	for _, m := range mountsUnder(e.cfg.RunDir) {
@@ -781,6 +793,131 @@ func TestConnLimitRefusesTheConnectionOverItAndStatusCountsIt(t *testing.T) {
 	open = open[:len(open)-1]
 	time.Sleep(100 * time.Millisecond)
 	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+}
+
+// TestAHostEndAnswersNoAddressResolution: a routed sandbox needs no ARP
+// (both sides' neighbour entries are permanent), so its host end answers
+// none: a sandbox that asks for a host address as if it were on its link
+// learns nothing (with the kernel's default the host would answer for
+// every address it has). The host end takes no router advertisement,
+// and with no IPv6 for the sandboxes has IPv6 off.
+func TestAHostEndAnswersNoAddressResolution(t *testing.T) {
+	for _, dual := range []bool{false, true} {
+		t.Run(map[bool]string{false: "IPv4 only", true: "dual stack"}[dual], func(t *testing.T) {
+			e := newEnvWith(t, func(cfg *network.Config, n int) {
+				if dual {
+					cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+				}
+			})
+			a := e.attach("asker", policy.Default(), network.Limits{})
+			host := hostEndOf(t, a.NetNS)
+			want := map[string]string{"ipv4/conf/" + host + "/arp_ignore": "8"}
+			if dual {
+				want["ipv6/conf/"+host+"/accept_ra"] = "0"
+			} else {
+				want["ipv6/conf/"+host+"/disable_ipv6"] = "1"
+			}
+			for k, v := range want {
+				if b, err := os.ReadFile("/proc/sys/net/" + k); err != nil || strings.TrimSpace(string(b)) != v {
+					t.Errorf("sysctl %s = %q %v, want %s", k, b, err, v)
+				}
+			}
+			var state int
+			var mac net.HardwareAddr
+			err := nettest.Do(a.NetNS, func() error {
+				eth, err := netlink.LinkByName("eth0")
+				if err != nil {
+					return err
+				}
+				dst := &net.IPNet{IP: e.inet.HostAddr.AsSlice(), Mask: net.CIDRMask(32, 32)}
+				if err := netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
+					return err
+				}
+				c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: e.inet.HostAddr.AsSlice(), Port: 9})
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				for range 3 {
+					c.Write([]byte("who has it?"))
+					time.Sleep(400 * time.Millisecond)
+				}
+				neighs, err := netlink.NeighList(eth.Attrs().Index, unix.AF_INET)
+				if err != nil {
+					return err
+				}
+				for _, n := range neighs {
+					if n.IP.Equal(e.inet.HostAddr.AsSlice()) {
+						state, mac = n.State, n.HardwareAddr
+						return nil
+					}
+				}
+				return errors.New("no neighbour entry for the address asked for: the check is blind")
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state&(netlink.NUD_REACHABLE|netlink.NUD_STALE|netlink.NUD_DELAY|netlink.NUD_PROBE) != 0 || len(mac) > 0 {
+				t.Fatalf("the host answered a sandbox's ARP request for %s: state %#x, MAC %s", e.inet.HostAddr, state, mac)
+			}
+			// The sandbox's own route is back to the gateway: it still reaches.
+			e.mustReach(a.NetNS, e.sink(e.inet.Web))
+		})
+	}
+}
+
+// TestTheHostsBroadcastAndAnycastAddressesAreRefused: what the host takes
+// in as addressed to itself without being one of its addresses (a
+// directed broadcast of one of its networks; the subnet-router anycast
+// address of a network it forwards for) is refused like its addresses,
+// under a policy that allows everything.
+func TestTheHostsBroadcastAndAnycastAddressesAreRefused(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+	})
+	a := e.attach("caller", parse(t, []string{"0.0.0.0/0", "::/0"}, nil, true), network.Limits{})
+	bcast := netip.AddrFrom4([4]byte(e.inet.Prefix.Addr().As4()))
+	b4 := bcast.As4()
+	b4[3] = 255
+	bcast = netip.AddrFrom4(b4)
+	anycast := e.inet.Prefix6.Masked().Addr()
+	for _, to := range []netip.Addr{bcast, anycast} {
+		proto := "udp4"
+		if to.Is6() {
+			proto = "udp6"
+		}
+		pc, err := net.ListenPacket(proto, ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pc.Close()
+		port := pc.LocalAddr().(*net.UDPAddr).Port
+		st0, _ := e.m.Status(e.ctx, "caller")
+		err = nettest.Do(a.NetNS, func() error {
+			c, err := net.DialUDP(proto, nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, uint16(port))))
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for range 3 {
+				if _, err := c.Write([]byte("hello, host")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc.SetReadDeadline(time.Now().Add(refuseWithin))
+		buf := make([]byte, 64)
+		if n, from, err := pc.ReadFrom(buf); err == nil {
+			t.Fatalf("a host service bound to every address got %q from %s, sent to %s", buf[:n], from, to)
+		}
+		if st1, _ := e.m.Status(e.ctx, "caller"); st1.Refused <= st0.Refused {
+			t.Errorf("datagrams to %s not counted as refused: %d -> %d", to, st0.Refused, st1.Refused)
+		}
+	}
 }
 
 func TestSandboxCannotSendFromAnAddressNotItsOwn(t *testing.T) {
@@ -1208,8 +1345,16 @@ func TestSyncRoutesTheSandboxesAnEarlierVersionBridged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox that goes has connections tracked (its mark is an
+	// earlier version's business: the check is that they go).
+	e.mustReach(other.NetNS, e.sink(e.inet.Web))
+	if len(marksOf(t, other.Addr)) == 0 {
+		t.Fatal("no connection of the sandbox that goes is tracked: the check is blind")
+	}
+	hostSvc := listenHost(t, "0.0.0.0:0")
 	// As the earlier version left them: ports of the bridge in group 0,
-	// no routes of their own, a bridge table.
+	// no routes of their own, the host's permanent neighbour entries on
+	// the bridge, a bridge table.
 	for _, at := range []network.Attached{a, other} {
 		host, err := netlink.LinkByName(hostEndOf(t, at.NetNS))
 		if err != nil {
@@ -1225,11 +1370,24 @@ func TestSyncRoutesTheSandboxesAnEarlierVersionBridged(t *testing.T) {
 		if err := netlink.RouteDel(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
 			t.Fatal(err)
 		}
+		eth := eth0(t, at.NetNS)
+		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: gw.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+			IP: at.Addr.AsSlice(), HardwareAddr: eth.Attrs().HardwareAddr}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if out, err := exec.Command("nft", "add", "table", "bridge", e.cfg.Table).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
 	e.m = e.newManager()
+	// Between the new daemon's start and its Sync, no rule knows the
+	// bridged sandboxes' links: they get nowhere (not out, not to the
+	// host, not to each other) rather than everywhere.
+	listenIn(t, other.NetNS, 7002)
+	for _, dst := range []netip.AddrPort{e.sink(e.inet.Web), netip.AddrPortFrom(e.inet.HostAddr, hostSvc.Port()),
+		netip.AddrPortFrom(e.m.Gateway(), hostSvc.Port()), netip.AddrPortFrom(other.Addr, 7002)} {
+		e.mustNotReach(a.NetNS, dst)
+	}
 	if err := e.m.Sync(e.ctx, []network.Attachment{{ID: "bridged", Policy: policy.Default()}}, map[string]bool{"bridged": true}); err != nil {
 		t.Fatal(err)
 	}
@@ -1248,6 +1406,12 @@ func TestSyncRoutesTheSandboxesAnEarlierVersionBridged(t *testing.T) {
 		if l.Attrs().MasterIndex == gw.Attrs().Index {
 			t.Fatalf("link %s is still a port of the gateway link", l.Attrs().Name)
 		}
+	}
+	// The sandbox that went: its connections and its neighbour entry
+	// on the bridge went with it (a sandbox given its address later
+	// would inherit them).
+	if marks := marksOf(t, other.Addr); len(marks) > 0 {
+		t.Fatalf("%d tracked connections of a sandbox an earlier version bridged are kept after Sync", len(marks))
 	}
 	if err := e.m.Detach(e.ctx, "bridged"); err != nil {
 		t.Fatal(err)

@@ -45,11 +45,12 @@ import (
 //	set conns<N>4|6    address, dynamic         their connection counts
 //	set sources4|6     ifname . address         each host end's own address
 //	set spoofed        ifname, counter          drops of another source, counted per host end
-//	chain antispoof    (raw) from a host end, a source not its own -> counted, dropped
+//	chain antispoof    (raw) by the gateway link -> dropped; from a host end, a source not its own
+//	                   -> counted, dropped (::, link-local: dropped uncounted)
 //	chain forward      from a host end: established, else a sandbox's source, its connection marked,
 //	                   to policy; to a host end: replies only
-//	chain input        from a host end: established, neighbour discovery, else a sandbox's source, its
-//	                   connection marked, to policy
+//	chain input        from a host end: established, else a sandbox's source, its connection
+//	                   marked, to policy
 //	chain output       to a host end, a new connection to a sandbox: marked
 //	chain policy       limits, gateway services, always-refused, then the policy's sets in order of decision
 //	chain limits       one rule per limit in use
@@ -333,12 +334,6 @@ func (m *Manager) baseRules(b *batch) {
 	in := b.c.AddChain(&nftables.Chain{Name: "input", Table: b.t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &pAccept})
 	b.rule(in, fromSb, est, accept())
-	if m.gw6.IsValid() {
-		// Neighbour discovery with the gateway (from link-local sources).
-		for _, typ := range ndTypes {
-			b.rule(in, fromSb, matchIPv6(), matchICMPv6Type(typ), accept())
-		}
-	}
 	// Multicast a sandbox's stack sends on its own (MLD reports, IGMP) is
 	// dropped uncounted: Refused counts what the sandbox asked for.
 	b.rule(in, fromSb, matchPrefix(dst, multicast4, true), drop())
@@ -371,7 +366,13 @@ func (m *Manager) baseRules(b *batch) {
 	}
 	for _, is4 := range fams {
 		ref := b.refuse(is4)
-		b.rule(pol, matchFamily(is4), matchLocalDaddr(true), ref)
+		// The host's own addresses, and what the host takes in as
+		// addressed to it too: a directed broadcast of one of its
+		// networks, an anycast address (a subnet-router anycast of a
+		// network it forwards for), a multicast group.
+		for _, typ := range []uint32{unix.RTN_LOCAL, unix.RTN_BROADCAST, unix.RTN_ANYCAST, unix.RTN_MULTICAST} {
+			b.rule(pol, matchFamily(is4), matchDaddrType(typ, true), ref)
+		}
 		b.rule(pol, matchFamily(is4), toSb, ref)
 		b.rule(pol, matchPrefix(dst, m.subnetOf(is4), true), ref)
 		for _, p := range policy.AlwaysDenied {
@@ -395,7 +396,7 @@ func (m *Manager) baseRules(b *batch) {
 	for _, is4 := range fams {
 		for _, port := range []int{80, 443} {
 			b.rule(pre, fromSb, lookupAddr(src, is4, b.addrSet(setDomains, is4)),
-				matchLocalDaddr(false), matchL4Port(unix.IPPROTO_TCP, port), dnatTo(m.gwOf(is4), m.cfg.EgressPort))
+				matchDaddrType(unix.RTN_LOCAL, false), matchL4Port(unix.IPPROTO_TCP, port), dnatTo(m.gwOf(is4), m.cfg.EgressPort))
 		}
 		if m.cfg.ResolverPort != 53 {
 			for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
@@ -430,17 +431,24 @@ func (m *Manager) antispoofRules(b *batch) {
 		return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1}, a,
 			&expr.Lookup{SourceRegister: 1, SetName: b.sourceSet(is4).Name, Invert: true}}
 	}
+	// Nothing comes in by the gateway link: it has no ports. A sandbox of
+	// an earlier version still is one until Sync routes it, and no rule
+	// of this table knows its link (group 0): it gets nothing through
+	// meanwhile.
+	b.rule(ch, matchIifname(m.cfg.Bridge), drop())
 	b.rule(ch, fromSb, matchIPv4(), notOwn(true), spoof)
 	if !m.gw6.IsValid() {
 		b.rule(ch, fromSb, matchIPv6(), drop())
 		return
 	}
 	// What a sandbox's stack sends on its own as its link comes up
-	// (duplicate address detection from ::) is no spoof: input drops it,
-	// uncounted, as it drops multicast. Link-local sources are the link's
-	// own (input drops what they send but neighbour discovery).
+	// (duplicate address detection from ::, MLD reports and router
+	// solicitations from its link-local address) is no spoof: dropped,
+	// uncounted. A routed sandbox needs no neighbour discovery (the
+	// entries each way are permanent), and the host's neighbour table
+	// takes nothing from a sandbox.
 	b.rule(ch, fromSb, matchAddr(src, netip.IPv6Unspecified(), true), drop())
-	b.rule(ch, fromSb, matchPrefix(src, linkLocal6, true), accept())
+	b.rule(ch, fromSb, matchPrefix(src, linkLocal6, true), drop())
 	b.rule(ch, fromSb, matchIPv6(), notOwn(false), spoof)
 }
 
@@ -448,10 +456,6 @@ var (
 	linkLocal6 = netip.MustParsePrefix("fe80::/10")
 	multicast6 = netip.MustParsePrefix("ff00::/8")
 	multicast4 = netip.MustParsePrefix("224.0.0.0/4")
-	// ndTypes are the ICMPv6 types of neighbour discovery with the
-	// gateway: router solicitation, neighbour solicitation and
-	// advertisement.
-	ndTypes = []byte{133, 135, 136}
 )
 
 // refuse counts the drop by the source address in refused4|6 and drops.

@@ -149,25 +149,12 @@ func matchL4Port(proto byte, port int) []expr.Any {
 	}
 }
 
-// matchICMPv6Type is "icmpv6 type typ".
-func matchICMPv6Type(typ byte) []expr.Any {
-	return cat(l4protoIs(unix.IPPROTO_ICMPV6, true), []expr.Any{
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{typ}},
-	})
-}
-
 // cmpOp is == for eq, else !=.
 func cmpOp(eq bool) expr.CmpOp {
 	if eq {
 		return expr.CmpOpEq
 	}
 	return expr.CmpOpNeq
-}
-
-// l4protoIs is "meta l4proto [!=] proto".
-func l4protoIs(proto byte, eq bool) []expr.Any {
-	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: cmpOp(eq), Register: 1, Data: []byte{proto}}}
 }
 
 // matchCtState is "ct state in bits".
@@ -180,12 +167,19 @@ func matchCtState(bits uint32) []expr.Any {
 	}
 }
 
-// matchLocalDaddr is "fib daddr type [!=] local".
-func matchLocalDaddr(eq bool) []expr.Any {
-	op := cmpOp(eq)
+// matchDaddrType is "fib daddr type [!=] typ" (an RTN_ route type).
+func matchDaddrType(typ uint32, eq bool) []expr.Any {
 	return []expr.Any{
 		&expr.Fib{Register: 1, FlagDADDR: true, ResultADDRTYPE: true},
-		&expr.Cmp{Op: op, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
+		&expr.Cmp{Op: cmpOp(eq), Register: 1, Data: binaryutil.NativeEndian.PutUint32(typ)},
+	}
+}
+
+// matchIifname is "meta iifname == name".
+func matchIifname(name string) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(name)},
 	}
 }
 

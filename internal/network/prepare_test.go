@@ -123,6 +123,12 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+	// Both host ends answer no ARP (TestAHostEndAnswersNoAddressResolution).
+	for _, name := range []string{host.Attrs().Name, hostEndOf(t, other)} {
+		if b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + name + "/arp_ignore"); err != nil || strings.TrimSpace(string(b)) != "8" {
+			t.Errorf("arp_ignore of the host end %s: %q %v", name, b, err)
+		}
+	}
 	// Neither host end has IPv6 of its own (no link-local address each
 	// link up would add and the kernel would go over).
 	for _, name := range []string{host.Attrs().Name, hostEndOf(t, other)} {
@@ -139,6 +145,25 @@ func TestAPreparedPairIsTakenByTheAttachOfItsNamespace(t *testing.T) {
 	sandboxEnd()
 	if st, err := e.m.Status(e.ctx, "sb-prep"); err != nil || st.TxBytes == 0 {
 		t.Fatalf("status after the restart: %+v %v", st, err)
+	}
+	// Another restart, and a detach before any Sync: the Manager does
+	// not hold the sandbox and finds its host end by its alias (not by
+	// the name it would have given it).
+	e.m = e.newManager()
+	if err := e.m.Detach(e.ctx, "sb-prep"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := netlink.LinkByIndex(host.Attrs().Index); err == nil {
+		t.Fatalf("the prepared host end %s outlived its sandbox's detach after a restart", host.Attrs().Name)
+	}
+	if err := e.m.Release(e.ctx, "sb-prep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Release(e.ctx, "sb-other"); err != nil {
+		t.Fatal(err)
+	}
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
 	}
 }
 

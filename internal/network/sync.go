@@ -93,11 +93,16 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	}
 	m.mu.Unlock()
 
-	forget := map[netip.Addr]bool{}
-	errs = append(errs, m.sweep(ctx, keep, keepLink, keepAddr, forget)...)
-	// One pass over the tracked connections: those of the addresses
-	// swept go, and those of a kept sandbox an earlier version tracked
-	// unmarked get its mark (conntrack.go).
+	errs = append(errs, m.sweep(ctx, keep, keepLink)...)
+	// One pass over the tracked connections: those of an address of the
+	// subnets that no kept sandbox holds go (whatever left it: a link
+	// swept, a crash between a detach's steps, an earlier version), and
+	// those of a kept sandbox an earlier version tracked unmarked get its
+	// mark (conntrack.go).
+	stale := func(a netip.Addr) bool {
+		return !keepAddr[a] && a != m.gw && a != m.gw6 &&
+			(m.cfg.Subnet.Contains(a) || m.cfg.Subnet6.IsValid() && m.cfg.Subnet6.Contains(a))
+	}
 	marks := map[netip.Addr]uint32{}
 	for _, sb := range sbs {
 		for _, a := range []netip.Addr{sb.addr, sb.addr6} {
@@ -106,7 +111,7 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 			}
 		}
 	}
-	if err := tidyConnections(marks, forget); err != nil {
+	if err := tidyConnections(marks, stale); err != nil {
 		m.log.WarnContext(ctx, "tidy the tracked connections", "err", err)
 	}
 
@@ -136,10 +141,11 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	return nil
 }
 
-// sweep removes this instance's links, neighbour entries, netns files and
-// RunDir entries that belong to no kept sandbox; the addresses of the
-// neighbour entries it removed go into forget.
-func (m *Manager) sweep(ctx context.Context, keep, keepLink map[string]bool, keepAddr map[netip.Addr]bool, forget map[netip.Addr]bool) []error {
+// sweep removes this instance's links, netns files and RunDir entries
+// that belong to no kept sandbox (a link's routes and neighbour entries go
+// with it), and the neighbour entries an earlier version pinned on the
+// gateway link (a bridge then).
+func (m *Manager) sweep(ctx context.Context, keep, keepLink map[string]bool) []error {
 	var errs []error
 	links, err := m.ownedLinks()
 	if err != nil {
@@ -149,23 +155,25 @@ func (m *Manager) sweep(ctx context.Context, keep, keepLink map[string]bool, kee
 		if keepLink[name] || m.isPrepared(name) {
 			continue
 		}
-		// The addresses it was the route of: their connections go too.
-		for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
-			neighs, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(l.Attrs().Index, fam) })
-			if err != nil {
-				errs = append(errs, fmt.Errorf("list neighbours of %s: %w", name, err))
-			}
-			for _, n := range neighs {
-				if a, ok := netip.AddrFromSlice(n.IP); ok && n.State&netlink.NUD_PERMANENT != 0 && !keepAddr[a.Unmap()] {
-					forget[a.Unmap()] = true
-				}
-			}
-		}
 		if err := delLink(netlink.LinkDel, l); err != nil {
 			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
 			continue
 		}
 		m.log.InfoContext(ctx, "deleted stale link", "link", name, "alias", l.Attrs().Alias)
+	}
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		neighs, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(m.gwIndex, fam) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list neighbours of %s: %w", m.cfg.Bridge, err))
+		}
+		for _, n := range neighs {
+			if n.State&netlink.NUD_PERMANENT == 0 {
+				continue
+			}
+			if err := netlink.NeighDel(&n); err != nil && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("delete neighbour %s of %s: %w", n.IP, m.cfg.Bridge, err))
+			}
+		}
 	}
 	if names, err := m.pins.list(); err == nil {
 		for _, name := range names {
