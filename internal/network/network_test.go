@@ -1038,8 +1038,9 @@ func TestIPv6SandboxGoesOutThroughNAT66UnderTheSameRules(t *testing.T) {
 // reports as it joins a group, duplicate address detection from ::,
 // datagrams to all nodes and to mDNS's IPv4 group) reaches no other
 // sandbox listening for it (each is routed on a link of its own: nothing
-// floods) and is not counted as refused; neighbour discovery with the
-// gateway works (a fetch over IPv6).
+// floods) and is not counted as refused; a fresh sandbox reaches the
+// gateway over IPv6 (its neighbour entry for it is permanent: no
+// neighbour discovery needed, and none gets through).
 func TestASandboxsOwnMulticastReachesNoOther(t *testing.T) {
 	e := newEnvWith(t, func(cfg *network.Config, n int) {
 		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
@@ -1072,8 +1073,7 @@ func TestASandboxsOwnMulticastReachesNoOther(t *testing.T) {
 			}
 		}()
 	}
-	// Neighbour discovery with the gateway gets through (a fresh
-	// sandbox resolves it for this fetch).
+	// A fresh sandbox fetches over IPv6 through the gateway.
 	body, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web6.String()))
 	if err != nil || !strings.Contains(body, "addr=["+e.inet.Web6.String()+"]:80") {
 		t.Fatalf("fetch over IPv6: %q %v", body, err)
