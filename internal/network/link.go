@@ -11,12 +11,15 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/stead-dev/stead/internal/errs"
 )
 
 // delLink deletes l with del. A veth whose other end was in a namespace
@@ -48,6 +51,13 @@ func (m *Manager) ensureGateway(full bool) (netlink.Link, error) {
 		// looks its way past every sandbox's namespace: a cost that grows
 		// with the fleet). New and Sync repair it.
 		return gl, nil
+	}
+	gwIndex := -1
+	if err == nil {
+		gwIndex = gl.Attrs().Index
+	}
+	if err := m.subnetsFree(gwIndex); err != nil {
+		return nil, err
 	}
 	if err != nil {
 		if !errors.As(err, &netlink.LinkNotFoundError{}) {
@@ -82,6 +92,41 @@ func (m *Manager) ensureGateway(full bool) (netlink.Link, error) {
 	}
 	m.gwIndex = gl.Attrs().Index
 	return gl, nil
+}
+
+// subnetsFree fails if an address of another link than the gateway's
+// (index gw) overlaps the sandboxes' subnets: another daemon's gateway
+// with the same subnet (the default IPv6 one, say), or a network of the
+// host's. Each sandbox's route is its address alone, so two daemons
+// leasing from one subnet would take each other's sandboxes' routes.
+func (m *Manager) subnetsFree(gw int) error {
+	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
+	if err != nil {
+		return fmt.Errorf("list the host's addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if a.LinkIndex == gw || a.IPNet == nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		p := netip.PrefixFrom(ip.Unmap(), ones).Masked()
+		for _, sub := range []netip.Prefix{m.cfg.Subnet, m.cfg.Subnet6} {
+			if !sub.IsValid() || !p.Overlaps(sub) {
+				continue
+			}
+			name := strconv.Itoa(a.LinkIndex)
+			if l, err := netlink.LinkByIndex(a.LinkIndex); err == nil {
+				name = l.Attrs().Name
+			}
+			return fmt.Errorf("sandbox subnet %s overlaps %s on link %s: give each daemon (and each network of the host) a subnet of its own (serve --subnet, --subnet6): %w",
+				sub, netip.PrefixFrom(ip.Unmap(), ones), name, errs.ErrConflict)
+		}
+	}
+	return nil
 }
 
 // linkGroup is the interface group of a table's host ends: the firewall
@@ -599,8 +644,12 @@ func (m *Manager) ensureLinks(sb *sandbox, lease func() error) error {
 			State: netlink.NUD_PERMANENT, IP: a.AsSlice(), HardwareAddr: peer.Attrs().HardwareAddr}); err != nil {
 			return fmt.Errorf("pin neighbour %s: %w", a, err)
 		}
+		// From the gateway's address: the host's own connections to a
+		// sandbox (the port proxy's) would otherwise take the source of
+		// another of its links, an address the sandbox has no business
+		// learning.
 		dst := &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
-		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK}); err != nil {
+		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: dst, Scope: netlink.SCOPE_LINK, Src: m.gwOf(a.Is4()).AsSlice()}); err != nil {
 			return fmt.Errorf("route %s to %s: %w", a, sb.veth, err)
 		}
 	}

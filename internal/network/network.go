@@ -298,6 +298,14 @@ func New(ctx context.Context, cfg Config) (_ *Manager, retErr error) {
 	if cfg.Subnet6.IsValid() {
 		m.gw6 = cfg.Subnet6.Addr().Next()
 	}
+	// A subnet in use elsewhere is refused before anything is made.
+	gwIndex := -1
+	if gl, err := netlink.LinkByName(cfg.Bridge); err == nil {
+		gwIndex = gl.Attrs().Index
+	}
+	if err := m.subnetsFree(gwIndex); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create run dir: %w", err)
 	}

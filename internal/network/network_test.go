@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stead-dev/stead/client"
+	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/network/nettest"
 	"github.com/stead-dev/stead/internal/network/policy"
@@ -380,6 +381,10 @@ func TestHostGatewayOtherSandboxesAndMetadataAreRefusedUnderEveryPolicy(t *testi
 	}
 	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "hello from the sandbox\n" {
 		t.Fatalf("host to sandbox read %q: %v", line, err)
+	}
+	// From the gateway's address, not one of the host's other links'.
+	if from := c.LocalAddr().(*net.TCPAddr).AddrPort().Addr().Unmap(); from != e.m.Gateway() {
+		t.Errorf("the host's connection to a sandbox came from %s, not the gateway %s", from, e.m.Gateway())
 	}
 	c.Close()
 
@@ -1151,6 +1156,44 @@ func TestInstancesWithOtherBridgesAndTablesDoNotTouchEachOther(t *testing.T) {
 	if leases, _ := e2.st.ListLeases(e2.ctx); len(leases) != 1 {
 		t.Fatalf("instance 2 leases: %v", leases)
 	}
+}
+
+// TestASubnetInUseIsRefused: a second instance whose subnet (IPv4 or
+// IPv6) overlaps the first's, or a network of the host's, is refused with
+// a clear error before it makes anything (each sandbox's route is its
+// address alone: two instances leasing from one subnet would take each
+// other's sandboxes' routes).
+func TestASubnetInUseIsRefused(t *testing.T) {
+	e := newEnvWith(t, func(cfg *network.Config, n int) {
+		cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", n))
+	})
+	a := e.attach("first", policy.Default(), network.Limits{})
+	other := func(edit func(cfg *network.Config)) network.Config {
+		cfg := e.cfg
+		cfg.Bridge, cfg.Table, cfg.RunDir = e.cfg.Bridge+"x", e.cfg.Table+"-x", filepath.Join(t.TempDir(), "run")
+		cfg.Subnet = netip.MustParsePrefix("10.198.0.0/24")
+		cfg.Subnet6 = netip.Prefix{}
+		edit(&cfg)
+		return cfg
+	}
+	for name, cfg := range map[string]network.Config{
+		"the same IPv4 subnet":     other(func(c *network.Config) { c.Subnet = e.cfg.Subnet }),
+		"an IPv4 subnet within it": other(func(c *network.Config) { c.Subnet = netip.PrefixFrom(e.cfg.Subnet.Addr(), 28) }),
+		"the same IPv6 subnet":     other(func(c *network.Config) { c.Subnet6 = e.cfg.Subnet6 }),
+		"a network of the host's":  other(func(c *network.Config) { c.Subnet = e.inet.Prefix }),
+	} {
+		_, err := network.New(e.ctx, cfg)
+		if !errors.Is(err, errs.ErrConflict) || !strings.Contains(err.Error(), "overlaps") {
+			t.Errorf("%s: New = %v, want a conflict naming the overlap", name, err)
+		}
+		if _, err := netlink.LinkByName(cfg.Bridge); err == nil {
+			t.Errorf("%s: the refused instance made its gateway link", name)
+		}
+		if _, err := os.Stat(cfg.RunDir); err == nil {
+			t.Errorf("%s: the refused instance made its run dir", name)
+		}
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
 }
 
 // linkList lists the host's links, retrying dumps that concurrent tests

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,9 +50,27 @@ func Start(ctx context.Context, bin, poolKind string, poolGiB int, extra ...stri
 // machine uses, and the DNS server its resolver forwards to (a stand-in
 // internet's, never the machine's resolver).
 type Network struct {
-	Bridge      string // such as "stbench0"
-	Subnet      string // such as "10.250.0.0/24"
+	Bridge string // such as "stbench0"
+	Subnet string // such as "10.250.0.0/24"
+	// Subnet6 is the IPv6 subnet; empty: one made from Subnet (a daemon
+	// refuses a subnet another link holds, and every daemon's default
+	// IPv6 subnet is the same).
+	Subnet6     string
 	DNSUpstream string // host:port
+}
+
+// subnet6 is n's IPv6 subnet: Subnet6, or a /64 of fd5e:ad01::/32 named
+// by Subnet's second and third bytes.
+func (n Network) subnet6() (string, error) {
+	if n.Subnet6 != "" {
+		return n.Subnet6, nil
+	}
+	p, err := netip.ParsePrefix(n.Subnet)
+	if err != nil || !p.Addr().Is4() {
+		return "", fmt.Errorf("benchd: subnet %q: want an IPv4 prefix", n.Subnet)
+	}
+	b := p.Addr().As4()
+	return fmt.Sprintf("fd5e:ad01:%02x%02x::/64", b[1], b[2]), nil
 }
 
 // StartNetwork is Start with sandbox networking on n's bridge; Close
@@ -69,8 +88,13 @@ func StartNetwork(ctx context.Context, bin, poolKind string, poolGiB int, n Netw
 		lock.Close()
 		return nil, fmt.Errorf("benchd: another benchmark runs a daemon on bridge %s (%v); wait for it to end", n.Bridge, err)
 	}
+	sub6, err := n.subnet6()
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	removeNetwork(n.Bridge) // left by a killed run
-	d, err := start(ctx, bin, poolKind, poolGiB, n.Bridge, append([]string{"--bridge", n.Bridge, "--subnet", n.Subnet,
+	d, err := start(ctx, bin, poolKind, poolGiB, n.Bridge, append([]string{"--bridge", n.Bridge, "--subnet", n.Subnet, "--subnet6", sub6,
 		"--dns-upstream", n.DNSUpstream, "--proxy-domain", "localhost"}, extra...)...)
 	if err != nil {
 		lock.Close()
