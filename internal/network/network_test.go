@@ -922,6 +922,13 @@ func TestTheHostsBroadcastAndAnycastAddressesAreRefused(t *testing.T) {
 		if st1, _ := e.m.Status(e.ctx, "caller"); st1.Refused <= st0.Refused {
 			t.Errorf("datagrams to %s not counted as refused: %d -> %d", to, st0.Refused, st1.Refused)
 		}
+		// What connects on a sandbox's behalf (the egress proxy) refuses it too.
+		if !e.m.Forbidden(to) {
+			t.Errorf("Forbidden(%s) = false", to)
+		}
+	}
+	if e.m.Forbidden(e.inet.Web) || e.m.Forbidden(e.inet.Web6) {
+		t.Errorf("an address of a network the host is on is forbidden")
 	}
 }
 

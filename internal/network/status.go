@@ -164,8 +164,12 @@ func (m *Manager) Resolved(id string, a netip.Addr) bool {
 }
 
 // Forbidden reports whether a is an address no sandbox may reach whatever
-// its policy: the host's own addresses, the sandboxes' subnets, and
-// policy.AlwaysDenied.
+// its policy: the host's own addresses and those it takes in as its own
+// (the broadcast and network addresses of its IPv4 networks, the
+// subnet-router anycast address of its IPv6 ones), the sandboxes'
+// subnets, and policy.AlwaysDenied. The firewall refuses the same by
+// route type; this is for what connects on a sandbox's behalf (the
+// egress proxy).
 func (m *Manager) Forbidden(a netip.Addr) bool {
 	a = a.Unmap()
 	if !a.IsValid() || policy.IsAlwaysDenied(a) || m.cfg.Subnet.Contains(a) || m.cfg.Subnet6.IsValid() && m.cfg.Subnet6.Contains(a) {
@@ -190,8 +194,22 @@ func (m *Manager) localAddrs() map[netip.Addr]bool {
 	}
 	local := map[netip.Addr]bool{}
 	for _, ad := range addrs {
-		if a, ok := netip.AddrFromSlice(ad.IP); ok {
-			local[a.Unmap()] = true
+		a, ok := netip.AddrFromSlice(ad.IP)
+		if !ok {
+			continue
+		}
+		a = a.Unmap()
+		local[a] = true
+		if ad.IPNet == nil {
+			continue
+		}
+		ones, _ := ad.Mask.Size()
+		p := netip.PrefixFrom(a, ones).Masked()
+		switch {
+		case a.Is4() && ones < 31:
+			local[p.Addr()], local[lastAddr(p)] = true, true
+		case a.Is6() && ones < 127:
+			local[p.Addr()] = true
 		}
 	}
 	m.local, m.localAt = local, time.Now()
