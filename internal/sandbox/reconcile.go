@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	steadrt "github.com/stead-dev/stead/internal/runtime"
@@ -70,21 +71,28 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			}
 		}
 	}
+	// The cleanups' failures do not keep the network's sync from
+	// running: it is what gives the running sandboxes their rules (an
+	// earlier version's bridged ones reach nothing until it has).
+	var cleanErrs []error
 	if err := s.cleanVolumeLeftovers(ctx); err != nil {
-		return fmt.Errorf("reconcile: volume leftovers: %w", err)
+		cleanErrs = append(cleanErrs, fmt.Errorf("reconcile: volume leftovers: %w", err))
 	}
 	if err := s.cleanSnapshotLeftovers(ctx); err != nil {
-		return fmt.Errorf("reconcile: snapshot leftovers: %w", err)
+		cleanErrs = append(cleanErrs, fmt.Errorf("reconcile: snapshot leftovers: %w", err))
 	}
 	if err := s.cleanTemplateLeftovers(ctx); err != nil { // tenant_local.go
-		return fmt.Errorf("reconcile: template leftovers: %w", err)
+		cleanErrs = append(cleanErrs, fmt.Errorf("reconcile: template leftovers: %w", err))
 	}
 	if err := s.cleanSpareLeftovers(ctx, all); err != nil { // spares.go; after every redo
-		return fmt.Errorf("reconcile: spare clones: %w", err)
+		cleanErrs = append(cleanErrs, fmt.Errorf("reconcile: spare clones: %w", err))
 	}
 	s.dropWarmLeftovers(ctx, all) // warm.go
 	if err := s.syncNetwork(ctx); err != nil {
-		return fmt.Errorf("reconcile: network: %w", err)
+		return errors.Join(append(cleanErrs, fmt.Errorf("reconcile: network: %w", err))...)
+	}
+	if err := errors.Join(cleanErrs...); err != nil {
+		return err
 	}
 	swept, err := s.rt.Sweep(ctx)
 	if err != nil {
