@@ -113,12 +113,13 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 		parts.close()
 		return nil, fmt.Errorf("network subnet %q: want an IPv4 CIDR such as 10.88.0.0/16", nc.Subnet)
 	}
+	bridge := orDefault(nc.Bridge, "stead0")
 	var subnet6 netip.Prefix
 	switch nc.Subnet6 {
 	case "", "off":
 	case "auto":
 		if hostHasIPv6() {
-			subnet6 = netip.MustParsePrefix(DefaultSubnet6)
+			subnet6 = autoSubnet6(bridge, log)
 		}
 	default:
 		if subnet6, err = netip.ParsePrefix(nc.Subnet6); err != nil || !subnet6.Addr().Is6() || subnet6.Bits() > 120 {
@@ -126,7 +127,6 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 			return nil, fmt.Errorf("network subnet6 %q: want an IPv6 CIDR such as %s, auto or off", nc.Subnet6, DefaultSubnet6)
 		}
 	}
-	bridge := orDefault(nc.Bridge, "stead0")
 	runDir := filepath.Join(cfg.RunDir, "net")
 	mgr, err := network.New(ctx, network.Config{Bridge: bridge, Table: bridge, Subnet: subnet.Masked(), Subnet6: subnet6.Masked(),
 		RunDir: runDir, Leases: st, Logger: log})
@@ -216,6 +216,21 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 
 // DefaultSubnet6 is the sandboxes' IPv6 subnet when the host has IPv6.
 const DefaultSubnet6 = "fd5e:ad00:88::/64"
+
+// autoSubnet6 is the IPv6 subnet "auto" gives a daemon on bridge:
+// DefaultSubnet6, or none when another link holds part of it (a second
+// daemon on the host, which also took the default): sandboxes then have
+// IPv4 only, and the log says how to give them IPv6.
+func autoSubnet6(bridge string, log *slog.Logger) netip.Prefix {
+	def := netip.MustParsePrefix(DefaultSubnet6)
+	held, link, err := network.SubnetInUse(bridge, def)
+	if err != nil || !held.IsValid() {
+		return def // an error here is New's to report
+	}
+	log.Warn("sandboxes get no IPv6: the default IPv6 subnet is in use on another link (another daemon's?); give this daemon one of its own with --subnet6",
+		"subnet6", def.String(), "held", held.String(), "link", link)
+	return netip.Prefix{}
+}
 
 // hostHasIPv6 reports whether the host reaches an IPv6 network: a global
 // unicast address and a default route.

@@ -100,9 +100,38 @@ func (m *Manager) ensureGateway(full bool) (netlink.Link, error) {
 // host's. Each sandbox's route is its address alone, so two daemons
 // leasing from one subnet would take each other's sandboxes' routes.
 func (m *Manager) subnetsFree(gw int) error {
+	for _, sub := range []netip.Prefix{m.cfg.Subnet, m.cfg.Subnet6} {
+		if !sub.IsValid() {
+			continue
+		}
+		held, link, err := subnetHeld(gw, sub)
+		if err != nil {
+			return err
+		}
+		if held.IsValid() {
+			return fmt.Errorf("sandbox subnet %s overlaps %s on link %s: give each daemon (and each network of the host) a subnet of its own (serve --subnet, --subnet6): %w",
+				sub, held, link, errs.ErrConflict)
+		}
+	}
+	return nil
+}
+
+// SubnetInUse reports the address (with its prefix) and link by which a
+// link other than gateway holds part of sub; an invalid prefix if none
+// does.
+func SubnetInUse(gateway string, sub netip.Prefix) (netip.Prefix, string, error) {
+	gw := -1
+	if gl, err := netlink.LinkByName(gateway); err == nil {
+		gw = gl.Attrs().Index
+	}
+	return subnetHeld(gw, sub)
+}
+
+// subnetHeld is SubnetInUse by the gateway's link index (-1: none).
+func subnetHeld(gw int, sub netip.Prefix) (netip.Prefix, string, error) {
 	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
-		return fmt.Errorf("list the host's addresses: %w", err)
+		return netip.Prefix{}, "", fmt.Errorf("list the host's addresses: %w", err)
 	}
 	for _, a := range addrs {
 		if a.LinkIndex == gw || a.IPNet == nil {
@@ -113,20 +142,17 @@ func (m *Manager) subnetsFree(gw int) error {
 			continue
 		}
 		ones, _ := a.Mask.Size()
-		p := netip.PrefixFrom(ip.Unmap(), ones).Masked()
-		for _, sub := range []netip.Prefix{m.cfg.Subnet, m.cfg.Subnet6} {
-			if !sub.IsValid() || !p.Overlaps(sub) {
-				continue
-			}
-			name := strconv.Itoa(a.LinkIndex)
-			if l, err := netlink.LinkByIndex(a.LinkIndex); err == nil {
-				name = l.Attrs().Name
-			}
-			return fmt.Errorf("sandbox subnet %s overlaps %s on link %s: give each daemon (and each network of the host) a subnet of its own (serve --subnet, --subnet6): %w",
-				sub, netip.PrefixFrom(ip.Unmap(), ones), name, errs.ErrConflict)
+		held := netip.PrefixFrom(ip.Unmap(), ones)
+		if !held.IsValid() || !held.Masked().Overlaps(sub) {
+			continue
 		}
+		name := strconv.Itoa(a.LinkIndex)
+		if l, err := netlink.LinkByIndex(a.LinkIndex); err == nil {
+			name = l.Attrs().Name
+		}
+		return held, name, nil
 	}
-	return nil
+	return netip.Prefix{}, "", nil
 }
 
 // linkGroup is the interface group of a table's host ends: the firewall
@@ -383,7 +409,8 @@ func hostEndWithoutIPv6(l netlink.Link) error {
 func (m *Manager) hostEndSysctls(name string) error {
 	kv := [][2]string{{"net/ipv4/conf/" + name + "/arp_ignore", "8"}}
 	if m.gw6.IsValid() {
-		kv = append(kv, [2]string{"net/ipv6/conf/" + name + "/accept_ra", "0"})
+		// On again for a link an earlier run without IPv6 turned off.
+		kv = append(kv, [2]string{"net/ipv6/conf/" + name + "/accept_ra", "0"}, [2]string{"net/ipv6/conf/" + name + "/disable_ipv6", "0"})
 	} else {
 		kv = append(kv, [2]string{"net/ipv6/conf/" + name + "/disable_ipv6", "1"})
 	}

@@ -231,7 +231,7 @@ type Manager struct {
 
 	localMu sync.Mutex
 	localAt time.Time
-	local   map[netip.Addr]bool
+	local   hostLocal
 
 	// leasing holds the leases made ahead (LeaseAhead) still in progress,
 	// by sandbox; a Release waits for its sandbox's.
@@ -338,7 +338,39 @@ func New(ctx context.Context, cfg Config) (_ *Manager, retErr error) {
 	if err := m.flush(b, "table "+cfg.Table); err != nil {
 		return nil, err
 	}
+	m.unbridge(ctx)
 	return m, nil
+}
+
+// unbridge takes the ports an earlier version left on the gateway link
+// (its sandboxes were bridged) out of it, into the table's group: with
+// the bridge table gone, nothing else would keep two of them from
+// talking at layer 2 (the inet table sees bridged frames only where
+// br_netfilter is on). Until Sync routes them they reach nothing:
+// antispoof knows no source of theirs.
+func (m *Manager) unbridge(ctx context.Context) {
+	links, err := dump(netlink.LinkList)
+	if err != nil {
+		m.log.WarnContext(ctx, "list links to take an earlier version's sandboxes off the bridge", "err", err)
+		return
+	}
+	for _, l := range links {
+		if m.gwIndex <= 0 || l.Attrs().MasterIndex != m.gwIndex {
+			continue
+		}
+		// The group first: no moment finds it a routed link the rules
+		// do not know.
+		if err := netlink.LinkSetGroup(l, int(m.group)); err != nil {
+			m.log.WarnContext(ctx, "move a bridged sandbox's link into the group", "link", l.Attrs().Name, "err", err)
+			continue
+		}
+		if err := m.hostEndSysctls(l.Attrs().Name); err != nil {
+			m.log.WarnContext(ctx, "set a bridged sandbox's link's sysctls", "link", l.Attrs().Name, "err", err)
+		}
+		if err := netlink.LinkSetNoMaster(l); err != nil {
+			m.log.WarnContext(ctx, "take a bridged sandbox's link off the bridge", "link", l.Attrs().Name, "err", err)
+		}
+	}
 }
 
 // Subnets are the subnets a sandbox is leased an address in: IPv4, and

@@ -871,6 +871,28 @@ func TestAHostEndAnswersNoAddressResolution(t *testing.T) {
 	}
 }
 
+// TestTurningIPv6OnReachesTheRunningSandboxes: a daemon that ran without
+// IPv6 (its host ends have IPv6 off) and restarts with it gives the
+// running sandboxes IPv6 at its Sync.
+func TestTurningIPv6OnReachesTheRunningSandboxes(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("v4 first", policy.Default(), network.Limits{})
+	host := hostEndOf(t, a.NetNS)
+	if b, _ := os.ReadFile("/proc/sys/net/ipv6/conf/" + host + "/disable_ipv6"); strings.TrimSpace(string(b)) != "1" {
+		t.Fatalf("disable_ipv6 of the host end without IPv6: %q", b)
+	}
+	e.cfg.Subnet6 = netip.MustParsePrefix(fmt.Sprintf("fd00:5ead:0:%x::/64", nettest.Slot(t)))
+	e.m = e.newManager()
+	att := network.Attachment{ID: "v4 first", Policy: policy.Default()}
+	if err := e.m.Sync(e.ctx, []network.Attachment{att}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := e.get(a.NetNS, nettest.URL(false, e.inet.Web6.String())); err != nil || !strings.Contains(body, "addr=[") {
+		t.Fatalf("fetch over IPv6 after IPv6 was turned on: %q %v", body, err)
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+}
+
 // TestTheHostsBroadcastAndAnycastAddressesAreRefused: what the host takes
 // in as addressed to itself without being one of its addresses (a
 // directed broadcast of one of its networks; the subnet-router anycast
@@ -1421,6 +1443,9 @@ func TestSyncRoutesTheSandboxesAnEarlierVersionBridged(t *testing.T) {
 			t.Fatal(err)
 		}
 		eth := eth0(t, at.NetNS)
+		if err := netlink.NeighDel(&netlink.Neigh{LinkIndex: host.Attrs().Index, Family: unix.AF_INET, IP: at.Addr.AsSlice()}); err != nil {
+			t.Fatal(err)
+		}
 		if err := netlink.NeighSet(&netlink.Neigh{LinkIndex: gw.Attrs().Index, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
 			IP: at.Addr.AsSlice(), HardwareAddr: eth.Attrs().HardwareAddr}); err != nil {
 			t.Fatal(err)
@@ -1430,9 +1455,17 @@ func TestSyncRoutesTheSandboxesAnEarlierVersionBridged(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	e.m = e.newManager()
-	// Between the new daemon's start and its Sync, no rule knows the
-	// bridged sandboxes' links: they get nowhere (not out, not to the
-	// host, not to each other) rather than everywhere.
+	// The new daemon's start takes them off the bridge at once (with the
+	// bridge table gone, nothing else would keep them apart at layer 2
+	// where br_netfilter is off) ...
+	for _, l := range linkList(t) {
+		if l.Attrs().MasterIndex == gw.Attrs().Index {
+			t.Fatalf("link %s is still a port of the gateway link after the start", l.Attrs().Name)
+		}
+	}
+	// ... and until its Sync no rule knows the bridged sandboxes'
+	// sources: they get nowhere (not out, not to the host, not to each
+	// other) rather than everywhere.
 	listenIn(t, other.NetNS, 7002)
 	for _, dst := range []netip.AddrPort{e.sink(e.inet.Web), netip.AddrPortFrom(e.inet.HostAddr, hostSvc.Port()),
 		netip.AddrPortFrom(e.m.Gateway(), hostSvc.Port()), netip.AddrPortFrom(other.Addr, 7002)} {

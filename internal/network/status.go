@@ -164,52 +164,71 @@ func (m *Manager) Resolved(id string, a netip.Addr) bool {
 }
 
 // Forbidden reports whether a is an address no sandbox may reach whatever
-// its policy: the host's own addresses and those it takes in as its own
-// (the broadcast and network addresses of its IPv4 networks, the
-// subnet-router anycast address of its IPv6 ones), the sandboxes'
-// subnets, and policy.AlwaysDenied. The firewall refuses the same by
-// route type; this is for what connects on a sandbox's behalf (the
-// egress proxy).
+// its policy: what the host takes in as addressed to itself (its local
+// routing table's local, broadcast and anycast routes: its addresses, the
+// broadcast addresses of its IPv4 networks, the subnet-router anycast
+// addresses of the IPv6 ones it forwards for), the sandboxes' subnets,
+// and policy.AlwaysDenied. The firewall refuses the same by route type;
+// this is for what connects on a sandbox's behalf (the egress proxy).
 func (m *Manager) Forbidden(a netip.Addr) bool {
 	a = a.Unmap()
 	if !a.IsValid() || policy.IsAlwaysDenied(a) || m.cfg.Subnet.Contains(a) || m.cfg.Subnet6.IsValid() && m.cfg.Subnet6.Contains(a) {
 		return true
 	}
-	return m.localAddrs()[a]
+	return m.localAddrs().has(a)
 }
 
-// localAddrs are the host's addresses, refreshed at most every second.
-func (m *Manager) localAddrs() map[netip.Addr]bool {
+// hostLocal is what the host's local routing table delivers to the host:
+// single addresses, and the wider prefixes of local routes (127.0.0.0/8,
+// an "AnyIP" range).
+type hostLocal struct {
+	addrs map[netip.Addr]bool
+	nets  []netip.Prefix
+}
+
+func (h hostLocal) has(a netip.Addr) bool {
+	if h.addrs[a] {
+		return true
+	}
+	for _, p := range h.nets {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// localAddrs reads the host's local routing table, at most every second.
+func (m *Manager) localAddrs() hostLocal {
 	m.localMu.Lock()
 	defer m.localMu.Unlock()
-	if m.local != nil && time.Since(m.localAt) < time.Second {
+	if m.local.addrs != nil && time.Since(m.localAt) < time.Second {
 		return m.local
 	}
-	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
+	routes, err := dump(func() ([]netlink.Route, error) {
+		return netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_LOCAL}, netlink.RT_FILTER_TABLE)
+	})
 	if err != nil {
-		m.log.Warn("list host addresses", "err", err)
-		if m.local != nil {
+		m.log.Warn("list the host's local routes", "err", err)
+		if m.local.addrs != nil {
 			return m.local
 		}
 	}
-	local := map[netip.Addr]bool{}
-	for _, ad := range addrs {
-		a, ok := netip.AddrFromSlice(ad.IP)
+	local := hostLocal{addrs: map[netip.Addr]bool{}}
+	for _, r := range routes {
+		if r.Dst == nil || r.Type != unix.RTN_LOCAL && r.Type != unix.RTN_BROADCAST && r.Type != unix.RTN_ANYCAST {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(r.Dst.IP)
 		if !ok {
 			continue
 		}
-		a = a.Unmap()
-		local[a] = true
-		if ad.IPNet == nil {
-			continue
-		}
-		ones, _ := ad.Mask.Size()
-		p := netip.PrefixFrom(a, ones).Masked()
-		switch {
-		case a.Is4() && ones < 31:
-			local[p.Addr()], local[lastAddr(p)] = true, true
-		case a.Is6() && ones < 127:
-			local[p.Addr()] = true
+		ones, _ := r.Dst.Mask.Size()
+		p := netip.PrefixFrom(ip.Unmap(), ones)
+		if p.IsSingleIP() {
+			local.addrs[p.Addr()] = true
+		} else if p.IsValid() {
+			local.nets = append(local.nets, p.Masked())
 		}
 	}
 	m.local, m.localAt = local, time.Now()

@@ -53,12 +53,14 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 		if name, ok := byAlias[aliasPrefix(m.cfg.Table)+sb.key]; ok {
 			sb.veth = name
 		}
+		// Its link and its connections are kept even if the repair
+		// below fails (a later attach or sync retries it).
 		keep[sb.key], keepLink[sb.veth] = true, true
+		keepAddr[sb.addr], keepAddr[sb.addr6] = true, true
 		if err := m.ensureLinks(sb, nil); err != nil {
 			errs = append(errs, fmt.Errorf("sync network of %s: %w", a.ID, err))
 			continue
 		}
-		keepAddr[sb.addr], keepAddr[sb.addr6] = true, true
 		sbs = append(sbs, sb)
 	}
 
@@ -162,6 +164,9 @@ func (m *Manager) sweep(ctx context.Context, keep, keepLink map[string]bool) []e
 		m.log.InfoContext(ctx, "deleted stale link", "link", name, "alias", l.Attrs().Alias)
 	}
 	for _, fam := range []int{unix.AF_INET, unix.AF_INET6} {
+		if m.gwIndex <= 0 {
+			break // (0 would list every link's)
+		}
 		neighs, err := dump(func() ([]netlink.Neigh, error) { return netlink.NeighList(m.gwIndex, fam) })
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list neighbours of %s: %w", m.cfg.Bridge, err))

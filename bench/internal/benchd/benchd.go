@@ -59,8 +59,8 @@ type Network struct {
 	DNSUpstream string // host:port
 }
 
-// subnet6 is n's IPv6 subnet: Subnet6, or a /64 of fd5e:ad01::/32 named
-// by Subnet's second and third bytes.
+// subnet6 is n's IPv6 subnet: Subnet6, or a /64 of fd5e::/16 named by
+// Subnet's first three bytes.
 func (n Network) subnet6() (string, error) {
 	if n.Subnet6 != "" {
 		return n.Subnet6, nil
@@ -70,7 +70,7 @@ func (n Network) subnet6() (string, error) {
 		return "", fmt.Errorf("benchd: subnet %q: want an IPv4 prefix", n.Subnet)
 	}
 	b := p.Addr().As4()
-	return fmt.Sprintf("fd5e:ad01:%02x%02x::/64", b[1], b[2]), nil
+	return fmt.Sprintf("fd5e:%02x%02x:%02x00::/64", b[0], b[1], b[2]), nil
 }
 
 // StartNetwork is Start with sandbox networking on n's bridge; Close
