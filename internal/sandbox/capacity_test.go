@@ -65,11 +65,7 @@ func newBtrfsEnv(t *testing.T, imageSize int64, opts Options) *btrfsEnv {
 	base := t.TempDir()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(&teeWriter{logs, t.Output()}, nil))
-	st, err := sqlite.Open(ctx, filepath.Join(base, "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := openStore(t, base)
 	pl, err := btrfs.Open(ctx, btrfs.Options{Dir: filepath.Join(base, "pool"), Image: filepath.Join(base, "pool.img"), ImageSize: imageSize, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"github.com/stead-dev/stead/internal/errs"
 	"github.com/stead-dev/stead/internal/pool"
 	"github.com/stead-dev/stead/internal/store"
-	"github.com/stead-dev/stead/internal/store/sqlite"
 	"github.com/stead-dev/stead/internal/testutil"
 )
 
@@ -38,12 +37,7 @@ func newClusterRig(t *testing.T) *clusterRig {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
 	base := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(base, "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	r := &clusterRig{st: st, clock: &testClock{t: time.Now()}}
+	r := &clusterRig{st: openStore(t, base), clock: &testClock{t: time.Now()}}
 	r.a = r.node(t, filepath.Join(base, "a"), "a")
 	r.b = r.node(t, filepath.Join(base, "b"), "b")
 	if _, err := r.a.svc.Bootstrap(ctx, nil); err != nil {

@@ -3,13 +3,11 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stead-dev/stead/internal/network"
 	"github.com/stead-dev/stead/internal/store"
-	"github.com/stead-dev/stead/internal/store/sqlite"
 )
 
 // volumesFail is a store whose volume list fails (the fault injected).
@@ -39,14 +37,9 @@ func (n *syncSeen) Sync(context.Context, []network.Attachment, map[string]bool) 
 func TestReconcileSyncsTheNetworkWhenACleanupFails(t *testing.T) {
 	ctx := context.Background()
 	base := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(base, "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	n := &syncSeen{}
-	s := serviceOn(t, volumesFail{st}, base, Options{Net: &NetworkOptions{Manager: n}})
-	err = s.Reconcile(ctx)
+	s := serviceOn(t, volumesFail{openStore(t, base)}, base, Options{Net: &NetworkOptions{Manager: n}})
+	err := s.Reconcile(ctx)
 	if err == nil || !strings.Contains(err.Error(), "volume leftovers") {
 		t.Fatalf("Reconcile = %v, want the volume cleanup's failure", err)
 	}

@@ -24,16 +24,22 @@ func newService(t *testing.T) *Service {
 	testutil.RequireRoot(t)
 	ctx := context.Background()
 	base := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(base, "stead.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	s := serviceOn(t, st, base, Options{})
+	s := serviceOn(t, openStore(t, base), base, Options{})
 	if _, err := s.Bootstrap(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// openStore opens a SQLite store under base, closed when the test ends.
+func openStore(t *testing.T, base string) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(base, "stead.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // serviceOn runs the real service on store st with a dir pool and
