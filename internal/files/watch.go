@@ -90,7 +90,7 @@ func (r *Root) Watch(p string, recursive bool) (*Watcher, error) {
 	}
 	w := &Watcher{ino: os.NewFile(uintptr(ifd), "inotify"), ifd: ifd, recursive: recursive,
 		events: make(chan WatchEvent, 256), done: make(chan struct{}), dirs: map[int]watchedDir{}}
-	if err := w.add(fd, "", recursive); err != nil {
+	if err := w.add(fd, "", recursive, nil); err != nil {
 		w.closeAll()
 		return nil, fmt.Errorf("watch %s: %w", p, err)
 	}
@@ -99,9 +99,16 @@ func (r *Root) Watch(p string, recursive bool) (*Watcher, error) {
 	return w, nil
 }
 
+// maxFoundCreates bounds the creates one new directory's entries give
+// (add): a tree of millions moved in is not held in memory as events.
+const maxFoundCreates = 4096
+
 // add watches the directory open as fd (taking it over) under rel and,
-// with deep, its subdirectories.
-func (w *Watcher) add(fd int, rel string, deep bool) error {
+// with deep, its subdirectories. With found, every entry under it goes
+// into *found as a create: a directory made while the watcher runs is
+// watched only once its create is read, and what was made in it before
+// that has no event of its own (its creates may then come twice).
+func (w *Watcher) add(fd int, rel string, deep bool, found *[]WatchEvent) error {
 	w.mu.Lock()
 	n := len(w.dirs)
 	w.mu.Unlock()
@@ -131,10 +138,13 @@ func (w *Watcher) add(fd int, rel string, deep bool) error {
 	}
 	return eachName(fd, rel, func(name string) error {
 		cfd, err := openChildDir(fd, name, unix.O_RDONLY)
+		if found != nil && len(*found) < maxFoundCreates {
+			*found = append(*found, WatchEvent{Name: path.Join(rel, name), Op: WatchCreate, Dir: err == nil})
+		}
 		if err != nil {
 			return nil // not a directory, a symlink, or gone
 		}
-		return w.add(cfd, path.Join(rel, name), true)
+		return w.add(cfd, path.Join(rel, name), true, found)
 	})
 }
 
@@ -252,12 +262,13 @@ func (w *Watcher) handle(wd int, mask uint32, name string) bool {
 	}
 	rel := path.Join(d.rel, name)
 	var op WatchOp
+	var found []WatchEvent
 	switch {
 	case mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 		op = WatchCreate
 		if isDir && w.recursive {
 			if cfd, err := openChildDir(d.fd, name, unix.O_RDONLY); err == nil {
-				w.add(cfd, rel, true) // past the cap, the rest is not watched
+				w.add(cfd, rel, true, &found) // past the cap, the rest is not watched
 			}
 		}
 	case mask&unix.IN_MODIFY != 0:
@@ -277,10 +288,12 @@ func (w *Watcher) handle(wd int, mask uint32, name string) bool {
 	default:
 		return true
 	}
-	select {
-	case w.events <- WatchEvent{Name: rel, Op: op, Dir: isDir}:
-		return true
-	case <-w.done:
-		return false
+	for _, ev := range append([]WatchEvent{{Name: rel, Op: op, Dir: isDir}}, found...) {
+		select {
+		case w.events <- ev:
+		case <-w.done:
+			return false
+		}
 	}
+	return true
 }

@@ -86,6 +86,27 @@ func TestWatchReportsChangesRecursively(t *testing.T) {
 	}
 }
 
+// TestWatchReportsWhatANewDirectoryAlreadyHolds: a directory that comes
+// with entries (a tree moved in at once, or files made in a new
+// directory before the watcher has added it) has each of them reported
+// as created, and is watched from then on.
+func TestWatchReportsWhatANewDirectoryAlreadyHolds(t *testing.T) {
+	e := newEnv(t)
+	must(t, os.MkdirAll(e.host("w"), 0o755))
+	must(t, os.MkdirAll(e.host("elsewhere/tree/deeper"), 0o755))
+	must(t, os.WriteFile(e.host("elsewhere/tree/deeper/b.txt"), []byte("1"), 0o644))
+	w, err := e.r.Watch("/w", true)
+	must(t, err)
+	defer w.Close()
+	must(t, os.Rename(e.host("elsewhere/tree"), e.host("w/tree")))
+	evs := collect(t, w, func(evs []WatchEvent) bool { return has(evs, "tree/deeper/b.txt", WatchCreate) })
+	if !has(evs, "tree", WatchCreate) || !has(evs, "tree/deeper", WatchCreate) {
+		t.Fatalf("the moved tree's own creates: %+v", evs)
+	}
+	must(t, os.WriteFile(e.host("w/tree/deeper/c.txt"), []byte("1"), 0o644))
+	collect(t, w, func(evs []WatchEvent) bool { return has(evs, "tree/deeper/c.txt", WatchCreate) })
+}
+
 // TestWatchNeverWatchesOutsideTheRoot: symlinks to the host, planted
 // before the start or swapped in while watching, never make the watcher
 // report a change outside the root.
