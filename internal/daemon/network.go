@@ -119,7 +119,7 @@ func startNetwork(ctx context.Context, cfg Config, st store.Store, log *slog.Log
 	case "", "off":
 	case "auto":
 		if hostHasIPv6() {
-			subnet6 = autoSubnet6(bridge, log)
+			subnet6 = autoSubnet6(bridge, netip.MustParsePrefix(DefaultSubnet6), log)
 		}
 	default:
 		if subnet6, err = netip.ParsePrefix(nc.Subnet6); err != nil || !subnet6.Addr().Is6() || subnet6.Bits() > 120 {
@@ -217,12 +217,11 @@ func (p *netParts) serveProxy(ctx context.Context, svc *sandbox.Service, apiHand
 // DefaultSubnet6 is the sandboxes' IPv6 subnet when the host has IPv6.
 const DefaultSubnet6 = "fd5e:ad00:88::/64"
 
-// autoSubnet6 is the IPv6 subnet "auto" gives a daemon on bridge:
-// DefaultSubnet6, or none when another link holds part of it (a second
+// autoSubnet6 is the IPv6 subnet "auto" gives a daemon on bridge: def
+// (DefaultSubnet6), or none when another link holds part of it (a second
 // daemon on the host, which also took the default): sandboxes then have
 // IPv4 only, and the log says how to give them IPv6.
-func autoSubnet6(bridge string, log *slog.Logger) netip.Prefix {
-	def := netip.MustParsePrefix(DefaultSubnet6)
+func autoSubnet6(bridge string, def netip.Prefix, log *slog.Logger) netip.Prefix {
 	held, link, err := network.SubnetInUse(bridge, def)
 	if err != nil || !held.IsValid() {
 		return def // an error here is New's to report

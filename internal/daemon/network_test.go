@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -25,15 +26,18 @@ func TestAutoSubnet6StepsAsideForAnotherDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { netlink.LinkDel(br) })
-	if err := netlink.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP("fd5e:ad00:88::1"), Mask: net.CIDRMask(64, 128)}}); err != nil {
+	// A /64 of the test's own stands for the default (a daemon on this
+	// machine may hold the real one).
+	def := netip.MustParsePrefix("fd5e:ad00:8801::/64")
+	if err := netlink.AddrAdd(br, &netlink.Addr{IPNet: &net.IPNet{IP: def.Addr().Next().AsSlice(), Mask: net.CIDRMask(64, 128)}}); err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	if got := autoSubnet6("stauto6test", log); got.String() != DefaultSubnet6 {
-		t.Errorf("the daemon whose bridge holds the default: %v, want %s", got, DefaultSubnet6)
+	if got := autoSubnet6("stauto6test", def, log); got != def {
+		t.Errorf("the daemon whose bridge holds the default: %v, want %s", got, def)
 	}
-	if got := autoSubnet6("stauto6other", log); got.IsValid() {
+	if got := autoSubnet6("stauto6other", def, log); got.IsValid() {
 		t.Errorf("a second daemon: %v, want no IPv6", got)
 	}
 	if !strings.Contains(logs.String(), "--subnet6") || !strings.Contains(logs.String(), "stauto6test") {
