@@ -95,16 +95,25 @@ func TestWatchReportsWhatANewDirectoryAlreadyHolds(t *testing.T) {
 	must(t, os.MkdirAll(e.host("w"), 0o755))
 	must(t, os.MkdirAll(e.host("elsewhere/tree/deeper"), 0o755))
 	must(t, os.WriteFile(e.host("elsewhere/tree/deeper/b.txt"), []byte("1"), 0o644))
+	// The tree holds a symlink to a directory of the host's: reported as
+	// an entry, never followed.
+	outside := t.TempDir()
+	must(t, os.Symlink(outside, e.host("elsewhere/tree/out")))
 	w, err := e.r.Watch("/w", true)
 	must(t, err)
 	defer w.Close()
 	must(t, os.Rename(e.host("elsewhere/tree"), e.host("w/tree")))
 	evs := collect(t, w, func(evs []WatchEvent) bool { return has(evs, "tree/deeper/b.txt", WatchCreate) })
-	if !has(evs, "tree", WatchCreate) || !has(evs, "tree/deeper", WatchCreate) {
+	if !has(evs, "tree", WatchCreate) || !has(evs, "tree/deeper", WatchCreate) || !has(evs, "tree/out", WatchCreate) {
 		t.Fatalf("the moved tree's own creates: %+v", evs)
 	}
+	must(t, os.WriteFile(filepath.Join(outside, "host.txt"), []byte("1"), 0o644))
 	must(t, os.WriteFile(e.host("w/tree/deeper/c.txt"), []byte("1"), 0o644))
-	collect(t, w, func(evs []WatchEvent) bool { return has(evs, "tree/deeper/c.txt", WatchCreate) })
+	evs = collect(t, w, func(evs []WatchEvent) bool { return has(evs, "tree/deeper/c.txt", WatchCreate) })
+	evs = append(evs, collect(t, w, nil)...)
+	if has(evs, "tree/out/host.txt", WatchCreate) {
+		t.Fatalf("a change outside the root was reported through a symlink: %+v", evs)
+	}
 }
 
 // TestWatchNeverWatchesOutsideTheRoot: symlinks to the host, planted

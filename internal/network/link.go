@@ -52,13 +52,6 @@ func (m *Manager) ensureGateway(full bool) (netlink.Link, error) {
 		// with the fleet). New and Sync repair it.
 		return gl, nil
 	}
-	gwIndex := -1
-	if err == nil {
-		gwIndex = gl.Attrs().Index
-	}
-	if err := m.subnetsFree(gwIndex); err != nil {
-		return nil, err
-	}
 	if err != nil {
 		if !errors.As(err, &netlink.LinkNotFoundError{}) {
 			return nil, fmt.Errorf("find gateway link %s: %w", m.cfg.Bridge, err)
@@ -95,23 +88,19 @@ func (m *Manager) ensureGateway(full bool) (netlink.Link, error) {
 }
 
 // subnetsFree fails if an address of another link than the gateway's
-// (index gw) overlaps the sandboxes' subnets: another daemon's gateway
-// with the same subnet (the default IPv6 one, say), or a network of the
-// host's. Each sandbox's route is its address alone, so two daemons
-// leasing from one subnet would take each other's sandboxes' routes.
-func (m *Manager) subnetsFree(gw int) error {
-	for _, sub := range []netip.Prefix{m.cfg.Subnet, m.cfg.Subnet6} {
-		if !sub.IsValid() {
-			continue
-		}
-		held, link, err := subnetHeld(gw, sub)
-		if err != nil {
-			return err
-		}
-		if held.IsValid() {
-			return fmt.Errorf("sandbox subnet %s overlaps %s on link %s: give each daemon (and each network of the host) a subnet of its own (serve --subnet, --subnet6): %w",
-				sub, held, link, errs.ErrConflict)
-		}
+// overlaps the sandboxes' subnets: another daemon's gateway with the same
+// subnet (the default IPv6 one, say), or a network of the host's. Each
+// sandbox's route is its address alone, so two daemons leasing from one
+// subnet would take each other's sandboxes' routes. New and Sync check;
+// Remove does not (a teardown is never refused).
+func (m *Manager) subnetsFree() error {
+	sub, held, link, err := subnetHeld(m.cfg.Bridge, m.cfg.Subnet, m.cfg.Subnet6)
+	if err != nil {
+		return err
+	}
+	if held.IsValid() {
+		return fmt.Errorf("sandbox subnet %s overlaps %s on link %s: give each daemon (and each network of the host) a subnet of its own (serve --subnet, --subnet6): %w",
+			sub, held, link, errs.ErrConflict)
 	}
 	return nil
 }
@@ -120,18 +109,21 @@ func (m *Manager) subnetsFree(gw int) error {
 // link other than gateway holds part of sub; an invalid prefix if none
 // does.
 func SubnetInUse(gateway string, sub netip.Prefix) (netip.Prefix, string, error) {
+	_, held, link, err := subnetHeld(gateway, sub)
+	return held, link, err
+}
+
+// subnetHeld finds an address of a link other than gateway in one of
+// subs (invalid ones are skipped): the subnet, the address with its
+// prefix, and the link's name.
+func subnetHeld(gateway string, subs ...netip.Prefix) (sub, held netip.Prefix, link string, err error) {
 	gw := -1
 	if gl, err := netlink.LinkByName(gateway); err == nil {
 		gw = gl.Attrs().Index
 	}
-	return subnetHeld(gw, sub)
-}
-
-// subnetHeld is SubnetInUse by the gateway's link index (-1: none).
-func subnetHeld(gw int, sub netip.Prefix) (netip.Prefix, string, error) {
 	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_ALL) })
 	if err != nil {
-		return netip.Prefix{}, "", fmt.Errorf("list the host's addresses: %w", err)
+		return netip.Prefix{}, netip.Prefix{}, "", fmt.Errorf("list the host's addresses: %w", err)
 	}
 	for _, a := range addrs {
 		if a.LinkIndex == gw || a.IPNet == nil {
@@ -143,16 +135,18 @@ func subnetHeld(gw int, sub netip.Prefix) (netip.Prefix, string, error) {
 		}
 		ones, _ := a.Mask.Size()
 		held := netip.PrefixFrom(ip.Unmap(), ones)
-		if !held.IsValid() || !held.Masked().Overlaps(sub) {
-			continue
+		for _, sub := range subs {
+			if !sub.IsValid() || !held.IsValid() || !held.Masked().Overlaps(sub) {
+				continue
+			}
+			name := strconv.Itoa(a.LinkIndex)
+			if l, err := netlink.LinkByIndex(a.LinkIndex); err == nil {
+				name = l.Attrs().Name
+			}
+			return sub, held, name, nil
 		}
-		name := strconv.Itoa(a.LinkIndex)
-		if l, err := netlink.LinkByIndex(a.LinkIndex); err == nil {
-			name = l.Attrs().Name
-		}
-		return held, name, nil
 	}
-	return netip.Prefix{}, "", nil
+	return netip.Prefix{}, netip.Prefix{}, "", nil
 }
 
 // linkGroup is the interface group of a table's host ends: the firewall
@@ -590,18 +584,8 @@ func (m *Manager) ensureLinks(sb *sandbox, lease func() error) error {
 	if err := netlink.LinkSetAlias(host, aliasPrefix(m.cfg.Table)+sb.key); err != nil {
 		return fmt.Errorf("set alias of %s: %w", sb.veth, err)
 	}
-	// A host end of an earlier version (a bridge's port, group 0) joins
-	// the table's group, then leaves the bridge: in that order, so that
-	// no moment finds it a routed link the rules do not know.
-	if host.Attrs().Group != m.group {
-		if err := netlink.LinkSetGroup(host, int(m.group)); err != nil {
-			return fmt.Errorf("set group of %s: %w", sb.veth, err)
-		}
-	}
-	if host.Attrs().MasterIndex != 0 {
-		if err := netlink.LinkSetNoMaster(host); err != nil {
-			return fmt.Errorf("take %s out of its bridge: %w", sb.veth, err)
-		}
+	if err := m.leaveBridge(host); err != nil {
+		return err
 	}
 	if !adopt { // Prepare set a prepared pair's
 		if err := m.hostEndSysctls(sb.veth); err != nil {
@@ -742,6 +726,39 @@ func (m *Manager) ownedLinks() (map[string]netlink.Link, error) {
 		}
 	}
 	return out, nil
+}
+
+// leaveBridge puts a host end in the table's group and, if it is a
+// bridge's port (an earlier version's sandbox), takes it off: in that
+// order, so that no moment finds it a routed link the rules do not know.
+func (m *Manager) leaveBridge(l netlink.Link) error {
+	if l.Attrs().Group != m.group {
+		if err := netlink.LinkSetGroup(l, int(m.group)); err != nil {
+			return fmt.Errorf("set group of %s: %w", l.Attrs().Name, err)
+		}
+	}
+	if l.Attrs().MasterIndex != 0 {
+		if err := netlink.LinkSetNoMaster(l); err != nil {
+			return fmt.Errorf("take %s out of its bridge: %w", l.Attrs().Name, err)
+		}
+	}
+	return nil
+}
+
+// hostEndsByAlias maps the aliases of this instance's host ends to their
+// names (a pair Prepare made keeps the name it was given).
+func (m *Manager) hostEndsByAlias() map[string]string {
+	out := map[string]string{}
+	links, err := m.ownedLinks()
+	if err != nil {
+		return out
+	}
+	for name, l := range links {
+		if a := l.Attrs().Alias; a != "" && l.Type() == "veth" {
+			out[a] = name
+		}
+	}
+	return out
 }
 
 // dump retries a netlink dump that a concurrent change interrupted (the

@@ -299,11 +299,7 @@ func New(ctx context.Context, cfg Config) (_ *Manager, retErr error) {
 		m.gw6 = cfg.Subnet6.Addr().Next()
 	}
 	// A subnet in use elsewhere is refused before anything is made.
-	gwIndex := -1
-	if gl, err := netlink.LinkByName(cfg.Bridge); err == nil {
-		gwIndex = gl.Attrs().Index
-	}
-	if err := m.subnetsFree(gwIndex); err != nil {
+	if err := m.subnetsFree(); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(cfg.RunDir, 0o700); err != nil {
@@ -358,17 +354,11 @@ func (m *Manager) unbridge(ctx context.Context) {
 		if m.gwIndex <= 0 || l.Attrs().MasterIndex != m.gwIndex {
 			continue
 		}
-		// The group first: no moment finds it a routed link the rules
-		// do not know.
-		if err := netlink.LinkSetGroup(l, int(m.group)); err != nil {
-			m.log.WarnContext(ctx, "move a bridged sandbox's link into the group", "link", l.Attrs().Name, "err", err)
-			continue
-		}
 		if err := m.hostEndSysctls(l.Attrs().Name); err != nil {
 			m.log.WarnContext(ctx, "set a bridged sandbox's link's sysctls", "link", l.Attrs().Name, "err", err)
 		}
-		if err := netlink.LinkSetNoMaster(l); err != nil {
-			m.log.WarnContext(ctx, "take a bridged sandbox's link off the bridge", "link", l.Attrs().Name, "err", err)
+		if err := m.leaveBridge(l); err != nil {
+			m.log.WarnContext(ctx, "take a bridged sandbox's link off the bridge", "err", err)
 		}
 	}
 }
@@ -679,12 +669,8 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 		sb = m.newSandbox(Attachment{ID: id}, netip.Addr{}, netip.Addr{})
 		// Its host end may be one Prepare made (another name): found by
 		// its alias.
-		if links, err := m.ownedLinks(); err == nil {
-			for name, l := range links {
-				if l.Attrs().Alias == aliasPrefix(m.cfg.Table)+sb.key && l.Type() == "veth" {
-					sb.veth = name
-				}
-			}
+		if name, ok := m.hostEndsByAlias()[aliasPrefix(m.cfg.Table)+sb.key]; ok {
+			sb.veth = name
 		}
 		leases, err := m.cfg.Leases.ListLeases(ctx)
 		if err != nil {

@@ -20,6 +20,9 @@ import (
 func (m *Manager) Sync(ctx context.Context, running []Attachment, exists map[string]bool) error {
 	m.op.Lock()
 	defer m.op.Unlock()
+	if err := m.subnetsFree(); err != nil {
+		return err
+	}
 	return m.sync(ctx, running, exists, true)
 }
 
@@ -35,14 +38,7 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 	keepAddr := map[netip.Addr]bool{}
 	// A host end made ahead (Prepare) keeps its name: each sandbox's is
 	// found by its alias.
-	byAlias := map[string]string{}
-	if links, err := m.ownedLinks(); err == nil {
-		for name, l := range links {
-			if a := l.Attrs().Alias; a != "" && l.Type() == "veth" {
-				byAlias[a] = name
-			}
-		}
-	}
+	byAlias := m.hostEndsByAlias()
 	for _, a := range running {
 		addr, addr6, err := m.lease(ctx, a.ID)
 		if err != nil {
