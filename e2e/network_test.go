@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 
 	"github.com/stead-dev/stead/client"
@@ -45,16 +46,25 @@ func netDaemon(t *testing.T, inet *nettest.Internet, extra ...string) (*daemon, 
 	subnet6 := fmt.Sprintf("fd5e:ad%02x:%02x%02x::/64", b[0], b[1], b[2])
 	args := append([]string{"--no-network=false", "--bridge", bridge, "--subnet", subnet, "--subnet6", subnet6,
 		"--dns-upstream", inet.DNS().String(), "--proxy-domain", "localhost", "--policy-interval", "1s"}, extra...)
-	d := newDaemon(t, args...)
+	// Registered first, so it runs after the daemon's teardown (cleanups
+	// run last first): a daemon still running would make them again.
 	t.Cleanup(func() { removeBridge(bridge) })
+	d := newDaemon(t, args...)
 	return d, bridge
 }
 
-// removeBridge deletes what a killed daemon of a test left: the bridge and
-// its links (the table and namespaces go with the daemon's own cleanup).
+// removeBridge deletes what a daemon of a test leaves on the host: its
+// gateway link and its nftables table (named as the link), which a daemon
+// keeps when it stops so that the sandboxes it leaves running stay
+// filtered. A table left behind would stay in the path of every packet
+// on the machine.
 func removeBridge(bridge string) {
 	if l, err := netlink.LinkByName(bridge); err == nil {
 		netlink.LinkDel(l)
+	}
+	if c, err := nftables.New(); err == nil {
+		c.DelTable(&nftables.Table{Name: bridge, Family: nftables.TableFamilyINet})
+		c.Flush()
 	}
 }
 

@@ -41,12 +41,13 @@ func main() {
 	network := flag.Bool("net", true, "scale mode: networked sandboxes, as the daemon's default (a bridge and subnet of the bench's own); -net=false gives them loopback only")
 	pprofAddr := flag.String("pprof", "", "scale mode: serve the default daemon's Go profiles on this loopback address")
 	keepLog := flag.String("log", "", "scale mode: copy the default daemon's debug log to this file")
+	hold := flag.Duration("hold", 0, "scale mode: keep the whole fleet running this long after the last create, before the report and the teardown (to profile the machine with it)")
 	gap := flag.Duration("gap", 0, "scale mode: wait this long after each create (and its first exec), so that the refills it started are done before the next")
 	small := flag.Int("small", 0, "scale mode: also create on a daemon whose fleet stays at this many sandboxes (each create past them deleted, but never inside a timed window), alternately with the growing fleet's, and print the ratio of the two in the same stretch of time")
 	flag.Parse()
 	if *scaleN > 0 {
 		o := scaleOpts{total: *scaleN, running: *running, bin: *bin, poolKind: *pool, full: *full, network: *network,
-			pprofAddr: *pprofAddr, keepLog: *keepLog, gap: *gap, small: *small}
+			pprofAddr: *pprofAddr, keepLog: *keepLog, gap: *gap, small: *small, hold: *hold}
 		if err := scale(context.Background(), o); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			os.Exit(1)

@@ -22,7 +22,7 @@ type scaleOpts struct {
 	bin, poolKind      string
 	full, network      bool
 	pprofAddr, keepLog string
-	gap                time.Duration
+	gap, hold          time.Duration
 	small              int
 }
 
@@ -153,6 +153,16 @@ func scale(ctx context.Context, o scaleOpts) error {
 		surplus = surplus[:0]
 		return nil
 	}
+	// idle is what the machine and the growing fleet's daemon cost with
+	// no create running, measured at each mark (outside the windows): a
+	// fleet of idle sandboxes should cost no CPU, and what it does cost
+	// lands on every create beside it.
+	type idleCost struct {
+		machine, daemon time.Duration
+		tasks           int64
+	}
+	idle := map[int]idleCost{}
+	const idleFor = 3 * time.Second
 	start := time.Now()
 	for i := 1; i <= total; i++ {
 		if small != nil && i%2 == 0 {
@@ -187,10 +197,20 @@ func scale(ctx context.Context, o scaleOpts) error {
 				return err
 			}
 		}
+		if slices.Contains(marks, i) || i == total {
+			time.Sleep(time.Second) // the refills the last create started
+			m0, d0 := benchd.MachineBusy(), sides[0].d.CPU()
+			time.Sleep(idleFor)
+			idle[i] = idleCost{benchd.MachineBusy() - m0, sides[0].d.CPU() - d0, benchd.Tasks()}
+		}
 		time.Sleep(o.gap)
 		if i%100 == 0 {
 			fmt.Fprintf(os.Stderr, "scale: %d sandboxes per daemon (%s)\n", i, time.Since(start).Round(time.Second))
 		}
+	}
+	if o.hold > 0 {
+		fmt.Fprintf(os.Stderr, "scale: holding the fleet for %s (daemon pid %d)\n", o.hold, sides[0].d.Pid)
+		time.Sleep(o.hold)
 	}
 	netw := "no network"
 	if network {
@@ -225,6 +245,14 @@ func scale(ctx context.Context, o scaleOpts) error {
 				float64(w.Pct(0.5))/float64(base.Pct(0.5)), float64(s.rss[m])/(1<<20), float64(s.anon[m])/(1<<20), s.thr[m])
 		}
 		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Printf("\nidle, %s after each mark's last create, over %s with no create running (CPU as %% of one core)\n", time.Second, idleFor)
+	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "sandboxes\tmachine CPU\t%s daemon CPU\ttasks on the machine\t\n", sides[0].name)
+	for _, m := range rows {
+		c := idle[m]
+		fmt.Fprintf(tw, "%d\t%.1f %%\t%.1f %%\t%d\t\n", m, 100*c.machine.Seconds()/idleFor.Seconds(), 100*c.daemon.Seconds()/idleFor.Seconds(), c.tasks)
 	}
 	tw.Flush()
 	if len(sides) == 2 {

@@ -278,6 +278,49 @@ func (d *Daemon) status(key string) int64 {
 	return 0
 }
 
+// MachineBusy returns the CPU time every CPU of the machine has spent not
+// idle (nor waiting for I/O) since boot, from /proc/stat: over an interval
+// the difference is what everything on the machine cost, the kernel's own
+// threads and interrupts among it.
+func MachineBusy() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:8] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		var n int64
+		fmt.Sscan(v, &n)
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / clockTicks
+}
+
+// Tasks returns how many tasks (threads) the machine has, from
+// /proc/loadavg.
+func Tasks() int64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 4 {
+		return 0
+	}
+	_, total, _ := strings.Cut(f[3], "/")
+	var n int64
+	fmt.Sscan(total, &n)
+	return n
+}
+
 // Series is a named set of timings.
 type Series struct {
 	Name string

@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
 
 	"github.com/stead-dev/stead/internal/fsutil"
+	"golang.org/x/sys/unix"
 )
 
 // Cgroup parents. libcontainer makes a sandbox's cgroup <CgroupParent>/<id>
@@ -177,11 +179,12 @@ func (r *Runtime) Close() error {
 
 // RemoveHostState removes what a runtime on stateDir made outside it, for
 // a runtime that will not be used again (tests, drills, uninstall): its
-// (empty) parent cgroups, wherever libcontainer made them, and its (empty)
-// rootfs directory. Cgroups that still hold sandboxes are left alone and
-// reported in the error.
+// shells made ahead (a killed daemon leaves them waiting, and then their
+// cgroups), the empty cgroups of sandboxes that are gone, its parent
+// cgroups, wherever libcontainer made them, and its (empty) rootfs
+// directory. Cgroups that still hold sandboxes are left alone and reported
+// in the error.
 func RemoveHostState(stateDir string) error {
-	left := removeEmptyParents(stateDir, nil)
 	// Parents from before the record (and this process's own).
 	parent := cgroupParentFor(stateDir)
 	dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
@@ -189,6 +192,10 @@ func RemoveHostState(stateDir string) error {
 	if cur, err := parentDirs(parent); err == nil {
 		dirs = append(dirs, cur...)
 	}
+	for _, d := range append(readParents(stateDir), dirs...) {
+		removeLeftChildren(d)
+	}
+	left := removeEmptyParents(stateDir, nil)
 	for _, d := range dirs {
 		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) && !slices.Contains(left, d) {
 			left = append(left, d)
@@ -199,6 +206,35 @@ func RemoveHostState(stateDir string) error {
 		return fmt.Errorf("remove host state of %s: cgroups still in use: %s", stateDir, strings.Join(left, ", "))
 	}
 	return nil
+}
+
+// removeLeftChildren removes, below the parent cgroup dir, each shell's
+// cgroup (its waiting init killed first: a shell is no sandbox yet) and
+// each empty cgroup; a cgroup that still holds a sandbox's processes
+// stays.
+func removeLeftChildren(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !validID(e.Name()) {
+			continue
+		}
+		child := filepath.Join(dir, e.Name())
+		if !strings.HasPrefix(e.Name(), shellPrefix) {
+			os.Remove(child) // fails while it holds processes
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(child, "cgroup.procs")); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+					unix.Kill(pid, unix.SIGKILL)
+				}
+			}
+		}
+		removeCgroupDir(child)
+	}
 }
 
 // CgroupParentFor names the cgroup parent a runtime on stateDir uses by

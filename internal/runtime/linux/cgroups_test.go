@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -92,5 +93,68 @@ func TestCloseRemovesEmptyCgroupParentsWhereLibcontainerMadeThem(t *testing.T) {
 	}
 	if _, err := os.Stat(r.opts.RootfsDir); !os.IsNotExist(err) {
 		t.Fatalf("rootfs dir %s left: %v", r.opts.RootfsDir, err)
+	}
+}
+
+// TestRemoveHostStateTakesWhatAKilledDaemonLeft: a runtime that is never
+// closed (its daemon killed) leaves shells waiting in cgroups of their own
+// and, after a start it did not finish, an empty sandbox cgroup.
+// RemoveHostState kills the shells and removes their cgroups and the
+// empty one, keeps a running sandbox's cgroups (and says so), and once
+// that sandbox is gone leaves nothing named after the runtime's parent.
+func TestRemoveHostStateTakesWhatAKilledDaemonLeft(t *testing.T) {
+	r, root := newSkeletonRuntime(t, func(o *Options) { o.Native, o.Shells = true, 2 })
+	t.Cleanup(func() { r.Close() })
+	ctx := context.Background()
+	if err := r.Start(ctx, steadrt.Spec{ID: "rt-keep", Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	shells := waitShells(t, r, 2)
+	parents := testutil.CgroupsNamed(r.opts.CgroupParent)
+	if len(parents) == 0 {
+		t.Fatal("no cgroup parent")
+	}
+	for _, p := range parents {
+		if err := os.Mkdir(filepath.Join(p, "sb-gone"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := r.opts.StateDir
+	err := RemoveHostState(state)
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("RemoveHostState with a sandbox running: %v, want the cgroups it keeps named", err)
+	}
+	for _, sh := range shells {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(sh.pid) + "/stat")
+		if err == nil && !deadStat(b) {
+			t.Errorf("shell %s (pid %d) still runs", sh.name, sh.pid)
+		}
+	}
+	for _, p := range parents {
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			t.Fatalf("parent %s of a running sandbox: %v", p, err)
+		}
+		var kids []string
+		for _, e := range ents {
+			if e.IsDir() {
+				kids = append(kids, e.Name())
+			}
+		}
+		if !slices.Equal(kids, []string{"rt-keep"}) {
+			t.Errorf("%s holds %v, want only the running sandbox's cgroup", p, kids)
+		}
+	}
+	if st, _ := r.Status(ctx, "rt-keep"); st != steadrt.StatusRunning {
+		t.Fatalf("the running sandbox after RemoveHostState: %s", st)
+	}
+	if err := r.Kill(ctx, "rt-keep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveHostState(state); err != nil {
+		t.Fatal(err)
+	}
+	if left := testutil.CgroupsNamed(r.opts.CgroupParent); len(left) > 0 {
+		t.Fatalf("cgroups left: %v", left)
 	}
 }
