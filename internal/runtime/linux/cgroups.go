@@ -156,6 +156,9 @@ func removeEmptyParents(stateDir string, keep []string) []string {
 // afterwards.
 func (r *Runtime) Close() error {
 	r.closeShells()
+	r.views.mu.Lock()
+	r.views.forgetPid()
+	r.views.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if left := removeEmptyParents(r.opts.StateDir, nil); len(left) > 0 {

@@ -106,6 +106,15 @@ type procViews struct {
 	files   []string
 	retryAt time.Time
 	warned  bool
+	// inUsePid is a pidfd of the lxcfs process in use, when known (-1 or
+	// 0 when not: the zero value never holds one, see hasPid), and
+	// answeredAt the time it last answered a check: a start within
+	// lxcfsRecheck of that answer whose lxcfs still runs takes the views
+	// without asking lxcfs again (a round trip to the FUSE daemon on
+	// every create, which waits for lxcfs to get a CPU).
+	inUsePid   int
+	hasPid     bool
+	answeredAt time.Time
 
 	cpuMu sync.Mutex // guards cpus, recent and cpusets
 	cpus  *hostCPUs
@@ -120,6 +129,42 @@ type procViews struct {
 	// process did not see.
 	cpusets   map[string][]int
 	cpusetsAt time.Time
+	// perCPU counts, for each CPU, the cpusets that hold it: a start
+	// reads the load from it, not from every sandbox's cpuset.
+	perCPU map[int]int
+	// rescanning is set while a rescan reads the cgroup tree (off any
+	// start's path); forgotten holds the sandboxes destroyed meanwhile,
+	// which the rescan may have read before their cgroups went.
+	rescanning bool
+	forgotten  map[string]bool
+}
+
+// setCpuset records id's cpuset, keeping perCPU in step. Called with
+// cpuMu held.
+func (v *procViews) setCpuset(id string, set []int) {
+	v.dropCpuset(id)
+	v.cpusets[id] = set
+	for _, c := range set {
+		v.perCPU[c]++
+	}
+}
+
+// dropCpuset forgets id's cpuset. Called with cpuMu held.
+func (v *procViews) dropCpuset(id string) {
+	for _, c := range v.cpusets[id] {
+		v.perCPU[c]--
+	}
+	delete(v.cpusets, id)
+}
+
+// replaceCpusets takes m, read from the cgroup tree, as every sandbox's
+// cpuset. Called with cpuMu held.
+func (v *procViews) replaceCpusets(m map[string][]int) {
+	v.cpusets, v.perCPU = map[string][]int{}, map[int]int{}
+	for id, set := range m {
+		v.setCpuset(id, set)
+	}
+	v.cpusetsAt = time.Now()
 }
 
 // cpusetRescan is how often cpuLoad reads every sandbox's cpuset again.
@@ -129,7 +174,12 @@ const cpusetRescan = 30 * time.Second
 func (r *Runtime) forgetCpuset(id string) {
 	v := &r.views
 	v.cpuMu.Lock()
-	delete(v.cpusets, id)
+	if v.cpusets != nil {
+		v.dropCpuset(id)
+	}
+	if v.rescanning {
+		v.forgotten[id] = true
+	}
 	delete(v.recent, id)
 	v.cpuMu.Unlock()
 }
@@ -146,10 +196,15 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.inUse.dir != "" {
-		err := v.inUse.alive()
-		if err == nil {
+		if v.hasPid && time.Since(v.answeredAt) < lxcfsRecheck && pidfdRuns(v.inUsePid) {
 			return viewMounts(v.inUse.dir, v.files)
 		}
+		err := v.inUse.alive()
+		if err == nil {
+			v.answeredAt = time.Now()
+			return viewMounts(v.inUse.dir, v.files)
+		}
+		v.forgetPid()
 		if errors.Is(err, errNoAnswer) {
 			r.log.Warn("lxcfs is hung; it is left alone, and sandboxes start without /proc views until it answers", "dir", v.inUse.dir, "err", err)
 		} else {
@@ -191,9 +246,50 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 		r.log.Log(context.Background(), lvl, "sandboxes start without /proc views of their own size: no lxcfs", "err", err)
 		return nil
 	}
-	v.inUse, v.files = l, files
+	v.inUse, v.files, v.answeredAt = l, files, time.Now()
+	v.forgetPid()
+	if fd, err := lxcfsPidfd(pid); err == nil {
+		v.inUsePid, v.hasPid = fd, true
+	}
 	r.log.Debug("sandbox /proc views from lxcfs", "dir", l.dir, "pid", pid, "files", len(files))
 	return viewMounts(l.dir, files)
+}
+
+// lxcfsRecheck is how long an answer of lxcfs stands for the starts after
+// it, as long as its process runs: a start asks again after that.
+const lxcfsRecheck = time.Second
+
+// lxcfsPidfd opens a pidfd of pid, an lxcfs process (its pidfile's).
+func lxcfsPidfd(pid int) (int, error) {
+	if pid <= 0 {
+		return -1, errors.New("no pid")
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return -1, err
+	}
+	// A pidfile can outlive its process and the pid be reused.
+	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "lxcfs" {
+		unix.Close(fd)
+		return -1, errors.New("not lxcfs")
+	}
+	return fd, nil
+}
+
+// pidfdRuns reports whether the process of pidfd has not exited.
+func pidfdRuns(fd int) bool {
+	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(p, 0)
+	return err == nil && n == 0
+}
+
+// forgetPid closes the pidfd of the lxcfs that was in use. Called with mu
+// held.
+func (v *procViews) forgetPid() {
+	if v.hasPid {
+		unix.Close(v.inUsePid)
+	}
+	v.inUsePid, v.hasPid = -1, false
 }
 
 // viewMounts binds each lxcfs file over its path in the sandbox. nosuid and
@@ -470,7 +566,7 @@ func (r *Runtime) cpusetFor(id string, cpus float64, current string) (string, st
 	}
 	v.recent[id] = recentCpuset{cpus: pick, at: time.Now()}
 	if v.cpusets != nil {
-		v.cpusets[id] = pick
+		v.setCpuset(id, pick)
 	}
 	return formatCPUList(pick), h.mems
 }
@@ -478,37 +574,57 @@ func (r *Runtime) cpusetFor(id string, cpus float64, current string) (string, st
 // cpuLoad counts, per CPU, the running sandboxes (other than id) whose
 // cpuset holds it: the cpusets known in memory (see views.cpusets; the
 // cpuset.cpus of every cgroup under the sandboxes' parent, read again
-// every cpusetRescan), plus cpusets handed out in the last seconds.
-// Called with views.cpuMu held.
+// every cpusetRescan, off the start's path), plus cpusets handed out in
+// the last seconds. Its cost does not grow with the sandboxes: the counts
+// are kept as cpusets come and go. Called with views.cpuMu held.
 func (r *Runtime) cpuLoad(h *hostCPUs, id string) map[int]int {
 	v := &r.views
-	if v.cpusets == nil || time.Since(v.cpusetsAt) > cpusetRescan {
-		v.cpusets = readCpusets(h)
-		v.cpusetsAt = time.Now()
+	if v.cpusets == nil {
+		// The first start: nothing to count from yet.
+		v.replaceCpusets(readCpusets(h))
+	} else if time.Since(v.cpusetsAt) > cpusetRescan && !v.rescanning {
+		v.rescanning, v.forgotten = true, map[string]bool{}
+		go r.rescanCpusets(h)
 	}
-	load := map[int]int{}
-	seen := map[string]bool{id: true}
-	for other, set := range v.cpusets {
-		if other == id {
-			continue
-		}
-		seen[other] = true
-		for _, c := range set {
-			load[c]++
-		}
+	load := make(map[int]int, len(v.perCPU))
+	for c, n := range v.perCPU {
+		load[c] = n
+	}
+	for _, c := range v.cpusets[id] {
+		load[c]--
 	}
 	for other, rc := range v.recent {
 		if time.Since(rc.at) > 10*time.Second {
 			delete(v.recent, other)
 			continue
 		}
-		if !seen[other] {
+		if _, counted := v.cpusets[other]; !counted && other != id {
 			for _, c := range rc.cpus {
 				load[c]++
 			}
 		}
 	}
 	return load
+}
+
+// rescanCpusets reads every sandbox's cpuset from the cgroup tree without
+// holding cpuMu and then takes it as the count, less the sandboxes
+// destroyed meanwhile; cpusets handed out meanwhile are in views.recent.
+func (r *Runtime) rescanCpusets(h *hostCPUs) {
+	m := readCpusets(h)
+	v := &r.views
+	v.cpuMu.Lock()
+	defer v.cpuMu.Unlock()
+	for id := range v.forgotten {
+		delete(m, id)
+	}
+	for id, set := range v.cpusets {
+		if rc, ok := v.recent[id]; ok && slices.Equal(rc.cpus, set) {
+			m[id] = set // handed out while the tree was read
+		}
+	}
+	v.replaceCpusets(m)
+	v.rescanning, v.forgotten = false, nil
 }
 
 // readCpusets reads the cpuset of every cgroup under the sandboxes'

@@ -521,7 +521,19 @@ func TestHungLXCFSDoesNotHangCreates(t *testing.T) {
 	// kill returns before the process is stopped: wait until every thread
 	// of it is (a thread still running could answer one more request).
 	waitStopped(t, pids[0])
+	// Its last answer stands for lxcfsRecheck: a start meanwhile asks
+	// nothing of it.
 	t0 := time.Now()
+	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
+		t.Fatalf("views within a second of lxcfs's last answer: %d mounts", len(ms))
+	}
+	if d := time.Since(t0); d > 100*time.Millisecond {
+		t.Fatalf("a start within a second of lxcfs's last answer took %s: it asked lxcfs again", d)
+	}
+	r.views.mu.Lock()
+	r.views.answeredAt = time.Now().Add(-lxcfsRecheck)
+	r.views.mu.Unlock()
+	t0 = time.Now()
 	if ms := r.procViewMounts(); ms != nil {
 		t.Fatalf("views from a hung lxcfs: %d mounts", len(ms))
 	}
@@ -568,8 +580,9 @@ func waitStopped(t *testing.T, pid int) {
 
 // TestCpuLoadReadsTheCgroupTreeOnlyEveryRescan: a start does not read the
 // cpuset of every other sandbox (O(n) files per create): the cpusets are
-// read once, kept in memory, read again only after cpusetRescan, and a
-// destroyed sandbox leaves the count at once.
+// read once, kept in memory, read again only after cpusetRescan (beside
+// the start, not in its path), and a destroyed sandbox leaves the count
+// at once.
 func TestCpuLoadReadsTheCgroupTreeOnlyEveryRescan(t *testing.T) {
 	r := newViewsRuntime(t, t.TempDir())
 	v := &r.views
@@ -606,11 +619,93 @@ func TestCpuLoadReadsTheCgroupTreeOnlyEveryRescan(t *testing.T) {
 	v.cpuMu.Lock()
 	v.cpusetsAt = time.Now().Add(-2 * cpusetRescan)
 	v.cpuMu.Unlock()
-	if got := sum(load()); got <= before {
-		t.Fatalf("load %d after a rescan with one more sandbox cgroup, want more than %d", got, before)
+	// The rescan runs beside the start that found the count stale.
+	for deadline := time.Now().Add(5 * time.Second); sum(load()) <= before; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("load %d 5 s after a rescan with one more sandbox cgroup, want more than %d", sum(load()), before)
+		}
 	}
 	r.forgetCpuset(filepath.Base(stray))
 	if got := sum(load()); got != before {
 		t.Fatalf("load %d after the sandbox was destroyed, want %d", got, before)
+	}
+}
+
+// TestCpuLoadKeepsItsCountsInStep: the per-CPU counts a start reads are
+// kept as cpusets are handed out, changed and forgotten, and always equal
+// a count over every known cpuset (less the starting sandbox's own), plus
+// what was handed out in the last seconds and is not known yet.
+func TestCpuLoadKeepsItsCountsInStep(t *testing.T) {
+	r := newViewsRuntime(t, t.TempDir())
+	v := &r.views
+	h := &hostCPUs{ok: true, cpus: []int{0, 1, 2, 3}, parent: filepath.Join(t.TempDir(), "none")}
+	v.cpuMu.Lock()
+	defer v.cpuMu.Unlock()
+	v.replaceCpusets(map[string][]int{"a": {0, 1}, "b": {1}, "c": {2, 3}})
+	v.recent = map[string]recentCpuset{"new": {cpus: []int{3}, at: time.Now()}, "old": {cpus: []int{0}, at: time.Now().Add(-time.Minute)}}
+	v.setCpuset("b", []int{2})  // a resize
+	v.setCpuset("d", []int{0})  // a start
+	v.dropCpuset("c")           // a destroy
+	v.dropCpuset("never-known") // a destroy of what was never counted
+	want := map[int]int{}
+	for id, set := range v.cpusets {
+		if id == "a" {
+			continue
+		}
+		for _, c := range set {
+			want[c]++
+		}
+	}
+	want[3]++ // "new", handed out and not known yet; "old" has expired
+	got := r.cpuLoad(h, "a")
+	for _, c := range h.cpus {
+		if got[c] != want[c] {
+			t.Errorf("load of CPU %d: %d, want %d (all: %v)", c, got[c], want[c], got)
+		}
+	}
+	if _, ok := v.recent["old"]; ok {
+		t.Error("an expired hand-out is still counted")
+	}
+}
+
+// TestADeadLXCFSIsNoticedAtOnce: a start within a second of lxcfs's last
+// answer does not ask it again, but an lxcfs that has exited meanwhile is
+// seen at once (by its pidfd): the start gets the views of a new lxcfs,
+// never binds of the dead one's mount.
+func TestADeadLXCFSIsNoticedAtOnce(t *testing.T) {
+	dir := privateLXCFS(t)
+	r := newViewsRuntime(t, t.TempDir())
+	r.views.own = lxcfs{dir: dir}
+	r.views.system.dir = filepath.Join(t.TempDir(), "no-system-lxcfs")
+	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
+		t.Fatalf("views: %d mounts", len(ms))
+	}
+	pids := startedLXCFS(t, dir)
+	if len(pids) != 1 {
+		t.Fatalf("lxcfs processes for %s: %v", dir, pids)
+	}
+	fd, err := unix.PidfdOpen(pids[0], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.Kill(pids[0], unix.SIGKILL)
+	for deadline := time.Now().Add(5 * time.Second); pidfdRuns(fd); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("lxcfs did not exit")
+		}
+	}
+	ms := r.procViewMounts()
+	now := startedLXCFS(t, dir)
+	if len(now) != 1 || now[0] == pids[0] {
+		t.Fatalf("lxcfs after the old one died: %v (was %v)", now, pids)
+	}
+	if len(ms) != len(procViewFiles) {
+		t.Fatalf("views from the new lxcfs: %d mounts", len(ms))
+	}
+	for _, m := range ms {
+		if _, err := os.Stat(m.Source); err != nil {
+			t.Fatalf("a view's source: %v", err)
+		}
 	}
 }
