@@ -149,7 +149,7 @@ type Runtime struct {
 
 	mu         sync.Mutex
 	containers map[string]*libcontainer.Container
-	slots      map[string]int   // sandbox id → user-namespace slot
+	slots      *slotTable       // sandbox id → user-namespace slot
 	userns     map[int]*os.File // slot → a user namespace with its mapping
 	views      procViews        // lxcfs and cpusets (procviews.go)
 	parents    []string         // this process's cgroup parent directories (cgroups.go)
@@ -221,7 +221,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{opts: opts, log: opts.Logger, bin: bin, containers: map[string]*libcontainer.Container{},
-		slots: map[string]int{}, userns: map[int]*os.File{}, unbalance: rootCpusetBalanced()}
+		slots: newSlotTable(), userns: map[int]*os.File{}, unbalance: rootCpusetBalanced()}
 	if opts.Shim != "" {
 		r.shim = newShim(opts.Shim, opts.StateDir, opts.Logger)
 	}

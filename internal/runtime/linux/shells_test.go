@@ -74,7 +74,7 @@ func TestAStartClaimsAShell(t *testing.T) {
 				t.Fatalf("the shell's cgroup holds %v, want its init %d", procs, sh.pid)
 			}
 			r.mu.Lock()
-			slot := r.slots[sh.name]
+			slot := r.slots.of[sh.name]
 			r.mu.Unlock()
 			id := "shell-claim"
 			if err := r.Start(ctx, steadrt.Spec{ID: id, Rootfs: root, Mounts: []steadrt.Mount{{Source: "/usr", Destination: "/usr", ReadOnly: true}}}); err != nil {
@@ -117,8 +117,8 @@ func TestAStartClaimsAShell(t *testing.T) {
 				t.Fatalf("the shell's cgroup is still there: %v", err)
 			}
 			r.mu.Lock()
-			got, held := r.slots[id]
-			_, shellHeld := r.slots[sh.name]
+			got, held := r.slots.of[id]
+			_, shellHeld := r.slots.of[sh.name]
 			r.mu.Unlock()
 			if !held || got != slot || shellHeld {
 				t.Fatalf("slot of the sandbox %d (%v), the shell's was %d (still held: %v)", got, held, slot, shellHeld)
@@ -406,7 +406,7 @@ func TestAReservedShellIsTheStartsAndACancelledOneGoes(t *testing.T) {
 	// Cancelled: the shell goes.
 	next := waitShells(t, r, 1)[0]
 	r.mu.Lock()
-	_, slotHeld := r.slots[next.name]
+	_, slotHeld := r.slots.of[next.name]
 	r.mu.Unlock()
 	if !slotHeld {
 		t.Fatalf("the ready shell holds no slot")
@@ -428,7 +428,7 @@ func TestAReservedShellIsTheStartsAndACancelledOneGoes(t *testing.T) {
 		}
 	}
 	r.mu.Lock()
-	_, slotHeld = r.slots[next.name]
+	_, slotHeld = r.slots.of[next.name]
 	_, live := r.shellLive[next.name]
 	r.mu.Unlock()
 	if slotHeld || live {

@@ -58,41 +58,84 @@ func (r *Runtime) allocSlot(id string) (int, error) {
 	if s < 0 {
 		return 0, fmt.Errorf("start sandbox %s: all %d user-namespace id ranges are in use", id, r.opts.IDSlots)
 	}
-	r.slots[id] = s
+	r.slots.set(id, s)
 	return s, nil
 }
 
 // lowestFreeSlot is the lowest slot no sandbox but except holds (-1 when
 // every one is taken). The caller holds r.mu.
 func (r *Runtime) lowestFreeSlot(except string) int {
-	used := make(map[int]bool, len(r.slots))
-	for other, s := range r.slots {
-		if other != except {
-			used[s] = true
-		}
-	}
-	for s := range r.opts.IDSlots {
-		if !used[s] {
-			return s
-		}
-	}
-	return -1
+	return r.slots.lowestFree(except, r.opts.IDSlots)
 }
 
 // moveSlot gives the slot from holds (a shell's) to id and returns it.
 func (r *Runtime) moveSlot(from, id string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.slots[from]
-	delete(r.slots, from)
-	r.slots[id] = s
+	s := r.slots.of[from]
+	r.slots.drop(from)
+	r.slots.set(id, s)
 	return s
 }
 
 func (r *Runtime) freeSlot(id string) {
 	r.mu.Lock()
-	delete(r.slots, id)
+	r.slots.drop(id)
 	r.mu.Unlock()
+}
+
+// slotTable is which sandbox (or shell) holds which user-namespace slot,
+// with a count of holders per slot and a bit per slot that has one: the
+// lowest free slot is found by a look at one word per 64 slots, not by
+// going over every running sandbox, on each start.
+type slotTable struct {
+	of   map[string]int // holder → slot
+	held map[int]int    // slot → how many hold it
+	bits []uint64       // bit s%64 of word s/64: slot s has a holder
+}
+
+func newSlotTable() *slotTable {
+	return &slotTable{of: map[string]int{}, held: map[int]int{}}
+}
+
+// set makes id the holder of slot s (in place of the slot it held).
+func (t *slotTable) set(id string, s int) {
+	t.drop(id)
+	t.of[id] = s
+	t.held[s]++
+	for len(t.bits) <= s/64 {
+		t.bits = append(t.bits, 0)
+	}
+	t.bits[s/64] |= 1 << (s % 64)
+}
+
+// drop forgets id's slot.
+func (t *slotTable) drop(id string) {
+	s, ok := t.of[id]
+	if !ok {
+		return
+	}
+	delete(t.of, id)
+	if t.held[s]--; t.held[s] <= 0 {
+		delete(t.held, s)
+		t.bits[s/64] &^= 1 << (s % 64)
+	}
+}
+
+// lowestFree is the lowest of slots 0..n-1 that no holder but except
+// holds, or -1.
+func (t *slotTable) lowestFree(except string, n int) int {
+	ex, hasEx := t.of[except]
+	for s := 0; s < n; s++ {
+		if w := s / 64; s%64 == 0 && w < len(t.bits) && t.bits[w] == ^uint64(0) && !(hasEx && ex/64 == w) {
+			s += 63 // a full word: none free in it
+			continue
+		}
+		if h := t.held[s]; h == 0 || (hasEx && s == ex && h == 1) {
+			return s
+		}
+	}
+	return -1
 }
 
 // loadSlots reads the slots of the sandboxes running under StateDir (their
@@ -117,7 +160,7 @@ func (r *Runtime) loadSlots() {
 		}
 		off := st.Config.UIDMappings[0].HostID - int64(r.opts.IDBase)
 		if off >= 0 && off%IDRangeSize == 0 && off/IDRangeSize < int64(r.opts.IDSlots) {
-			r.slots[e.Name()] = int(off / IDRangeSize)
+			r.slots.set(e.Name(), int(off/IDRangeSize))
 		}
 	}
 }
