@@ -506,15 +506,7 @@ func TestHungLXCFSDoesNotHangCreates(t *testing.T) {
 	r := newViewsRuntime(t, t.TempDir())
 	var logs bytes.Buffer
 	r.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r.views.own = lxcfs{dir: dir, answerTimeout: 300 * time.Millisecond}
-	r.views.system.dir = filepath.Join(t.TempDir(), "no-system-lxcfs")
-	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
-		t.Fatalf("views: %d mounts", len(ms))
-	}
-	pids := startedLXCFS(t, dir)
-	if len(pids) != 1 {
-		t.Fatalf("lxcfs processes for %s: %v", dir, pids)
-	}
+	pids := viewsFromOwnLXCFS(t, r, lxcfs{dir: dir, answerTimeout: 300 * time.Millisecond})
 	// A stopped lxcfs never answers, as a hung one would.
 	unix.Kill(pids[0], unix.SIGSTOP)
 	defer unix.Kill(pids[0], unix.SIGCONT)
@@ -554,6 +546,22 @@ func TestHungLXCFSDoesNotHangCreates(t *testing.T) {
 	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
 		t.Fatalf("views after lxcfs answers again: %d mounts", len(ms))
 	}
+}
+
+// viewsFromOwnLXCFS has r take its views from own (no system lxcfs to
+// fall back on) and returns the pid of the one lxcfs it started.
+func viewsFromOwnLXCFS(t *testing.T, r *Runtime, own lxcfs) []int {
+	t.Helper()
+	r.views.own = own
+	r.views.system.dir = filepath.Join(t.TempDir(), "no-system-lxcfs")
+	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
+		t.Fatalf("views: %d mounts", len(ms))
+	}
+	pids := startedLXCFS(t, own.dir)
+	if len(pids) != 1 {
+		t.Fatalf("lxcfs processes for %s: %v", own.dir, pids)
+	}
+	return pids
 }
 
 // waitStopped waits until every thread of pid is in the stopped state.
@@ -675,15 +683,7 @@ func TestCpuLoadKeepsItsCountsInStep(t *testing.T) {
 func TestADeadLXCFSIsNoticedAtOnce(t *testing.T) {
 	dir := privateLXCFS(t)
 	r := newViewsRuntime(t, t.TempDir())
-	r.views.own = lxcfs{dir: dir}
-	r.views.system.dir = filepath.Join(t.TempDir(), "no-system-lxcfs")
-	if ms := r.procViewMounts(); len(ms) != len(procViewFiles) {
-		t.Fatalf("views: %d mounts", len(ms))
-	}
-	pids := startedLXCFS(t, dir)
-	if len(pids) != 1 {
-		t.Fatalf("lxcfs processes for %s: %v", dir, pids)
-	}
+	pids := viewsFromOwnLXCFS(t, r, lxcfs{dir: dir})
 	fd, err := unix.PidfdOpen(pids[0], 0)
 	if err != nil {
 		t.Fatal(err)
