@@ -741,3 +741,53 @@ func TestResolvConfMountFollowsNoSymlinkOutOfTheSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestTheGatewaysAddressComesBack: when the gateway link loses its
+// addresses while the daemon runs (an administrator's `ip addr flush`),
+// every sandbox's route goes with them; the daemon's policy loop notices
+// and puts the addresses and routes back within a few intervals, and the
+// sandbox, never restarted, fetches by name again (its resolver is on the
+// gateway).
+func TestTheGatewaysAddressComesBack(t *testing.T) {
+	inet := nettest.NewInternet(t)
+	d, bridge := netDaemon(t, inet)
+	ctx := ctxT(t)
+	sb, err := d.c.CreateSandbox(ctx, client.CreateSandboxRequest{Name: "gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := inet.Web.String()
+	d.mustFetch(ctx, sb.ID, "http://example.test/", "addr="+web)
+	gl, err := netlink.LinkByName(bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := netlink.AddrList(gl, netlink.FAMILY_ALL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if a.IP.IsGlobalUnicast() {
+			if err := netlink.AddrDel(gl, &a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// (That nothing gets through meanwhile is the network package's
+	// TestAGatewayThatLostItsAddressIsRepaired: here the loop may repair
+	// it before a fetch could tell.)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, code := d.fetch(ctx, sb.ID, "--max-time 2 http://example.test/")
+		if code == 0 && strings.Contains(out, "addr="+web) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox still reaches nothing 20 s after the gateway lost its addresses: exit %d, %q\n%s", code, out, d.logText())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(d.logText(), "repaired the sandboxes' network") {
+		t.Fatalf("no repair in the daemon's log:\n%s", d.logText())
+	}
+}

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -85,6 +87,65 @@ func (m *Manager) ensureGateway(full bool) (netlink.Link, error) {
 	}
 	m.gwIndex = gl.Attrs().Index
 	return gl, nil
+}
+
+// GatewayIntact reports whether the gateway link is the one this Manager
+// set up, up, with its addresses: two netlink reads, cheap enough for a
+// periodic check. When an administrator (or another program) deletes the
+// link, takes it down or removes an address, the kernel drops every
+// sandbox's route through it (the routes name the gateway as their
+// source), and with it the resolver's and the egress proxy's address:
+// Sync puts it all back.
+func (m *Manager) GatewayIntact() bool {
+	gl, err := netlink.LinkByName(m.cfg.Bridge)
+	if err != nil || gl.Attrs().Index != m.gwIndex || gl.Attrs().Flags&net.FlagUp == 0 {
+		return false
+	}
+	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(gl, netlink.FAMILY_ALL) })
+	if err != nil {
+		return true // unknown: not a reason to repair
+	}
+	want := []netip.Addr{m.gw}
+	if m.gw6.IsValid() {
+		want = append(want, m.gw6)
+	}
+	for _, w := range want {
+		found := false
+		for _, a := range addrs {
+			if a.IPNet != nil {
+				if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == w {
+					found = true
+				}
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// RepairGateway sets the gateway link up again with its addresses and
+// repairs the links of every sandbox attached (their routes and neighbour
+// entries through it), removing nothing: unlike Sync it runs beside
+// creates, and a sandbox being attached meanwhile is not this call's to
+// judge (it waits for the attach, or the attach for it).
+func (m *Manager) RepairGateway(ctx context.Context) error {
+	m.op.Lock()
+	defer m.op.Unlock()
+	if _, err := m.ensureGateway(true); err != nil {
+		return err
+	}
+	m.mu.RLock()
+	sbs := slices.Collect(maps.Values(m.sbs))
+	m.mu.RUnlock()
+	var errs []error
+	for _, sb := range sbs {
+		if err := m.ensureLinks(sb, nil); err != nil {
+			errs = append(errs, fmt.Errorf("repair network of %s: %w", sb.id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // subnetsFree fails if an address of another link than the gateway's

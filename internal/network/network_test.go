@@ -1796,3 +1796,44 @@ func TestCloseKeepsThePinsOfRunningSandboxesOnly(t *testing.T) {
 	}
 	e.m = e.newManager() // for the test's Remove
 }
+
+// TestAGatewayThatLostItsAddressIsRepaired: removing the gateway link's
+// address (an administrator's `ip addr flush`) takes every sandbox's
+// route with it (the routes name it as their source), and the sandbox
+// reaches nothing; GatewayIntact says so, and RepairGateway puts the
+// address and the routes back without touching the sandbox.
+func TestAGatewayThatLostItsAddressIsRepaired(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("gw-lost", policy.Default(), network.Limits{})
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	if !e.m.GatewayIntact() {
+		t.Fatal("the gateway of a new instance is not intact")
+	}
+	gl, err := netlink.LinkByName(e.cfg.Bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := netlink.AddrList(gl, netlink.FAMILY_V4)
+	if err != nil || len(addrs) == 0 {
+		t.Fatalf("gateway addresses: %v %v", addrs, err)
+	}
+	for _, ad := range addrs {
+		if err := netlink.AddrDel(gl, &ad); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.m.GatewayIntact() {
+		t.Fatal("GatewayIntact with the gateway's address removed")
+	}
+	e.mustNotReach(a.NetNS, e.sink(e.inet.Web))
+	if err := e.m.RepairGateway(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !e.m.GatewayIntact() {
+		t.Fatal("the gateway is not intact after its repair")
+	}
+	e.mustReach(a.NetNS, e.sink(e.inet.Web))
+	if host := hostEndOf(t, a.NetNS); host == "" {
+		t.Fatal("the sandbox lost its host end")
+	}
+}

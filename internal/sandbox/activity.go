@@ -272,8 +272,26 @@ func (s *Service) RunPolicies(ctx context.Context, interval time.Duration) {
 			s.RunBackupPolicies(ctx)
 			s.CheckPoolFill(ctx)
 			s.CheckLimits(ctx)
+			s.CheckGateway(ctx)
 		}
 	}
+}
+
+// CheckGateway repairs the network of every running sandbox when the
+// gateway link lost what their routes need (its addresses, its state):
+// without it every sandbox is cut off, its resolver and egress proxy
+// with it, until the daemon's next start.
+func (s *Service) CheckGateway(ctx context.Context) {
+	n := s.net()
+	if n == nil || n.GatewayIntact() {
+		return
+	}
+	s.log.Warn("the sandboxes' gateway link lost its addresses or went down; repairing every running sandbox's network", "gateway", n.Gateway())
+	if err := n.RepairGateway(ctx); err != nil {
+		s.log.Error("repair the sandboxes' network", "err", err)
+		return
+	}
+	s.log.Info("repaired the sandboxes' network")
 }
 
 // markCrashed records that a running sandbox's init died under a live

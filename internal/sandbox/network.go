@@ -43,6 +43,12 @@ type Network interface {
 	// O(sandboxes) to read): the idle check asks it of every sandbox.
 	Traffic(ctx context.Context, id string) (rx, tx uint64, err error)
 	Gateway() netip.Addr
+	// GatewayIntact reports whether the gateway link still has what the
+	// sandboxes' routes need (see network.Manager.GatewayIntact).
+	GatewayIntact() bool
+	// RepairGateway puts the gateway's addresses back and the attached
+	// sandboxes' routes through it, removing nothing.
+	RepairGateway(ctx context.Context) error
 	Addr(id string) (netip.Addr, bool)
 	// Subnets are the subnets a sandbox is leased an address in (a
 	// create leases them with its record: store.Sandbox.LeaseIn).
