@@ -807,17 +807,22 @@ func (m *Manager) leaveBridge(l netlink.Link) error {
 }
 
 // hostEndsByAlias maps the aliases of this instance's host ends to their
-// names (a pair Prepare made keeps the name it was given).
-func (m *Manager) hostEndsByAlias() map[string]string {
-	out := map[string]string{}
+// names, sorted (a pair Prepare made keeps the name it was given). A
+// sandbox has one host end; a second of the same alias is a leftover
+// (Sync keeps the first and sweeps it, a detach deletes them all).
+func (m *Manager) hostEndsByAlias() map[string][]string {
+	out := map[string][]string{}
 	links, err := m.ownedLinks()
 	if err != nil {
 		return out
 	}
 	for name, l := range links {
 		if a := l.Attrs().Alias; a != "" && l.Type() == "veth" {
-			out[a] = name
+			out[a] = append(out[a], name)
 		}
+	}
+	for _, names := range out {
+		slices.Sort(names)
 	}
 	return out
 }

@@ -665,12 +665,13 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 	m.mu.RLock()
 	sb, ok := m.sbs[id]
 	m.mu.RUnlock()
+	var others []string // more host ends of its alias: leftovers
 	if !ok {
 		sb = m.newSandbox(Attachment{ID: id}, netip.Addr{}, netip.Addr{})
 		// Its host end may be one Prepare made (another name): found by
 		// its alias.
-		if name, ok := m.hostEndsByAlias()[aliasPrefix(m.cfg.Table)+sb.key]; ok {
-			sb.veth = name
+		if names := m.hostEndsByAlias()[aliasPrefix(m.cfg.Table)+sb.key]; len(names) > 0 {
+			sb.veth, others = names[0], names[1:]
 		}
 		leases, err := m.cfg.Leases.ListLeases(ctx)
 		if err != nil {
@@ -693,9 +694,11 @@ func (m *Manager) detach(ctx context.Context, id string) error {
 		errs = append(errs, err)
 	}
 	// Its routes and neighbour entries go with its host end.
-	if l, err := netlink.LinkByName(sb.veth); err == nil {
-		if err := delLink(netlink.LinkDel, l); err != nil {
-			errs = append(errs, fmt.Errorf("delete veth %s: %w", sb.veth, err))
+	for _, name := range append([]string{sb.veth}, others...) {
+		if l, err := netlink.LinkByName(name); err == nil {
+			if err := delLink(netlink.LinkDel, l); err != nil {
+				errs = append(errs, fmt.Errorf("delete veth %s: %w", name, err))
+			}
 		}
 	}
 	m.forgetConnections(ctx, sb.addr)

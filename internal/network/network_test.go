@@ -1837,3 +1837,45 @@ func TestAGatewayThatLostItsAddressIsRepaired(t *testing.T) {
 		t.Fatal("the sandbox lost its host end")
 	}
 }
+
+// TestADetachAfterARestartDeletesEveryHostEndOfItsAlias: a sandbox with
+// more host ends carrying its alias (leftovers) loses them all to a
+// Detach by a new Manager, which finds them by the alias alone.
+func TestADetachAfterARestartDeletesEveryHostEndOfItsAlias(t *testing.T) {
+	e := newEnv(t)
+	a := e.attach("two-ends", policy.Default(), network.Limits{})
+	host, err := netlink.LinkByName(hostEndOf(t, a.NetNS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{host.Attrs().Name}
+	slot := nettest.Slot(t)
+	for i := range 3 {
+		la := netlink.NewLinkAttrs()
+		la.Name = fmt.Sprintf("stleft%03d%d", slot, i)
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: la.Name + "p"}); err != nil {
+			t.Fatal(err)
+		}
+		left, err := netlink.LinkByName(la.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { netlink.LinkDel(left) })
+		if err := netlink.LinkSetAlias(left, host.Attrs().Alias); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetGroup(left, int(host.Attrs().Group)); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, la.Name)
+	}
+	e.m = e.newManager()
+	if err := e.m.Detach(e.ctx, "two-ends"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if _, err := netlink.LinkByName(name); err == nil {
+			t.Errorf("host end %s is still there after the detach", name)
+		}
+	}
+}

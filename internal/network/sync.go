@@ -46,8 +46,8 @@ func (m *Manager) sync(ctx context.Context, running []Attachment, exists map[str
 			continue
 		}
 		sb := m.newSandbox(a, addr, addr6)
-		if name, ok := byAlias[aliasPrefix(m.cfg.Table)+sb.key]; ok {
-			sb.veth = name
+		if names := byAlias[aliasPrefix(m.cfg.Table)+sb.key]; len(names) > 0 {
+			sb.veth = names[0]
 		}
 		// Its link and its connections are kept even if the repair
 		// below fails (a later attach or sync retries it).
