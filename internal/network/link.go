@@ -110,15 +110,10 @@ func (m *Manager) GatewayIntact() bool {
 		want = append(want, m.gw6)
 	}
 	for _, w := range want {
-		found := false
-		for _, a := range addrs {
-			if a.IPNet != nil {
-				if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap() == w {
-					found = true
-				}
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(addrs, func(a netlink.Addr) bool {
+			ip, ok := netip.AddrFromSlice(a.IP)
+			return a.IPNet != nil && ok && ip.Unmap() == w
+		}) {
 			return false
 		}
 	}

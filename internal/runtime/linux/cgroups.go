@@ -8,14 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
 
 	"github.com/stead-dev/stead/internal/fsutil"
-	"golang.org/x/sys/unix"
 )
 
 // Cgroup parents. libcontainer makes a sandbox's cgroup <CgroupParent>/<id>
@@ -229,14 +227,7 @@ func removeLeftChildren(dir string) {
 			os.Remove(child) // fails while it holds processes
 			continue
 		}
-		if b, err := os.ReadFile(filepath.Join(child, "cgroup.procs")); err == nil {
-			for _, f := range strings.Fields(string(b)) {
-				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-					unix.Kill(pid, unix.SIGKILL)
-				}
-			}
-		}
-		removeCgroupDir(child)
+		killCgroup(child)
 	}
 }
 

@@ -1177,20 +1177,7 @@ func (r *Runtime) Sweep(ctx context.Context) ([]string, error) {
 			if !e.IsDir() || !validID(id) || known[id] || r.shellIsLive(id) {
 				continue
 			}
-			dir := filepath.Join(root, id)
-			if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil {
-						unix.Kill(pid, unix.SIGKILL)
-					}
-				}
-			}
-			for i := 0; i < 50; i++ {
-				if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			killCgroup(filepath.Join(root, id))
 			cleaned[id] = true
 		}
 	}

@@ -106,14 +106,12 @@ type procViews struct {
 	files   []string
 	retryAt time.Time
 	warned  bool
-	// inUsePid is a pidfd of the lxcfs process in use, when known (-1 or
-	// 0 when not: the zero value never holds one, see hasPid), and
-	// answeredAt the time it last answered a check: a start within
+	// inUsePid is a pidfd of the lxcfs process in use (nil if not known),
+	// and answeredAt the time it last answered a check: a start within
 	// lxcfsRecheck of that answer whose lxcfs still runs takes the views
 	// without asking lxcfs again (a round trip to the FUSE daemon on
 	// every create, which waits for lxcfs to get a CPU).
-	inUsePid   int
-	hasPid     bool
+	inUsePid   *os.File
 	answeredAt time.Time
 
 	cpuMu sync.Mutex // guards cpus, recent and cpusets
@@ -196,7 +194,7 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.inUse.dir != "" {
-		if v.hasPid && time.Since(v.answeredAt) < lxcfsRecheck && pidfdRuns(v.inUsePid) {
+		if v.inUsePid != nil && time.Since(v.answeredAt) < lxcfsRecheck && pidfdRuns(v.inUsePid) {
 			return viewMounts(v.inUse.dir, v.files)
 		}
 		err := v.inUse.alive()
@@ -248,9 +246,7 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 	}
 	v.inUse, v.files, v.answeredAt = l, files, time.Now()
 	v.forgetPid()
-	if fd, err := lxcfsPidfd(pid); err == nil {
-		v.inUsePid, v.hasPid = fd, true
-	}
+	v.inUsePid, _ = lxcfsPidfd(pid)
 	r.log.Debug("sandbox /proc views from lxcfs", "dir", l.dir, "pid", pid, "files", len(files))
 	return viewMounts(l.dir, files)
 }
@@ -260,25 +256,26 @@ func (r *Runtime) procViewMounts() []*configs.Mount {
 const lxcfsRecheck = time.Second
 
 // lxcfsPidfd opens a pidfd of pid, an lxcfs process (its pidfile's).
-func lxcfsPidfd(pid int) (int, error) {
+func lxcfsPidfd(pid int) (*os.File, error) {
 	if pid <= 0 {
-		return -1, errors.New("no pid")
+		return nil, errors.New("no pid")
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		return -1, err
+		return nil, err
 	}
+	f := os.NewFile(uintptr(fd), "pidfd")
 	// A pidfile can outlive its process and the pid be reused.
 	if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err != nil || strings.TrimSpace(string(comm)) != "lxcfs" {
-		unix.Close(fd)
-		return -1, errors.New("not lxcfs")
+		f.Close()
+		return nil, errors.New("not lxcfs")
 	}
-	return fd, nil
+	return f, nil
 }
 
 // pidfdRuns reports whether the process of pidfd has not exited.
-func pidfdRuns(fd int) bool {
-	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+func pidfdRuns(pidfd *os.File) bool {
+	p := []unix.PollFd{{Fd: int32(pidfd.Fd()), Events: unix.POLLIN}}
 	n, err := unix.Poll(p, 0)
 	return err == nil && n == 0
 }
@@ -286,10 +283,10 @@ func pidfdRuns(fd int) bool {
 // forgetPid closes the pidfd of the lxcfs that was in use. Called with mu
 // held.
 func (v *procViews) forgetPid() {
-	if v.hasPid {
-		unix.Close(v.inUsePid)
+	if v.inUsePid != nil {
+		v.inUsePid.Close()
+		v.inUsePid = nil
 	}
-	v.inUsePid, v.hasPid = -1, false
 }
 
 // viewMounts binds each lxcfs file over its path in the sandbox. nosuid and
@@ -618,8 +615,8 @@ func (r *Runtime) rescanCpusets(h *hostCPUs) {
 	for id := range v.forgotten {
 		delete(m, id)
 	}
-	for id, set := range v.cpusets {
-		if rc, ok := v.recent[id]; ok && slices.Equal(rc.cpus, set) {
+	for id, rc := range v.recent {
+		if set, ok := v.cpusets[id]; ok && slices.Equal(rc.cpus, set) {
 			m[id] = set // handed out while the tree was read
 		}
 	}

@@ -684,13 +684,13 @@ func TestADeadLXCFSIsNoticedAtOnce(t *testing.T) {
 	dir := privateLXCFS(t)
 	r := newViewsRuntime(t, t.TempDir())
 	pids := viewsFromOwnLXCFS(t, r, lxcfs{dir: dir})
-	fd, err := unix.PidfdOpen(pids[0], 0)
+	pidfd, err := lxcfsPidfd(pids[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(fd)
+	defer pidfd.Close()
 	unix.Kill(pids[0], unix.SIGKILL)
-	for deadline := time.Now().Add(5 * time.Second); pidfdRuns(fd); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); pidfdRuns(pidfd); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("lxcfs did not exit")
 		}

@@ -350,6 +350,19 @@ func (r *Runtime) discardShell(sh *shell) {
 	r.shellGone(sh)
 }
 
+// killCgroup kills every process in cgroup dir (a v1 hierarchy's or the
+// v2 tree's) and removes it (removeCgroupDir).
+func killCgroup(dir string) {
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	}
+	removeCgroupDir(dir)
+}
+
 // removeCgroupDir removes an (emptied) cgroup directory, waiting a little
 // for a killed task to leave it.
 func removeCgroupDir(dir string) {
